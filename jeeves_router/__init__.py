@@ -1,0 +1,117 @@
+"""jeeves_router: compose specialist agents in code and put a router in front of them.
+
+Example:
+    >>> from jeeves_router import Agent, Router, RouterRoute
+    >>> desk = Agent("Support desk", name="desk", model="openai:gpt-4.1-nano",
+    ...              architecture=Router(routes=[...], fallback_route="general"))
+"""
+
+from .agent import Agent, RunStream
+from .architectures import Architecture, Router, RouterRoute, RunContext, ToolLoop
+from .classify import (
+    Classification,
+    Classifier,
+    ClassifyRequest,
+    ClassifyResult,
+    LLMClassifier,
+    RouteSpec,
+    format_classification,
+    parse_classification,
+    resolve_route,
+)
+from .errors import (
+    JeevesError,
+    ModelError,
+    RealModelCallBlocked,
+    ReplayDivergence,
+    RunError,
+    ScriptExhausted,
+    StreamInterrupted,
+    ToolError,
+    UsageError,
+)
+from .events import (
+    Event,
+    RouterClassified,
+    RouterCompleted,
+    RouterDispatched,
+    RouterFallback,
+    RouterUnresolved,
+    RunCompleted,
+    RunFailed,
+    RunStarted,
+    TextDelta,
+    ToolCalled,
+    ToolResult,
+)
+from .ids import child_session_id, split_child_session_id
+from .messages import Message, TextPart, ToolCallPart, ToolResultPart
+from .models import Model, ModelRequest, ModelResponse, ModelTextDelta, resolve_model
+from .policies import RetryPolicy
+from .results import RunResult, RunStatus
+from .runtime import Runtime
+from .tools import ContextUpdate, Handoff, Tool, ToolContext, tool
+from .usage import Usage
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Agent",
+    "Architecture",
+    "Classification",
+    "Classifier",
+    "ClassifyRequest",
+    "ClassifyResult",
+    "ContextUpdate",
+    "Event",
+    "Handoff",
+    "JeevesError",
+    "LLMClassifier",
+    "Message",
+    "Model",
+    "ModelError",
+    "ModelRequest",
+    "ModelResponse",
+    "ModelTextDelta",
+    "RealModelCallBlocked",
+    "ReplayDivergence",
+    "RetryPolicy",
+    "RouteSpec",
+    "Router",
+    "RouterClassified",
+    "RouterCompleted",
+    "RouterDispatched",
+    "RouterFallback",
+    "RouterRoute",
+    "RouterUnresolved",
+    "RunCompleted",
+    "RunContext",
+    "RunError",
+    "RunFailed",
+    "RunResult",
+    "RunStarted",
+    "RunStatus",
+    "RunStream",
+    "Runtime",
+    "ScriptExhausted",
+    "StreamInterrupted",
+    "TextDelta",
+    "TextPart",
+    "Tool",
+    "ToolCallPart",
+    "ToolCalled",
+    "ToolContext",
+    "ToolError",
+    "ToolLoop",
+    "ToolResult",
+    "ToolResultPart",
+    "Usage",
+    "UsageError",
+    "child_session_id",
+    "format_classification",
+    "parse_classification",
+    "resolve_model",
+    "resolve_route",
+    "split_child_session_id",
+    "tool",
+]

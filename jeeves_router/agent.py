@@ -1,0 +1,260 @@
+"""The Agent: instructions, a model, tools and an architecture; run or stream requests."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from contextlib import aclosing
+from types import TracebackType
+from typing import Any
+
+import anyio
+import structlog
+
+from .architectures.base import Architecture, RunContext
+from .architectures.react import ToolLoop
+from .errors import RunError, UsageError
+from .events import Event, RunCompleted, RunFailed, RunStarted
+from .ids import new_session_id, validate_route_name
+from .messages import Message
+from .models.base import Model
+from .models.registry import resolve_model
+from .results import RunResult
+from .runtime import PASS_THROUGH, Runtime
+from .tools import Tool, as_tool
+
+__all__ = ["Agent", "RunStream"]
+
+log = structlog.get_logger(__name__)
+
+
+class Agent:
+    """A model with instructions, tools and an architecture.
+
+    Args:
+        instructions: The system prompt (for a router agent: a description of the desk).
+        name: A name used in route paths and events (letters/digits joined by '-' or '_').
+        model: A :class:`~jeeves_router.models.Model` or a ``"provider:model"`` string,
+            resolved at first use. A router agent's model is its classifier's model.
+        tools: Tools the model may call (functions are wrapped with ``@tool``).
+        architecture: How requests are handled; default: :class:`ToolLoop`.
+        max_turns: Bound on model turns of the tool loop.
+        temperature: Sampling temperature for this agent's turns (``None``: model default).
+        max_tokens: Output cap per model turn (``None``: adapter default).
+        runtime: Durability port (default: pass-through, nothing recorded).
+        handoffs: Agents this one may hand the conversation to (``transfer_to_<name>``
+            tools; see the handoff architecture).
+        classify_error: Optional hook ``(exc, context) -> ErrorClassification | None``
+            used by the recovery layer.
+
+    Example:
+        >>> billing = Agent("You resolve payments.", name="billing", model=ScriptedModel(["Refunded."]))
+        >>> result = billing.run_sync("I was charged twice")
+    """
+
+    def __init__(
+        self,
+        instructions: str,
+        *,
+        name: str = "agent",
+        model: Model | str | None = None,
+        tools: Iterable[Tool | Callable[..., Any]] = (),
+        architecture: Architecture | None = None,
+        max_turns: int = 10,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+        runtime: Runtime | None = None,
+        handoffs: Sequence[Agent] = (),
+        classify_error: Callable[..., Any] | None = None,
+    ) -> None:
+        if not isinstance(instructions, str):
+            raise UsageError(f"Agent instructions must be a string, got {type(instructions).__name__}")
+        validate_route_name(name, what="agent name")
+        if not isinstance(max_turns, int) or max_turns < 1:
+            raise UsageError(f"max_turns must be a positive integer, got {max_turns!r}")
+        if temperature is not None and not 0.0 <= temperature <= 2.0:
+            raise UsageError(f"temperature must be within [0, 2], got {temperature}")
+        self.instructions = instructions
+        self.name = name
+        self.model = model
+        self._model: Model | None = None if isinstance(model, str) or model is None else resolve_model(model)
+        tool_list = [as_tool(t) for t in tools]
+        self.tool_map: dict[str, Tool] = {}
+        for t in tool_list:
+            if t.name in self.tool_map:
+                raise UsageError(f"agent {name!r} has two tools named {t.name!r}; give one a different name")
+            self.tool_map[t.name] = t
+        self.tools = tuple(tool_list)
+        self.architecture: Architecture = architecture if architecture is not None else ToolLoop()
+        self.max_turns = max_turns
+        self.temperature = temperature
+        self.max_tokens = max_tokens
+        self.runtime = runtime or PASS_THROUGH
+        self.handoffs = tuple(handoffs)
+        self.classify_error = classify_error
+        self.architecture.validate(self)
+
+    def __repr__(self) -> str:
+        model = self._model.name if self._model is not None else self.model
+        return f"Agent(name={self.name!r}, model={model!r}, architecture={type(self.architecture).__name__})"
+
+    def resolved_model(self) -> Model:
+        """This agent's model, resolving a ``"provider:model"`` string on first use."""
+        if self._model is None:
+            self._model = resolve_model(self.model, what=f"model of agent {self.name!r}")
+        return self._model
+
+    # -- running -------------------------------------------------------------------------
+
+    def _context(
+        self,
+        prompt: str,
+        session_id: str | None,
+        history: Sequence[Message] | None,
+        context: Mapping[str, Any] | None,
+        force_route: str | None,
+        options: Mapping[str, Any] | None,
+    ) -> RunContext:
+        if not isinstance(prompt, str):
+            raise UsageError(f"prompt must be a string, got {type(prompt).__name__}")
+        if session_id is not None and (not isinstance(session_id, str) or not session_id):
+            raise UsageError(f"session_id must be a non-empty string, got {session_id!r}")
+        ctx = RunContext(
+            agent=self,
+            session_id=session_id or new_session_id(),
+            path=(self.name,),
+            prompt=prompt,
+            history=tuple(history or ()),
+            context=dict(context or {}),
+            runtime=self.runtime,
+            force_route=force_route,
+            options=dict(options or {}),
+        )
+        prepare = getattr(self.architecture, "prepare", None)
+        if prepare is not None:
+            prepare(self, ctx)
+        return ctx
+
+    async def _events(self, ctx: RunContext) -> AsyncIterator[Event]:
+        """All events of one run of this agent; sets ``ctx.result``; re-raises failures."""
+        sid, path = ctx.session_id, ctx.path
+        yield RunStarted(session_id=sid, path=path, agent=self.name, prompt=ctx.prompt)
+        try:
+            async with aclosing(self.architecture.run(self, ctx)) as events:
+                async for ev in events:
+                    yield ev
+        except Exception as exc:
+            severity = exc.severity if isinstance(exc, RunError) else None
+            log.warning("run failed", session_id=sid, path=path, error_type=type(exc).__name__)
+            yield RunFailed(session_id=sid, path=path, error_type=type(exc).__name__, message=str(exc), severity=severity)
+            raise
+        if ctx.result is None:
+            raise RuntimeError(f"architecture {type(self.architecture).__name__} ended without a result")
+        yield RunCompleted(session_id=sid, path=path, result=ctx.result)
+
+    async def run(
+        self,
+        prompt: str,
+        *,
+        session_id: str | None = None,
+        history: Sequence[Message] | None = None,
+        context: Mapping[str, Any] | None = None,
+        force_route: str | None = None,
+        options: Mapping[str, Any] | None = None,
+    ) -> RunResult:
+        """Handle one request and return its result.
+
+        Args:
+            prompt: The request text.
+            session_id: Session id (a fresh one when omitted). Routed specialists run under
+                ``child_session_id(session_id, route)``.
+            history: Earlier conversation turns.
+            context: Context variables for tools and context-aware routing (never mutated).
+            force_route: Router only: skip classification and dispatch to this route.
+            options: Architecture-specific per-run options.
+
+        Raises:
+            UsageError: for bad arguments (e.g. an unknown ``force_route``).
+            Exception: a failure inside the run, with its original type.
+        """
+        ctx = self._context(prompt, session_id, history, context, force_route, options)
+        async with aclosing(self._events(ctx)) as events:
+            async for _ in events:
+                pass
+        assert ctx.result is not None
+        return ctx.result
+
+    def stream(
+        self,
+        prompt: str,
+        *,
+        session_id: str | None = None,
+        history: Sequence[Message] | None = None,
+        context: Mapping[str, Any] | None = None,
+        force_route: str | None = None,
+        options: Mapping[str, Any] | None = None,
+    ) -> RunStream:
+        """Handle one request, yielding typed events as they happen.
+
+        Use ``async for ev in agent.stream(p)`` or ``async with agent.stream(p) as events``.
+        A failure ends the stream with a ``run.failed`` event (it is not raised); the
+        stream's :attr:`RunStream.result` and :attr:`RunStream.error` tell the outcome.
+        """
+        ctx = self._context(prompt, session_id, history, context, force_route, options)
+        return RunStream(self, ctx)
+
+    def run_sync(self, prompt: str, **kwargs: Any) -> RunResult:
+        """:meth:`run` from synchronous code (starts an event loop; not from inside one)."""
+        return anyio.run(functools.partial(self.run, prompt, **kwargs))
+
+
+class RunStream:
+    """The events of one run: an async iterator and an async context manager.
+
+    Closing it early (``break`` then :meth:`aclose`, ``async with``, or
+    ``contextlib.aclosing``) stops the run at its current await point: model streams are
+    closed, no task is left behind, and no exception group escapes. The run is a pull-based
+    chain of async generators (no producer task), so a slow consumer slows the run
+    instead of buffering events without bound.
+    """
+
+    def __init__(self, agent: Agent, ctx: RunContext) -> None:
+        self._ctx = ctx
+        self._gen = self._guarded(agent._events(ctx))
+        self.error: BaseException | None = None
+
+    async def _guarded(self, events: AsyncIterator[Event]) -> AsyncIterator[Event]:
+        try:
+            async with aclosing(events):  # type: ignore[type-var]
+                async for ev in events:
+                    yield ev
+        except Exception as exc:  # already reported as run.failed
+            self.error = exc
+
+    @property
+    def session_id(self) -> str:
+        """The session id of the run."""
+        return self._ctx.session_id
+
+    @property
+    def result(self) -> RunResult | None:
+        """The result, once the stream has been consumed to its end (``None`` if it failed)."""
+        return self._ctx.result if self.error is None else None
+
+    def __aiter__(self) -> RunStream:
+        return self
+
+    async def __anext__(self) -> Event:
+        return await self._gen.__anext__()
+
+    async def aclose(self) -> None:
+        """Stop the run and release its resources."""
+        await self._gen.aclose()  # type: ignore[attr-defined]
+
+    async def __aenter__(self) -> RunStream:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()

@@ -1,0 +1,118 @@
+"""What every architecture shares: the run context and the Architecture protocol."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+from ..classify.types import Classifier, ClassifyRequest, ClassifyResult
+from ..events import Event
+from ..messages import Message, ToolCallPart
+from ..models.base import Model, ModelRequest, ModelStreamItem
+from ..results import RunResult
+from ..runtime import PASS_THROUGH, Runtime, StepKey
+from ..tools import Tool, ToolContext, ToolOutcome
+
+if TYPE_CHECKING:
+    from ..agent import Agent
+    from ..tools import Handoff
+
+__all__ = ["Architecture", "RunContext"]
+
+
+@dataclass(slots=True, eq=False)
+class RunContext:
+    """Mutable state of one agent's run, handed to its architecture.
+
+    Attributes:
+        agent: The agent being run.
+        session_id: Its session id.
+        path: Its route path.
+        prompt: The request text.
+        history: Earlier conversation turns.
+        context: Context variables (replace, never mutate: copy on write).
+        run_id: Identifies this turn within the session (for journaling).
+        runtime: The durability port every step goes through.
+        force_route: Direct mode: skip classification and use this route.
+        options: Architecture-specific per-run options.
+        result: Set by the architecture before it finishes.
+        handoff: Set by the tool loop when a tool returned a Handoff.
+    """
+
+    agent: Agent
+    session_id: str
+    path: tuple[str, ...]
+    prompt: str
+    history: tuple[Message, ...] = ()
+    context: Mapping[str, Any] = field(default_factory=dict)
+    run_id: str = "0"
+    runtime: Runtime = PASS_THROUGH
+    force_route: str | None = None
+    options: dict[str, Any] = field(default_factory=dict)
+    result: RunResult | None = None
+    handoff: Handoff | None = None
+    _step: int = 0
+
+    def child(self, agent: Agent, *, session_id: str, path: tuple[str, ...], prompt: str | None = None,
+              history: tuple[Message, ...] | None = None) -> RunContext:
+        """A context for a sub-agent's run that shares this run's runtime and context."""
+        return RunContext(
+            agent=agent,
+            session_id=session_id,
+            path=path,
+            prompt=self.prompt if prompt is None else prompt,
+            history=self.history if history is None else history,
+            context=self.context,
+            run_id=self.run_id,
+            runtime=self.runtime,
+            options=dict(self.options.get("child_options", {})),
+        )
+
+    def next_key(self, name: str) -> StepKey:
+        """The key of the next step of this run."""
+        key = StepKey(self.session_id, self.run_id, name, self._step)
+        self._step += 1
+        return key
+
+    def model_stream(self, model: Model, request: ModelRequest, *, name: str = "model") -> AsyncIterator[ModelStreamItem]:
+        """Stream one model call through the runtime."""
+        return self.runtime.model_stream(self.next_key(name), model, request)
+
+    async def call_tool(self, tool: Tool, call: ToolCallPart) -> ToolOutcome:
+        """Run one tool call through the runtime."""
+        tctx = ToolContext(self.session_id, self.path, self.context)
+
+        async def perform() -> ToolOutcome:
+            return await tool.call(call.arguments, tctx)
+
+        key = self.next_key(f"tool:{tool.name}")
+        return await self.runtime.step(key, {"id": call.id, "name": call.name, "arguments": dict(call.arguments)}, perform)
+
+    async def classify(self, classifier: Classifier, request: ClassifyRequest, *, name: str = "classify") -> ClassifyResult:
+        """Run one classification through the runtime."""
+
+        async def perform() -> ClassifyResult:
+            return await classifier.classify(request)
+
+        key = self.next_key(name)
+        return await self.runtime.step(
+            key,
+            {"text": request.text, "routes": [r.name for r in request.routes], "feedback": request.feedback},
+            perform,
+        )
+
+
+class Architecture(Protocol):
+    """How an agent turns a request into an answer.
+
+    ``run`` is an async generator of events; it must set ``ctx.result`` before it ends.
+    """
+
+    def validate(self, agent: Agent) -> None:
+        """Check the architecture fits ``agent``; raise UsageError otherwise."""
+        ...
+
+    def run(self, agent: Agent, ctx: RunContext) -> AsyncIterator[Event]:
+        """Execute one run, yielding its events."""
+        ...

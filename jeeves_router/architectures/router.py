@@ -1,0 +1,254 @@
+"""The Router architecture: classify a request, apply a threshold and a fallback, dispatch.
+
+The chosen route's agent — a full :class:`~jeeves_router.Agent` with its own model, tools
+and architecture — runs under ``child_session_id(parent_session_id, route)``; its events
+(token deltas included) appear in the parent's stream as they happen. Usage sums the
+classifier's calls (format retries included) and the specialist's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from contextlib import aclosing
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
+
+from ..classify.llm import LLMClassifier
+from ..classify.parser import normalize_route_name
+from ..classify.prompt import validate_prompt_template
+from ..classify.resolve import RouteDecision, resolve_route
+from ..classify.types import Classification, Classifier, ClassifyRequest, ClassifyResult, RouteSpec
+from ..errors import UsageError
+from ..events import Event, RouterClassified, RouterCompleted, RouterDispatched, RouterFallback, RouterUnresolved
+from ..ids import child_session_id, validate_route_name
+from ..models.base import Model
+from ..results import RunResult
+from ..usage import Usage
+from .base import RunContext
+
+if TYPE_CHECKING:
+    from ..agent import Agent
+
+__all__ = ["Router", "RouterRoute", "CLASSIFIER_USAGE_KEY"]
+
+#: Key of the classifier's usage in ``RunResult.usage_by_route`` (not a valid route name).
+CLASSIFIER_USAGE_KEY = "<classifier>"
+
+
+@dataclass(frozen=True)
+class RouterRoute:
+    """One route: a name, the agent that handles it, a description and example requests."""
+
+    name: str
+    agent: Agent
+    description: str = ""
+    examples: Sequence[str] = field(default=())
+
+    @property
+    def spec(self) -> RouteSpec:
+        """What classifiers see of this route."""
+        return RouteSpec(self.name, self.description, tuple(self.examples))
+
+
+class Router:
+    """Route each request to one specialist agent.
+
+    Args:
+        routes: The routes; names are unique case-insensitively (``-``/``_``/space alike).
+        fallback_route: Used when the classification is unusable or below the threshold;
+            ``None`` makes such runs end ``unresolved``.
+        require_confidence_above: Threshold in [0, 1]; a route is dispatched directly when
+            its confidence is >= this value.
+        classifier_prompt: Template for the LLM classifier's system prompt
+            (``{routes}``, ``{route_names}``; other braces are literal).
+        classifier_model: Model for the LLM classifier (default: the router agent's model).
+        classifier: Any :class:`Classifier` (embedded, cascade, static...) instead of the
+            LLM classifier.
+        max_format_retries: Retries of a malformed LLM classifier reply (default 1).
+        on_bad_confidence: Parser policy for a missing/invalid confidence (``None``: fail
+            closed, i.e. fallback).
+        history_turns: How many earlier messages the classifier sees (default 0).
+        classifier_max_tokens: Output cap of the LLM classifier call.
+    """
+
+    def __init__(
+        self,
+        routes: Sequence[RouterRoute],
+        *,
+        fallback_route: str | None = None,
+        require_confidence_above: float = 0.0,
+        classifier_prompt: str | None = None,
+        classifier_model: Model | str | None = None,
+        classifier: Classifier | None = None,
+        max_format_retries: int = 1,
+        on_bad_confidence: float | None = None,
+        history_turns: int = 0,
+        classifier_max_tokens: int = 64,
+    ) -> None:
+        routes = list(routes)
+        if not routes:
+            raise UsageError("Router needs at least one route: Router(routes=[RouterRoute('billing', billing_agent)])")
+        seen: dict[str, str] = {}
+        for r in routes:
+            if not isinstance(r, RouterRoute):
+                raise UsageError(f"routes must be RouterRoute objects, got {type(r).__name__}")
+            validate_route_name(r.name)
+            key = normalize_route_name(r.name)
+            if key in seen:
+                raise UsageError(
+                    f"duplicate route name {r.name!r}: it matches {seen[key]!r} (names are compared "
+                    "case-insensitively, with '-', '_' and spaces alike)"
+                )
+            seen[key] = r.name
+            if not hasattr(r.agent, "_events"):
+                raise UsageError(f"route {r.name!r}: agent must be an Agent, got {type(r.agent).__name__}")
+        self.routes: tuple[RouterRoute, ...] = tuple(routes)
+        self._by_name = {r.name: r for r in routes}
+        if fallback_route is not None and fallback_route not in self._by_name:
+            raise UsageError(f"fallback_route {fallback_route!r} is not a route; routes: {', '.join(self._by_name)}")
+        if isinstance(require_confidence_above, bool) or not isinstance(require_confidence_above, (int, float)) or not (
+            0.0 <= require_confidence_above <= 1.0
+        ):
+            raise UsageError(f"require_confidence_above must be within [0, 1], got {require_confidence_above!r}")
+        if classifier is not None and (classifier_model is not None or classifier_prompt is not None):
+            raise UsageError("pass either classifier=... or classifier_model/classifier_prompt, not both")
+        if classifier is not None and not isinstance(classifier, Classifier):
+            raise UsageError(f"classifier must have an async classify(request) method, got {type(classifier).__name__}")
+        if history_turns < 0:
+            raise UsageError(f"history_turns must be >= 0, got {history_turns}")
+        self.fallback_route = fallback_route
+        self.threshold = float(require_confidence_above)
+        self.classifier_prompt = validate_prompt_template(classifier_prompt) if classifier_prompt is not None else None
+        self.classifier_model = classifier_model
+        self.max_format_retries = max_format_retries
+        self.on_bad_confidence = on_bad_confidence
+        self.history_turns = history_turns
+        self.classifier_max_tokens = classifier_max_tokens
+        self._classifier: Classifier | None = classifier
+        self.specs: tuple[RouteSpec, ...] = tuple(r.spec for r in routes)
+        if classifier is None and classifier_model is not None:
+            self._classifier = self._llm_classifier(classifier_model)
+
+    def _llm_classifier(self, model: Model | str) -> LLMClassifier:
+        return LLMClassifier(
+            model,
+            prompt=self.classifier_prompt,
+            max_format_retries=self.max_format_retries,
+            max_tokens=self.classifier_max_tokens,
+            on_bad_confidence=self.on_bad_confidence,
+        )
+
+    # -- Architecture protocol ----------------------------------------------------------
+
+    def validate(self, agent: Agent) -> None:
+        """A router agent needs a model unless it has its own classifier."""
+        if self._classifier is None and agent.model is None:
+            raise UsageError(
+                f"router agent {agent.name!r} has no model for its classifier: pass model=..., "
+                "classifier_model=... or classifier=..."
+            )
+
+    def prepare(self, agent: Agent, ctx: RunContext) -> None:
+        """Check per-run options before the run starts."""
+        if ctx.force_route is not None and ctx.force_route not in self._by_name:
+            raise UsageError(f"force_route {ctx.force_route!r} is not a route; routes: {', '.join(self._by_name)}")
+
+    def classifier_for(self, agent: Agent) -> Classifier:
+        """The classifier used for ``agent`` (built from its model on first use)."""
+        if self._classifier is None:
+            self._classifier = self._llm_classifier(agent.resolved_model())
+        return self._classifier
+
+    def route(self, name: str) -> RouterRoute:
+        """The route called ``name``."""
+        return self._by_name[name]
+
+    async def classify(self, agent: Agent, ctx: RunContext, *, exclude: Sequence[str] = (),
+                       feedback: str | None = None) -> ClassifyResult:
+        """Classify ``ctx.prompt`` (through the runtime); never returns an undeclared route."""
+        specs = self.specs if not exclude else tuple(s for s in self.specs if s.name not in exclude)
+        history = ctx.history[-self.history_turns :] if self.history_turns else ()
+        request = ClassifyRequest(ctx.prompt, specs, history=history, context=ctx.context, feedback=feedback)
+        result = await ctx.classify(self.classifier_for(agent), request)
+        c = result.classification
+        allowed = {s.name for s in specs}
+        if c.route is not None and c.route not in allowed:
+            # A classifier answered outside the declared set: never dispatch it.
+            bad = replace(c, route=None, confidence=0.0, status="unknown_route", requested=c.route)
+            result = replace(result, classification=bad)
+        return result
+
+    def decide(self, c: Classification, *, exclude: Sequence[str] = ()) -> RouteDecision:
+        """Threshold and fallback applied to ``c``."""
+        return resolve_route(c, threshold=self.threshold, fallback=self.fallback_route, routes=self._by_name,
+                             excluded=exclude)
+
+    def classified_event(self, ctx: RunContext, result: ClassifyResult) -> RouterClassified:
+        """The ``router.classified`` event for ``result``."""
+        c = result.classification
+        return RouterClassified(
+            session_id=ctx.session_id, path=ctx.path, route=c.route, confidence=c.confidence, status=c.status,
+            threshold=self.threshold, raw=c.raw, reason=c.reason, requested=c.requested, runner_up=c.runner_up,
+            runner_up_confidence=c.runner_up_confidence, margin=c.margin, stage=result.stage,
+            attempts=result.attempts, model_calls_saved=result.model_calls_saved,
+        )
+
+    async def run(self, agent: Agent, ctx: RunContext) -> AsyncIterator[Event]:
+        """Classify, decide, dispatch; yields router events and the specialist's events."""
+        sid, path = ctx.session_id, ctx.path
+        usage = Usage()
+        confidence: float | None = None
+        if ctx.force_route is not None:
+            decision = RouteDecision(ctx.force_route, False, None)
+        else:
+            cres = await self.classify(agent, ctx)
+            usage = cres.usage
+            c = cres.classification
+            confidence = c.confidence if c.ok else None
+            yield self.classified_event(ctx, cres)
+            decision = self.decide(c)
+            if decision.unresolved:
+                yield RouterUnresolved(session_id=sid, path=path, reason=decision.reason or "missing_route",
+                                       requested_route=c.route or c.requested, confidence=confidence)
+                ctx.result = RunResult(
+                    output=None, status="unresolved", session_id=sid, path=path, confidence=confidence,
+                    fallback_reason=decision.reason, usage=usage, usage_by_route={CLASSIFIER_USAGE_KEY: usage},
+                )
+                return
+            if decision.used_fallback:
+                assert decision.route is not None
+                yield RouterFallback(session_id=sid, path=path, reason=decision.reason or "low_confidence",
+                                     fallback_route=decision.route, requested_route=c.route or c.requested,
+                                     confidence=confidence)
+        async with aclosing(self.dispatch(agent, ctx, decision, usage, confidence)) as events:
+            async for ev in events:
+                yield ev
+
+    async def dispatch(self, agent: Agent, ctx: RunContext, decision: RouteDecision, classifier_usage: Usage,
+                       confidence: float | None) -> AsyncIterator[Event]:
+        """Run the decided route's agent under its child session id and set ``ctx.result``."""
+        assert decision.route is not None
+        route = self._by_name[decision.route]
+        child_sid = child_session_id(ctx.session_id, route.name)
+        yield RouterDispatched(session_id=ctx.session_id, path=ctx.path, route=route.name, child_session_id=child_sid,
+                               forced=ctx.force_route is not None)
+        child = ctx.child(route.agent, session_id=child_sid, path=(*ctx.path, route.name))
+        async with aclosing(route.agent._events(child)) as events:
+            async for ev in events:
+                yield ev
+        res = child.result
+        assert res is not None
+        yield RouterCompleted(session_id=ctx.session_id, path=ctx.path, route=route.name, status=res.status,
+                              usage=res.usage)
+        status = res.status
+        if status == "ok" and decision.used_fallback:
+            status = "fallback"
+        by_route: dict[str, Usage] = {CLASSIFIER_USAGE_KEY: classifier_usage} if ctx.force_route is None else {}
+        by_route[route.name] = res.usage
+        ctx.context = child.context
+        ctx.result = RunResult(
+            output=res.output, status=status, session_id=ctx.session_id, path=ctx.path, route=route.name,
+            confidence=confidence, used_fallback=decision.used_fallback, fallback_reason=decision.reason,
+            specialist_session_id=child_sid, usage=classifier_usage + res.usage, usage_by_route=by_route,
+            messages=res.messages, report=res.report, metadata=res.metadata,
+        )

@@ -1,0 +1,146 @@
+"""Classification vocabulary shared by every classifier (LLM, embedded, cascade)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from ..messages import Message
+from ..usage import Usage
+
+__all__ = [
+    "ParseStatus",
+    "Classification",
+    "RouteSpec",
+    "ClassifyRequest",
+    "ClassifyResult",
+    "Classifier",
+]
+
+#: ``ok`` — a declared route and a valid confidence were found.
+#: ``empty`` — the text was empty or blank.
+#: ``missing_route`` — no route could be found.
+#: ``unknown_route`` — a route was named but it is not declared (see ``requested``).
+#: ``ambiguous_route`` — several different routes were named.
+#: ``missing_confidence`` — a route was found but no confidence.
+#: ``invalid_confidence`` — the confidence was worded, NaN, infinite, negative or above 1.
+ParseStatus = Literal[
+    "ok",
+    "empty",
+    "missing_route",
+    "unknown_route",
+    "ambiguous_route",
+    "missing_confidence",
+    "invalid_confidence",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Classification:
+    """A routing decision as read from a classifier.
+
+    Attributes:
+        route: The declared route name (canonical spelling) or ``None``.
+        confidence: Always within [0, 1]; 0.0 when the status is not ``ok`` unless a
+            policy supplied a value.
+        status: See :data:`ParseStatus`.
+        raw: The text the decision was read from (or a summary for non-text classifiers).
+        reason: The classifier's stated reason, if any.
+        requested: The route text as written, when it did not match a declared route.
+        runner_up: The second-best route, when the classifier ranks routes.
+        runner_up_confidence: Its confidence.
+    """
+
+    route: str | None
+    confidence: float
+    status: ParseStatus
+    raw: str
+    reason: str | None = None
+    requested: str | None = None
+    runner_up: str | None = None
+    runner_up_confidence: float | None = None
+
+    @property
+    def ok(self) -> bool:
+        """True when a declared route and a valid confidence were found."""
+        return self.status == "ok"
+
+    @property
+    def margin(self) -> float | None:
+        """Confidence minus the runner-up's confidence, when both are known."""
+        if self.runner_up_confidence is None or self.status != "ok":
+            return None
+        return self.confidence - self.runner_up_confidence
+
+
+@dataclass(frozen=True, slots=True)
+class RouteSpec:
+    """What a classifier knows of a route: its name, description and example requests."""
+
+    name: str
+    description: str = ""
+    examples: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ClassifyRequest:
+    """One classification to make.
+
+    Attributes:
+        text: The request to classify.
+        routes: The candidate routes (already without excluded ones).
+        history: Earlier conversation turns the classifier may consider.
+        context: Run context variables (read-only).
+        feedback: Why a previous classification of this request failed (for
+            reclassification); the classifier should include it in its prompt.
+        hints: Candidate routes suggested by an earlier stage (cascade), best first.
+    """
+
+    text: str
+    routes: tuple[RouteSpec, ...]
+    history: tuple[Message, ...] = ()
+    context: Mapping[str, Any] = field(default_factory=dict)
+    feedback: str | None = None
+    hints: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ClassifyResult:
+    """What a classifier returns.
+
+    Attributes:
+        classification: The decision.
+        usage: Model usage spent on it (zero for offline classifiers).
+        stage: Which stage decided: ``"llm"``, ``"embedding"``, ``"static"``, ...
+        model_calls: How many model requests were made.
+        model_calls_saved: How many model requests an earlier stage made unnecessary.
+        attempts: How many replies were read (1 + format retries).
+        scores: Route scores, best first, when the classifier ranks routes.
+    """
+
+    classification: Classification
+    usage: Usage = field(default_factory=Usage)
+    stage: str = "llm"
+    model_calls: int = 0
+    model_calls_saved: int = 0
+    attempts: int = 1
+    scores: tuple[tuple[str, float], ...] = ()
+
+
+@runtime_checkable
+class Classifier(Protocol):
+    """Anything that picks a route for a request.
+
+    The Router only dispatches routes that are in ``request.routes``; a classifier that
+    returns anything else is treated as ``unknown_route``.
+    """
+
+    async def classify(self, request: ClassifyRequest) -> ClassifyResult:
+        """Classify ``request.text`` among ``request.routes``."""
+        ...
+
+
+def route_names(routes: Sequence[RouteSpec]) -> tuple[str, ...]:
+    """The names of ``routes``, in order."""
+    return tuple(r.name for r in routes)

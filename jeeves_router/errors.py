@@ -1,0 +1,136 @@
+"""The error tree of jeeves_router.
+
+Every exception the SDK raises derives from :class:`JeevesError`::
+
+    JeevesError
+    ├── UsageError                 misuse of the API: fix the calling code
+    └── RunError                   something failed while a run was executing
+        ├── ModelError             a model call failed (carries severity, status, attempt)
+        │   └── StreamInterrupted  a stream broke after text reached the consumer
+        ├── ToolError              a tool raised (normally sent back to the model instead)
+        ├── ScriptExhausted        a scripted test model ran out of steps
+        ├── RealModelCallBlocked   a real provider was called while calls are blocked
+        ├── ExecutionError         a capability or step failed with a chosen severity
+        └── ReplayDivergence       a strict replay met a step that is not in the journal
+
+``UsageError`` is raised at construction or call time, before anything runs, and its
+message names what was wrong and how to fix it. A ``RunError`` carries the context of the
+failure: its severity (a plain string matching :class:`jeeves_router.ErrorSeverity`
+values), the route path, the attempt number, and the original exception as ``__cause__``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = [
+    "JeevesError",
+    "UsageError",
+    "RunError",
+    "ModelError",
+    "StreamInterrupted",
+    "ToolError",
+    "ScriptExhausted",
+    "RealModelCallBlocked",
+    "ReplayDivergence",
+]
+
+
+class JeevesError(Exception):
+    """Base class of every exception raised by jeeves_router."""
+
+
+class UsageError(JeevesError, ValueError):
+    """The API was used wrongly; the message says what to change."""
+
+
+class RunError(JeevesError):
+    """A failure while a run executes.
+
+    Attributes:
+        severity: One of ``"retriable"``, ``"replanning"``, ``"reclassification"``,
+            ``"critical"``, ``"fatal"``.
+        path: The route path of the agent that failed, e.g. ``("desk", "billing")``.
+        attempt: The 1-based attempt number when the failure happened, if known.
+        metadata: Extra, secret-free context.
+    """
+
+    default_severity = "critical"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        severity: str | None = None,
+        path: tuple[str, ...] = (),
+        attempt: int | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.severity = severity or self.default_severity
+        self.path = path
+        self.attempt = attempt
+        self.metadata: dict[str, Any] = dict(metadata or {})
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class ModelError(RunError):
+    """A model call failed.
+
+    Attributes:
+        status_code: The HTTP status, when the failure came from an HTTP answer.
+        retry_after_s: The delay the provider asked for (``Retry-After``), if any.
+        provider: ``"openai"``, ``"anthropic"``, ``"llamacpp"``, ... when known.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        severity: str | None = None,
+        status_code: int | None = None,
+        retry_after_s: float | None = None,
+        provider: str | None = None,
+        path: tuple[str, ...] = (),
+        attempt: int | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> None:
+        super().__init__(message, severity=severity, path=path, attempt=attempt, metadata=metadata)
+        self.status_code = status_code
+        self.retry_after_s = retry_after_s
+        self.provider = provider
+
+
+class StreamInterrupted(ModelError):
+    """A streamed call broke after some of its text had reached the consumer.
+
+    It is not retried automatically: a retry would repeat text the consumer already has.
+    """
+
+    default_severity = "critical"
+
+
+class ToolError(RunError):
+    """A tool failed. The tool loop normally reports it to the model instead of raising."""
+
+
+class ScriptExhausted(RunError):
+    """A :class:`~jeeves_router.testing.ScriptedModel` was called after its last step."""
+
+    default_severity = "fatal"
+
+
+class RealModelCallBlocked(RunError):
+    """A real provider model was called while real calls are blocked (in tests)."""
+
+    default_severity = "fatal"
+
+
+class ReplayDivergence(RunError):
+    """Strict replay met a step whose input differs from the recorded one."""
+
+    default_severity = "fatal"

@@ -1,0 +1,339 @@
+"""Typed run events: one discriminated union on a literal ``kind``.
+
+Every event carries ``session_id`` (of the agent that emitted it), ``path`` (its route
+path, e.g. ``("desk", "billing")``) and ``ts`` (wall-clock seconds). Consumers ``match``
+on the class or on ``kind``::
+
+    async for ev in desk.stream("The API returns 500"):
+        match ev:
+            case RouterClassified(route=r, confidence=c):
+                ...
+            case TextDelta(text=t):
+                print(t, end="")
+
+Events are plain data: they hold no secrets and serialise to JSON through
+:func:`event_adapter`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any, Literal, Union
+
+from .results import RunResult
+from .usage import Usage
+
+if TYPE_CHECKING:
+    from pydantic import TypeAdapter
+
+__all__ = [
+    "Event",
+    "EventBase",
+    "RunStarted",
+    "RunCompleted",
+    "RunFailed",
+    "TextDelta",
+    "ToolCalled",
+    "ToolResult",
+    "RouterClassified",
+    "RouterDispatched",
+    "RouterFallback",
+    "RouterUnresolved",
+    "RouterCompleted",
+    "HandoffRequested",
+    "HandoffCompleted",
+    "HandoffRejected",
+    "RecoveryRetry",
+    "RecoveryReclassify",
+    "RecoveryReplan",
+    "RecoveryReport",
+    "CapabilitiesSelected",
+    "CapabilityStarted",
+    "CapabilityCompleted",
+    "StreamRestarted",
+    "event_adapter",
+]
+
+_now = time.time
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EventBase:
+    """Fields every event has."""
+
+    session_id: str
+    path: tuple[str, ...]
+    ts: float = field(default_factory=_now)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunStarted(EventBase):
+    """An agent started a run."""
+
+    agent: str
+    prompt: str
+    kind: Literal["run.started"] = "run.started"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunCompleted(EventBase):
+    """An agent finished a run (any status but a raised error)."""
+
+    result: RunResult
+    kind: Literal["run.completed"] = "run.completed"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunFailed(EventBase):
+    """An agent's run raised. ``run()`` re-raises the original exception."""
+
+    error_type: str
+    message: str
+    severity: str | None = None
+    kind: Literal["run.failed"] = "run.failed"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TextDelta(EventBase):
+    """A piece of an agent's answer, as the model produced it."""
+
+    text: str
+    kind: Literal["text.delta"] = "text.delta"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolCalled(EventBase):
+    """A tool is about to run."""
+
+    call_id: str
+    tool: str
+    arguments: Mapping[str, Any]
+    kind: Literal["tool.called"] = "tool.called"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolResult(EventBase):
+    """A tool returned (or failed; then ``is_error``)."""
+
+    call_id: str
+    tool: str
+    content: str
+    is_error: bool = False
+    kind: Literal["tool.result"] = "tool.result"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RouterClassified(EventBase):
+    """The router's classifier answered.
+
+    ``status`` is the parse status; ``stage`` names the classifier stage that decided
+    (``"llm"``, ``"embedding"``, ``"cascade:llm"``, ...); ``margin`` is the confidence
+    minus the runner-up's, when known.
+    """
+
+    route: str | None
+    confidence: float
+    status: str
+    threshold: float
+    raw: str
+    reason: str | None = None
+    requested: str | None = None
+    runner_up: str | None = None
+    runner_up_confidence: float | None = None
+    margin: float | None = None
+    stage: str = "llm"
+    attempts: int = 1
+    model_calls_saved: int = 0
+    kind: Literal["router.classified"] = "router.classified"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RouterDispatched(EventBase):
+    """The router handed the request to a route's agent."""
+
+    route: str
+    child_session_id: str
+    forced: bool = False
+    kind: Literal["router.dispatched"] = "router.dispatched"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RouterFallback(EventBase):
+    """The fallback route is used instead of the classified one; ``reason`` says why."""
+
+    reason: str
+    fallback_route: str
+    requested_route: str | None = None
+    confidence: float | None = None
+    kind: Literal["router.fallback"] = "router.fallback"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RouterUnresolved(EventBase):
+    """No route could be chosen and there is no fallback: the run ends unresolved."""
+
+    reason: str
+    requested_route: str | None = None
+    confidence: float | None = None
+    kind: Literal["router.unresolved"] = "router.unresolved"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RouterCompleted(EventBase):
+    """The routed specialist finished."""
+
+    route: str
+    status: str
+    usage: Usage
+    kind: Literal["router.completed"] = "router.completed"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HandoffRequested(EventBase):
+    """An agent asked to hand the conversation to another."""
+
+    from_agent: str
+    to_agent: str
+    reason: str | None = None
+    kind: Literal["handoff.requested"] = "handoff.requested"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HandoffCompleted(EventBase):
+    """A handoff took place; ``to_agent`` now has the turn."""
+
+    from_agent: str
+    to_agent: str
+    reason: str | None = None
+    kind: Literal["handoff.completed"] = "handoff.completed"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HandoffRejected(EventBase):
+    """A handoff was refused: ``why`` is unknown, duplicate, limit or cycle."""
+
+    from_agent: str
+    to_agent: str
+    why: Literal["unknown", "duplicate", "limit", "cycle", "low_confidence"]
+    reason: str | None = None
+    kind: Literal["handoff.rejected"] = "handoff.rejected"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RecoveryRetry(EventBase):
+    """A failed step will be tried again after ``delay_s``."""
+
+    operation: str
+    attempt: int
+    delay_s: float
+    severity: str
+    error: str
+    kind: Literal["recovery.retry"] = "recovery.retry"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RecoveryReclassify(EventBase):
+    """The request is classified again, without the failed routes or capabilities."""
+
+    attempt: int
+    excluded: tuple[str, ...]
+    error: str
+    kind: Literal["recovery.reclassify"] = "recovery.reclassify"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RecoveryReplan(EventBase):
+    """A new plan is requested after a failure."""
+
+    attempt: int
+    error: str
+    kind: Literal["recovery.replan"] = "recovery.replan"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RecoveryReport(EventBase):
+    """Recovery stopped the run; ``report`` is the structured error report."""
+
+    severity: str
+    user_message: str
+    report: Mapping[str, Any]
+    kind: Literal["recovery.report"] = "recovery.report"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CapabilitiesSelected(EventBase):
+    """The capabilities chosen for a task."""
+
+    capabilities: tuple[str, ...]
+    always_active: tuple[str, ...] = ()
+    skipped: tuple[str, ...] = ()
+    bypass: bool = False
+    kind: Literal["capabilities.selected"] = "capabilities.selected"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CapabilityStarted(EventBase):
+    """A capability step began."""
+
+    capability: str
+    step: int = 0
+    kind: Literal["capability.started"] = "capability.started"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CapabilityCompleted(EventBase):
+    """A capability step ended."""
+
+    capability: str
+    duration_s: float
+    ok: bool = True
+    step: int = 0
+    kind: Literal["capability.completed"] = "capability.completed"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StreamRestarted(EventBase):
+    """A model stream was restarted; text already shown for this attempt is void."""
+
+    attempt: int
+    reason: str
+    kind: Literal["stream.restarted"] = "stream.restarted"
+
+
+Event = Union[
+    RunStarted,
+    RunCompleted,
+    RunFailed,
+    TextDelta,
+    ToolCalled,
+    ToolResult,
+    RouterClassified,
+    RouterDispatched,
+    RouterFallback,
+    RouterUnresolved,
+    RouterCompleted,
+    HandoffRequested,
+    HandoffCompleted,
+    HandoffRejected,
+    RecoveryRetry,
+    RecoveryReclassify,
+    RecoveryReplan,
+    RecoveryReport,
+    CapabilitiesSelected,
+    CapabilityStarted,
+    CapabilityCompleted,
+    StreamRestarted,
+]
+
+
+@lru_cache(maxsize=1)
+def event_adapter() -> TypeAdapter[Event]:
+    """A pydantic TypeAdapter that dumps and validates any :data:`Event` (JSON-ready)."""
+    from typing import Annotated
+
+    from pydantic import Field, TypeAdapter
+
+    return TypeAdapter(Annotated[Event, Field(discriminator="kind")])

@@ -1,0 +1,71 @@
+"""Session-id derivation.
+
+A routed specialist runs under ``child_session_id(parent, route)``, which is
+``f"{parent}__route_{route}"``. Route names are restricted to
+:data:`ROUTE_NAME_PATTERN` (letters and digits, joined by single ``-`` or ``_``), so a
+route name never contains ``"__"``. The last ``"__route_"`` in a child id is therefore
+always the separator, and :func:`split_child_session_id` recovers ``(parent, route)``
+exactly: the mapping is injective, and two different (parent, route) pairs never share
+a child id (``x`` + ``y__route_z`` is impossible because ``y__route_z`` is not a valid
+route name).
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+
+from .errors import UsageError
+
+__all__ = [
+    "ROUTE_NAME_PATTERN",
+    "SEPARATOR",
+    "validate_route_name",
+    "child_session_id",
+    "split_child_session_id",
+    "new_session_id",
+]
+
+#: Route and agent names: 1–48 characters, letters/digits joined by single ``-`` or ``_``.
+ROUTE_NAME_PATTERN = r"[A-Za-z0-9]+(?:[-_][A-Za-z0-9]+)*"
+_ROUTE_NAME_RE = re.compile(ROUTE_NAME_PATTERN)
+_MAX_NAME = 48
+SEPARATOR = "__route_"
+
+
+def validate_route_name(name: object, *, what: str = "route name") -> str:
+    """Return ``name`` if it is a valid route name, else raise :class:`UsageError`."""
+    if not isinstance(name, str) or not name:
+        raise UsageError(f"{what} must be a non-empty string, got {name!r}")
+    if len(name) > _MAX_NAME or _ROUTE_NAME_RE.fullmatch(name) is None:
+        raise UsageError(
+            f"{what} {name!r} is not allowed: use 1-{_MAX_NAME} letters or digits, "
+            "optionally joined by single '-' or '_' (e.g. 'billing', 'tech-support')"
+        )
+    return name
+
+
+def child_session_id(parent: str, route: str) -> str:
+    """The deterministic session id of ``route``'s specialist under ``parent``.
+
+    Raises:
+        UsageError: if ``route`` is not a valid route name.
+    """
+    validate_route_name(route)
+    return f"{parent}{SEPARATOR}{route}"
+
+
+def split_child_session_id(session_id: str) -> tuple[str, str] | None:
+    """Invert :func:`child_session_id`; ``None`` if ``session_id`` is not a child id."""
+    idx = session_id.rfind(SEPARATOR)
+    if idx < 0:
+        return None
+    route = session_id[idx + len(SEPARATOR) :]
+    if len(route) > _MAX_NAME or _ROUTE_NAME_RE.fullmatch(route) is None:
+        return None
+    return session_id[:idx], route
+
+
+def new_session_id() -> str:
+    """A fresh random session id."""
+    return uuid.uuid4().hex

@@ -1,0 +1,97 @@
+"""Conversation messages and their parts, shared by every model adapter."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Union
+
+__all__ = [
+    "TextPart",
+    "ToolCallPart",
+    "ToolResultPart",
+    "Part",
+    "Message",
+    "Role",
+    "user",
+    "assistant",
+    "text_of",
+]
+
+Role = Literal["user", "assistant", "tool"]
+
+
+@dataclass(frozen=True, slots=True)
+class TextPart:
+    """Plain text."""
+
+    text: str
+    kind: Literal["text"] = "text"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallPart:
+    """A model's request to call a tool.
+
+    Attributes:
+        id: The provider's call id; tool results refer to it.
+        name: The tool's name.
+        arguments: The decoded arguments (a JSON object).
+        raw_arguments: The undecoded argument text as the model produced it.
+        argument_error: Set when the model's arguments were not a valid JSON object;
+            the tool is then not called and the model is told what was wrong.
+    """
+
+    id: str
+    name: str
+    arguments: Mapping[str, Any] = field(default_factory=dict)
+    raw_arguments: str | None = None
+    argument_error: str | None = None
+    kind: Literal["tool_call"] = "tool_call"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResultPart:
+    """The result of one tool call, sent back to the model."""
+
+    call_id: str
+    name: str
+    content: str
+    is_error: bool = False
+    kind: Literal["tool_result"] = "tool_result"
+
+
+Part = Union[TextPart, ToolCallPart, ToolResultPart]
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """One conversation turn: a role and its parts."""
+
+    role: Role
+    parts: tuple[Part, ...]
+
+    @property
+    def text(self) -> str:
+        """The concatenated text parts."""
+        return "".join(p.text for p in self.parts if isinstance(p, TextPart))
+
+    @property
+    def tool_calls(self) -> tuple[ToolCallPart, ...]:
+        """The tool-call parts, in order."""
+        return tuple(p for p in self.parts if isinstance(p, ToolCallPart))
+
+
+def user(text: str) -> Message:
+    """A user message holding ``text``."""
+    return Message("user", (TextPart(text),))
+
+
+def assistant(text: str) -> Message:
+    """An assistant message holding ``text``."""
+    return Message("assistant", (TextPart(text),))
+
+
+def text_of(messages: Sequence[Message]) -> str:
+    """All text of ``messages`` as ``role: text`` lines (for prompts and logs)."""
+    return "\n".join(f"{m.role}: {m.text}" for m in messages if m.text)

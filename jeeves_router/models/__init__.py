@@ -1,0 +1,16 @@
+"""Model port and adapters."""
+
+from .base import Model, ModelRequest, ModelResponse, ModelStreamItem, ModelTextDelta, ResponseFormat, ToolSpec
+from .registry import register_provider, resolve_model
+
+__all__ = [
+    "Model",
+    "ModelRequest",
+    "ModelResponse",
+    "ModelStreamItem",
+    "ModelTextDelta",
+    "ResponseFormat",
+    "ToolSpec",
+    "register_provider",
+    "resolve_model",
+]

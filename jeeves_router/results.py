@@ -1,0 +1,87 @@
+"""The result of a run."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from .messages import Message
+from .usage import Usage
+
+__all__ = ["RunResult", "RunStatus", "FallbackReason"]
+
+#: ``ok`` — answered by the chosen agent; ``fallback`` — answered by the fallback route;
+#: ``unresolved`` — no route could be chosen and there is no fallback (``output`` is None);
+#: ``failed`` — the run raised (only seen on stream results; ``run()`` re-raises);
+#: ``max_turns`` — the tool loop hit its bound; ``handoff_limit`` / ``handoff_cycle`` —
+#: a handoff chain was stopped; ``critical`` — recovery stopped the run with a report;
+#: ``fatal`` — recovery aborted the run.
+RunStatus = Literal[
+    "ok",
+    "fallback",
+    "unresolved",
+    "failed",
+    "max_turns",
+    "handoff_limit",
+    "handoff_cycle",
+    "critical",
+    "fatal",
+]
+
+#: Why the Router used its fallback route (or ended unresolved).
+FallbackReason = Literal[
+    "low_confidence",
+    "unknown_route",
+    "missing_route",
+    "ambiguous_route",
+    "missing_confidence",
+    "invalid_confidence",
+    "empty_reply",
+    "excluded_route",
+    "classifier_error",
+    "no_handoff",
+]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunResult:
+    """What :meth:`Agent.run` returns.
+
+    Attributes:
+        output: The final answer text; ``None`` when the run ended without one
+            (``unresolved``, ``max_turns``, handoff limits, ``critical``).
+        status: See :data:`RunStatus`.
+        session_id: The session id this agent ran under.
+        path: Route path of this agent, e.g. ``("desk",)``.
+        route: The route that answered, for routed runs.
+        confidence: The classifier's confidence for the chosen route.
+        used_fallback: True when the fallback route answered.
+        fallback_reason: Why the fallback (or unresolved) happened.
+        specialist_session_id: The session id the specialist ran under.
+        usage: Usage summed over classifier calls, retries and the specialist.
+        usage_by_route: Usage per route; the classifier's under ``"<classifier>"``.
+        messages: The messages this run added to the conversation.
+        report: A recovery report (a JSON-ready mapping) when recovery stopped the run.
+        metadata: Architecture-specific extras (e.g. the handoff chain).
+    """
+
+    output: str | None
+    status: RunStatus
+    session_id: str
+    path: tuple[str, ...] = ()
+    route: str | None = None
+    confidence: float | None = None
+    used_fallback: bool = False
+    fallback_reason: FallbackReason | None = None
+    specialist_session_id: str | None = None
+    usage: Usage = field(default_factory=Usage)
+    usage_by_route: Mapping[str, Usage] = field(default_factory=dict)
+    messages: tuple[Message, ...] = ()
+    report: Mapping[str, Any] | None = None
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        """True when the run produced an answer (directly or through the fallback)."""
+        return self.status in ("ok", "fallback")

@@ -1,0 +1,53 @@
+"""The durability port: every model call, tool call and routing decision passes here.
+
+Architectures never call a model, a tool or a classifier directly; they call the
+:class:`Runtime` of the run, which by default just performs the step. A journaling
+runtime (see ``jeeves_router.journal``) records each step keyed by session id, run id,
+step name and a digest of the step's input, and replays it instead of calling again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from .models.base import Model, ModelRequest, ModelStreamItem
+
+__all__ = ["Runtime", "StepKey", "PASS_THROUGH"]
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class StepKey:
+    """Identifies a step: session, run (turn), name and 0-based index within the run."""
+
+    session_id: str
+    run_id: str
+    name: str
+    index: int
+
+
+class Runtime:
+    """Pass-through runtime: performs each step without recording it.
+
+    Subclasses override :meth:`step` and :meth:`model_stream` to record and replay.
+    """
+
+    async def step(self, key: StepKey, input: Any, fn: Callable[[], Awaitable[T]]) -> T:
+        """Perform a non-streamed step (tool call, classification) and return its result.
+
+        Args:
+            key: The step's identity.
+            input: A JSON-ready description of the step's input (digested for replay).
+            fn: Performs the step.
+        """
+        return await fn()
+
+    def model_stream(self, key: StepKey, model: Model, request: ModelRequest) -> AsyncIterator[ModelStreamItem]:
+        """Perform one streamed model call."""
+        return model.stream(request)
+
+
+PASS_THROUGH = Runtime()

@@ -1,0 +1,252 @@
+"""The test kit: scripted models, a static classifier, event capture, and a real-call switch.
+
+Library code never imports this module.
+
+Example:
+    >>> model = ScriptedModel(["route: billing\\nconfidence: 0.9"])
+    >>> specialist = ScriptedModel([Chunks("Refund ", "issued.")])
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Union
+
+from .classify.parser import normalize_route_name
+from .classify.types import Classification, ClassifyRequest, ClassifyResult
+from .errors import ScriptExhausted
+from .events import Event
+from .messages import Part, TextPart, ToolCallPart
+from .models.base import ModelRequest, ModelResponse, ModelStreamItem, ModelTextDelta
+from .settings import block_real_model_calls, real_model_calls_blocked
+from .usage import Usage
+
+__all__ = [
+    "ScriptedModel",
+    "FunctionModel",
+    "Chunks",
+    "Call",
+    "Reply",
+    "StaticClassifier",
+    "capture_events",
+    "block_real_model_calls",
+    "real_model_calls_blocked",
+    "DEFAULT_USAGE",
+]
+
+#: The usage a scripted reply reports unless told otherwise.
+DEFAULT_USAGE = Usage(input_tokens=10, output_tokens=5, requests=1, cost_usd=0.0)
+
+
+@dataclass(frozen=True)
+class Chunks:
+    """A reply streamed as these text chunks."""
+
+    chunks: tuple[str, ...]
+
+    def __init__(self, *chunks: str) -> None:
+        object.__setattr__(self, "chunks", tuple(chunks))
+
+
+@dataclass(frozen=True)
+class Call:
+    """A tool call in a scripted reply."""
+
+    name: str
+    arguments: Mapping[str, Any] = field(default_factory=dict)
+    id: str | None = None
+    raw_arguments: str | None = None
+    argument_error: str | None = None
+
+
+@dataclass(frozen=True)
+class Reply:
+    """A full scripted reply: text (optionally chunked), tool calls, usage, stop reason."""
+
+    text: str | Chunks = ""
+    calls: Sequence[Call] = ()
+    usage: Usage = DEFAULT_USAGE
+    stop_reason: str | None = None
+
+
+Step = Union[str, Chunks, Call, Sequence[Call], Reply, ModelResponse, BaseException]
+
+
+def _to_reply(step: Step) -> Reply | ModelResponse | BaseException:
+    if isinstance(step, (Reply, ModelResponse, BaseException)):
+        return step
+    if isinstance(step, (str, Chunks)):
+        return Reply(text=step)
+    if isinstance(step, Call):
+        return Reply(calls=(step,))
+    if isinstance(step, Sequence) and all(isinstance(c, Call) for c in step):
+        return Reply(calls=tuple(step))
+    raise TypeError(f"unsupported script step: {step!r}")
+
+
+class ScriptedModel:
+    """A model that answers from a script, one step per request.
+
+    Steps: a string (a text reply), :class:`Chunks` (a streamed reply), :class:`Call` or a
+    list of calls (tool calls), :class:`Reply` (all of it), a ``ModelResponse``, or an
+    exception instance (raised by that request). Every request is recorded in
+    :attr:`requests`. Running past the last step raises :class:`ScriptExhausted`.
+    """
+
+    def __init__(self, steps: Iterable[Step], *, name: str = "scripted") -> None:
+        self._steps = [_to_reply(s) for s in steps]
+        self._next = 0
+        self._name = name
+        self.requests: list[ModelRequest] = []
+
+    @property
+    def name(self) -> str:
+        """The model's name."""
+        return f"test:{self._name}"
+
+    def __repr__(self) -> str:
+        return f"ScriptedModel({self._name!r}, step {self._next}/{len(self._steps)})"
+
+    @property
+    def remaining(self) -> int:
+        """Steps not used yet."""
+        return len(self._steps) - self._next
+
+    def assert_complete(self) -> None:
+        """Fail unless every step of the script was used."""
+        if self._next != len(self._steps):
+            raise AssertionError(f"{self!r}: {self.remaining} scripted step(s) never requested")
+
+    def _take(self, request: ModelRequest) -> Reply | ModelResponse:
+        self.requests.append(request)
+        if self._next >= len(self._steps):
+            raise ScriptExhausted(
+                f"{self.name}: script exhausted after {len(self._steps)} step(s); request {len(self.requests)} "
+                f"had {len(request.messages)} message(s), last: {request.messages[-1].text[:80] if request.messages else ''!r}"
+            )
+        step = self._steps[self._next]
+        self._next += 1
+        if isinstance(step, BaseException):
+            raise step
+        return step
+
+    @staticmethod
+    def _response(reply: Reply | ModelResponse, counter: int) -> ModelResponse:
+        if isinstance(reply, ModelResponse):
+            return reply
+        text = "".join(reply.text.chunks) if isinstance(reply.text, Chunks) else reply.text
+        parts: list[Part] = [TextPart(text)] if text else []
+        for i, c in enumerate(reply.calls):
+            parts.append(
+                ToolCallPart(
+                    c.id or f"call_{counter}_{i}", c.name, dict(c.arguments), c.raw_arguments, c.argument_error
+                )
+            )
+        stop = reply.stop_reason or ("tool_calls" if reply.calls else "end")
+        return ModelResponse(tuple(parts), reply.usage, stop, "scripted")  # type: ignore[arg-type]
+
+    async def request(self, request: ModelRequest) -> ModelResponse:
+        """Answer with the next step."""
+        return self._response(self._take(request), self._next)
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelStreamItem]:
+        """Stream the next step (chunks one by one), then the full response."""
+        reply = self._take(request)
+        if isinstance(reply, Reply):
+            chunks = reply.text.chunks if isinstance(reply.text, Chunks) else ((reply.text,) if reply.text else ())
+            for ch in chunks:
+                yield ModelTextDelta(ch)
+        else:
+            if reply.text:
+                yield ModelTextDelta(reply.text)
+        yield self._response(reply, self._next)
+
+
+FunctionResult = Union[str, Reply, ModelResponse]
+
+
+class FunctionModel:
+    """A model whose replies come from a function of the request (sync or async)."""
+
+    def __init__(self, fn: Callable[[ModelRequest], FunctionResult | Awaitable[FunctionResult]], *,
+                 name: str = "function") -> None:
+        self._fn = fn
+        self._name = name
+        self.requests: list[ModelRequest] = []
+
+    @property
+    def name(self) -> str:
+        """The model's name."""
+        return f"test:{self._name}"
+
+    async def _call(self, request: ModelRequest) -> Reply | ModelResponse:
+        self.requests.append(request)
+        out = self._fn(request)
+        if inspect.isawaitable(out):
+            out = await out
+        reply = _to_reply(out)  # type: ignore[arg-type]
+        if isinstance(reply, BaseException):
+            raise reply
+        return reply
+
+    async def request(self, request: ModelRequest) -> ModelResponse:
+        """Answer with the function's reply."""
+        return ScriptedModel._response(await self._call(request), len(self.requests))
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelStreamItem]:
+        """Stream the function's reply."""
+        reply = await self._call(request)
+        if isinstance(reply, Reply) and isinstance(reply.text, Chunks):
+            for ch in reply.text.chunks:
+                yield ModelTextDelta(ch)
+        else:
+            resp = ScriptedModel._response(reply, len(self.requests))
+            if resp.text:
+                yield ModelTextDelta(resp.text)
+        yield ScriptedModel._response(reply, len(self.requests))
+
+
+class StaticClassifier:
+    """A classifier that answers from a table (text substring -> route) or always one route.
+
+    Args:
+        route: The route to answer when no rule matches (``None``: ``missing_route``).
+        confidence: The confidence to report.
+        rules: ``{substring: route}``; the first substring found in the text wins.
+    """
+
+    def __init__(self, route: str | None = None, confidence: float = 1.0, *,
+                 rules: Mapping[str, str] | None = None) -> None:
+        self.route = route
+        self.confidence = confidence
+        self.rules = dict(rules or {})
+        self.requests: list[ClassifyRequest] = []
+
+    async def classify(self, request: ClassifyRequest) -> ClassifyResult:
+        """Answer from the table."""
+        self.requests.append(request)
+        route = self.route
+        low = request.text.lower()
+        for needle, r in self.rules.items():
+            if needle.lower() in low:
+                route = r
+                break
+        names = {normalize_route_name(s.name): s.name for s in request.routes}
+        if route is None:
+            c = Classification(None, 0.0, "missing_route", "static")
+        elif normalize_route_name(route) in names:
+            c = Classification(names[normalize_route_name(route)], self.confidence, "ok", f"static:{route}")
+        else:
+            c = Classification(None, 0.0, "unknown_route", f"static:{route}", requested=route)
+        return ClassifyResult(c, stage="static")
+
+
+async def capture_events(agent: Any, prompt: str, **kwargs: Any) -> list[Event]:
+    """Stream ``agent`` on ``prompt`` and return every event."""
+    events: list[Event] = []
+    async with agent.stream(prompt, **kwargs) as stream:
+        async for ev in stream:
+            events.append(ev)
+    return events

@@ -1,0 +1,195 @@
+"""Tools: typed Python functions a model may call.
+
+``@tool`` turns a sync or async function into a :class:`Tool` whose argument schema is
+made by pydantic from the type hints. Arguments are validated before the call; a
+validation error or an exception raised by the function goes back to the model as an
+error result (the run goes on), never as a crash.
+
+A parameter annotated :class:`ToolContext` is injected (not shown to the model). A tool may
+return :class:`Handoff` to pass the conversation to another agent, or
+:class:`ContextUpdate` to change the run's context variables (copy on write: the caller's
+mapping is never modified).
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, get_type_hints, overload
+
+import anyio.to_thread
+from pydantic import BaseModel, ConfigDict, ValidationError, create_model
+
+from .errors import UsageError
+from .models.base import ToolSpec
+
+__all__ = ["Tool", "tool", "ToolContext", "ToolOutcome", "Handoff", "ContextUpdate"]
+
+
+@dataclass(frozen=True, slots=True)
+class Handoff:
+    """A tool result that hands the conversation to ``target``.
+
+    Attributes:
+        target: The route or agent name to hand off to.
+        reason: Why (shown in events and to the target).
+        payload: Optional JSON-ready data for the target.
+        confidence: Optional confidence of a classification handoff, in [0, 1].
+    """
+
+    target: str
+    reason: str | None = None
+    payload: Mapping[str, Any] | None = None
+    confidence: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ContextUpdate:
+    """A tool result that sets context variables for the rest of the run.
+
+    Attributes:
+        values: Variables to set (merged over the current ones, copy on write).
+        content: What the model is told the tool returned.
+    """
+
+    values: Mapping[str, Any]
+    content: str = "ok"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolContext:
+    """What a tool may read of the run that called it."""
+
+    session_id: str
+    path: tuple[str, ...]
+    context: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class ToolOutcome:
+    """The result of one tool call, as the tool loop sees it."""
+
+    content: str
+    is_error: bool = False
+    handoff: Handoff | None = None
+    context_update: Mapping[str, Any] | None = None
+
+
+def _to_text(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, BaseModel):
+        return value.model_dump_json()
+    try:
+        return json.dumps(value, default=str, ensure_ascii=False)
+    except (TypeError, ValueError):
+        return str(value)
+
+
+class Tool:
+    """A callable tool with a JSON schema for its arguments."""
+
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        *,
+        name: str | None = None,
+        description: str | None = None,
+    ) -> None:
+        if not callable(fn):
+            raise UsageError(f"tool must wrap a callable, got {type(fn).__name__}")
+        self.fn = fn
+        self.name = name or fn.__name__
+        if not self.name.replace("_", "a").replace("-", "a").isalnum() or len(self.name) > 64:
+            raise UsageError(f"tool name {self.name!r} must be 1-64 letters, digits, '_' or '-'")
+        doc = inspect.getdoc(fn) or ""
+        self.description = description if description is not None else doc.split("\n\n")[0].strip()
+        self._is_async = inspect.iscoroutinefunction(fn)
+        try:
+            hints = get_type_hints(fn)
+        except Exception as exc:
+            raise UsageError(f"tool {self.name!r}: cannot read its type hints ({exc})") from exc
+        fields: dict[str, Any] = {}
+        self._ctx_param: str | None = None
+        for pname, param in inspect.signature(fn).parameters.items():
+            if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+                raise UsageError(f"tool {self.name!r}: *args/**kwargs are not supported (parameter {pname!r})")
+            ann = hints.get(pname, Any)
+            if ann is ToolContext:
+                self._ctx_param = pname
+                continue
+            default = ... if param.default is inspect.Parameter.empty else param.default
+            fields[pname] = (ann, default)
+        self._args_model: type[BaseModel] = create_model(  # type: ignore[call-overload]
+            f"{self.name}_args", __config__=ConfigDict(extra="forbid"), **fields
+        )
+        schema = self._args_model.model_json_schema()
+        schema.pop("title", None)
+        self.parameters: dict[str, Any] = schema
+        self.spec = ToolSpec(self.name, self.description, schema)
+
+    def __repr__(self) -> str:
+        return f"Tool({self.name!r})"
+
+    async def call(self, arguments: Mapping[str, Any], ctx: ToolContext) -> ToolOutcome:
+        """Validate ``arguments``, run the function, and report the outcome (never raises).
+
+        Cancellation is not caught: it propagates.
+        """
+        try:
+            parsed = self._args_model.model_validate(dict(arguments))
+        except ValidationError as exc:
+            msgs = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'arguments'}: {e['msg']}" for e in exc.errors())
+            return ToolOutcome(f"invalid arguments for {self.name}: {msgs}", is_error=True)
+        kwargs = {k: getattr(parsed, k) for k in type(parsed).model_fields}
+        if self._ctx_param is not None:
+            kwargs[self._ctx_param] = ctx
+        try:
+            if self._is_async:
+                value = await self.fn(**kwargs)
+            else:
+                value = await anyio.to_thread.run_sync(lambda: self.fn(**kwargs))
+        except Exception as exc:
+            return ToolOutcome(f"{self.name} failed: {type(exc).__name__}: {exc}", is_error=True)
+        if isinstance(value, Handoff):
+            return ToolOutcome(f"handing off to {value.target}", handoff=value)
+        if isinstance(value, ContextUpdate):
+            return ToolOutcome(value.content, context_update=dict(value.values))
+        return ToolOutcome(_to_text(value))
+
+
+@overload
+def tool(fn: Callable[..., Any], /) -> Tool: ...
+@overload
+def tool(*, name: str | None = None, description: str | None = None) -> Callable[[Callable[..., Any]], Tool]: ...
+
+
+def tool(
+    fn: Callable[..., Any] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+) -> Tool | Callable[[Callable[..., Any]], Tool]:
+    """Make a :class:`Tool` from a typed function (sync or async).
+
+    Use as ``@tool`` or ``@tool(name=..., description=...)``. The description defaults to
+    the docstring's first paragraph. Sync functions run in a worker thread.
+    """
+    if fn is not None:
+        return Tool(fn, name=name, description=description)
+
+    def wrap(f: Callable[..., Any]) -> Tool:
+        return Tool(f, name=name, description=description)
+
+    return wrap
+
+
+ToolLike = "Tool | Callable[..., Any]"
+
+
+def as_tool(obj: Tool | Callable[..., Any] | Callable[..., Awaitable[Any]]) -> Tool:
+    """Accept a Tool or a plain function (wrapped with :func:`tool`)."""
+    return obj if isinstance(obj, Tool) else Tool(obj)
