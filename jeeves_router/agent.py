@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import functools
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
-from contextlib import aclosing
 from types import TracebackType
 from typing import Any
 
 import anyio
 import structlog
 
+from ._aio import aclosing
 from .architectures.base import Architecture, RunContext
 from .architectures.react import ToolLoop
 from .errors import RunError, UsageError
@@ -146,7 +146,9 @@ class Agent:
         except Exception as exc:
             severity = exc.severity if isinstance(exc, RunError) else None
             log.warning("run failed", session_id=sid, path=path, error_type=type(exc).__name__)
-            yield RunFailed(session_id=sid, path=path, error_type=type(exc).__name__, message=str(exc), severity=severity)
+            yield RunFailed(
+                session_id=sid, path=path, error_type=type(exc).__name__, message=str(exc), severity=severity
+            )
             raise
         if ctx.result is None:
             raise RuntimeError(f"architecture {type(self.architecture).__name__} ended without a result")
@@ -225,7 +227,7 @@ class RunStream:
 
     async def _guarded(self, events: AsyncIterator[Event]) -> AsyncIterator[Event]:
         try:
-            async with aclosing(events):  # type: ignore[type-var]
+            async with aclosing(events):
                 async for ev in events:
                     yield ev
         except Exception as exc:  # already reported as run.failed

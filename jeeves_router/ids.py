@@ -26,7 +26,7 @@ __all__ = [
     "new_session_id",
 ]
 
-#: Route and agent names: 1–48 characters, letters/digits joined by single ``-`` or ``_``.
+#: Route and agent names: 1-48 characters, letters/digits joined by single ``-`` or ``_``.
 ROUTE_NAME_PATTERN = r"[A-Za-z0-9]+(?:[-_][A-Za-z0-9]+)*"
 _ROUTE_NAME_RE = re.compile(ROUTE_NAME_PATTERN)
 _MAX_NAME = 48

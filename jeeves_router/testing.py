@@ -1,9 +1,9 @@
-"""The test kit: scripted models, a static classifier, event capture, and a real-call switch.
+r"""The test kit: scripted models, a static classifier, event capture, and a real-call switch.
 
 Library code never imports this module.
 
 Example:
-    >>> model = ScriptedModel(["route: billing\\nconfidence: 0.9"])
+    >>> model = ScriptedModel(["route: billing\nconfidence: 0.9"])
     >>> specialist = ScriptedModel([Chunks("Refund ", "issued.")])
 """
 
@@ -122,9 +122,10 @@ class ScriptedModel:
     def _take(self, request: ModelRequest) -> Reply | ModelResponse:
         self.requests.append(request)
         if self._next >= len(self._steps):
+            last = request.messages[-1].text[:80] if request.messages else ""
             raise ScriptExhausted(
                 f"{self.name}: script exhausted after {len(self._steps)} step(s); request {len(self.requests)} "
-                f"had {len(request.messages)} message(s), last: {request.messages[-1].text[:80] if request.messages else ''!r}"
+                f"had {len(request.messages)} message(s), last: {last!r}"
             )
         step = self._steps[self._next]
         self._next += 1
@@ -170,8 +171,9 @@ FunctionResult = Union[str, Reply, ModelResponse]
 class FunctionModel:
     """A model whose replies come from a function of the request (sync or async)."""
 
-    def __init__(self, fn: Callable[[ModelRequest], FunctionResult | Awaitable[FunctionResult]], *,
-                 name: str = "function") -> None:
+    def __init__(
+        self, fn: Callable[[ModelRequest], FunctionResult | Awaitable[FunctionResult]], *, name: str = "function"
+    ) -> None:
         self._fn = fn
         self._name = name
         self.requests: list[ModelRequest] = []
@@ -217,8 +219,9 @@ class StaticClassifier:
         rules: ``{substring: route}``; the first substring found in the text wins.
     """
 
-    def __init__(self, route: str | None = None, confidence: float = 1.0, *,
-                 rules: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self, route: str | None = None, confidence: float = 1.0, *, rules: Mapping[str, str] | None = None
+    ) -> None:
         self.route = route
         self.confidence = confidence
         self.rules = dict(rules or {})

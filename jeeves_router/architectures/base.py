@@ -54,8 +54,15 @@ class RunContext:
     handoff: Handoff | None = None
     _step: int = 0
 
-    def child(self, agent: Agent, *, session_id: str, path: tuple[str, ...], prompt: str | None = None,
-              history: tuple[Message, ...] | None = None) -> RunContext:
+    def child(
+        self,
+        agent: Agent,
+        *,
+        session_id: str,
+        path: tuple[str, ...],
+        prompt: str | None = None,
+        history: tuple[Message, ...] | None = None,
+    ) -> RunContext:
         """A context for a sub-agent's run that shares this run's runtime and context."""
         return RunContext(
             agent=agent,
@@ -75,7 +82,9 @@ class RunContext:
         self._step += 1
         return key
 
-    def model_stream(self, model: Model, request: ModelRequest, *, name: str = "model") -> AsyncIterator[ModelStreamItem]:
+    def model_stream(
+        self, model: Model, request: ModelRequest, *, name: str = "model"
+    ) -> AsyncIterator[ModelStreamItem]:
         """Stream one model call through the runtime."""
         return self.runtime.model_stream(self.next_key(name), model, request)
 
@@ -87,9 +96,13 @@ class RunContext:
             return await tool.call(call.arguments, tctx)
 
         key = self.next_key(f"tool:{tool.name}")
-        return await self.runtime.step(key, {"id": call.id, "name": call.name, "arguments": dict(call.arguments)}, perform)
+        return await self.runtime.step(
+            key, {"id": call.id, "name": call.name, "arguments": dict(call.arguments)}, perform
+        )
 
-    async def classify(self, classifier: Classifier, request: ClassifyRequest, *, name: str = "classify") -> ClassifyResult:
+    async def classify(
+        self, classifier: Classifier, request: ClassifyRequest, *, name: str = "classify"
+    ) -> ClassifyResult:
         """Run one classification through the runtime."""
 
         async def perform() -> ClassifyResult:

@@ -11,9 +11,9 @@ later calls of the same turn are answered "ignored", no further model call is ma
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from contextlib import aclosing
 from typing import TYPE_CHECKING
 
+from .._aio import aclosing
 from ..errors import ModelError
 from ..events import Event, TextDelta, ToolCalled, ToolResult
 from ..messages import Message, TextPart, ToolCallPart, ToolResultPart
@@ -69,35 +69,60 @@ class ToolLoop:
             calls = response.tool_calls
             if not calls:
                 ctx.result = RunResult(
-                    output=response.text, status="ok", session_id=sid, path=path, usage=usage,
-                    usage_by_route={}, messages=tuple(new_messages),
+                    output=response.text,
+                    status="ok",
+                    session_id=sid,
+                    path=path,
+                    usage=usage,
+                    usage_by_route={},
+                    messages=tuple(new_messages),
                 )
                 return
             results: list[ToolResultPart] = []
             for call in calls:
                 if ctx.handoff is not None:
-                    outcome = ToolOutcome(f"ignored: this turn already handed off to {ctx.handoff.target}", is_error=True)
+                    outcome = ToolOutcome(
+                        f"ignored: this turn already handed off to {ctx.handoff.target}", is_error=True
+                    )
                 else:
-                    yield ToolCalled(session_id=sid, path=path, call_id=call.id, tool=call.name, arguments=call.arguments)
+                    yield ToolCalled(
+                        session_id=sid, path=path, call_id=call.id, tool=call.name, arguments=call.arguments
+                    )
                     outcome = await self._call(agent, ctx, call)
                     if outcome.handoff is not None:
                         ctx.handoff = outcome.handoff
                     if outcome.context_update:
                         ctx.context = {**ctx.context, **outcome.context_update}
-                yield ToolResult(session_id=sid, path=path, call_id=call.id, tool=call.name,
-                                 content=outcome.content, is_error=outcome.is_error)
+                yield ToolResult(
+                    session_id=sid,
+                    path=path,
+                    call_id=call.id,
+                    tool=call.name,
+                    content=outcome.content,
+                    is_error=outcome.is_error,
+                )
                 results.append(ToolResultPart(call.id, call.name, outcome.content, outcome.is_error))
             tool_msg = Message("tool", tuple(results))
             messages.append(tool_msg)
             new_messages.append(tool_msg)
             if ctx.handoff is not None:
                 ctx.result = RunResult(
-                    output=None, status="ok", session_id=sid, path=path, usage=usage,
-                    messages=tuple(new_messages), metadata={"handoff": ctx.handoff.target},
+                    output=None,
+                    status="ok",
+                    session_id=sid,
+                    path=path,
+                    usage=usage,
+                    messages=tuple(new_messages),
+                    metadata={"handoff": ctx.handoff.target},
                 )
                 return
         ctx.result = RunResult(
-            output=None, status="max_turns", session_id=sid, path=path, usage=usage, messages=tuple(new_messages),
+            output=None,
+            status="max_turns",
+            session_id=sid,
+            path=path,
+            usage=usage,
+            messages=tuple(new_messages),
             metadata={"max_turns": agent.max_turns},
         )
 

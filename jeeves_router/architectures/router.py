@@ -9,10 +9,10 @@ classifier's calls (format retries included) and the specialist's.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
-from contextlib import aclosing
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
+from .._aio import aclosing
 from ..classify.llm import LLMClassifier
 from ..classify.parser import normalize_route_name
 from ..classify.prompt import validate_prompt_template
@@ -106,8 +106,10 @@ class Router:
         self._by_name = {r.name: r for r in routes}
         if fallback_route is not None and fallback_route not in self._by_name:
             raise UsageError(f"fallback_route {fallback_route!r} is not a route; routes: {', '.join(self._by_name)}")
-        if isinstance(require_confidence_above, bool) or not isinstance(require_confidence_above, (int, float)) or not (
-            0.0 <= require_confidence_above <= 1.0
+        if (
+            isinstance(require_confidence_above, bool)
+            or not isinstance(require_confidence_above, (int, float))
+            or not (0.0 <= require_confidence_above <= 1.0)
         ):
             raise UsageError(f"require_confidence_above must be within [0, 1], got {require_confidence_above!r}")
         if classifier is not None and (classifier_model is not None or classifier_prompt is not None):
@@ -163,8 +165,9 @@ class Router:
         """The route called ``name``."""
         return self._by_name[name]
 
-    async def classify(self, agent: Agent, ctx: RunContext, *, exclude: Sequence[str] = (),
-                       feedback: str | None = None) -> ClassifyResult:
+    async def classify(
+        self, agent: Agent, ctx: RunContext, *, exclude: Sequence[str] = (), feedback: str | None = None
+    ) -> ClassifyResult:
         """Classify ``ctx.prompt`` (through the runtime); never returns an undeclared route."""
         specs = self.specs if not exclude else tuple(s for s in self.specs if s.name not in exclude)
         history = ctx.history[-self.history_turns :] if self.history_turns else ()
@@ -180,17 +183,29 @@ class Router:
 
     def decide(self, c: Classification, *, exclude: Sequence[str] = ()) -> RouteDecision:
         """Threshold and fallback applied to ``c``."""
-        return resolve_route(c, threshold=self.threshold, fallback=self.fallback_route, routes=self._by_name,
-                             excluded=exclude)
+        return resolve_route(
+            c, threshold=self.threshold, fallback=self.fallback_route, routes=self._by_name, excluded=exclude
+        )
 
     def classified_event(self, ctx: RunContext, result: ClassifyResult) -> RouterClassified:
         """The ``router.classified`` event for ``result``."""
         c = result.classification
         return RouterClassified(
-            session_id=ctx.session_id, path=ctx.path, route=c.route, confidence=c.confidence, status=c.status,
-            threshold=self.threshold, raw=c.raw, reason=c.reason, requested=c.requested, runner_up=c.runner_up,
-            runner_up_confidence=c.runner_up_confidence, margin=c.margin, stage=result.stage,
-            attempts=result.attempts, model_calls_saved=result.model_calls_saved,
+            session_id=ctx.session_id,
+            path=ctx.path,
+            route=c.route,
+            confidence=c.confidence,
+            status=c.status,
+            threshold=self.threshold,
+            raw=c.raw,
+            reason=c.reason,
+            requested=c.requested,
+            runner_up=c.runner_up,
+            runner_up_confidence=c.runner_up_confidence,
+            margin=c.margin,
+            stage=result.stage,
+            attempts=result.attempts,
+            model_calls_saved=result.model_calls_saved,
         )
 
     async def run(self, agent: Agent, ctx: RunContext) -> AsyncIterator[Event]:
@@ -208,38 +223,61 @@ class Router:
             yield self.classified_event(ctx, cres)
             decision = self.decide(c)
             if decision.unresolved:
-                yield RouterUnresolved(session_id=sid, path=path, reason=decision.reason or "missing_route",
-                                       requested_route=c.route or c.requested, confidence=confidence)
+                yield RouterUnresolved(
+                    session_id=sid,
+                    path=path,
+                    reason=decision.reason or "missing_route",
+                    requested_route=c.route or c.requested,
+                    confidence=confidence,
+                )
                 ctx.result = RunResult(
-                    output=None, status="unresolved", session_id=sid, path=path, confidence=confidence,
-                    fallback_reason=decision.reason, usage=usage, usage_by_route={CLASSIFIER_USAGE_KEY: usage},
+                    output=None,
+                    status="unresolved",
+                    session_id=sid,
+                    path=path,
+                    confidence=confidence,
+                    fallback_reason=decision.reason,
+                    usage=usage,
+                    usage_by_route={CLASSIFIER_USAGE_KEY: usage},
                 )
                 return
             if decision.used_fallback:
                 assert decision.route is not None
-                yield RouterFallback(session_id=sid, path=path, reason=decision.reason or "low_confidence",
-                                     fallback_route=decision.route, requested_route=c.route or c.requested,
-                                     confidence=confidence)
+                yield RouterFallback(
+                    session_id=sid,
+                    path=path,
+                    reason=decision.reason or "low_confidence",
+                    fallback_route=decision.route,
+                    requested_route=c.route or c.requested,
+                    confidence=confidence,
+                )
         async with aclosing(self.dispatch(agent, ctx, decision, usage, confidence)) as events:
             async for ev in events:
                 yield ev
 
-    async def dispatch(self, agent: Agent, ctx: RunContext, decision: RouteDecision, classifier_usage: Usage,
-                       confidence: float | None) -> AsyncIterator[Event]:
+    async def dispatch(
+        self, agent: Agent, ctx: RunContext, decision: RouteDecision, classifier_usage: Usage, confidence: float | None
+    ) -> AsyncIterator[Event]:
         """Run the decided route's agent under its child session id and set ``ctx.result``."""
         assert decision.route is not None
         route = self._by_name[decision.route]
         child_sid = child_session_id(ctx.session_id, route.name)
-        yield RouterDispatched(session_id=ctx.session_id, path=ctx.path, route=route.name, child_session_id=child_sid,
-                               forced=ctx.force_route is not None)
+        yield RouterDispatched(
+            session_id=ctx.session_id,
+            path=ctx.path,
+            route=route.name,
+            child_session_id=child_sid,
+            forced=ctx.force_route is not None,
+        )
         child = ctx.child(route.agent, session_id=child_sid, path=(*ctx.path, route.name))
         async with aclosing(route.agent._events(child)) as events:
             async for ev in events:
                 yield ev
         res = child.result
         assert res is not None
-        yield RouterCompleted(session_id=ctx.session_id, path=ctx.path, route=route.name, status=res.status,
-                              usage=res.usage)
+        yield RouterCompleted(
+            session_id=ctx.session_id, path=ctx.path, route=route.name, status=res.status, usage=res.usage
+        )
         status = res.status
         if status == "ok" and decision.used_fallback:
             status = "fallback"
@@ -247,8 +285,18 @@ class Router:
         by_route[route.name] = res.usage
         ctx.context = child.context
         ctx.result = RunResult(
-            output=res.output, status=status, session_id=ctx.session_id, path=ctx.path, route=route.name,
-            confidence=confidence, used_fallback=decision.used_fallback, fallback_reason=decision.reason,
-            specialist_session_id=child_sid, usage=classifier_usage + res.usage, usage_by_route=by_route,
-            messages=res.messages, report=res.report, metadata=res.metadata,
+            output=res.output,
+            status=status,
+            session_id=ctx.session_id,
+            path=ctx.path,
+            route=route.name,
+            confidence=confidence,
+            used_fallback=decision.used_fallback,
+            fallback_reason=decision.reason,
+            specialist_session_id=child_sid,
+            usage=classifier_usage + res.usage,
+            usage_by_route=by_route,
+            messages=res.messages,
+            report=res.report,
+            metadata=res.metadata,
         )

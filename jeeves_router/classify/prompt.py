@@ -14,7 +14,13 @@ from collections.abc import Sequence
 from ..errors import UsageError
 from .types import RouteSpec
 
-__all__ = ["DEFAULT_CLASSIFIER_PROMPT", "PLACEHOLDERS", "validate_prompt_template", "render_prompt", "format_error_feedback"]
+__all__ = [
+    "DEFAULT_CLASSIFIER_PROMPT",
+    "PLACEHOLDERS",
+    "validate_prompt_template",
+    "render_prompt",
+    "format_error_feedback",
+]
 
 PLACEHOLDERS = ("routes", "route_names")
 _PLACEHOLDER_RE = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")

@@ -41,7 +41,9 @@ def resolve_model(model: Model | str | None, *, what: str = "model") -> Model:
         return model
     prefix, sep, name = model.partition(":")
     if not sep or not prefix or not name:
-        raise UsageError(f"{what} string {model!r} must look like 'openai:gpt-4.1-mini' or 'anthropic:claude-haiku-4-5'")
+        raise UsageError(
+            f"{what} string {model!r} must look like 'openai:gpt-4.1-mini' or 'anthropic:claude-haiku-4-5'"
+        )
     if prefix in _CUSTOM:
         return _CUSTOM[prefix](name)
     if prefix not in _PROVIDERS:
