@@ -13,6 +13,7 @@ retries are switched off; :class:`~jeeves_router.models._retry.Retrier` retries 
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import random
@@ -22,6 +23,7 @@ from typing import Any, Literal
 from ..errors import ModelError, UsageError
 from ..messages import Message, Part, TextPart, ToolCallPart, ToolResultPart
 from ..policies import PROVIDER_RETRY, RetryPolicy
+from ..settings import check_real_call_allowed
 from ..usage import Usage
 from ._errors import map_sdk_error
 from ._retry import Retrier, Sleep
@@ -56,6 +58,12 @@ class AnthropicModel:
         default_max_tokens: ``max_tokens`` when the request gives none (the API needs one).
         cache_system: Mark the system prompt cacheable for ``"classify"`` requests only,
             ``"always"`` or ``"never"``.
+        send_temperature: Whether to send ``temperature``. Anthropic API version
+            2026-10-21 (the default of ``anthropic`` SDK 2.x, which dropped the
+            parameter) rejects sampling parameters with HTTP 400, so ``None`` (auto)
+            sends it only when the client's ``messages.create`` still accepts it
+            (SDK < 2, API version 2023-06-01). ``True`` forces it (through
+            ``extra_body`` if needed), e.g. for a compatible proxy.
         sleep: The wait between attempts (tests inject a recorder); ``anyio.sleep``.
         rng: Jitter source, e.g. ``random.Random(0)`` for repeatable delays.
     """
@@ -72,6 +80,7 @@ class AnthropicModel:
         price: Price | None = None,
         default_max_tokens: int = 1024,
         cache_system: Literal["classify", "always", "never"] = "classify",
+        send_temperature: bool | None = None,
         sleep: Sleep | None = None,
         rng: random.Random | None = None,
     ) -> None:
@@ -90,6 +99,7 @@ class AnthropicModel:
         self._price = price
         self._default_max_tokens = default_max_tokens
         self._cache_system = cache_system
+        self._send_temperature = send_temperature
         self._client: Any | None = None if client is None else client.with_options(max_retries=0)
         self._retrier = Retrier(retry, model_name=self._name, map_error=self._map_error, sleep=sleep, rng=rng)
 
@@ -117,6 +127,11 @@ class AnthropicModel:
                 api_key=api_key, base_url=base_url, timeout=self._timeout_s, max_retries=0
             )
         return self._client
+
+    def _client_for_call(self) -> Any:
+        client = self._get_client()
+        check_real_call_allowed("anthropic", str(getattr(client, "base_url", "") or "") or None)
+        return client
 
     def _secrets(self) -> tuple[str, ...]:
         keys = [self._api_key, os.environ.get("ANTHROPIC_API_KEY")]
@@ -168,11 +183,26 @@ class AnthropicModel:
         temperature = request.temperature
         if temperature is None and request.purpose == "classify":
             temperature = 0.0
-        if temperature is not None:
-            params["temperature"] = temperature
+        if temperature is not None and self._temperature_supported():
+            if self._sdk_accepts("temperature"):
+                params["temperature"] = temperature
+            else:
+                params["extra_body"] = {"temperature": temperature}
         if request.stop:
             params["stop_sequences"] = list(request.stop)
         return params
+
+    def _temperature_supported(self) -> bool:
+        if self._send_temperature is not None:
+            return self._send_temperature
+        return self._sdk_accepts("temperature")
+
+    def _sdk_accepts(self, parameter: str) -> bool:
+        try:
+            create = self._get_client().messages.create
+            return parameter in inspect.signature(create).parameters
+        except (TypeError, ValueError, UsageError):
+            return False
 
     def _usage(self, raw: Mapping[str, int] | None) -> Usage:
         if raw is None:
@@ -200,7 +230,7 @@ class AnthropicModel:
         forced = request.response_format.name if request.response_format is not None else None
 
         async def once(attempt: int) -> ModelResponse:
-            message = await self._get_client().messages.create(**params)
+            message = await self._client_for_call().messages.create(**params)
             parts: list[Part] = []
             for block in message.content or ():
                 if block.type == "text" and block.text:
@@ -228,7 +258,7 @@ class AnthropicModel:
     async def _stream_once(
         self, params: Mapping[str, Any], forced: str | None
     ) -> AsyncGenerator[ModelStreamItem, None]:
-        stream = await self._get_client().messages.create(**params)
+        stream = await self._client_for_call().messages.create(**params)
         try:
             blocks: dict[int, dict[str, Any]] = {}
             usage: dict[str, int] = {}

@@ -20,6 +20,7 @@ from typing import Any, Literal
 from ..errors import ModelError, UsageError
 from ..messages import Message, TextPart, ToolCallPart, ToolResultPart
 from ..policies import PROVIDER_RETRY, RetryPolicy
+from ..settings import check_real_call_allowed
 from ..usage import Usage
 from ._errors import map_sdk_error
 from ._retry import Retrier, Sleep
@@ -121,6 +122,11 @@ class OpenAIModel:
             self._client = sdk.AsyncOpenAI(api_key=api_key, base_url=base_url, timeout=self._timeout_s, max_retries=0)
         return self._client
 
+    def _client_for_call(self) -> Any:
+        client = self._get_client()
+        check_real_call_allowed(self.provider, str(getattr(client, "base_url", "") or "") or None)
+        return client
+
     def _secrets(self) -> tuple[str, ...]:
         keys = [self._api_key, os.environ.get("OPENAI_API_KEY")]
         client_key = getattr(self._client, "api_key", None)
@@ -198,7 +204,7 @@ class OpenAIModel:
         params = self._params(request)
 
         async def once(attempt: int) -> ModelResponse:
-            completion = await self._get_client().chat.completions.create(**params)
+            completion = await self._client_for_call().chat.completions.create(**params)
             return self._parse(completion)
 
         return await self._retrier.call(once)
@@ -237,7 +243,7 @@ class OpenAIModel:
         return ModelResponse(tuple(parts), self._usage(completion.usage), stop, self._name)
 
     async def _stream_once(self, params: Mapping[str, Any]) -> AsyncGenerator[ModelStreamItem, None]:
-        stream = await self._get_client().chat.completions.create(**params)
+        stream = await self._client_for_call().chat.completions.create(**params)
         try:
             texts: list[str] = []
             calls: dict[int, dict[str, Any]] = {}
