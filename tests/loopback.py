@@ -282,6 +282,8 @@ class LoopbackServer:
                 writer.transport.abort()  # no chunk terminator: the body is cut short
                 request.aborted.set()
                 return
+            if action.truncate_after is not None and index >= action.truncate_after:
+                break
             if action.chunk_delay_s:
                 await asyncio.sleep(action.chunk_delay_s)
                 if reader.at_eof():

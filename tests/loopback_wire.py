@@ -60,6 +60,7 @@ class Reply:
         cache_write_tokens: Prompt tokens written to the cache (Anthropic only).
         headers: Extra response headers.
         disconnect_after: Drop the connection after this many stream events.
+        truncate_after: End the stream cleanly after this many events (no finish event).
         malformed_at: Replace stream event number N by one whose data is not JSON.
         error_after: Send an in-stream error event after this many events.
         error_type: The type of that error (e.g. ``"overloaded_error"``).
@@ -75,6 +76,7 @@ class Reply:
     cache_write_tokens: int = 0
     headers: Mapping[str, str] = field(default_factory=dict)
     disconnect_after: int | None = None
+    truncate_after: int | None = None
     malformed_at: int | None = None
     error_after: int | None = None
     error_type: str = "overloaded_error"
