@@ -1,0 +1,119 @@
+"""Streams close cleanly and failures surface with their original type."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gc
+import warnings
+
+import pytest
+
+from jeeves_router import Agent, Router, RouterRoute, RunFailed
+from jeeves_router.testing import Chunks, ScriptedModel, capture_events
+
+pytestmark = pytest.mark.anyio
+
+
+class Boom(Exception):
+    pass
+
+
+def make_desk(specialist_step: object) -> tuple[Agent, ScriptedModel]:
+    spec_model = ScriptedModel([specialist_step])  # type: ignore[list-item]
+    billing = Agent("b", name="billing", model=spec_model)
+    desk = Agent(
+        "d",
+        name="desk",
+        model=ScriptedModel(["route: billing\nconfidence: 0.9"]),
+        architecture=Router([RouterRoute("billing", billing)]),
+    )
+    return desk, spec_model
+
+
+def other_tasks() -> set[asyncio.Task[object]]:
+    return {t for t in asyncio.all_tasks() if t is not asyncio.current_task()}
+
+
+async def test_break_then_aclose() -> None:
+    desk, _ = make_desk(Chunks(*[f"w{i} " for i in range(50)]))
+    before = other_tasks()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        stream = desk.stream("x")
+        seen = 0
+        async for ev in stream:
+            if ev.kind == "text.delta":
+                seen += 1
+                if seen == 3:
+                    break
+        await stream.aclose()
+        gc.collect()
+    assert seen == 3
+    assert other_tasks() == before
+    assert stream.result is None  # not finished
+
+
+async def test_contextlib_aclosing() -> None:
+    desk, _ = make_desk(Chunks("a", "b", "c"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        async with contextlib.aclosing(desk.stream("x")) as stream:
+            async for ev in stream:
+                if ev.kind == "router.dispatched":
+                    break
+        gc.collect()
+
+
+async def test_async_with_form_and_result() -> None:
+    desk, _ = make_desk(Chunks("a", "b"))
+    async with desk.stream("x", session_id="s") as events:
+        kinds = [ev.kind async for ev in events]
+    assert kinds[0] == "run.started" and kinds[-1] == "run.completed"
+    assert events.result is not None and events.result.output == "ab"
+
+
+async def test_break_without_aclose_leaves_nothing_running() -> None:
+    desk, _ = make_desk(Chunks("a", "b", "c"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        async for ev in desk.stream("x"):
+            if ev.kind == "text.delta":
+                break
+        gc.collect()
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
+
+
+async def test_specialist_exception_reaches_run_caller_as_original_type() -> None:
+    desk, _ = make_desk(Boom("specialist broke"))
+    with pytest.raises(Boom, match="specialist broke"):
+        await desk.run("x")
+
+
+async def test_specialist_exception_is_a_run_failed_event_in_stream() -> None:
+    desk, _ = make_desk(Boom("specialist broke"))
+    events = await capture_events(desk, "x", session_id="s")
+    failed = [e for e in events if isinstance(e, RunFailed)]
+    assert [f.path for f in failed] == [("desk", "billing"), ("desk",)]
+    assert failed[-1].error_type == "Boom" and failed[-1].message == "specialist broke"
+    assert events[-1] is failed[-1]
+
+
+async def test_cancelling_a_run_propagates_cleanly() -> None:
+    import anyio
+
+    class Slow:
+        name = "test:slow"
+
+        async def request(self, request: object) -> object:
+            raise NotImplementedError
+
+        async def stream(self, request: object):  # type: ignore[no-untyped-def]
+            await anyio.sleep(30)
+            yield None
+
+    agent = Agent("s", name="slow", model=Slow())  # type: ignore[arg-type]
+    with anyio.move_on_after(0.05) as scope:
+        await agent.run("x")
+    assert scope.cancelled_caught
