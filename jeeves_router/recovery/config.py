@@ -1,0 +1,75 @@
+"""The recovery configuration an architecture runs under."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+import anyio
+
+from ..errors import UsageError
+from ..models.base import Model
+from ..policies import DEFAULT_RETRY, FRAMEWORK_RETRY, RetryPolicy
+from .classify import ErrorHook
+from .ladder import Limits
+
+__all__ = ["Recovery", "Sleep"]
+
+#: The backoff wait: ``anyio.sleep`` unless a test injects a recorder.
+Sleep = Callable[[float], Awaitable[None]]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Recovery:
+    """How an architecture recovers from failures.
+
+    Attributes:
+        max_reclassifications: Reclassifications per run (default 1).
+        max_replans: New plans per run (default 2).
+        max_steps: Attempts of any step per run, retries included (default 200).
+        time_limit_s: Optional wall-clock limit per run (checked before every attempt,
+            bounds every backoff).
+        retry_policy: Policy of routes, capabilities and agent steps (3 attempts, 0.5 s, x1.5).
+        framework_retry: Policy of the framework's own steps: classification, planning,
+            task extraction (2 attempts, 0.2 s, x1.0).
+        classify_error: A last hook ``(exc, context) -> ErrorClassification | None``,
+            asked after the route's, capability's and agent's hooks.
+        reraise: Development mode: where a report would be written, raise the original
+            exception instead.
+        expose_details: Put exception messages in the report (they may quote provider or
+            tool output; the user message never does).
+        explain_model: A model that writes a short user-facing explanation into the
+            report (``report["explanation"]``); ``None`` for none.
+        explain_timeout_s: Time allowed for that explanation.
+        sleep: The backoff wait (``anyio.sleep``; cancellable). Tests inject a recorder.
+    """
+
+    max_reclassifications: int = 1
+    max_replans: int = 2
+    max_steps: int = 200
+    time_limit_s: float | None = None
+    retry_policy: RetryPolicy = DEFAULT_RETRY
+    framework_retry: RetryPolicy = FRAMEWORK_RETRY
+    classify_error: ErrorHook | None = None
+    reraise: bool = False
+    expose_details: bool = False
+    explain_model: Model | None = None
+    explain_timeout_s: float = 5.0
+    sleep: Sleep = field(default=anyio.sleep, compare=False)
+
+    def __post_init__(self) -> None:
+        self.limits  # noqa: B018 - validates the bounds now, at construction
+        if not isinstance(self.retry_policy, RetryPolicy) or not isinstance(self.framework_retry, RetryPolicy):
+            raise UsageError("retry_policy and framework_retry must be RetryPolicy objects")
+        if self.explain_timeout_s <= 0:
+            raise UsageError(f"explain_timeout_s must be > 0, got {self.explain_timeout_s}")
+
+    @property
+    def limits(self) -> Limits:
+        """The ladder's bounds."""
+        return Limits(
+            max_reclassifications=self.max_reclassifications,
+            max_replans=self.max_replans,
+            max_steps=self.max_steps,
+            time_limit_s=self.time_limit_s,
+        )

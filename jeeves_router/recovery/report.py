@@ -1,0 +1,187 @@
+"""The error report written when recovery stops a run. Building it never raises.
+
+The report is a JSON-ready mapping for developers (on ``RunResult.report`` and in the
+``recovery.report`` event). Its ``user_message`` is the only part meant for end users: it
+is the hook's ``user_message`` when one was given, else a generic sentence that names no
+exception, route, model or stack detail. Error messages appear under ``error`` only when
+``expose_details`` is set (they may quote provider or tool output).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+import structlog
+
+from ..messages import user
+from ..models.base import Model, ModelRequest
+from .severity import ErrorClassification, ErrorSeverity
+
+__all__ = ["StepRecord", "build_report", "user_message_for", "explain_report", "GENERIC_USER_MESSAGE"]
+
+log = structlog.get_logger(__name__)
+
+GENERIC_USER_MESSAGE = "Sorry, I could not complete your request. Please try again later."
+_USER_MESSAGES = {
+    "retries_exhausted": "A service I depend on is not responding right now. Please try again in a few minutes.",
+    "time_limit": "Your request took too long to complete. Please try again, perhaps with a narrower request.",
+    "max_steps": "Your request needed more steps than allowed. Please try a narrower request.",
+    "reclassifications_exhausted": "I could not find a way to handle this request. Please rephrase it.",
+    "replans_exhausted": "I could not find a plan that completes this request. Please rephrase it.",
+}
+_SUGGESTIONS = {
+    "retries_exhausted": "The step kept failing with a transient error: check the service or network, or raise "
+    "the step's RetryPolicy.max_attempts.",
+    "output_started": "The failure came after text reached the consumer, so it was not retried (a retry would "
+    "repeat text); make the step fail before streaming, or accept the partial answer.",
+    "time_limit": "The run hit Recovery(time_limit_s=...): raise it or make the slow step faster.",
+    "max_steps": "The run hit Recovery(max_steps=...): raise it or look for a retry or planning loop.",
+    "reclassifications_exhausted": "No other route or capability could take the request: add a fallback route, "
+    "improve descriptions, or raise Recovery(max_reclassifications=...).",
+    "replans_exhausted": "The orchestrator could not make a working plan: check capability descriptions and "
+    "requires/provides, or raise Recovery(max_replans=...).",
+    "reclassify_unavailable": "RECLASSIFICATION was raised where nothing can classify again: run this agent "
+    "behind a Router or a Capabilities architecture, or use another severity.",
+    "replan_unavailable": "REPLANNING was raised where there is no plan: use it inside a Capabilities "
+    "architecture, or use another severity.",
+    "critical": "Inspect the error type below; if the failure is transient, return RETRIABLE from a "
+    "classify_error hook.",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class StepRecord:
+    """One step of the run as the report shows it.
+
+    Attributes:
+        operation: The step, e.g. ``"classify"`` or ``"capability:sql"``.
+        ok: Whether it finally succeeded.
+        attempts: Attempts made.
+        duration_s: Time spent over all attempts.
+        error_type: The class name of the last failure, if any.
+        severity: The severity of the last failure, if any.
+    """
+
+    operation: str
+    ok: bool
+    attempts: int = 1
+    duration_s: float = 0.0
+    error_type: str | None = None
+    severity: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {
+            "operation": self.operation,
+            "ok": self.ok,
+            "attempts": self.attempts,
+            "duration_s": round(self.duration_s, 6),
+            "error_type": self.error_type,
+            "severity": self.severity,
+        }
+
+
+def user_message_for(classification: ErrorClassification | None, reason: str) -> str:
+    """The end-user message: the hook's ``user_message``, else a generic one for ``reason``."""
+    if classification is not None and classification.user_message:
+        return classification.user_message
+    return _USER_MESSAGES.get(reason, GENERIC_USER_MESSAGE)
+
+
+def _safe_str(value: object, limit: int = 500) -> str:
+    try:
+        text = str(value)
+    except Exception:
+        text = f"<unprintable {type(value).__name__}>"
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def build_report(
+    *,
+    error: BaseException | None,
+    classification: ErrorClassification | None,
+    reason: str,
+    operation: str,
+    steps: Sequence[StepRecord] = (),
+    elapsed_s: float = 0.0,
+    route: str | None = None,
+    capability: str | None = None,
+    counters: Mapping[str, int] | None = None,
+    expose_details: bool = False,
+) -> dict[str, Any]:
+    """The structured report of a stopped run. Never raises (falls back to a minimal one)."""
+    try:
+        severity = classification.severity if classification is not None else ErrorSeverity.CRITICAL
+        attempts: dict[str, int] = {}
+        for s in steps:
+            attempts[s.operation] = attempts.get(s.operation, 0) + s.attempts
+        suggestions = [_SUGGESTIONS.get(reason, _SUGGESTIONS["critical"])]
+        hook_error = classification.hook_error if classification is not None else None
+        if hook_error is not None:
+            suggestions.append("A classify_error hook raised while classifying the failure: fix the hook.")
+        err: dict[str, Any] = {"type": type(error).__name__ if error is not None else None}
+        if expose_details and error is not None:
+            err["message"] = _safe_str(error)
+        if hook_error is not None:
+            err["hook_error_type"] = type(hook_error).__name__
+            if expose_details:
+                err["hook_error_message"] = _safe_str(hook_error)
+        meta = classification.metadata if classification is not None and classification.metadata else {}
+        return {
+            "severity": severity.value,
+            "reason": reason,
+            "route": route,
+            "capability": capability,
+            "operation": operation,
+            "error": err,
+            "attempts": attempts,
+            "elapsed_s": round(elapsed_s, 6),
+            "counters": dict(counters or {}),
+            "steps": [s.as_dict() for s in steps],
+            "suggestions": suggestions,
+            "user_message": user_message_for(classification, reason),
+            "metadata": {str(k): _safe_str(v) for k, v in meta.items()},
+        }
+    except Exception as exc:  # the report must never be the thing that fails
+        log.error("building the error report failed", error_type=type(exc).__name__)
+        return {
+            "severity": "critical",
+            "reason": reason if isinstance(reason, str) else "critical",
+            "operation": operation if isinstance(operation, str) else "unknown",
+            "error": {"type": type(error).__name__ if error is not None else None},
+            "user_message": GENERIC_USER_MESSAGE,
+            "steps": [],
+            "suggestions": [],
+        }
+
+
+_EXPLAIN_SYSTEM = (
+    "A request could not be completed. In at most two short sentences, explain to the end user what went "
+    "wrong and what they can do. Do not mention internal names, error types, code or models."
+)
+
+
+async def explain_report(report: Mapping[str, Any], model: Model, *, timeout_s: float) -> str | None:
+    """A short model-written explanation of ``report`` for the user, or ``None``.
+
+    Returns ``None`` when the model fails, answers with nothing, or takes longer than
+    ``timeout_s``; never raises (cancellation of the enclosing scope still propagates).
+    """
+    done = [f["operation"] for f in report.get("steps", ()) if f.get("ok")]
+    failed = [f["operation"] for f in report.get("steps", ()) if not f.get("ok")]
+    summary = (
+        f"What worked: {', '.join(done) or 'nothing'}. What failed: {', '.join(failed) or report.get('operation')}. "
+        f"Why it stopped: {report.get('reason')}. Message prepared so far: {report.get('user_message')}"
+    )
+    request = ModelRequest(messages=(user(summary),), system=_EXPLAIN_SYSTEM, temperature=0.0, max_tokens=120)
+    text: str | None = None
+    with anyio.move_on_after(timeout_s):
+        try:
+            response = await model.request(request)
+            text = response.text.strip() or None
+        except Exception as exc:
+            log.warning("error explanation failed", error_type=type(exc).__name__)
+    return text
