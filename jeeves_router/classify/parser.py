@@ -33,6 +33,7 @@ import json
 import math
 import re
 from collections.abc import Iterable, Mapping
+from functools import lru_cache
 from typing import Any
 
 from .types import Classification, ParseStatus, RouteSpec
@@ -151,12 +152,22 @@ def parse_classification(
         return Classification(None, 0.0, "missing_route", raw)
 
 
-def _parse(text: object, routes: Iterable[str | RouteSpec], on_bad: float | None) -> Classification:
-    raw = text if isinstance(text, str) else ""
+@lru_cache(maxsize=256)
+def _route_index(routes: tuple[str | RouteSpec, ...]) -> dict[str, str]:
     index: dict[str, str] = {}
     for r in routes:
         name = r.name if isinstance(r, RouteSpec) else str(r)
         index.setdefault(normalize_route_name(name), name)
+    return index
+
+
+def _parse(text: object, routes: Iterable[str | RouteSpec], on_bad: float | None) -> Classification:
+    raw = text if isinstance(text, str) else ""
+    routes_t = routes if isinstance(routes, tuple) else tuple(routes)
+    try:
+        index = _route_index(routes_t)
+    except TypeError:  # unhashable route objects: build the index without the cache
+        index = _route_index.__wrapped__(routes_t)
     if not raw.strip():
         return Classification(None, 0.0, "empty", raw)
 
