@@ -19,12 +19,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from peers import ANSWER, ANSWER_CHUNKS, CLASSIFIER_REPLY, PEERS, measure_interleaved  # noqa: E402
+from peers import ANSWER, ANSWER_CHUNKS, CLASSIFIER_REPLY, PEERS, measure_interleaved
 
-from jeeves_router import Agent, Router, RouterRoute  # noqa: E402
-from jeeves_router.messages import TextPart  # noqa: E402
-from jeeves_router.models.base import ModelRequest, ModelResponse, ModelStreamItem, ModelTextDelta  # noqa: E402
-from jeeves_router.usage import Usage  # noqa: E402
+from jeeves_router import Agent, Router, RouterRoute
+from jeeves_router.messages import TextPart
+from jeeves_router.models.base import ModelRequest, ModelResponse, ModelStreamItem, ModelTextDelta
+from jeeves_router.usage import Usage
 
 _USAGE = Usage(input_tokens=10, output_tokens=5, requests=1, cost_usd=0.0)
 
@@ -101,7 +101,7 @@ async def main(n: int) -> None:
     fastest_peer = min(v for k, v in medians.items() if k in PEERS)
     ours = medians["jeeves_router (stream)"]
     print(f"Median framework overhead of one routed request (n={n}, round-robin, same run)\n")
-    print("| framework | median ms | × jeeves_router (stream) |")
+    print("| framework | median ms | x jeeves_router (stream) |")
     print("|---|---|---|")
     for name, ms in sorted(medians.items(), key=lambda kv: kv[1]):
         print(f"| {name} | {ms:.4f} | {ms / ours:.1f} |")
