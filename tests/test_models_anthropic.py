@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -17,6 +18,7 @@ from jeeves_router.messages import Message, TextPart, ToolCallPart, ToolResultPa
 from jeeves_router.models.anthropic import AnthropicModel
 from jeeves_router.models.base import ModelRequest, ModelResponse, ModelTextDelta, ResponseFormat, ToolSpec
 from jeeves_router.models.prices import cost_usd, price_for
+from jeeves_router.models.registry import resolve_model
 from jeeves_router.policies import RetryPolicy
 from tests.loopback import (
     FAKE_ANTHROPIC_KEY,
@@ -392,3 +394,15 @@ async def test_real_endpoint_is_blocked_in_tests() -> None:
         await model.request(HELLO)
     with pytest.raises(RealModelCallBlocked):
         await drain(model, HELLO)
+
+
+def test_missing_sdk_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "anthropic", None)
+    with pytest.raises(UsageError, match=r"pip install 'jeeves-router\[anthropic\]'"):
+        AnthropicModel("claude-haiku-4-5")
+
+
+def test_registry_resolves_anthropic_strings_without_a_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    model = resolve_model("anthropic:claude-haiku-4-5")
+    assert isinstance(model, AnthropicModel) and model.name == "anthropic:claude-haiku-4-5"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -16,6 +17,7 @@ from jeeves_router.messages import Message, TextPart, ToolCallPart, ToolResultPa
 from jeeves_router.models.base import ModelRequest, ModelResponse, ModelTextDelta, ResponseFormat, ToolSpec
 from jeeves_router.models.openai import OpenAIModel
 from jeeves_router.models.prices import Price, cost_usd, price_for
+from jeeves_router.models.registry import resolve_model
 from jeeves_router.policies import RetryPolicy
 from tests.loopback import (
     FAKE_OPENAI_KEY,
@@ -463,3 +465,36 @@ async def test_real_endpoint_is_blocked_in_tests() -> None:
         await model.request(HELLO)
     with pytest.raises(RealModelCallBlocked):
         await drain(model, HELLO)
+
+
+@pytest.mark.anyio
+async def test_compatible_server_in_stream_error_is_mapped(loopback: LoopbackServer) -> None:  # noqa: F811
+    loopback.script(Reply(text="x", error_after=1, error_type="server_error"), Reply(text="fine"))
+    sleep = SleepRecorder()
+    model = OpenAIModel("qwen2.5", client=loopback.openai_client(), provider="vllm", retry=POLICY, sleep=sleep)
+    deltas, _ = await drain(model, HELLO)
+    assert deltas == ["fine"] and sleep.delays == [0.5]
+
+
+@pytest.mark.anyio
+async def test_env_base_url_decides_the_max_tokens_field(
+    loopback: LoopbackServer,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.setenv("OPENAI_BASE_URL", loopback.openai_base_url)
+    loopback.script(Reply(text="x"))
+    await OpenAIModel("llama3.1:8b").request(ModelRequest((user("hi"),), max_tokens=7))
+    assert loopback.requests[0].body["max_tokens"] == 7
+
+
+def test_missing_sdk_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "openai", None)
+    with pytest.raises(UsageError, match=r"pip install 'jeeves-router\[openai\]'"):
+        OpenAIModel("gpt-4.1-mini")
+
+
+def test_registry_resolves_openai_strings_without_a_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    model = resolve_model("openai:gpt-4.1-nano")
+    assert isinstance(model, OpenAIModel) and model.name == "openai:gpt-4.1-nano"

@@ -160,7 +160,7 @@ def map_sdk_error(exc: BaseException, *, provider: str, secrets: Iterable[str] =
         return build(f"malformed response: {exc}", "retriable", "malformed_response")
     if "ContentFilterFinishReasonError" in names:
         return build(str(exc), "critical", "content_filter")
-    if "APIError" in names and type(exc).__module__.split(".")[0] == provider:
+    if "APIError" in names and type(exc).__module__.split(".")[0] in {"openai", "anthropic"}:
         # Errors reported inside an event stream (OpenAI ``{"error": ...}`` chunks).
         err_type, code, body_message = _body_error(getattr(exc, "body", None))
         haystack = " ".join(x for x in (err_type, code, body_message, str(exc)) if x).lower()

@@ -226,11 +226,11 @@ class AnthropicModel:
 
     async def request(self, request: ModelRequest) -> ModelResponse:
         """Answer ``request`` with one Messages call (retried on retriable failures)."""
-        params = self._params(request)
         forced = request.response_format.name if request.response_format is not None else None
 
         async def once(attempt: int) -> ModelResponse:
-            message = await self._client_for_call().messages.create(**params)
+            client = self._client_for_call()
+            message = await client.messages.create(**self._params(request))
             parts: list[Part] = []
             for block in message.content or ():
                 if block.type == "text" and block.text:
@@ -246,19 +246,18 @@ class AnthropicModel:
 
     def stream(self, request: ModelRequest) -> AsyncIterator[ModelStreamItem]:
         """Stream ``request``: text deltas, then one final :class:`ModelResponse`."""
-        params = self._params(request)
-        params["stream"] = True
-        forced = request.response_format.name if request.response_format is not None else None
 
         def open_stream(attempt: int) -> AsyncIterator[ModelStreamItem]:
-            return self._stream_once(params, forced)
+            return self._stream_once(request)
 
         return self._retrier.stream(open_stream)
 
-    async def _stream_once(
-        self, params: Mapping[str, Any], forced: str | None
-    ) -> AsyncGenerator[ModelStreamItem, None]:
-        stream = await self._client_for_call().messages.create(**params)
+    async def _stream_once(self, request: ModelRequest) -> AsyncGenerator[ModelStreamItem, None]:
+        client = self._client_for_call()
+        params = self._params(request)
+        params["stream"] = True
+        forced = request.response_format.name if request.response_format is not None else None
+        stream = await client.messages.create(**params)
         try:
             blocks: dict[int, dict[str, Any]] = {}
             usage: dict[str, int] = {}

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 import random
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any, Literal
 
 from ..errors import ModelError, UsageError
@@ -201,23 +201,19 @@ class OpenAIModel:
 
     async def request(self, request: ModelRequest) -> ModelResponse:
         """Answer ``request`` with one Chat Completions call (retried on retriable failures)."""
-        params = self._params(request)
 
         async def once(attempt: int) -> ModelResponse:
-            completion = await self._client_for_call().chat.completions.create(**params)
+            client = self._client_for_call()
+            completion = await client.chat.completions.create(**self._params(request))
             return self._parse(completion)
 
         return await self._retrier.call(once)
 
     def stream(self, request: ModelRequest) -> AsyncIterator[ModelStreamItem]:
         """Stream ``request``: text deltas, then one final :class:`ModelResponse`."""
-        params = self._params(request)
-        params["stream"] = True
-        if self._stream_usage:
-            params["stream_options"] = {"include_usage": True}
 
         def open_stream(attempt: int) -> AsyncIterator[ModelStreamItem]:
-            return self._stream_once(params)
+            return self._stream_once(request)
 
         return self._retrier.stream(open_stream)
 
@@ -242,8 +238,13 @@ class OpenAIModel:
         stop = _stop_reason(choice.finish_reason, refused=bool(getattr(message, "refusal", None)))
         return ModelResponse(tuple(parts), self._usage(completion.usage), stop, self._name)
 
-    async def _stream_once(self, params: Mapping[str, Any]) -> AsyncGenerator[ModelStreamItem, None]:
-        stream = await self._client_for_call().chat.completions.create(**params)
+    async def _stream_once(self, request: ModelRequest) -> AsyncGenerator[ModelStreamItem, None]:
+        client = self._client_for_call()
+        params = self._params(request)
+        params["stream"] = True
+        if self._stream_usage:
+            params["stream_options"] = {"include_usage": True}
+        stream = await client.chat.completions.create(**params)
         try:
             texts: list[str] = []
             calls: dict[int, dict[str, Any]] = {}
