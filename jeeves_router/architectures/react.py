@@ -6,21 +6,34 @@ Tool failures, unknown tools and malformed arguments go back to the model as err
 results. A tool that returns a :class:`~jeeves_router.tools.Handoff` ends the turn at once:
 later calls of the same turn are answered "ignored", no further model call is made, and
 ``ctx.handoff`` tells the enclosing architecture where to go.
+
+Recovery (opt-in): with ``ToolLoop(recovery=Recovery(...))``, or when the agent has a
+``classify_error`` hook, a failed model call or tool-infrastructure step (the runtime
+raising around a tool) goes through the shared escalation ladder: RETRIABLE is retried
+after a backoff — a model stream only when none of that attempt's text reached the
+consumer —, CRITICAL ends the run with status ``"critical"`` and a report, FATAL raises.
+RECLASSIFICATION and REPLANNING, which a tool loop cannot act on, are re-raised to the
+enclosing architecture (a router, capabilities) or, at the top level, stop with a report.
+Without recovery, failures propagate unchanged, with their original type.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
+from contextlib import aclosing
+from functools import partial
 from typing import TYPE_CHECKING
 
-from .._aio import aclosing
 from ..errors import ModelError
 from ..events import Event, TextDelta, ToolCalled, ToolResult
 from ..messages import Message, TextPart, ToolCallPart, ToolResultPart
 from ..models.base import ModelRequest, ModelResponse, ModelTextDelta
+from ..recovery.config import Recovery
+from ..recovery.ladder import Action
 from ..results import RunResult
 from ..tools import ToolOutcome
 from ..usage import Usage
+from ._recovery import RecoveryRun, RecoveryStop, recovery_for, retrying
 from .base import RunContext
 
 if TYPE_CHECKING:
@@ -30,16 +43,36 @@ __all__ = ["ToolLoop"]
 
 
 class ToolLoop:
-    """Model and tools in a loop until a text answer (the default architecture)."""
+    """Model and tools in a loop until a text answer (the default architecture).
+
+    Args:
+        recovery: Recovery config (``None``: failures propagate unless the agent has a
+            ``classify_error`` hook, which turns the default recovery on).
+    """
+
+    def __init__(self, *, recovery: Recovery | None = None) -> None:
+        self.recovery = recovery
 
     def validate(self, agent: Agent) -> None:
         """Nothing to check beyond what Agent checks."""
 
-    async def run(self, agent: Agent, ctx: RunContext) -> AsyncIterator[Event]:
+    async def run(self, agent: Agent, ctx: RunContext) -> AsyncGenerator[Event, None]:
         """Run the loop, yielding text deltas and tool events."""
-        model = agent.resolved_model()
-        tools = agent.tool_map
-        specs = tuple(t.spec for t in tools.values())
+        config = recovery_for(self.recovery, agent.classify_error)
+        rec = RecoveryRun(config, ctx, can_escalate=len(ctx.path) > 1) if config is not None else None
+        try:
+            async with aclosing(self._loop(agent, ctx, rec)) as events:
+                async for ev in events:
+                    yield ev
+        except RecoveryStop as stop:
+            assert rec is not None
+            async with aclosing(rec.stopped(stop)) as report_events:
+                async for ev in report_events:
+                    yield ev
+
+    async def _loop(self, agent: Agent, ctx: RunContext, rec: RecoveryRun | None) -> AsyncGenerator[Event, None]:
+        agent.resolved_model()  # a bad model string fails here, before any model call
+        specs = tuple(t.spec for t in agent.tool_map.values())
         new_messages: list[Message] = [Message("user", (TextPart(ctx.prompt),))]
         messages: list[Message] = [*ctx.history, *new_messages]
         usage = Usage()
@@ -52,30 +85,22 @@ class ToolLoop:
                 temperature=agent.temperature,
                 max_tokens=agent.max_tokens,
             )
-            response: ModelResponse | None = None
-            async with aclosing(ctx.model_stream(model, request)) as stream:
-                async for item in stream:
-                    if isinstance(item, ModelTextDelta):
-                        if item.text:
-                            yield TextDelta(session_id=sid, path=path, text=item.text)
-                    else:
-                        response = item
-            if response is None:
-                raise ModelError(f"model {model.name} ended its stream without a response", path=path)
+            box: list[ModelResponse] = []
+            async with aclosing(self._model_turn(agent, ctx, rec, request, box)) as turn_events:
+                async for ev in turn_events:
+                    yield ev
+            response = box[0]
             usage = usage + response.usage
+            if rec is not None:
+                rec.usage = usage
             reply = response.as_message()
             messages.append(reply)
             new_messages.append(reply)
             calls = response.tool_calls
             if not calls:
                 ctx.result = RunResult(
-                    output=response.text,
-                    status="ok",
-                    session_id=sid,
-                    path=path,
-                    usage=usage,
-                    usage_by_route={},
-                    messages=tuple(new_messages),
+                    output=response.text, status="ok", session_id=sid, path=path, usage=usage,
+                    usage_by_route={}, messages=tuple(new_messages),
                 )
                 return
             results: list[ToolResultPart] = []
@@ -88,43 +113,71 @@ class ToolLoop:
                     yield ToolCalled(
                         session_id=sid, path=path, call_id=call.id, tool=call.name, arguments=call.arguments
                     )
-                    outcome = await self._call(agent, ctx, call)
+                    obox: list[ToolOutcome] = []
+                    steps = retrying(rec, f"tool:{call.name}", partial(self._call, agent, ctx, call), obox,
+                                     policy=rec.config.retry_policy if rec else None, hooks=(agent.classify_error,))
+                    async with aclosing(steps) as tool_events:
+                        async for ev in tool_events:
+                            yield ev
+                    outcome = obox[0]
                     if outcome.handoff is not None:
                         ctx.handoff = outcome.handoff
                     if outcome.context_update:
                         ctx.context = {**ctx.context, **outcome.context_update}
-                yield ToolResult(
-                    session_id=sid,
-                    path=path,
-                    call_id=call.id,
-                    tool=call.name,
-                    content=outcome.content,
-                    is_error=outcome.is_error,
-                )
+                yield ToolResult(session_id=sid, path=path, call_id=call.id, tool=call.name,
+                                 content=outcome.content, is_error=outcome.is_error)
                 results.append(ToolResultPart(call.id, call.name, outcome.content, outcome.is_error))
             tool_msg = Message("tool", tuple(results))
             messages.append(tool_msg)
             new_messages.append(tool_msg)
             if ctx.handoff is not None:
                 ctx.result = RunResult(
-                    output=None,
-                    status="ok",
-                    session_id=sid,
-                    path=path,
-                    usage=usage,
-                    messages=tuple(new_messages),
-                    metadata={"handoff": ctx.handoff.target},
+                    output=None, status="ok", session_id=sid, path=path, usage=usage,
+                    messages=tuple(new_messages), metadata={"handoff": ctx.handoff.target},
                 )
                 return
         ctx.result = RunResult(
-            output=None,
-            status="max_turns",
-            session_id=sid,
-            path=path,
-            usage=usage,
-            messages=tuple(new_messages),
+            output=None, status="max_turns", session_id=sid, path=path, usage=usage, messages=tuple(new_messages),
             metadata={"max_turns": agent.max_turns},
         )
+
+    @staticmethod
+    async def _model_turn(agent: Agent, ctx: RunContext, rec: RecoveryRun | None, request: ModelRequest,
+                          box: list[ModelResponse]) -> AsyncGenerator[Event, None]:
+        """One model call (retried under recovery); appends the response to ``box``."""
+        model = agent.resolved_model()
+        attempt = 0
+        while True:
+            attempt += 1
+            if rec is not None:
+                rec.begin("model")
+            streamed = False
+            response: ModelResponse | None = None
+            try:
+                async with aclosing(ctx.model_stream(model, request)) as stream:  # type: ignore[type-var]
+                    async for item in stream:
+                        if isinstance(item, ModelTextDelta):
+                            if item.text:
+                                streamed = True
+                                yield TextDelta(session_id=ctx.session_id, path=ctx.path, text=item.text)
+                        else:
+                            response = item
+                if response is None:
+                    raise ModelError(f"model {model.name} ended its stream without a response", path=ctx.path)
+            except Exception as exc:
+                if rec is None:
+                    raise
+                f = rec.fail(exc, operation="model", attempt=attempt, policy=rec.config.retry_policy,
+                             hooks=(agent.classify_error,), output_started=streamed)
+                if f.action is not Action.RETRY:
+                    raise f.stop() from exc
+                yield rec.retry_event(f)
+                await rec.backoff(f)
+                continue
+            if rec is not None:
+                rec.succeeded("model")
+            box.append(response)
+            return
 
     @staticmethod
     async def _call(agent: Agent, ctx: RunContext, call: ToolCallPart) -> ToolOutcome:

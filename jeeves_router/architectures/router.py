@@ -4,11 +4,22 @@ The chosen route's agent — a full :class:`~jeeves_router.Agent` with its own m
 and architecture — runs under ``child_session_id(parent_session_id, route)``; its events
 (token deltas included) appear in the parent's stream as they happen. Usage sums the
 classifier's calls (format retries included) and the specialist's.
+
+Recovery (opt-in): with ``Router(recovery=Recovery(...))``, or when a route, its agent or
+the router agent has a ``classify_error`` hook or a route has a ``retry_policy``, failures
+go through the shared escalation ladder (:mod:`jeeves_router.recovery`). A failed
+classification is retried under the framework policy; a failed specialist is classified
+(route hook, specialist's hook, router agent's hook, ``Recovery.classify_error``, then the
+defaults by type) and, when RETRIABLE, dispatched again after a backoff — unless its text
+already reached the consumer; RECLASSIFICATION classifies again with the failure as
+``feedback`` and the failed route excluded (``max_reclassifications``); CRITICAL ends the
+run with status ``"critical"``, a report and a ``recovery.report`` event; FATAL raises.
+Without recovery a specialist's exception reaches the caller unchanged, with its type.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
@@ -19,11 +30,24 @@ from ..classify.prompt import validate_prompt_template
 from ..classify.resolve import RouteDecision, resolve_route
 from ..classify.types import Classification, Classifier, ClassifyRequest, ClassifyResult, RouteSpec
 from ..errors import UsageError
-from ..events import Event, RouterClassified, RouterCompleted, RouterDispatched, RouterFallback, RouterUnresolved
+from ..events import (
+    Event,
+    RouterClassified,
+    RouterCompleted,
+    RouterDispatched,
+    RouterFallback,
+    RouterUnresolved,
+    TextDelta,
+)
 from ..ids import child_session_id, validate_route_name
 from ..models.base import Model
+from ..policies import RetryPolicy
+from ..recovery.classify import ErrorHook
+from ..recovery.config import Recovery
+from ..recovery.ladder import Action
 from ..results import RunResult
 from ..usage import Usage
+from ._recovery import RecoveryRun, RecoveryStop, recovery_for, retrying
 from .base import RunContext
 
 if TYPE_CHECKING:
@@ -37,12 +61,18 @@ CLASSIFIER_USAGE_KEY = "<classifier>"
 
 @dataclass(frozen=True)
 class RouterRoute:
-    """One route: a name, the agent that handles it, a description and example requests."""
+    """One route: a name, the agent that handles it, a description and example requests.
+
+    ``classify_error`` (``(exc, context) -> ErrorClassification | None``) and
+    ``retry_policy`` tune recovery of this route's specialist failures.
+    """
 
     name: str
     agent: Agent
     description: str = ""
     examples: Sequence[str] = field(default=())
+    classify_error: ErrorHook | None = None
+    retry_policy: RetryPolicy | None = None
 
     @property
     def spec(self) -> RouteSpec:
@@ -69,6 +99,8 @@ class Router:
             closed, i.e. fallback).
         history_turns: How many earlier messages the classifier sees (default 0).
         classifier_max_tokens: Output cap of the LLM classifier call.
+        recovery: Recovery config (``None``: failures propagate unchanged unless a hook or
+            a route retry policy turns the default recovery on).
     """
 
     def __init__(
@@ -84,6 +116,7 @@ class Router:
         on_bad_confidence: float | None = None,
         history_turns: int = 0,
         classifier_max_tokens: int = 64,
+        recovery: Recovery | None = None,
     ) -> None:
         routes = list(routes)
         if not routes:
@@ -126,6 +159,9 @@ class Router:
         self.on_bad_confidence = on_bad_confidence
         self.history_turns = history_turns
         self.classifier_max_tokens = classifier_max_tokens
+        if recovery is not None and not isinstance(recovery, Recovery):
+            raise UsageError(f"recovery must be a Recovery(...) object, got {type(recovery).__name__}")
+        self.recovery = recovery
         self._classifier: Classifier | None = classifier
         self.specs: tuple[RouteSpec, ...] = tuple(r.spec for r in routes)
         if classifier is None and classifier_model is not None:
@@ -208,52 +244,103 @@ class Router:
             model_calls_saved=result.model_calls_saved,
         )
 
-    async def run(self, agent: Agent, ctx: RunContext) -> AsyncIterator[Event]:
+    async def run(self, agent: Agent, ctx: RunContext) -> AsyncGenerator[Event, None]:
         """Classify, decide, dispatch; yields router events and the specialist's events."""
+        hooks = [agent.classify_error, *(r.classify_error for r in self.routes), *(r.retry_policy for r in self.routes)]
+        config = recovery_for(self.recovery, *hooks)
+        rec = RecoveryRun(config, ctx, can_escalate=len(ctx.path) > 1) if config is not None else None
+        try:
+            async with aclosing(self._flow(agent, ctx, rec)) as events:
+                async for ev in events:
+                    yield ev
+        except RecoveryStop as stop:
+            assert rec is not None
+            async with aclosing(rec.stopped(stop, route=stop.failure.route)) as report_events:
+                async for ev in report_events:
+                    yield ev
+
+    async def _flow(self, agent: Agent, ctx: RunContext, rec: RecoveryRun | None) -> AsyncGenerator[Event, None]:
         sid, path = ctx.session_id, ctx.path
         usage = Usage()
-        confidence: float | None = None
-        if ctx.force_route is not None:
-            decision = RouteDecision(ctx.force_route, False, None)
-        else:
-            cres = await self.classify(agent, ctx)
-            usage = cres.usage
-            c = cres.classification
-            confidence = c.confidence if c.ok else None
-            yield self.classified_event(ctx, cres)
-            decision = self.decide(c)
-            if decision.unresolved:
-                yield RouterUnresolved(
-                    session_id=sid,
-                    path=path,
-                    reason=decision.reason or "missing_route",
-                    requested_route=c.route or c.requested,
-                    confidence=confidence,
-                )
-                ctx.result = RunResult(
-                    output=None,
-                    status="unresolved",
-                    session_id=sid,
-                    path=path,
-                    confidence=confidence,
-                    fallback_reason=decision.reason,
-                    usage=usage,
-                    usage_by_route={CLASSIFIER_USAGE_KEY: usage},
-                )
+        excluded: list[str] = []
+        feedback: str | None = None
+        while True:
+            confidence: float | None = None
+            if ctx.force_route is not None:
+                decision = RouteDecision(ctx.force_route, False, None)
+            else:
+                box: list[ClassifyResult] = []
+
+                def classify(
+                    excl: tuple[str, ...] = tuple(excluded), fb: str | None = feedback
+                ) -> Awaitable[ClassifyResult]:
+                    return self.classify(agent, ctx, exclude=excl, feedback=fb)
+
+                steps = retrying(rec, "classify", classify, box, hooks=(agent.classify_error,))
+                async with aclosing(steps) as cevents:
+                    async for ev in cevents:
+                        yield ev
+                cres = box[0]
+                usage = usage + cres.usage
+                if rec is not None:
+                    rec.usage = usage
+                c = cres.classification
+                confidence = c.confidence if c.ok else None
+                yield self.classified_event(ctx, cres)
+                decision = self.decide(c, exclude=excluded)
+                if decision.unresolved:
+                    yield RouterUnresolved(session_id=sid, path=path, reason=decision.reason or "missing_route",
+                                           requested_route=c.route or c.requested, confidence=confidence)
+                    ctx.result = RunResult(
+                        output=None, status="unresolved", session_id=sid, path=path, confidence=confidence,
+                        fallback_reason=decision.reason, usage=usage, usage_by_route={CLASSIFIER_USAGE_KEY: usage},
+                        metadata={"excluded_routes": tuple(excluded)} if excluded else {},
+                    )
+                    return
+                if decision.used_fallback:
+                    assert decision.route is not None
+                    yield RouterFallback(session_id=sid, path=path, reason=decision.reason or "low_confidence",
+                                         fallback_route=decision.route, requested_route=c.route or c.requested,
+                                         confidence=confidence)
+            assert decision.route is not None
+            route = self._by_name[decision.route]
+            operation = f"route:{route.name}"
+            attempt = 0
+            while True:
+                attempt += 1
+                if rec is not None:
+                    rec.begin(operation)
+                streamed = False
+                try:
+                    async with aclosing(self.dispatch(agent, ctx, decision, usage, confidence)) as events:  # type: ignore[type-var]
+                        async for ev in events:
+                            streamed = streamed or isinstance(ev, TextDelta)
+                            yield ev
+                except Exception as exc:
+                    if rec is None:
+                        raise
+                    f = rec.fail(
+                        exc, operation=operation, attempt=attempt, policy=route.retry_policy or rec.config.retry_policy,
+                        hooks=(route.classify_error, route.agent.classify_error, agent.classify_error),
+                        route=route.name, output_started=streamed,
+                        can_reclassify=ctx.force_route is None and len(excluded) + 1 < len(self.routes),
+                    )
+                    if f.action is Action.RETRY:
+                        yield rec.retry_event(f)
+                        await rec.backoff(f)
+                        continue
+                    if f.action is Action.RECLASSIFY:
+                        excluded.append(route.name)
+                        feedback = f.feedback()
+                        yield rec.reclassify_event(f, excluded)
+                        break
+                    raise f.stop() from exc
+                if rec is not None:
+                    rec.succeeded(operation)
+                    if excluded and ctx.result is not None:
+                        meta = {**ctx.result.metadata, "excluded_routes": tuple(excluded)}
+                        ctx.result = replace(ctx.result, metadata=meta)
                 return
-            if decision.used_fallback:
-                assert decision.route is not None
-                yield RouterFallback(
-                    session_id=sid,
-                    path=path,
-                    reason=decision.reason or "low_confidence",
-                    fallback_route=decision.route,
-                    requested_route=c.route or c.requested,
-                    confidence=confidence,
-                )
-        async with aclosing(self.dispatch(agent, ctx, decision, usage, confidence)) as events:
-            async for ev in events:
-                yield ev
 
     async def dispatch(
         self, agent: Agent, ctx: RunContext, decision: RouteDecision, classifier_usage: Usage, confidence: float | None

@@ -1,0 +1,270 @@
+"""Per-run recovery plumbing shared by every architecture.
+
+The decisions come from :mod:`jeeves_router.recovery` (classification and the pure
+ladder); this module keeps one run's counters and step records, turns a failure into a
+:class:`Failure` (or raises at once for ``abort`` and ``escalate``), waits the backoff, and
+writes the stop report. An architecture drives it like this::
+
+    rec.begin("model")                    # counts the attempt; may raise RecoveryStop
+    try:
+        ...                                # the step
+    except Exception as exc:
+        f = rec.fail(exc, operation="model", attempt=n, policy=p, hooks=h)
+        # f.action is RETRY / RECLASSIFY / REPLAN (act on it) or STOP (raise f.stop())
+
+and catches :class:`RecoveryStop` once, at the top of its ``run``, to emit the
+``recovery.report`` event and end the run with status ``"critical"``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import structlog
+
+from ..events import Event, RecoveryReclassify, RecoveryReplan, RecoveryReport, RecoveryRetry
+from ..policies import RetryPolicy
+from ..recovery.classify import ErrorContext, ErrorHook, classify_failure, mark_fatal
+from ..recovery.config import Recovery
+from ..recovery.ladder import Action, Counters, Decision, budget_exceeded, next_action
+from ..recovery.report import StepRecord, build_report, explain_report
+from ..recovery.severity import ErrorClassification, ErrorSeverity
+from ..results import RunResult
+from ..usage import Usage
+
+if TYPE_CHECKING:
+    from .base import RunContext
+
+__all__ = ["RecoveryRun", "RecoveryStop", "RecoveryRedirect", "Failure", "recovery_for", "retrying"]
+
+log = structlog.get_logger(__name__)
+T = TypeVar("T")
+
+
+def recovery_for(config: Recovery | None, *hooks: object) -> Recovery | None:
+    """The recovery config in force: ``config``, or the defaults when any hook is set."""
+    if config is not None:
+        return config
+    if any(h is not None for h in hooks):
+        return Recovery()
+    return None
+
+
+@dataclass(slots=True)
+class Failure:
+    """A classified failure and the ladder's decision about it."""
+
+    error: BaseException
+    classification: ErrorClassification
+    decision: Decision
+    operation: str
+    attempt: int
+    route: str | None = None
+    capability: str | None = None
+
+    @property
+    def action(self) -> Action:
+        """The decided action."""
+        return self.decision.action
+
+    def stop(self) -> RecoveryStop:
+        """The exception that ends the run with a report."""
+        return RecoveryStop(self)
+
+    def feedback(self) -> str:
+        """The failure as the next classifier or planner prompt shows it."""
+        where = self.capability or self.route or self.operation
+        return f"{where} failed. {self.classification.format_for_llm()}"
+
+
+class RecoveryStop(Exception):
+    """Internal: the ladder decided to stop; caught at the top of the architecture's run."""
+
+    def __init__(self, failure: Failure) -> None:
+        super().__init__(failure.decision.reason)
+        self.failure = failure
+
+
+class RecoveryRedirect(Exception):
+    """Internal: the ladder decided to reclassify or replan; the architecture acts on it."""
+
+    def __init__(self, failure: Failure) -> None:
+        super().__init__(failure.decision.reason)
+        self.failure = failure
+
+
+@dataclass(slots=True, eq=False)
+class RecoveryRun:
+    """One run's recovery state: counters, step records, usage so far."""
+
+    config: Recovery
+    ctx: RunContext
+    can_escalate: bool = False
+    started: float = field(default_factory=time.monotonic)
+    steps: int = 0
+    reclassifications: int = 0
+    replans: int = 0
+    records: list[StepRecord] = field(default_factory=list)
+    usage: Usage = field(default_factory=Usage)
+    _attempt_started: float = 0.0
+
+    def elapsed(self) -> float:
+        """Seconds since the run started."""
+        return time.monotonic() - self.started
+
+    def counters(self) -> Counters:
+        """The ladder's view of this run."""
+        return Counters(self.steps, self.reclassifications, self.replans, self.elapsed())
+
+    def begin(self, operation: str) -> None:
+        """Count an attempt that is about to start; raise RecoveryStop if the budget is spent."""
+        self.steps += 1
+        self._attempt_started = time.monotonic()
+        reason = budget_exceeded(self.counters(), self.config.limits)
+        if reason is not None:
+            cls = ErrorClassification(ErrorSeverity.CRITICAL, metadata={"limit": reason})
+            decision = Decision(Action.STOP, ErrorSeverity.CRITICAL, reason=reason)
+            raise RecoveryStop(Failure(_BudgetSpent(reason), cls, decision, operation, 0))
+
+    def succeeded(self, operation: str) -> None:
+        """Record the attempt of ``operation`` that succeeded."""
+        self.records.append(StepRecord(operation, True, 1, time.monotonic() - self._attempt_started))
+
+    def fail(
+        self,
+        exc: BaseException,
+        *,
+        operation: str,
+        attempt: int,
+        policy: RetryPolicy,
+        hooks: Sequence[ErrorHook | None] = (),
+        route: str | None = None,
+        capability: str | None = None,
+        can_reclassify: bool = False,
+        can_replan: bool = False,
+        output_started: bool = False,
+    ) -> Failure:
+        """Classify ``exc`` and decide; raises ``exc`` itself for ``abort`` and ``escalate``."""
+        ectx = ErrorContext(operation, attempt, self.ctx.session_id, self.ctx.path, route, capability,
+                            self.ctx.context)
+        cls = classify_failure(exc, ectx, (*hooks, self.config.classify_error))
+        decision = next_action(
+            cls.severity, attempt=attempt, policy=policy, counters=self.counters(), limits=self.config.limits,
+            can_reclassify=can_reclassify, can_replan=can_replan, can_escalate=self.can_escalate,
+            output_started=output_started, retry_after_s=getattr(exc, "retry_after_s", None),
+        )
+        self.records.append(StepRecord(operation, False, 1, time.monotonic() - self._attempt_started,
+                                       type(exc).__name__, cls.severity.value))
+        log.info("step failed", operation=operation, attempt=attempt, error_type=type(exc).__name__,
+                 severity=cls.severity.value, action=decision.action.value, reason=decision.reason,
+                 session_id=self.ctx.session_id)
+        if decision.action is Action.ABORT:
+            mark_fatal(exc)
+            raise exc
+        if decision.action is Action.ESCALATE:
+            raise exc
+        return Failure(exc, cls, decision, operation, attempt, route, capability)
+
+    def retry_event(self, f: Failure) -> RecoveryRetry:
+        """The ``recovery.retry`` event announcing the next attempt of ``f``'s step."""
+        return RecoveryRetry(session_id=self.ctx.session_id, path=self.ctx.path, operation=f.operation,
+                             attempt=f.attempt + 1, delay_s=f.decision.delay_s,
+                             severity=f.classification.severity.value, error=type(f.error).__name__)
+
+    async def backoff(self, f: Failure) -> None:
+        """Wait the decided delay (cancellable)."""
+        await self.config.sleep(f.decision.delay_s)
+
+    def reclassify_event(self, f: Failure, excluded: Sequence[str]) -> RecoveryReclassify:
+        """Count a reclassification and return its event (call just before it starts)."""
+        self.reclassifications += 1
+        return RecoveryReclassify(session_id=self.ctx.session_id, path=self.ctx.path,
+                                  attempt=self.reclassifications, excluded=tuple(excluded),
+                                  error=type(f.error).__name__)
+
+    def replan_event(self, f: Failure) -> RecoveryReplan:
+        """Count a replan and return its event (call just before it starts)."""
+        self.replans += 1
+        return RecoveryReplan(session_id=self.ctx.session_id, path=self.ctx.path, attempt=self.replans,
+                              error=type(f.error).__name__)
+
+    async def stopped(self, stop: RecoveryStop, **result: Any) -> AsyncGenerator[Event, None]:
+        """Write the report, yield ``recovery.report`` and set a ``critical`` result.
+
+        In development mode (``Recovery(reraise=True)``) the original exception is raised
+        instead. ``result`` holds extra :class:`RunResult` fields (route, metadata...).
+        """
+        f = stop.failure
+        if self.config.reraise and not isinstance(f.error, _BudgetSpent):
+            raise f.error
+        report = build_report(
+            error=None if isinstance(f.error, _BudgetSpent) else f.error, classification=f.classification,
+            reason=f.decision.reason, operation=f.operation, steps=self.records, elapsed_s=self.elapsed(),
+            route=f.route, capability=f.capability,
+            counters={"steps": self.steps, "reclassifications": self.reclassifications, "replans": self.replans},
+            expose_details=self.config.expose_details,
+        )
+        if self.config.explain_model is not None:
+            explanation = await explain_report(report, self.config.explain_model,
+                                               timeout_s=self.config.explain_timeout_s)
+            if explanation:
+                report["explanation"] = explanation
+        ctx = self.ctx
+        yield RecoveryReport(session_id=ctx.session_id, path=ctx.path, severity=report["severity"],
+                             user_message=report["user_message"], report=report)
+        fields: dict[str, Any] = {"usage": self.usage, **result}
+        ctx.result = RunResult(output=None, status="critical", session_id=ctx.session_id, path=ctx.path,
+                               report=report, **fields)
+
+
+async def retrying(
+    rec: RecoveryRun | None,
+    operation: str,
+    fn: Callable[[], Awaitable[T]],
+    box: list[T],
+    *,
+    policy: RetryPolicy | None = None,
+    hooks: Sequence[ErrorHook | None] = (),
+    route: str | None = None,
+    capability: str | None = None,
+    can_reclassify: bool = False,
+    can_replan: bool = False,
+) -> AsyncGenerator[Event, None]:
+    """Await ``fn`` under the ladder, yielding ``recovery.retry`` events; append its value to ``box``.
+
+    Without recovery (``rec`` is None) a failure propagates unchanged. Under recovery a
+    retry waits the backoff, a stop raises :class:`RecoveryStop`, a reclassify or replan
+    raises :class:`RecoveryRedirect`, abort and escalate raise the original exception.
+    ``policy`` defaults to the framework policy.
+    """
+    attempt = 0
+    while True:
+        attempt += 1
+        if rec is not None:
+            rec.begin(operation)
+        try:
+            value = await fn()
+        except Exception as exc:
+            if rec is None:
+                raise
+            f = rec.fail(exc, operation=operation, attempt=attempt, policy=policy or rec.config.framework_retry,
+                         hooks=hooks, route=route, capability=capability, can_reclassify=can_reclassify,
+                         can_replan=can_replan)
+            if f.action is Action.RETRY:
+                yield rec.retry_event(f)
+                await rec.backoff(f)
+                continue
+            if f.action in (Action.RECLASSIFY, Action.REPLAN):
+                raise RecoveryRedirect(f) from exc
+            raise f.stop() from exc
+        if rec is not None:
+            rec.succeeded(operation)
+        box.append(value)
+        return
+
+
+class _BudgetSpent(Exception):
+    """Stands for "no failure, a limit" in a budget stop's report."""
