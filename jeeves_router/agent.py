@@ -137,6 +137,12 @@ class Agent:
 
     async def _events(self, ctx: RunContext) -> AsyncIterator[Event]:
         """All events of one run of this agent; sets ``ctx.result``; re-raises failures."""
+        observe = getattr(ctx.runtime, "observe_run", None)
+        if observe is not None and ctx.run_id == "0":  # a journaling runtime records root runs (and sets run_id)
+            async with aclosing(observe(ctx, self._events)) as observed:
+                async for ev in observed:
+                    yield ev
+            return
         sid, path = ctx.session_id, ctx.path
         yield RunStarted(session_id=sid, path=path, agent=self.name, prompt=ctx.prompt)
         try:
@@ -208,6 +214,31 @@ class Agent:
     def run_sync(self, prompt: str, **kwargs: Any) -> RunResult:
         """:meth:`run` from synchronous code (starts an event loop; not from inside one)."""
         return anyio.run(functools.partial(self.run, prompt, **kwargs))
+
+    async def resume(self, session_id: str) -> RunResult:
+        """Finish the last unfinished run of ``session_id`` from this agent's journal.
+
+        The run is started again with the prompt, history, context and options recorded
+        at its start; every step already in the journal is served from it (no model call
+        is repeated) and the rest runs live. A session whose last run completed is
+        replayed from the journal and gives the same result. Tool calls interrupted by the
+        crash follow the runtime's ``on_unknown_tool_outcome`` policy.
+
+        Raises:
+            UsageError: if this agent's runtime does not journal (use
+                ``JournalRuntime``), or the session has no recorded run of this agent.
+        """
+        point_of = getattr(self.runtime, "resume_point", None)
+        if point_of is None:
+            raise UsageError(
+                f"agent {self.name!r} cannot resume: its runtime does not journal runs; construct it with "
+                "runtime=JournalRuntime(SQLiteJournal(path))"
+            )
+        point = await point_of(self, session_id)
+        return await self.run(
+            point.prompt, session_id=session_id, history=point.history, context=point.context,
+            force_route=point.force_route, options=point.options,
+        )
 
 
 class RunStream:

@@ -1,0 +1,40 @@
+"""Durable runs: record every step of a run, replay it without calling a model, resume it.
+
+>>> from jeeves_router.journal import JournalRuntime, SQLiteJournal
+>>> runtime = JournalRuntime(SQLiteJournal("runs.db"))
+>>> desk = Agent("Support desk", model=..., architecture=Router(...), runtime=runtime)
+>>> await desk.run("I was charged twice", session_id="s-42")   # recorded
+>>> await desk.resume("s-42")                                   # after a crash
+"""
+
+from .base import Journal
+from .memory import MemoryJournal
+from .records import (
+    SCHEMA_VERSION,
+    Entry,
+    JournalCorrupt,
+    JournalError,
+    ToolOutcomeUnknown,
+    register_step_type,
+)
+from .replay import format_event, recorded_events
+from .runtime import JournalRuntime, ResumePoint, UnknownToolPolicy, current_idempotency_key
+from .sqlite import SQLiteJournal
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "Entry",
+    "Journal",
+    "JournalCorrupt",
+    "JournalError",
+    "JournalRuntime",
+    "MemoryJournal",
+    "ResumePoint",
+    "SQLiteJournal",
+    "ToolOutcomeUnknown",
+    "UnknownToolPolicy",
+    "current_idempotency_key",
+    "format_event",
+    "recorded_events",
+    "register_step_type",
+]

@@ -1,0 +1,47 @@
+"""The ``jeeves-router replay JOURNAL --session S`` command."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import anyio
+import typer
+
+from ..events import event_adapter
+from .records import JournalError
+from .replay import format_event, recorded_events
+from .sqlite import SQLiteJournal
+
+__all__ = ["replay_command"]
+
+
+def replay_command(
+    journal: Annotated[Path, typer.Argument(help="The SQLite journal file (JournalRuntime(SQLiteJournal(path))).")],
+    session: Annotated[str, typer.Option("--session", "-s", help="The session id whose recorded events to print.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON event per line instead of text.")] = False,
+) -> None:
+    """Print the recorded event stream of a session (no model is called)."""
+
+    async def read() -> list[str]:
+        store = SQLiteJournal(journal, create=False)
+        try:
+            events = await recorded_events(store, session)
+        finally:
+            await store.aclose()
+        if as_json:
+            adapter = event_adapter()
+            return [json.dumps(adapter.dump_python(ev, mode="json"), ensure_ascii=False) for ev in events]
+        return [format_event(ev) for ev in events]
+
+    try:
+        lines = anyio.run(read)
+    except JournalError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    if not lines:
+        typer.echo(f"error: session {session!r} has no recorded events in {journal}", err=True)
+        raise typer.Exit(1)
+    for line in lines:
+        typer.echo(line)

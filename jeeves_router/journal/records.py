@@ -1,0 +1,277 @@
+"""Journal entries: what a durable run writes down, as versioned JSON (never pickle).
+
+Every entry belongs to a session and a run (one turn of the session) and holds one
+record, told apart by its ``type``:
+
+- ``run.start`` — the run's input (agent, prompt, history, context, options) and its
+  digest; written before the run's first step, again (with a higher ``attempt``) when the
+  run is replayed or resumed.
+- ``step`` — the result of a non-streamed step (classification, tool call), keyed by the
+  step's index and the digest of its input.
+- ``model`` — a streamed model call: its text chunks and final response.
+- ``tool.started`` — written *before* a tool runs, with the call's idempotency key; a
+  ``tool.started`` without a matching ``step`` means the tool's outcome is unknown.
+- ``event`` — one event of the run's stream, as the consumer saw it.
+- ``run.end`` — how an attempt of the run ended (``completed`` or ``failed``).
+
+Step results are stored with a type tag and decoded through pydantic; only types
+registered with :func:`register_step_type` or defined inside ``jeeves_router`` are
+accepted when reading, so a tampered journal cannot make the reader import arbitrary code.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import json
+import time
+from collections.abc import Mapping
+from dataclasses import is_dataclass
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic_core import to_jsonable_python
+
+from ..errors import JeevesError, RunError, UsageError
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "JournalError",
+    "JournalCorrupt",
+    "ToolOutcomeUnknown",
+    "RunStartRecord",
+    "RunEndRecord",
+    "StepRecord",
+    "ModelRecord",
+    "ToolStartedRecord",
+    "EventRecord",
+    "Record",
+    "Entry",
+    "digest",
+    "to_json",
+    "encode_result",
+    "decode_result",
+    "register_step_type",
+]
+
+#: Version of the entry format written by this release. Readers accept this version and
+#: every older one listed in ``_READABLE_VERSIONS``.
+SCHEMA_VERSION = 1
+_READABLE_VERSIONS = frozenset({1})
+
+
+class JournalError(JeevesError):
+    """A journal cannot be used (missing file, newer format, storage failure)."""
+
+
+class JournalCorrupt(JournalError):
+    """A journal entry failed its checksum or could not be read (truncated or tampered)."""
+
+
+class ToolOutcomeUnknown(RunError):
+    """A tool call started but its outcome was never recorded (the process died during it).
+
+    Raised on resume under ``on_unknown_tool_outcome="fail"``; ``metadata`` holds the
+    tool name, the step index and the idempotency key.
+    """
+
+    default_severity = "critical"
+
+
+class _Rec(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class RunStartRecord(_Rec):
+    """The input of a run (written at its start and at every replay or resume)."""
+
+    type: Literal["run.start"] = "run.start"
+    agent: str
+    prompt: str
+    history: list[Any] = Field(default_factory=list)
+    context: dict[str, Any] = Field(default_factory=dict)
+    force_route: str | None = None
+    options: dict[str, Any] = Field(default_factory=dict)
+    input_digest: str
+    attempt: int = 1
+
+
+class RunEndRecord(_Rec):
+    """How one attempt of a run ended."""
+
+    type: Literal["run.end"] = "run.end"
+    attempt: int
+    status: Literal["completed", "failed"]
+    error_type: str | None = None
+    message: str | None = None
+
+
+class StepRecord(_Rec):
+    """The result of a non-streamed step."""
+
+    type: Literal["step"] = "step"
+    name: str
+    index: int
+    digest: str
+    result_type: str
+    result: Any
+
+
+class ModelRecord(_Rec):
+    """A completed streamed model call: the chunks as streamed and the final response."""
+
+    type: Literal["model"] = "model"
+    name: str
+    index: int
+    digest: str
+    model: str
+    chunks: list[str]
+    response: dict[str, Any]
+
+
+class ToolStartedRecord(_Rec):
+    """A tool call is about to run; written durably before the call."""
+
+    type: Literal["tool.started"] = "tool.started"
+    name: str
+    index: int
+    digest: str
+    idempotency_key: str
+    attempt: int = 1
+
+
+class EventRecord(_Rec):
+    """One event of a run attempt's stream (JSON through ``event_adapter``)."""
+
+    type: Literal["event"] = "event"
+    attempt: int
+    event: dict[str, Any]
+
+
+Record = Annotated[
+    Union[RunStartRecord, RunEndRecord, StepRecord, ModelRecord, ToolStartedRecord, EventRecord],
+    Field(discriminator="type"),
+]
+
+
+class Entry(BaseModel):
+    """One journal entry: schema version, session, run, time and a record.
+
+    ``seq`` is the entry's position in the journal, assigned by the storage on write.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    v: int = SCHEMA_VERSION
+    session_id: str
+    run_id: str
+    ts: float = Field(default_factory=time.time)
+    record: Record
+    seq: int | None = Field(default=None, exclude=True)
+
+    def body(self) -> str:
+        """The entry as compact JSON (without ``seq``)."""
+        return self.model_dump_json(exclude={"seq"})
+
+
+def to_json(value: Any) -> Any:
+    """``value`` as JSON-ready data (dataclasses, pydantic models, tuples, mappings).
+
+    Raises:
+        UsageError: when ``value`` holds something JSON cannot represent.
+    """
+    try:
+        return to_jsonable_python(value)
+    except Exception as exc:  # pydantic raises PydanticSerializationError
+        raise UsageError(
+            f"cannot record {type(value).__name__} in a journal: {exc}; keep journaled values JSON-ready "
+            "(str, numbers, lists, dicts, dataclasses, pydantic models)"
+        ) from exc
+
+
+def digest(value: Any) -> str:
+    """SHA-256 hex digest of ``value``'s canonical JSON (sorted keys, compact)."""
+    text = json.dumps(to_json(value), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+# -- step results ---------------------------------------------------------------------
+
+_JSON_TAG = "json"
+_registered: dict[str, type[Any]] = {}
+
+
+def _tag(cls: type[Any]) -> str:
+    return f"{cls.__module__}:{cls.__qualname__}"
+
+
+def register_step_type(cls: type[Any]) -> type[Any]:
+    """Allow results of type ``cls`` (a dataclass or pydantic model) to be replayed.
+
+    Types defined in ``jeeves_router`` are allowed without registration. Usable as a
+    class decorator.
+    """
+    if not (is_dataclass(cls) or (isinstance(cls, type) and issubclass(cls, BaseModel))):
+        raise UsageError(f"register_step_type needs a dataclass or pydantic model, got {cls!r}")
+    _registered[_tag(cls)] = cls
+    return cls
+
+
+_adapters: dict[type[Any], TypeAdapter[Any]] = {}
+
+
+def _adapter(cls: type[Any]) -> TypeAdapter[Any]:
+    found = _adapters.get(cls)
+    if found is None:
+        found = _adapters[cls] = TypeAdapter(cls)
+    return found
+
+
+def encode_result(value: Any) -> tuple[str, Any]:
+    """``(type tag, JSON data)`` for a step result."""
+    if value is None or isinstance(value, (str, int, float, bool, list, dict)):
+        return _JSON_TAG, to_json(value)
+    cls = type(value)
+    if not (is_dataclass(value) or isinstance(value, BaseModel)):
+        raise UsageError(
+            f"step result of type {cls.__name__} cannot be journaled: return JSON data, a dataclass or a pydantic model"
+        )
+    tag = _tag(cls)
+    if tag not in _registered and not cls.__module__.startswith("jeeves_router."):
+        _registered[tag] = cls
+    return tag, _adapter(cls).dump_python(value, mode="json")
+
+
+def _resolve(tag: str) -> type[Any]:
+    cls = _registered.get(tag)
+    if cls is not None:
+        return cls
+    module, _, qualname = tag.partition(":")
+    if not module.startswith("jeeves_router.") or not qualname.isidentifier():
+        raise JournalError(
+            f"step result type {tag!r} is not registered: call register_step_type() for it before replaying"
+        )
+    obj: Any = importlib.import_module(module)
+    for part in qualname.split("."):
+        obj = getattr(obj, part, None)
+    if not isinstance(obj, type) or not (is_dataclass(obj) or issubclass(obj, BaseModel)):
+        raise JournalError(f"step result type {tag!r} is not a dataclass or pydantic model")
+    _registered[tag] = obj
+    return obj
+
+
+def decode_result(tag: str, data: Any) -> Any:
+    """Rebuild a step result from :func:`encode_result`'s output."""
+    if tag == _JSON_TAG:
+        return data
+    return _adapter(_resolve(tag)).validate_python(data)
+
+
+def jsonable_mapping(value: Mapping[str, Any], *, what: str) -> dict[str, Any]:
+    """A JSON-ready copy of ``value`` (for context and options); names ``what`` on failure."""
+    try:
+        out = to_jsonable_python(dict(value))
+    except Exception as exc:
+        raise UsageError(f"the run's {what} must be JSON-ready to be journaled: {exc}") from exc
+    assert isinstance(out, dict)
+    return out

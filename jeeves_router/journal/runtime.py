@@ -1,0 +1,416 @@
+"""JournalRuntime: record every step of a run, replay recorded steps, resume after a crash.
+
+How a run finds its record. When a root run starts, its input (agent name, prompt,
+history, context, force_route, options) is digested. The runtime looks in the session for
+the first recorded run with the same input digest that this runtime has not used yet: if
+there is one, the run *replays* it (same run id); otherwise it is a new run. In strict
+mode, a session with recorded runs left unused and none matching raises
+:class:`~jeeves_router.errors.ReplayDivergence`.
+
+How a step finds its record. Each step is keyed by (session, run, step index) and the
+digest of its input (for a model call: the model's name and the whole request). A
+recorded step with the same digest is served from the journal — the model is not called,
+its text chunks are re-yielded as they were streamed. A step with no record is performed
+live and recorded; a step whose position holds a record with another digest is performed
+live (or raises ``ReplayDivergence`` in strict mode).
+
+Tool calls. Before a tool runs, a ``tool.started`` entry with the call's idempotency key
+(:func:`current_idempotency_key`, stable across resumes) is written. A started call with
+no recorded result had an unknown outcome (the process died during it); on resume,
+``on_unknown_tool_outcome`` decides:
+
+- ``"fail"`` (default): raise :class:`ToolOutcomeUnknown`; nothing is repeated.
+- ``"retry"``: call the tool again with the same idempotency key (for idempotent tools or
+  tools that deduplicate on the key).
+- ``"skip"``: do not call it; the model is told the outcome is unknown (an error result).
+
+What is not recorded: events buffered since the last step when a process dies (they are
+produced again on resume), and anything of an attempt closed early by its consumer.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from contextlib import aclosing, contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
+
+import structlog
+from pydantic import TypeAdapter
+
+from ..errors import ReplayDivergence, UsageError
+from ..events import Event, event_adapter
+from ..messages import Message
+from ..models.base import Model, ModelRequest, ModelResponse, ModelStreamItem, ModelTextDelta
+from ..runtime import Runtime, StepKey
+from ..tools import ToolOutcome
+from .base import Journal
+from .records import (
+    Entry,
+    EventRecord,
+    ModelRecord,
+    Record,
+    RunEndRecord,
+    RunStartRecord,
+    StepRecord,
+    ToolOutcomeUnknown,
+    ToolStartedRecord,
+    decode_result,
+    digest,
+    encode_result,
+    jsonable_mapping,
+    to_json,
+)
+
+if TYPE_CHECKING:
+    from ..agent import Agent
+    from ..architectures.base import RunContext
+
+__all__ = ["JournalRuntime", "ResumePoint", "UnknownToolPolicy", "current_idempotency_key"]
+
+log = structlog.get_logger(__name__)
+T = TypeVar("T")
+
+UnknownToolPolicy = Literal["fail", "retry", "skip"]
+
+_IDEMPOTENCY_KEY: ContextVar[str | None] = ContextVar("jeeves_idempotency_key", default=None)
+_RESPONSE = TypeAdapter(ModelResponse)
+_HISTORY = TypeAdapter(tuple[Message, ...])
+
+
+def current_idempotency_key() -> str | None:
+    """The idempotency key of the tool call being performed (``None`` outside one).
+
+    A tool that changes the world (a payment, an email) can pass it to the remote system
+    to make a repeated call harmless. It is the same on every attempt of the same call.
+    """
+    return _IDEMPOTENCY_KEY.get()
+
+
+@contextmanager
+def idempotency_scope(key: str) -> Iterator[None]:
+    """Set :func:`current_idempotency_key` for the duration of a step."""
+    token = _IDEMPOTENCY_KEY.set(key)
+    try:
+        yield
+    finally:
+        _IDEMPOTENCY_KEY.reset(token)
+
+
+@dataclass(frozen=True, slots=True)
+class ResumePoint:
+    """What :meth:`Agent.resume` needs to run a recorded run again."""
+
+    run_id: str
+    agent: str
+    prompt: str
+    history: tuple[Message, ...]
+    context: Mapping[str, Any]
+    force_route: str | None
+    options: Mapping[str, Any]
+    completed: bool
+
+
+@dataclass(slots=True)
+class _Index:
+    """The recorded steps of one (session, run), by position and digest."""
+
+    done: dict[tuple[int, str], StepRecord | ModelRecord] = field(default_factory=dict)
+    by_pos: dict[int, list[str]] = field(default_factory=dict)
+    started: dict[tuple[int, str], ToolStartedRecord] = field(default_factory=dict)
+
+    def add(self, rec: Record) -> None:
+        if isinstance(rec, (StepRecord, ModelRecord)):
+            self.done[(rec.index, rec.digest)] = rec
+            self.by_pos.setdefault(rec.index, []).append(rec.digest)
+        elif isinstance(rec, ToolStartedRecord):
+            self.started[(rec.index, rec.digest)] = rec
+
+
+@dataclass(slots=True)
+class _RunState:
+    session_id: str
+    run_id: str
+    attempt: int
+    fresh: bool
+    pending: list[Entry] = field(default_factory=list)
+
+
+class JournalRuntime(Runtime):
+    """A :class:`~jeeves_router.runtime.Runtime` that records and replays through a journal.
+
+    Args:
+        journal: Where entries go (:class:`SQLiteJournal`, :class:`MemoryJournal`, ...).
+        strict: Raise :class:`~jeeves_router.errors.ReplayDivergence` instead of calling
+            live when a recorded session or step does not match.
+        on_unknown_tool_outcome: What resume does with a tool call whose outcome is
+            unknown: ``"fail"`` (default), ``"retry"`` or ``"skip"`` (see module docs).
+        record_events: Also record each run's event stream (for ``jeeves-router replay``).
+
+    Example:
+        >>> runtime = JournalRuntime(SQLiteJournal("runs.db"))
+        >>> desk = Agent("Support desk", model=..., architecture=Router(...), runtime=runtime)
+    """
+
+    def __init__(
+        self,
+        journal: Journal,
+        *,
+        strict: bool = False,
+        on_unknown_tool_outcome: UnknownToolPolicy = "fail",
+        record_events: bool = True,
+    ) -> None:
+        if on_unknown_tool_outcome not in ("fail", "retry", "skip"):
+            raise UsageError(
+                f"on_unknown_tool_outcome must be 'fail', 'retry' or 'skip', got {on_unknown_tool_outcome!r}"
+            )
+        self.journal = journal
+        self.strict = strict
+        self.on_unknown_tool_outcome: UnknownToolPolicy = on_unknown_tool_outcome
+        self.record_events = record_events
+        self._runs: dict[str, _RunState] = {}
+        self._indexes: dict[tuple[str, str], _Index] = {}
+        self._claimed: set[tuple[str, str]] = set()
+        self._resume_hints: dict[str, str] = {}
+
+    def __repr__(self) -> str:
+        return f"JournalRuntime({self.journal!r}, strict={self.strict})"
+
+    # -- runs -------------------------------------------------------------------------------
+
+    async def observe_run(
+        self, ctx: RunContext, events: Callable[[RunContext], AsyncIterator[Event]]
+    ) -> AsyncIterator[Event]:
+        """Run ``events(ctx)`` as a journaled root run: record its start, events and end.
+
+        Called by :class:`~jeeves_router.Agent` for root runs; sets ``ctx.run_id``.
+        """
+        state = await self._begin(ctx)
+        adapter = event_adapter()
+        try:
+            async with aclosing(events(ctx)) as stream:  # type: ignore[type-var]
+                async for ev in stream:
+                    if self.record_events:
+                        rec = EventRecord(attempt=state.attempt, event=adapter.dump_python(ev, mode="json"))
+                        state.pending.append(self._entry(state.session_id, state.run_id, rec))
+                    yield ev
+        except Exception as exc:
+            await self._finish(
+                state,
+                RunEndRecord(attempt=state.attempt, status="failed", error_type=type(exc).__name__, message=str(exc)),
+            )
+            raise
+        else:
+            await self._finish(state, RunEndRecord(attempt=state.attempt, status="completed"))
+        finally:
+            self._forget(state.run_id)
+
+    async def _begin(self, ctx: RunContext) -> _RunState:
+        sid = ctx.session_id
+        start = RunStartRecord(
+            agent=ctx.agent.name,
+            prompt=ctx.prompt,
+            history=to_json(ctx.history),
+            context=jsonable_mapping(ctx.context, what="context"),
+            force_route=ctx.force_route,
+            options=jsonable_mapping(ctx.options, what="options"),
+            input_digest="",
+        )
+        input_digest = digest(start.model_dump(exclude={"input_digest", "attempt", "type"}))
+        recorded = await self.journal.read(sid, types=("run.start",))
+        attempts: dict[str, int] = {}
+        first: dict[str, RunStartRecord] = {}
+        for e in recorded:
+            assert isinstance(e.record, RunStartRecord)
+            attempts[e.run_id] = attempts.get(e.run_id, 0) + 1
+            first.setdefault(e.run_id, e.record)
+        run_id = self._resume_hints.pop(sid, None)
+        if run_id is None or run_id not in first:
+            unused = [rid for rid in first if (sid, rid) not in self._claimed]
+            run_id = next((rid for rid in unused if first[rid].input_digest == input_digest), None)
+            if run_id is None and unused and self.strict:
+                rec = first[unused[0]]
+                raise ReplayDivergence(
+                    f"strict replay of session {sid!r}: the run's input differs from the recorded run "
+                    f"{unused[0]!r} (recorded prompt {rec.prompt[:60]!r}, got {ctx.prompt[:60]!r})",
+                    path=ctx.path,
+                    metadata={"session_id": sid, "recorded_run_id": unused[0]},
+                )
+        fresh = run_id is None
+        if run_id is None:
+            run_id = uuid.uuid4().hex
+        self._claimed.add((sid, run_id))
+        attempt = attempts.get(run_id, 0) + 1
+        start = start.model_copy(update={"input_digest": input_digest, "attempt": attempt})
+        await self.journal.append([self._entry(sid, run_id, start)])
+        ctx.run_id = run_id
+        state = _RunState(sid, run_id, attempt, fresh)
+        self._runs[run_id] = state
+        log.debug("journal run", session_id=sid, run_id=run_id, attempt=attempt, replay=not fresh)
+        return state
+
+    async def _finish(self, state: _RunState, end: RunEndRecord) -> None:
+        entries, state.pending = [*state.pending, self._entry(state.session_id, state.run_id, end)], []
+        await self.journal.append(entries)
+
+    def _forget(self, run_id: str) -> None:
+        self._runs.pop(run_id, None)
+        for key in [k for k in self._indexes if k[1] == run_id]:
+            del self._indexes[key]
+
+    async def resume_point(self, agent: Agent, session_id: str) -> ResumePoint:
+        """The run :meth:`Agent.resume` should run: the last unfinished one, else the last one.
+
+        Raises:
+            UsageError: if the session has no recorded run, or it was recorded for
+                another agent.
+        """
+        entries = await self.journal.read(session_id, types=("run.start", "run.end"))
+        first: dict[str, RunStartRecord] = {}
+        completed: set[str] = set()
+        for e in entries:
+            if isinstance(e.record, RunStartRecord):
+                first.setdefault(e.run_id, e.record)
+            elif isinstance(e.record, RunEndRecord) and e.record.status == "completed":
+                completed.add(e.run_id)
+        if not first:
+            raise UsageError(f"session {session_id!r} has no recorded run in {self.journal!r}; nothing to resume")
+        unfinished = [rid for rid in first if rid not in completed]
+        run_id = unfinished[-1] if unfinished else list(first)[-1]
+        rec = first[run_id]
+        if rec.agent != agent.name:
+            raise UsageError(
+                f"session {session_id!r} was recorded for agent {rec.agent!r}; resume it with that agent, "
+                f"not {agent.name!r}"
+            )
+        self._resume_hints[session_id] = run_id
+        return ResumePoint(
+            run_id=run_id,
+            agent=rec.agent,
+            prompt=rec.prompt,
+            history=_HISTORY.validate_python(rec.history),
+            context=rec.context,
+            force_route=rec.force_route,
+            options=rec.options,
+            completed=run_id in completed,
+        )
+
+    # -- steps ------------------------------------------------------------------------------
+
+    def _entry(self, session_id: str, run_id: str, record: Record) -> Entry:
+        return Entry(session_id=session_id, run_id=run_id, record=record)
+
+    async def _index(self, key: StepKey) -> _Index:
+        ik = (key.session_id, key.run_id)
+        found = self._indexes.get(ik)
+        if found is not None:
+            return found
+        index = _Index()
+        state = self._runs.get(key.run_id)
+        if state is None or not state.fresh:
+            kinds = ("step", "model", "tool.started")
+            for e in await self.journal.read(key.session_id, run_id=key.run_id, types=kinds):
+                index.add(e.record)
+        return self._indexes.setdefault(ik, index)
+
+    async def _record(self, key: StepKey, index: _Index, rec: StepRecord | ModelRecord | ToolStartedRecord) -> None:
+        entries = [self._entry(key.session_id, key.run_id, rec)]
+        state = self._runs.get(key.run_id)
+        if state is not None and state.pending:
+            entries, state.pending = [*state.pending, *entries], []
+        await self.journal.append(entries)
+        index.add(rec)
+
+    def _diverged(self, key: StepKey, index: _Index, d: str) -> None:
+        others = index.by_pos.get(key.index)
+        if not others:
+            return
+        if self.strict:
+            raise ReplayDivergence(
+                f"strict replay: step {key.index} ({key.name}) of session {key.session_id!r}, run {key.run_id!r} "
+                f"has input digest {d[:12]}, but the journal recorded {others[0][:12]}",
+                metadata={"session_id": key.session_id, "run_id": key.run_id, "step": key.index},
+            )
+        log.info("journal step diverged; calling live", session_id=key.session_id, step=key.index, name=key.name)
+
+    def _attempt(self, key: StepKey) -> int:
+        state = self._runs.get(key.run_id)
+        return state.attempt if state is not None else 1
+
+    async def step(self, key: StepKey, input: Any, fn: Callable[[], Awaitable[T]]) -> T:
+        """Serve the step from the journal, or perform and record it."""
+        d = digest({"name": key.name, "input": input})
+        index = await self._index(key)
+        rec = index.done.get((key.index, d))
+        if isinstance(rec, StepRecord):
+            result: T = decode_result(rec.result_type, rec.result)
+            return result
+        self._diverged(key, index, d)
+        if key.name.startswith("tool:"):
+            result = await self._tool(key, index, d, fn)
+        else:
+            result = await fn()
+        tag, data = encode_result(result)
+        await self._record(
+            key, index, StepRecord(name=key.name, index=key.index, digest=d, result_type=tag, result=data)
+        )
+        return result
+
+    async def _tool(self, key: StepKey, index: _Index, d: str, fn: Callable[[], Awaitable[T]]) -> T:
+        started = index.started.get((key.index, d))
+        idem = started.idempotency_key if started else f"{key.session_id}:{key.run_id}:{key.index}:{d[:16]}"
+        if started is not None:
+            policy = self.on_unknown_tool_outcome
+            log.warning("tool outcome unknown", session_id=key.session_id, tool=key.name, step=key.index, policy=policy)
+            if policy == "fail":
+                raise ToolOutcomeUnknown(
+                    f"{key.name} (step {key.index} of session {key.session_id!r}, idempotency key {idem!r}) started "
+                    "before a crash and its outcome is unknown; resume with on_unknown_tool_outcome='retry' to call "
+                    "it again or 'skip' to tell the model it is unknown",
+                    metadata={"tool": key.name, "step": key.index, "idempotency_key": idem},
+                )
+            if policy == "skip":
+                skipped = ToolOutcome(
+                    f"the outcome of this {key.name.removeprefix('tool:')} call is unknown (interrupted); "
+                    "it was not repeated",
+                    is_error=True,
+                )
+                return skipped  # type: ignore[return-value]
+        rec = ToolStartedRecord(
+            name=key.name, index=key.index, digest=d, idempotency_key=idem, attempt=self._attempt(key)
+        )
+        await self._record(key, index, rec)
+        with idempotency_scope(idem):
+            return await fn()
+
+    async def model_stream(self, key: StepKey, model: Model, request: ModelRequest) -> AsyncIterator[ModelStreamItem]:
+        """Re-yield a recorded model call, or stream it live and record it."""
+        d = digest({"model": model.name, "request": request})
+        index = await self._index(key)
+        rec = index.done.get((key.index, d))
+        if isinstance(rec, ModelRecord):
+            for chunk in rec.chunks:
+                yield ModelTextDelta(chunk)
+            yield _RESPONSE.validate_python(rec.response)
+            return
+        self._diverged(key, index, d)
+        chunks: list[str] = []
+        response: ModelResponse | None = None
+        async with aclosing(model.stream(request)) as stream:  # type: ignore[type-var]
+            async for item in stream:
+                if isinstance(item, ModelTextDelta):
+                    chunks.append(item.text)
+                    yield item
+                else:
+                    response = item
+        if response is None:
+            return  # the caller reports a stream without a response
+        data = _RESPONSE.dump_python(response, mode="json")
+        await self._record(
+            key,
+            index,
+            ModelRecord(name=key.name, index=key.index, digest=d, model=model.name, chunks=chunks, response=data),
+        )
+        yield response

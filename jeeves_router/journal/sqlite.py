@@ -1,0 +1,246 @@
+"""The embedded default journal: one SQLite file in WAL mode.
+
+The file is created with owner-only permissions (0600; SQLite gives its ``-wal`` and
+``-shm`` files the same mode). All access goes through one connection guarded by a lock
+and runs in a worker thread (``anyio.to_thread``), so the event loop never waits on disk
+and many concurrent sessions in one process write safely; several processes may share
+the file (writes take SQLite's write lock with ``BEGIN IMMEDIATE``).
+
+Each entry carries an HMAC-SHA256 checksum chained to the previous entry of the same
+(session, run): a changed, reordered or removed entry is reported as
+:class:`~jeeves_router.journal.records.JournalCorrupt` naming the file and the entry. A
+truncated tail (a crash before the last write) is not corruption. The default key only
+catches damage and casual edits; pass your own ``key`` to make forging entries require
+it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+import sqlite3
+import threading
+from collections.abc import Callable, Collection, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import TypeVar
+
+import anyio.to_thread
+import structlog
+from pydantic import ValidationError
+
+from .records import _READABLE_VERSIONS, SCHEMA_VERSION, Entry, JournalCorrupt, JournalError
+
+__all__ = ["SQLiteJournal"]
+
+log = structlog.get_logger(__name__)
+T = TypeVar("T")
+
+_DEFAULT_KEY = b"jeeves-router journal v1"
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS entries (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    session_id TEXT NOT NULL,
+    run_id TEXT NOT NULL,
+    type TEXT NOT NULL,
+    body TEXT NOT NULL,
+    checksum TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS entries_by_run ON entries (session_id, run_id, seq);
+"""
+_HEAD = "SELECT checksum FROM entries WHERE session_id = ? AND run_id = ? ORDER BY seq DESC LIMIT 1"
+
+
+class SQLiteJournal:
+    """A journal in one SQLite file.
+
+    Args:
+        path: The database file; created (0600) when missing unless ``create=False``.
+        create: Create the file when it does not exist (``False``: raise JournalError).
+        key: HMAC key of the entry checksums (default: a fixed key, see module docs).
+        synchronous: SQLite ``synchronous`` pragma: ``"NORMAL"`` (default) survives a
+            process crash; ``"FULL"`` also survives power loss, at a cost per write.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        create: bool = True,
+        key: bytes | None = None,
+        synchronous: str = "NORMAL",
+    ) -> None:
+        if synchronous not in ("NORMAL", "FULL"):
+            raise JournalError(f"synchronous must be 'NORMAL' or 'FULL', got {synchronous!r}")
+        self.path = Path(path)
+        self._create = create
+        self._key = key or _DEFAULT_KEY
+        self._synchronous = synchronous
+        self._conn: sqlite3.Connection | None = None
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"SQLiteJournal({str(self.path)!r})"
+
+    # -- connection -----------------------------------------------------------------------
+
+    def _open(self) -> sqlite3.Connection:
+        if self._conn is not None:
+            return self._conn
+        if not self.path.exists():
+            if not self._create:
+                raise JournalError(f"journal file {self.path} does not exist")
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+                os.close(fd)
+            except FileExistsError:
+                pass  # another process created it first
+        try:
+            conn = sqlite3.connect(self.path, timeout=30.0, check_same_thread=False, isolation_level=None)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute(f"PRAGMA synchronous={self._synchronous}")
+            conn.executescript(_SCHEMA)
+            row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+            if row is None:
+                conn.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+            elif int(row[0]) not in _READABLE_VERSIONS:
+                conn.close()
+                raise JournalError(
+                    f"journal {self.path} has schema version {row[0]}; this release reads versions "
+                    f"{sorted(_READABLE_VERSIONS)}: upgrade jeeves-router"
+                )
+        except sqlite3.DatabaseError as exc:
+            raise JournalCorrupt(f"journal {self.path} cannot be opened: {exc} (truncated or not a journal?)") from exc
+        self._conn = conn
+        return conn
+
+    async def _run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        def locked() -> T:
+            with self._lock:
+                return fn(self._open())
+
+        return await anyio.to_thread.run_sync(locked)
+
+    def _checksum(self, prev: str, session_id: str, run_id: str, type_: str, body: str) -> str:
+        msg = "\x1f".join((prev, session_id, run_id, type_, body)).encode("utf-8")
+        return hmac.new(self._key, msg, hashlib.sha256).hexdigest()
+
+    # -- Journal protocol -----------------------------------------------------------------
+
+    async def append(self, entries: Sequence[Entry]) -> None:
+        """Store ``entries`` in one transaction, in order."""
+        if not entries:
+            return
+        rows = [(e.session_id, e.run_id, e.record.type, e.body()) for e in entries]
+
+        def write(conn: sqlite3.Connection) -> None:
+            heads: dict[tuple[str, str], str] = {}
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                for sid, rid, type_, body in rows:
+                    if (sid, rid) not in heads:
+                        r = conn.execute(_HEAD, (sid, rid)).fetchone()
+                        heads[(sid, rid)] = r[0] if r else ""
+                    check = self._checksum(heads[(sid, rid)], sid, rid, type_, body)
+                    conn.execute(
+                        "INSERT INTO entries (session_id, run_id, type, body, checksum) VALUES (?, ?, ?, ?, ?)",
+                        (sid, rid, type_, body, check),
+                    )
+                    heads[(sid, rid)] = check
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+
+        try:
+            await self._run(write)
+        except sqlite3.DatabaseError as exc:
+            raise JournalError(f"journal {self.path}: cannot write {len(rows)} entries: {exc}") from exc
+
+    async def read(
+        self, session_id: str, *, run_id: str | None = None, types: Collection[str] | None = None
+    ) -> list[Entry]:
+        """The entries of a session (optionally one run, optionally some types), verified."""
+        sql = "SELECT seq, run_id, type, body, checksum FROM entries WHERE session_id = ?"
+        args: tuple[str, ...] = (session_id,)
+        if run_id is not None:
+            sql, args = sql + " AND run_id = ?", (session_id, run_id)
+        sql += " ORDER BY seq"
+
+        def fetch(conn: sqlite3.Connection) -> list[tuple[int, str, str, str, str]]:
+            out: list[tuple[int, str, str, str, str]] = []
+            try:
+                for row in conn.execute(sql, args):
+                    out.append(row)
+            except sqlite3.DatabaseError as exc:
+                after = f"after entry {out[-1][0]}" if out else "at its first entry"
+                raise JournalCorrupt(
+                    f"journal {self.path}: session {session_id!r} cannot be read {after}: {exc} "
+                    "(the file is truncated or damaged)"
+                ) from exc
+            return out
+
+        rows = await self._run(fetch)
+        heads: dict[str, str] = {}
+        entries: list[Entry] = []
+        for seq, rid, type_, body, check in rows:
+            expected = self._checksum(heads.get(rid, ""), session_id, rid, type_, body)
+            if not hmac.compare_digest(expected, check):
+                raise JournalCorrupt(
+                    f"journal {self.path}: entry {seq} (session {session_id!r}, run {rid!r}, {type_}) fails its "
+                    "checksum: it was modified, reordered, or an earlier entry of its run was removed"
+                )
+            heads[rid] = check
+            if types is not None and type_ not in types:
+                continue
+            entries.append(self._decode(seq, body, session_id))
+        return entries
+
+    def _decode(self, seq: int, body: str, session_id: str) -> Entry:
+        try:
+            entry = Entry.model_validate_json(body)
+        except ValidationError as exc:
+            raise JournalCorrupt(
+                f"journal {self.path}: entry {seq} (session {session_id!r}) is not a valid entry: "
+                f"{exc.errors()[0]['msg']}"
+            ) from exc
+        if entry.v not in _READABLE_VERSIONS:
+            raise JournalError(
+                f"journal {self.path}: entry {seq} has schema version {entry.v}; this release reads "
+                f"{sorted(_READABLE_VERSIONS)}"
+            )
+        return entry.model_copy(update={"seq": seq})
+
+    async def sessions(self) -> list[str]:
+        """Every session id that has entries, in order of first appearance."""
+
+        def fetch(conn: sqlite3.Connection) -> list[str]:
+            rows = conn.execute("SELECT session_id, MIN(seq) AS first FROM entries GROUP BY session_id ORDER BY first")
+            return [r[0] for r in rows]
+
+        try:
+            return await self._run(fetch)
+        except sqlite3.DatabaseError as exc:
+            raise JournalCorrupt(f"journal {self.path} cannot be read: {exc} (truncated or damaged)") from exc
+
+    async def aclose(self) -> None:
+        """Close the connection (a later call reopens it)."""
+
+        def close(_: sqlite3.Connection) -> None:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+        if self._conn is not None:
+            await self._run(close)
+
+    async def __aenter__(self) -> SQLiteJournal:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
