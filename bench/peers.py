@@ -14,7 +14,8 @@ final output text, which must equal ``ANSWER``.
   ``graph.astream(stream_mode=["custom", "updates"])``.
 * ``pydantic_ai_routed``: a router ``Agent`` on a ``FunctionModel`` whose output functions (one
   per specialist) hand off to the specialist agent; the specialist runs with ``run_stream`` on a
-  streaming ``FunctionModel`` and each text delta goes to the caller's callback as it arrives.
+  streaming ``FunctionModel`` and each text delta goes to the caller's callback as it arrives
+  (``debounce_by=None``: the default 0.1 s debounce would merge the five chunks into one).
 
 Graphs, agents and the fakes' canned provider events are built once at import time; only the
 request is timed. Peers are installed from ``bench/requirements.txt`` and never imported by
@@ -75,8 +76,8 @@ Routed = Callable[[str], Awaitable[str]]
 
 
 def _check(chunks: list[str], output: str) -> str:
-    """Fail loudly when a peer did not deliver the streamed answer to its caller."""
-    if "".join(chunks) != output or output != ANSWER:
+    """Fail loudly unless the caller got the answer chunk by chunk and as the final output."""
+    if len(chunks) != len(ANSWER_CHUNKS) or "".join(chunks) != output or output != ANSWER:
         raise AssertionError(f"peer returned {output!r} after streaming {chunks!r}")
     return output
 
@@ -343,7 +344,7 @@ class _PADeps:
     routed_to: list[str] = field(default_factory=list)
 
 
-def _pa_router_model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+async def _pa_router_model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
     """The fake router model: calls the output tool of the billing route."""
     tool = next(t for t in info.output_tools if "billing" in t.name)
     return ModelResponse(parts=[ToolCallPart(tool.name, {"query": QUESTION})])
@@ -367,7 +368,7 @@ def _build_pydantic_ai() -> PAAgent[_PADeps, str]:
     async def delegate(ctx: RunContext[_PADeps], route: str, query: str) -> str:
         ctx.deps.routed_to.append(route)
         async with specialists[route].run_stream(query, usage=ctx.usage) as run:
-            async for delta in run.stream_text(delta=True):
+            async for delta in run.stream_text(delta=True, debounce_by=None):
                 ctx.deps.on_delta(delta)
             return await run.get_output()
 
@@ -420,52 +421,66 @@ async def _warm_up(fn: Routed, warmup: int, text: str) -> None:
             raise AssertionError(f"{fn.__name__} returned a wrong answer")
 
 
+async def _timed(fn: Routed, n: int, text: str) -> list[float]:
+    samples: list[float] = []
+    for _ in range(n):
+        start = time.perf_counter()
+        await fn(text)
+        samples.append(time.perf_counter() - start)
+    return samples
+
+
 async def measure(fn: Routed, n: int = 200, *, warmup: int = 20, text: str = QUESTION) -> float:
     """Median wall time of one ``fn(text)`` call in milliseconds, after ``warmup`` calls.
 
     Args:
         fn: One routed request; must return ``ANSWER``.
-        n: Number of timed calls.
+        n: Number of timed calls, made one after the other.
         warmup: Untimed calls first (imports, caches, lazy schema building), each checked.
         text: The user's question.
 
     Returns:
         The median of ``n`` timings, in milliseconds.
     """
-    return (await measure_interleaved({"fn": fn}, n, warmup=warmup, text=text))["fn"]
+    await _warm_up(fn, warmup, text)
+    gc.collect()
+    return statistics.median(await _timed(fn, n, text)) * 1000.0
 
 
-async def measure_interleaved(
-    fns: dict[str, Routed], n: int = 200, *, warmup: int = 20, text: str = QUESTION
+async def measure_all(
+    fns: dict[str, Routed], n: int = 200, *, rounds: int = 5, warmup: int = 20, text: str = QUESTION
 ) -> dict[str, float]:
-    """Median milliseconds per request for several contenders, timed round-robin.
+    """Median milliseconds per request for several contenders, timed in alternating blocks.
 
-    Taking turns (one call of each, ``n`` rounds) spreads the load of other processes on the
-    machine over all contenders, so their ratios hold even when absolute times drift.
+    Each contender gets ``rounds`` blocks of ``n // rounds`` consecutive calls, the contenders
+    taking turns block by block. Consecutive calls keep each framework's caches warm, as in a
+    service that runs only one of them; taking turns spreads the load of other processes on a
+    shared machine over all contenders, so their ratios hold when absolute times drift.
+    (Alternating call by call instead slows the smallest framework the most: the others evict
+    its data from the CPU caches.)
 
     Args:
         fns: Contenders by name; each must return ``ANSWER``.
-        n: Timed calls per contender.
+        n: Timed calls per contender (rounded down to a multiple of ``rounds``).
+        rounds: Blocks per contender.
         warmup: Untimed, checked calls per contender first.
         text: The user's question.
 
     Returns:
-        The median of each contender's ``n`` timings, in milliseconds, by name.
+        The median of each contender's pooled timings, in milliseconds, by name.
     """
     for fn in fns.values():
         await _warm_up(fn, warmup, text)
     gc.collect()
     samples: dict[str, list[float]] = {name: [] for name in fns}
-    for _ in range(n):
+    for _ in range(rounds):
         for name, fn in fns.items():
-            start = time.perf_counter()
-            await fn(text)
-            samples[name].append(time.perf_counter() - start)
+            samples[name] += await _timed(fn, max(1, n // rounds), text)
     return {name: statistics.median(times) * 1000.0 for name, times in samples.items()}
 
 
 async def _main(n: int) -> None:
-    medians = await measure_interleaved(PEERS, n)
+    medians = await measure_all(PEERS, n)
     fastest = min(medians.values())
     for name, ms in medians.items():
         print(f"{name:14} {ms:7.3f} ms  {ms / fastest:5.1f}x fastest  (median of {n})")
