@@ -12,6 +12,7 @@ import structlog
 
 from ._aio import aclosing
 from .architectures.base import Architecture, RunContext
+from .architectures.handoff_chain import HandoffChain
 from .architectures.react import ToolLoop
 from .errors import RunError, UsageError
 from .events import Event, RunCompleted, RunFailed, RunStarted
@@ -42,8 +43,9 @@ class Agent:
         temperature: Sampling temperature for this agent's turns (``None``: model default).
         max_tokens: Output cap per model turn (``None``: adapter default).
         runtime: Durability port (default: pass-through, nothing recorded).
-        handoffs: Agents this one may hand the conversation to (``transfer_to_<name>``
-            tools; see the handoff architecture).
+        handoffs: Agents (or agent names, for cycles) this one may hand the conversation to
+            with generated ``transfer_to_<name>`` tools; without ``architecture`` the agent
+            then runs as a :class:`~jeeves_router.architectures.handoff_chain.HandoffChain`.
         classify_error: Optional hook ``(exc, context) -> ErrorClassification | None``
             used by the recovery layer.
 
@@ -64,7 +66,7 @@ class Agent:
         temperature: float | None = None,
         max_tokens: int | None = None,
         runtime: Runtime | None = None,
-        handoffs: Sequence[Agent] = (),
+        handoffs: Sequence[Agent | str] = (),
         classify_error: Callable[..., Any] | None = None,
     ) -> None:
         if not isinstance(instructions, str):
@@ -85,6 +87,8 @@ class Agent:
                 raise UsageError(f"agent {name!r} has two tools named {t.name!r}; give one a different name")
             self.tool_map[t.name] = t
         self.tools = tuple(tool_list)
+        if architecture is None and handoffs:
+            architecture = HandoffChain()  # follows the generated transfer_to_<agent> calls
         self.architecture: Architecture = architecture if architecture is not None else ToolLoop()
         self.max_turns = max_turns
         self.temperature = temperature

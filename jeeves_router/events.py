@@ -198,26 +198,31 @@ class HandoffRequested(EventBase):
     from_agent: str
     to_agent: str
     reason: str | None = None
+    confidence: float | None = None
     kind: Literal["handoff.requested"] = "handoff.requested"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class HandoffCompleted(EventBase):
-    """A handoff took place; ``to_agent`` now has the turn."""
+    """A handoff took place; ``to_agent`` now has the turn (``sticky``: by session memory)."""
 
     from_agent: str
     to_agent: str
     reason: str | None = None
+    sticky: bool = False
     kind: Literal["handoff.completed"] = "handoff.completed"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class HandoffRejected(EventBase):
-    """A handoff was refused: ``why`` is unknown, duplicate, limit or cycle."""
+    """A handoff was refused: ``why`` is unknown, duplicate, limit, cycle, low_confidence or no_handoff.
+
+    ``no_handoff``: the agent announced a handoff in text but called no handoff tool.
+    """
 
     from_agent: str
     to_agent: str
-    why: Literal["unknown", "duplicate", "limit", "cycle", "low_confidence"]
+    why: Literal["unknown", "duplicate", "limit", "cycle", "low_confidence", "no_handoff"]
     reason: str | None = None
     kind: Literal["handoff.rejected"] = "handoff.rejected"
 

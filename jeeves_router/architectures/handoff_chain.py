@@ -1,0 +1,141 @@
+"""Handoff chains: an agent hands the conversation to another with a ``transfer_to_<agent>`` tool.
+
+``Agent(..., handoffs=[billing, "triage"])`` runs with this architecture by default. The
+agent and every agent reachable through ``handoffs`` get one ``transfer_to_<name>`` tool
+per target; the chain follows the handoffs until an agent answers::
+
+    triage = Agent("Send each request to the right desk.", name="triage", model=...,
+                   handoffs=[billing, technical])
+    result = await triage.run("I was charged twice")
+    result.route                  # "billing": the agent that answered
+    result.metadata["handoffs"]   # ({"from": "triage", "to": "billing", "reason": ...},)
+
+To declare a cycle, name an agent instead of passing it (``handoffs=["triage"]``); names
+resolve against the chain when a run starts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator, Callable, Sequence
+from typing import TYPE_CHECKING
+
+from .._aio import aclosing
+from ..errors import UsageError
+from ..events import Event
+from .base import Architecture, RunContext
+from .handoff_graph import HandoffGraph, build_graph
+from .handoff_run import ChainRun, ChainSettings
+from .handoff_session import InMemorySessionStore, SessionStore
+from .handoff_tools import HistoryMode, announces_handoff, validate_history_mode
+from .react import ToolLoop
+
+if TYPE_CHECKING:
+    from ..agent import Agent
+
+__all__ = ["HandoffChain", "chain_settings"]
+
+Detector = Callable[[str, Sequence[str]], bool]
+
+
+def chain_settings(
+    *,
+    max_handoffs: int,
+    max_edge_traversals: int,
+    history: HistoryMode,
+    detect_announced: Detector | None,
+    sticky: bool,
+    session_store: SessionStore | None,
+) -> ChainSettings:
+    """Check the shared chain options and bundle them.
+
+    Raises:
+        UsageError: for a non-positive limit, an unknown history mode, a detector that is
+            not callable, or a session store without ``get``/``set``/``delete``.
+    """
+    for label, value in (("max_handoffs", max_handoffs), ("max_edge_traversals", max_edge_traversals)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise UsageError(f"{label} must be a positive integer, got {value!r}")
+    validate_history_mode(history)
+    if detect_announced is not None and not callable(detect_announced):
+        raise UsageError("detect_announced must be a callable(text, targets) -> bool or None")
+    if session_store is not None and not isinstance(session_store, SessionStore):
+        raise UsageError(f"session_store must have async get/set/delete methods, got {type(session_store).__name__}")
+    store = (session_store or InMemorySessionStore()) if sticky else None
+    return ChainSettings(max_handoffs, max_edge_traversals, history, detect_announced, store)
+
+
+class HandoffChain:
+    """Run an agent and follow its handoffs (the default architecture of ``Agent(handoffs=...)``).
+
+    Args:
+        wraps: The architecture each agent's own turn uses when that agent has no other
+            (default: :class:`ToolLoop`).
+        fallback: Name of the agent that takes over when a target is unknown twice, or an
+            agent announces a handoff twice without calling a tool (``None``: the run ends
+            ``unresolved``).
+        max_handoffs: Most handoffs in one run; one more ends it with ``handoff_limit``.
+        max_edge_traversals: How often one edge (from, to) may be taken in one run; one
+            more ends it with ``handoff_cycle`` (catches A→B→C→A as well as A→B→A).
+        history: What a target sees: ``"all"``, ``"last"`` or a callable (see
+            :class:`~jeeves_router.architectures.handoff_tools.HandoffInput`).
+        detect_announced: ``(text, targets) -> bool``: does a text reply announce a handoff?
+            ``None`` disables the check.
+        sticky: Remember per session id which agent answered last and start the next turn
+            there (reset with ``options={"reset_sticky": True}`` or :meth:`reset`).
+        session_store: Where sticky sessions are kept (default: in memory).
+    """
+
+    def __init__(
+        self,
+        wraps: Architecture | None = None,
+        *,
+        fallback: str | None = None,
+        max_handoffs: int = 8,
+        max_edge_traversals: int = 2,
+        history: HistoryMode = "all",
+        detect_announced: Detector | None = announces_handoff,
+        sticky: bool = False,
+        session_store: SessionStore | None = None,
+    ) -> None:
+        if wraps is not None and (isinstance(wraps, HandoffChain) or not hasattr(wraps, "run")):
+            raise UsageError(f"wraps must be an architecture other than HandoffChain, got {type(wraps).__name__}")
+        self.wraps: Architecture = wraps if wraps is not None else ToolLoop()
+        self.fallback = fallback
+        self.settings = chain_settings(
+            max_handoffs=max_handoffs,
+            max_edge_traversals=max_edge_traversals,
+            history=history,
+            detect_announced=detect_announced,
+            sticky=sticky,
+            session_store=session_store,
+        )
+
+    def validate(self, agent: Agent) -> None:
+        """Check the wrapped architecture fits ``agent`` (handoff names resolve per run)."""
+        self.wraps.validate(agent)
+
+    def graph(self, agent: Agent) -> HandoffGraph:
+        """The chain reachable from ``agent``.
+
+        Raises:
+            UsageError: see :func:`~jeeves_router.architectures.handoff_graph.build_graph`.
+        """
+        return build_graph(agent, fallback=self.fallback)
+
+    def prepare(self, agent: Agent, ctx: RunContext) -> None:
+        """Resolve the chain before the run starts, so naming mistakes fail early."""
+        if ctx.force_route is not None:
+            raise UsageError("force_route is for routers; a handoff chain starts with its own agent")
+        self.graph(agent)
+
+    async def reset(self, session_id: str) -> None:
+        """Forget which agent answered ``session_id`` last (sticky chains only)."""
+        if self.settings.store is not None:
+            await self.settings.store.delete(session_id)
+
+    async def run(self, agent: Agent, ctx: RunContext) -> AsyncGenerator[Event, None]:
+        """Visit agents until one answers; yields every agent's events and the handoff events."""
+        chain = ChainRun(self.graph(agent), self.settings, agent, ctx)
+        async with aclosing(chain.run()) as events:
+            async for ev in events:
+                yield ev
