@@ -26,7 +26,7 @@ import importlib
 import json
 import time
 from collections.abc import Mapping
-from dataclasses import is_dataclass
+from dataclasses import MISSING, fields, is_dataclass
 from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
@@ -189,9 +189,34 @@ def to_json(value: Any) -> Any:
         ) from exc
 
 
+def _canonical(value: Any) -> Any:
+    """JSON-ready ``value`` with dataclass fields left at their defaults omitted.
+
+    Omitting defaults keeps digests stable when a release adds a defaulted field to a
+    request type, so journals recorded before keep replaying.
+    """
+    if is_dataclass(value) and not isinstance(value, type):
+        out: dict[str, Any] = {}
+        for f in fields(value):
+            v = getattr(value, f.name)
+            if f.default is not MISSING and v == f.default:
+                continue
+            if f.default_factory is not MISSING and v == f.default_factory():
+                continue
+            out[f.name] = _canonical(v)
+        return out
+    if isinstance(value, BaseModel):
+        return _canonical(value.model_dump(mode="json", exclude_defaults=True))
+    if isinstance(value, Mapping):
+        return {str(k): _canonical(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_canonical(v) for v in value]
+    return to_json(value)
+
+
 def digest(value: Any) -> str:
-    """SHA-256 hex digest of ``value``'s canonical JSON (sorted keys, compact)."""
-    text = json.dumps(to_json(value), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    """SHA-256 hex digest of ``value``'s canonical JSON (sorted keys, compact, defaults omitted)."""
+    text = json.dumps(_canonical(value), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 

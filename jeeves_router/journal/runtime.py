@@ -218,7 +218,16 @@ class JournalRuntime(Runtime):
             options=jsonable_mapping(ctx.options, what="options"),
             input_digest="",
         )
-        input_digest = digest(start.model_dump(exclude={"input_digest", "attempt", "type"}))
+        input_digest = digest(
+            {
+                "agent": start.agent,
+                "prompt": start.prompt,
+                "history": ctx.history,
+                "context": start.context,
+                "force_route": start.force_route,
+                "options": start.options,
+            }
+        )
         recorded = await self.journal.read(sid, types=("run.start",))
         attempts: dict[str, int] = {}
         first: dict[str, RunStartRecord] = {}
