@@ -148,19 +148,35 @@ class RecoveryRun:
         output_started: bool = False,
     ) -> Failure:
         """Classify ``exc`` and decide; raises ``exc`` itself for ``abort`` and ``escalate``."""
-        ectx = ErrorContext(operation, attempt, self.ctx.session_id, self.ctx.path, route, capability,
-                            self.ctx.context)
+        ectx = ErrorContext(operation, attempt, self.ctx.session_id, self.ctx.path, route, capability, self.ctx.context)
         cls = classify_failure(exc, ectx, (*hooks, self.config.classify_error))
         decision = next_action(
-            cls.severity, attempt=attempt, policy=policy, counters=self.counters(), limits=self.config.limits,
-            can_reclassify=can_reclassify, can_replan=can_replan, can_escalate=self.can_escalate,
-            output_started=output_started, retry_after_s=getattr(exc, "retry_after_s", None),
+            cls.severity,
+            attempt=attempt,
+            policy=policy,
+            counters=self.counters(),
+            limits=self.config.limits,
+            can_reclassify=can_reclassify,
+            can_replan=can_replan,
+            can_escalate=self.can_escalate,
+            output_started=output_started,
+            retry_after_s=getattr(exc, "retry_after_s", None),
         )
-        self.records.append(StepRecord(operation, False, 1, time.monotonic() - self._attempt_started,
-                                       type(exc).__name__, cls.severity.value))
-        log.info("step failed", operation=operation, attempt=attempt, error_type=type(exc).__name__,
-                 severity=cls.severity.value, action=decision.action.value, reason=decision.reason,
-                 session_id=self.ctx.session_id)
+        self.records.append(
+            StepRecord(
+                operation, False, 1, time.monotonic() - self._attempt_started, type(exc).__name__, cls.severity.value
+            )
+        )
+        log.info(
+            "step failed",
+            operation=operation,
+            attempt=attempt,
+            error_type=type(exc).__name__,
+            severity=cls.severity.value,
+            action=decision.action.value,
+            reason=decision.reason,
+            session_id=self.ctx.session_id,
+        )
         if decision.action is Action.ABORT:
             mark_fatal(exc)
             raise exc
@@ -170,9 +186,15 @@ class RecoveryRun:
 
     def retry_event(self, f: Failure) -> RecoveryRetry:
         """The ``recovery.retry`` event announcing the next attempt of ``f``'s step."""
-        return RecoveryRetry(session_id=self.ctx.session_id, path=self.ctx.path, operation=f.operation,
-                             attempt=f.attempt + 1, delay_s=f.decision.delay_s,
-                             severity=f.classification.severity.value, error=type(f.error).__name__)
+        return RecoveryRetry(
+            session_id=self.ctx.session_id,
+            path=self.ctx.path,
+            operation=f.operation,
+            attempt=f.attempt + 1,
+            delay_s=f.decision.delay_s,
+            severity=f.classification.severity.value,
+            error=type(f.error).__name__,
+        )
 
     async def backoff(self, f: Failure) -> None:
         """Wait the decided delay (cancellable)."""
@@ -181,15 +203,20 @@ class RecoveryRun:
     def reclassify_event(self, f: Failure, excluded: Sequence[str]) -> RecoveryReclassify:
         """Count a reclassification and return its event (call just before it starts)."""
         self.reclassifications += 1
-        return RecoveryReclassify(session_id=self.ctx.session_id, path=self.ctx.path,
-                                  attempt=self.reclassifications, excluded=tuple(excluded),
-                                  error=type(f.error).__name__)
+        return RecoveryReclassify(
+            session_id=self.ctx.session_id,
+            path=self.ctx.path,
+            attempt=self.reclassifications,
+            excluded=tuple(excluded),
+            error=type(f.error).__name__,
+        )
 
     def replan_event(self, f: Failure) -> RecoveryReplan:
         """Count a replan and return its event (call just before it starts)."""
         self.replans += 1
-        return RecoveryReplan(session_id=self.ctx.session_id, path=self.ctx.path, attempt=self.replans,
-                              error=type(f.error).__name__)
+        return RecoveryReplan(
+            session_id=self.ctx.session_id, path=self.ctx.path, attempt=self.replans, error=type(f.error).__name__
+        )
 
     async def stopped(self, stop: RecoveryStop, **result: Any) -> AsyncGenerator[Event, None]:
         """Write the report, yield ``recovery.report`` and set a ``critical`` result.
@@ -201,23 +228,35 @@ class RecoveryRun:
         if self.config.reraise and not isinstance(f.error, _BudgetSpent):
             raise f.error
         report = build_report(
-            error=None if isinstance(f.error, _BudgetSpent) else f.error, classification=f.classification,
-            reason=f.decision.reason, operation=f.operation, steps=self.records, elapsed_s=self.elapsed(),
-            route=f.route, capability=f.capability,
+            error=None if isinstance(f.error, _BudgetSpent) else f.error,
+            classification=f.classification,
+            reason=f.decision.reason,
+            operation=f.operation,
+            steps=self.records,
+            elapsed_s=self.elapsed(),
+            route=f.route,
+            capability=f.capability,
             counters={"steps": self.steps, "reclassifications": self.reclassifications, "replans": self.replans},
             expose_details=self.config.expose_details,
         )
         if self.config.explain_model is not None:
-            explanation = await explain_report(report, self.config.explain_model,
-                                               timeout_s=self.config.explain_timeout_s)
+            explanation = await explain_report(
+                report, self.config.explain_model, timeout_s=self.config.explain_timeout_s
+            )
             if explanation:
                 report["explanation"] = explanation
         ctx = self.ctx
-        yield RecoveryReport(session_id=ctx.session_id, path=ctx.path, severity=report["severity"],
-                             user_message=report["user_message"], report=report)
+        yield RecoveryReport(
+            session_id=ctx.session_id,
+            path=ctx.path,
+            severity=report["severity"],
+            user_message=report["user_message"],
+            report=report,
+        )
         fields: dict[str, Any] = {"usage": self.usage, **result}
-        ctx.result = RunResult(output=None, status="critical", session_id=ctx.session_id, path=ctx.path,
-                               report=report, **fields)
+        ctx.result = RunResult(
+            output=None, status="critical", session_id=ctx.session_id, path=ctx.path, report=report, **fields
+        )
 
 
 async def retrying(
@@ -250,9 +289,17 @@ async def retrying(
         except Exception as exc:
             if rec is None:
                 raise
-            f = rec.fail(exc, operation=operation, attempt=attempt, policy=policy or rec.config.framework_retry,
-                         hooks=hooks, route=route, capability=capability, can_reclassify=can_reclassify,
-                         can_replan=can_replan)
+            f = rec.fail(
+                exc,
+                operation=operation,
+                attempt=attempt,
+                policy=policy or rec.config.framework_retry,
+                hooks=hooks,
+                route=route,
+                capability=capability,
+                can_reclassify=can_reclassify,
+                can_replan=can_replan,
+            )
             if f.action is Action.RETRY:
                 yield rec.retry_event(f)
                 await rec.backoff(f)

@@ -1,0 +1,171 @@
+"""Capability data: the capability itself, its selection guide, and what a handler gets.
+
+Public names are re-exported by :mod:`jeeves_router.architectures.capabilities`.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Union
+
+from ..errors import UsageError
+from ..ids import validate_route_name
+from ..policies import DEFAULT_RETRY, RetryPolicy
+from ..recovery.classify import ErrorHook
+from ..results import RunStatus
+from ..usage import Usage
+
+if TYPE_CHECKING:
+    from ._recovery import RecoveryRun
+
+__all__ = [
+    "Capability",
+    "CapabilityCall",
+    "CapabilityFunction",
+    "CapabilityOutput",
+    "ClassifierExample",
+    "ClassifierGuide",
+    "RunState",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class ClassifierExample:
+    """A few-shot example of the selection call: ``query`` needs the capability iff ``result``."""
+
+    query: str
+    result: bool
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ClassifierGuide:
+    """How to decide whether a capability is needed: instructions and examples (kept in order)."""
+
+    instructions: str
+    examples: Sequence[ClassifierExample] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "examples", tuple(self.examples))
+        for ex in self.examples:
+            if not isinstance(ex, ClassifierExample):
+                raise UsageError(f"ClassifierGuide examples must be ClassifierExample objects, got {type(ex).__name__}")
+
+
+@dataclass(frozen=True, slots=True)
+class CapabilityCall:
+    """What a function handler receives.
+
+    Attributes:
+        task: What this step must do.
+        objective: The whole task.
+        context: The run's context variables, provided types included (read-only).
+        results: Earlier steps as ``(capability, output)`` pairs.
+        session_id: The step's session id.
+        path: The step's route path.
+        attempt: The 1-based attempt of this step.
+    """
+
+    task: str
+    objective: str
+    context: Mapping[str, Any]
+    results: tuple[tuple[str, str], ...]
+    session_id: str
+    path: tuple[str, ...]
+    attempt: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class CapabilityOutput:
+    """A function handler's full answer: text, context updates and usage."""
+
+    text: str
+    context: Mapping[str, Any] = field(default_factory=dict)
+    usage: Usage = field(default_factory=Usage)
+
+
+CapabilityFunction = Callable[[CapabilityCall], Awaitable[Union[str, CapabilityOutput]]]
+
+
+@dataclass(frozen=True)
+class Capability:
+    """A unit of work the orchestrator can plan with.
+
+    Args:
+        name: Unique name (letters/digits joined by '-' or '_').
+        handler: An :class:`~jeeves_router.Agent`, or ``async def f(call: CapabilityCall)``
+            returning a string or a :class:`CapabilityOutput`.
+        description: What it does (shown to the selector and the orchestrator).
+        guide: Few-shot guidance for its selection call.
+        always_active: Selected for every task, without a call.
+        requires: Context types it needs (keys of the run's context).
+        provides: Context types it sets (to its output text unless it sets them itself).
+        classify_error: Hook ``(exc, context) -> ErrorClassification | None``.
+        retry_policy: Its retry policy (default: the recovery config's, 3 x 0.5 s x1.5).
+    """
+
+    name: str
+    handler: Any
+    description: str = ""
+    guide: ClassifierGuide | None = None
+    always_active: bool = False
+    requires: Sequence[str] = ()
+    provides: Sequence[str] = ()
+    classify_error: ErrorHook | None = None
+    retry_policy: RetryPolicy | None = None
+
+    def __post_init__(self) -> None:
+        validate_route_name(self.name, what="capability name")
+        is_agent = hasattr(self.handler, "_events")
+        is_async = inspect.iscoroutinefunction(self.handler) or (
+            callable(self.handler) and inspect.iscoroutinefunction(type(self.handler).__call__)
+        )
+        if not (is_agent or is_async):
+            raise UsageError(
+                f"capability {self.name!r}: handler must be an Agent or an async function, "
+                f"got {type(self.handler).__name__}"
+            )
+        if self.guide is not None and not isinstance(self.guide, ClassifierGuide):
+            raise UsageError(f"capability {self.name!r}: guide must be a ClassifierGuide")
+        for attr in ("requires", "provides"):
+            value = getattr(self, attr)
+            if isinstance(value, str) or not all(isinstance(v, str) for v in value):
+                raise UsageError(f"capability {self.name!r}: {attr} must be a sequence of strings, e.g. ('invoices',)")
+            object.__setattr__(self, attr, tuple(value))
+
+    def get_retry_policy(self, default: RetryPolicy = DEFAULT_RETRY) -> RetryPolicy:
+        """Its retry policy, or ``default``."""
+        return self.retry_policy or default
+
+
+@dataclass(slots=True)
+class RunState:
+    """What one run has done so far."""
+
+    usage: Usage = field(default_factory=Usage)
+    by_route: dict[str, Usage] = field(default_factory=dict)
+    done: list[tuple[str, str]] = field(default_factory=list)
+    selected: tuple[str, ...] = ()
+    plan: tuple[tuple[str, str], ...] = ()
+    excluded: list[str] = field(default_factory=list)
+    steps: int = 0
+    task: str = ""
+    output: str | None = None
+    status: RunStatus = "ok"
+
+    def add(self, key: str, usage: Usage, rec: RecoveryRun) -> None:
+        self.usage = self.usage + usage
+        self.by_route[key] = self.by_route.get(key, Usage()) + usage
+        rec.usage = self.usage
+
+    def metadata(self, mode: str) -> dict[str, Any]:
+        return {
+            "mode": mode,
+            "task": self.task,
+            "capabilities": self.selected,
+            "excluded": tuple(self.excluded),
+            "plan": self.plan,
+            "steps": tuple(c for c, _ in self.done),
+        }

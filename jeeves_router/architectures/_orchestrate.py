@@ -1,0 +1,111 @@
+"""Orchestration of selected capabilities: ``plan_first`` and ``react``.
+
+Both ask the orchestrator model under the framework retry policy; an unusable reply is a
+REPLANNING failure (see :mod:`._planning`) and goes through the same ladder as a failing
+step. A step that fails with REPLANNING sends the run back to the orchestrator with the
+failure in the prompt (``recovery.replan``); RECLASSIFICATION propagates to the selection
+loop of :class:`~.capabilities.Capabilities`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator
+from contextlib import aclosing
+from typing import TYPE_CHECKING
+
+from ..events import Event
+from ..models.base import Model
+from ..recovery.ladder import Action
+from ._planning import PlanStep, ReactChoice, parse_plan, parse_react_choice, plan_request, react_request
+from ._recovery import RecoveryRedirect, RecoveryRun, retrying
+from .base import RunContext
+
+if TYPE_CHECKING:
+    from ..agent import Agent
+    from ._capability import RunState
+    from .capabilities import Capabilities
+
+__all__ = ["orchestrate"]
+
+
+async def orchestrate(
+    arch: Capabilities, agent: Agent, ctx: RunContext, rec: RecoveryRun, st: RunState, model: Model
+) -> AsyncGenerator[Event, None]:
+    """Run the selected capabilities in ``arch.mode``; sets ``st.output`` and ``st.status``."""
+    runner = _plan_first if arch.mode == "plan_first" else _react
+    async with aclosing(runner(arch, agent, ctx, rec, st, model)) as events:
+        async for ev in events:
+            yield ev
+
+
+async def _plan_first(
+    arch: Capabilities, agent: Agent, ctx: RunContext, rec: RecoveryRun, st: RunState, model: Model
+) -> AsyncGenerator[Event, None]:
+    feedback: str | None = None
+    while True:
+        allowed = {c.name: c for c in arch.capabilities if c.name not in st.excluded}
+        shown = [c for c in arch.capabilities if c.name in st.selected and c.name not in st.excluded]
+        request = plan_request(st.task, shown, done=st.done, feedback=feedback, context_keys=list(ctx.context))
+
+        async def make_plan() -> tuple[PlanStep, ...]:
+            response = await arch.request(ctx, rec, st, model, request, "plan")  # noqa: B023 - awaited at once
+            return parse_plan(response.text, allowed, list(ctx.context))  # noqa: B023
+
+        try:
+            box: list[tuple[PlanStep, ...]] = []
+            async with aclosing(
+                retrying(rec, "plan", make_plan, box, hooks=(agent.classify_error,), can_replan=True)
+            ) as events:
+                async for ev in events:
+                    yield ev
+            st.plan = tuple((s.capability, s.task) for s in box[0])
+            for step in box[0]:
+                async with aclosing(arch.execute(agent, ctx, rec, st, step.capability, step.task)) as events:
+                    async for ev in events:
+                        yield ev
+        except RecoveryRedirect as redirect:
+            if redirect.failure.action is not Action.REPLAN:
+                raise
+            feedback = redirect.failure.feedback()
+            yield rec.replan_event(redirect.failure)
+            continue
+        st.output = st.done[-1][1] if st.done else None
+        return
+
+
+async def _react(
+    arch: Capabilities, agent: Agent, ctx: RunContext, rec: RecoveryRun, st: RunState, model: Model
+) -> AsyncGenerator[Event, None]:
+    feedback: str | None = None
+    for _ in range(arch.max_iterations):
+        allowed = {c.name: c for c in arch.capabilities if c.name not in st.excluded}
+        shown = [c for c in arch.capabilities if c.name in st.selected and c.name not in st.excluded]
+        request = react_request(st.task, shown, done=st.done, feedback=feedback)
+
+        async def choose() -> ReactChoice:
+            response = await arch.request(ctx, rec, st, model, request, "orchestrate")  # noqa: B023 - awaited at once
+            return parse_react_choice(response.text, allowed, list(ctx.context))  # noqa: B023
+
+        try:
+            box: list[ReactChoice] = []
+            async with aclosing(
+                retrying(rec, "orchestrate", choose, box, hooks=(agent.classify_error,), can_replan=True)
+            ) as events:
+                async for ev in events:
+                    yield ev
+            choice = box[0]
+            if choice.step is None:
+                st.output = choice.answer
+                return
+            st.plan = (*st.plan, (choice.step.capability, choice.step.task))
+            async with aclosing(arch.execute(agent, ctx, rec, st, choice.step.capability, choice.step.task)) as events:
+                async for ev in events:
+                    yield ev
+            feedback = None
+        except RecoveryRedirect as redirect:
+            if redirect.failure.action is not Action.REPLAN:
+                raise
+            feedback = redirect.failure.feedback()
+            yield rec.replan_event(redirect.failure)
+    st.status = "max_turns"
+    st.output = None

@@ -1,0 +1,360 @@
+"""Capability routing: select several capabilities per task, then run them by plan.
+
+A :class:`Capability` is a named handler — an :class:`~jeeves_router.Agent` or an async
+function — with a description, an optional few-shot :class:`ClassifierGuide`, and the
+context types it ``requires`` and ``provides``. The :class:`Capabilities` architecture:
+
+1. optionally turns the conversation into one task statement (``task_extraction``), so a
+   follow-up such as "and for last month?" is classified with its antecedent;
+2. selects capabilities (:mod:`._selection`): always-active first, the others by one
+   yes/no call each under a semaphore; ``bypass`` (or ``options={"bypass_selection":
+   True}`` per run) takes them all without asking;
+3. orchestrates: ``"plan_first"`` — the orchestrator writes a JSON plan, validated against
+   the registered capabilities, whose steps then run in order; ``"react"`` — the
+   orchestrator picks one step at a time and sees each result, up to ``max_iterations``.
+
+Every step runs under the recovery ladder (on by default here): RETRIABLE retries the
+step with the capability's policy; REPLANNING asks for a new plan (``max_replans``);
+RECLASSIFICATION selects again without the failed capability (``max_reclassifications``);
+CRITICAL ends the run with status ``"critical"`` and a report; FATAL raises.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncGenerator, Awaitable, Sequence
+from contextlib import aclosing
+from typing import TYPE_CHECKING, Any, Literal
+
+from ..errors import UsageError
+from ..events import CapabilitiesSelected, CapabilityCompleted, CapabilityStarted, Event, TextDelta
+from ..ids import child_session_id
+from ..messages import assistant, user
+from ..models.base import Model, ModelRequest, ModelResponse
+from ..models.registry import resolve_model
+from ..recovery.config import Recovery
+from ..recovery.ladder import Action
+from ..recovery.severity import ErrorSeverity, ExecutionError
+from ..results import RunResult
+from ..usage import Usage
+from ._capability import (
+    Capability,
+    CapabilityCall,
+    CapabilityFunction,
+    CapabilityOutput,
+    ClassifierExample,
+    ClassifierGuide,
+    RunState,
+)
+from ._orchestrate import orchestrate
+from ._recovery import RecoveryRedirect, RecoveryRun, RecoveryStop, retrying
+from ._selection import Selection, select_capabilities
+from .base import RunContext
+
+if TYPE_CHECKING:
+    from ..agent import Agent
+
+__all__ = [
+    "Capabilities",
+    "Capability",
+    "CapabilityCall",
+    "CapabilityFunction",
+    "CapabilityOutput",
+    "ClassifierExample",
+    "ClassifierGuide",
+    "ORCHESTRATOR_USAGE_KEY",
+    "SELECTION_USAGE_KEY",
+]
+
+#: ``usage_by_route`` key of the selection calls.
+SELECTION_USAGE_KEY = "<classifier>"
+#: ``usage_by_route`` key of task extraction, planning and ReAct decisions.
+ORCHESTRATOR_USAGE_KEY = "<orchestrator>"
+
+
+class Capabilities:
+    """Select capabilities per task, then run them by plan (``plan_first``) or step by step (``react``).
+
+    Args:
+        capabilities: The capabilities (unique names).
+        mode: ``"plan_first"`` or ``"react"``.
+        classifier_model: Model of the selection calls (default: the agent's model).
+        orchestrator_model: Model of task extraction, planning and ReAct decisions
+            (default: the agent's model).
+        max_concurrent_classifications: Selection calls in flight at once (default 5).
+        task_extraction: Turn the conversation into one task statement first.
+        bypass: Select every capability without asking (per run:
+            ``options={"bypass_selection": True}``).
+        max_iterations: Bound on ReAct steps (default 100).
+        recovery: Recovery config (default ``Recovery()``).
+    """
+
+    def __init__(
+        self,
+        capabilities: Sequence[Capability],
+        *,
+        mode: Literal["plan_first", "react"] = "plan_first",
+        classifier_model: Model | str | None = None,
+        orchestrator_model: Model | str | None = None,
+        max_concurrent_classifications: int = 5,
+        task_extraction: bool = False,
+        bypass: bool = False,
+        max_iterations: int = 100,
+        recovery: Recovery | None = None,
+    ) -> None:
+        caps = list(capabilities)
+        if not caps:
+            raise UsageError("Capabilities needs at least one Capability(name, handler, description)")
+        names: set[str] = set()
+        for c in caps:
+            if not isinstance(c, Capability):
+                raise UsageError(f"capabilities must be Capability objects, got {type(c).__name__}")
+            if c.name in names:
+                raise UsageError(f"duplicate capability name {c.name!r}")
+            names.add(c.name)
+        if mode not in ("plan_first", "react"):
+            raise UsageError(f"mode must be 'plan_first' or 'react', got {mode!r}")
+        if not isinstance(max_concurrent_classifications, int) or max_concurrent_classifications < 1:
+            raise UsageError(f"max_concurrent_classifications must be >= 1, got {max_concurrent_classifications!r}")
+        if not isinstance(max_iterations, int) or max_iterations < 1:
+            raise UsageError(f"max_iterations must be >= 1, got {max_iterations!r}")
+        self.capabilities: tuple[Capability, ...] = tuple(caps)
+        self.by_name = {c.name: c for c in caps}
+        self.mode = mode
+        self.classifier_model = classifier_model
+        self.orchestrator_model = orchestrator_model
+        self.max_concurrent_classifications = max_concurrent_classifications
+        self.task_extraction = task_extraction
+        self.bypass = bypass
+        self.max_iterations = max_iterations
+        self.recovery = recovery if recovery is not None else Recovery()
+
+    def validate(self, agent: Agent) -> None:
+        """The agent needs a model unless both the classifier and orchestrator models are given."""
+        if agent.model is None and (self.orchestrator_model is None or self.classifier_model is None):
+            raise UsageError(
+                f"capabilities agent {agent.name!r} has no model: pass model=... to the Agent, or "
+                "classifier_model=... and orchestrator_model=... to Capabilities"
+            )
+
+    def _model(self, agent: Agent, which: Model | str | None, what: str) -> Model:
+        return agent.resolved_model() if which is None else resolve_model(which, what=what)
+
+    async def run(self, agent: Agent, ctx: RunContext) -> AsyncGenerator[Event, None]:
+        """Extract, select, orchestrate; yields capability, recovery and the agents' events."""
+        rec = RecoveryRun(self.recovery, ctx, can_escalate=len(ctx.path) > 1)
+        st = RunState(task=ctx.prompt)
+        try:
+            async with aclosing(self._flow(agent, ctx, rec, st)) as events:
+                async for ev in events:
+                    yield ev
+        except RecoveryStop as stop:
+            async with aclosing(
+                rec.stopped(stop, usage_by_route=dict(st.by_route), metadata=st.metadata(self.mode))
+            ) as report_events:
+                async for ev in report_events:
+                    yield ev
+            return
+        ctx.result = RunResult(
+            output=st.output,
+            status=st.status,
+            session_id=ctx.session_id,
+            path=ctx.path,
+            usage=st.usage,
+            usage_by_route=dict(st.by_route),
+            metadata=st.metadata(self.mode),
+            messages=(user(ctx.prompt), *((assistant(st.output),) if st.output is not None else ())),
+        )
+
+    async def request(
+        self, ctx: RunContext, rec: RecoveryRun, st: RunState, model: Model, request: ModelRequest, name: str
+    ) -> ModelResponse:
+        """One orchestrator model call through the runtime; its usage is counted."""
+        key = ctx.next_key(name)
+        payload = {"system": request.system, "messages": [m.text for m in request.messages]}
+        response = await ctx.runtime.step(key, payload, lambda: model.request(request))
+        st.add(ORCHESTRATOR_USAGE_KEY, response.usage, rec)
+        return response
+
+    async def _flow(self, agent: Agent, ctx: RunContext, rec: RecoveryRun, st: RunState) -> AsyncGenerator[Event, None]:
+        orchestrator = self._model(agent, self.orchestrator_model, "orchestrator_model")
+        hooks = (agent.classify_error,)
+        if self.task_extraction:
+            from ._planning import extraction_request
+
+            req = extraction_request(ctx.history, ctx.prompt)
+            box: list[ModelResponse] = []
+            steps = retrying(
+                rec,
+                "extract_task",
+                lambda: self.request(ctx, rec, st, orchestrator, req, "extract_task"),
+                box,
+                hooks=hooks,
+            )
+            async with aclosing(steps) as events:
+                async for ev in events:
+                    yield ev
+            st.task = box[0].text.strip() or ctx.prompt
+        bypass = bool(ctx.options.get("bypass_selection", self.bypass))
+        selector = self._model(agent, self.classifier_model, "classifier_model")
+        feedback: str | None = None
+        while True:
+            sbox: list[Selection] = []
+
+            def select(fb: str | None = feedback) -> Awaitable[Selection]:
+                return select_capabilities(
+                    ctx,
+                    self.capabilities,
+                    task=st.task,
+                    model=selector,
+                    max_concurrent=self.max_concurrent_classifications,
+                    excluded=tuple(st.excluded),
+                    feedback=fb,
+                    bypass=bypass,
+                )
+
+            async with aclosing(retrying(rec, "select", select, sbox, hooks=hooks)) as events:
+                async for ev in events:
+                    yield ev
+            sel = sbox[0]
+            st.add(SELECTION_USAGE_KEY, sel.usage, rec)
+            st.selected = sel.chosen
+            yield CapabilitiesSelected(
+                session_id=ctx.session_id,
+                path=ctx.path,
+                capabilities=sel.chosen,
+                always_active=sel.always_active,
+                skipped=sel.skipped,
+                bypass=bypass,
+            )
+            if not sel.chosen:
+                err = ExecutionError(ErrorSeverity.CRITICAL, "no capability was selected for the task")
+                raise rec.fail(err, operation="select", attempt=1, policy=rec.config.framework_retry).stop()
+            try:
+                async with aclosing(orchestrate(self, agent, ctx, rec, st, orchestrator)) as events:
+                    async for ev in events:
+                        yield ev
+                return
+            except RecoveryRedirect as redirect:
+                f = redirect.failure
+                if f.capability is not None:
+                    st.excluded.append(f.capability)
+                feedback = f.feedback()
+                yield rec.reclassify_event(f, st.excluded)
+
+    async def execute(
+        self, agent: Agent, ctx: RunContext, rec: RecoveryRun, st: RunState, name: str, task: str
+    ) -> AsyncGenerator[Event, None]:
+        """Run one capability step under the ladder; raises RecoveryRedirect to replan/reclassify."""
+        cap = self.by_name[name]
+        st.steps += 1
+        index = st.steps
+        operation = f"capability:{name}"
+        attempt = 0
+        while True:
+            attempt += 1
+            rec.begin(operation)
+            yield CapabilityStarted(session_id=ctx.session_id, path=ctx.path, capability=name, step=index)
+            started = time.monotonic()
+            streamed = False
+            out: list[CapabilityOutput] = []
+            try:
+                async with aclosing(self._invoke(ctx, st, cap, task, index, attempt, out)) as events:
+                    async for ev in events:
+                        streamed = streamed or isinstance(ev, TextDelta)
+                        yield ev
+            except Exception as exc:
+                yield CapabilityCompleted(
+                    session_id=ctx.session_id,
+                    path=ctx.path,
+                    capability=name,
+                    duration_s=time.monotonic() - started,
+                    ok=False,
+                    step=index,
+                )
+                f = rec.fail(
+                    exc,
+                    operation=operation,
+                    attempt=attempt,
+                    policy=cap.get_retry_policy(rec.config.retry_policy),
+                    hooks=(cap.classify_error, agent.classify_error),
+                    capability=name,
+                    can_reclassify=len(st.excluded) + 1 < len(self.capabilities),
+                    can_replan=True,
+                    output_started=streamed,
+                )
+                if f.action is Action.RETRY:
+                    yield rec.retry_event(f)
+                    await rec.backoff(f)
+                    continue
+                if f.action in (Action.RECLASSIFY, Action.REPLAN):
+                    raise RecoveryRedirect(f) from exc
+                raise f.stop() from exc
+            yield CapabilityCompleted(
+                session_id=ctx.session_id,
+                path=ctx.path,
+                capability=name,
+                duration_s=time.monotonic() - started,
+                ok=True,
+                step=index,
+            )
+            rec.succeeded(operation)
+            result = out[0]
+            st.add(name, result.usage, rec)
+            provided = {t: result.context.get(t, result.text) for t in cap.provides}
+            ctx.context = {**ctx.context, **result.context, **provided}
+            st.done.append((name, result.text))
+            return
+
+    async def _invoke(
+        self,
+        ctx: RunContext,
+        st: RunState,
+        cap: Capability,
+        task: str,
+        index: int,
+        attempt: int,
+        out: list[CapabilityOutput],
+    ) -> AsyncGenerator[Event, None]:
+        step_name = f"{cap.name}-{index}"
+        child_sid = child_session_id(ctx.session_id, step_name if len(step_name) <= 48 else cap.name)
+        path = (*ctx.path, cap.name)
+        if hasattr(cap.handler, "_events"):
+            prompt = _step_prompt(task, st.task, st.done)
+            child = ctx.child(cap.handler, session_id=child_sid, path=path, prompt=prompt, history=())
+            async with aclosing(cap.handler._events(child)) as events:
+                async for ev in events:
+                    yield ev
+            res = child.result
+            assert res is not None
+            if res.status not in ("ok", "fallback"):
+                raise ExecutionError(
+                    ErrorSeverity.CRITICAL,
+                    f"capability {cap.name!r} ended with status {res.status!r}",
+                    capability_name=cap.name,
+                    metadata={"status": res.status},
+                )
+            ctx.context = child.context
+            out.append(CapabilityOutput(res.output or "", usage=res.usage))
+            return
+        call = CapabilityCall(task, st.task, dict(ctx.context), tuple(st.done), child_sid, path, attempt)
+
+        async def perform() -> dict[str, Any]:
+            value = await cap.handler(call)
+            if isinstance(value, CapabilityOutput):
+                return {"text": value.text, "context": dict(value.context), "usage": value.usage}
+            return {"text": value if isinstance(value, str) else str(value), "context": {}, "usage": Usage()}
+
+        got = await ctx.runtime.step(
+            ctx.next_key(f"capability:{cap.name}"), {"capability": cap.name, "task": task}, perform
+        )
+        out.append(CapabilityOutput(got["text"], got["context"], got["usage"]))
+
+
+def _step_prompt(task: str, objective: str, done: Sequence[tuple[str, str]]) -> str:
+    parts = [task]
+    if objective and objective != task:
+        parts.append(f"Overall request: {objective}")
+    if done:
+        parts.append("Results so far:\n" + "\n".join(f"- {c}: {t}" for c, t in done))
+    return "\n\n".join(parts)
