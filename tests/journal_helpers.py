@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 
 from jeeves_router import Agent
 from jeeves_router.architectures.router import Router, RouterRoute
@@ -90,7 +91,7 @@ class DeskModel:
         last = request.messages[-1]
         if last.role == "user" and request.tools:
             inv = last.text.split()[-1]
-            await anyio.sleep(0)
+            await anyio.lowlevel.checkpoint()
             if self.hang_at == label:
                 await self._hang()
             log_line(self.counter, f"done {label}")

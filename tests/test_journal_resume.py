@@ -41,24 +41,11 @@ def _child(journal: str, counter: str, marker: str, hang_at: str) -> None:
     anyio.run(lambda: desk.run(PROMPT, session_id="crash-1"))
 
 
-async def _uninterrupted() -> tuple[str | None, list[dict[str, object]]]:
-    journal = MemoryJournal()
-    desk = build_desk(JournalRuntime(journal), DeskModel())
-    result = await desk.run(PROMPT, session_id="crash-1")
-    return result.output, strip_ts(await recorded_events(journal, "crash-1"))
-
-
-@pytest.mark.anyio
-@pytest.mark.parametrize("hang_at", ["INV-7:1", "INV-7:2"], ids=["first-specialist-call", "after-tool-call"])
-async def test_sigkilled_run_resumes_without_repeating_completed_model_calls(tmp_path: Path, hang_at: str) -> None:
-    journal, counter, marker = tmp_path / "j.db", tmp_path / "calls.txt", tmp_path / "hanging"
+def _crash_child(journal: Path, counter: Path, marker: Path, hang_at: str) -> None:
+    """Start the child, wait until it hangs at ``hang_at``, SIGKILL it."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen(
-        [sys.executable, __file__, str(journal), str(counter), str(marker), hang_at],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
+    argv = [sys.executable, __file__, str(journal), str(counter), str(marker), hang_at]
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         deadline = time.monotonic() + 60
         while not marker.exists():
@@ -72,6 +59,20 @@ async def test_sigkilled_run_resumes_without_repeating_completed_model_calls(tmp
             proc.kill()
         if proc.stderr:
             proc.stderr.close()
+
+
+async def _uninterrupted() -> tuple[str | None, list[dict[str, object]]]:
+    journal = MemoryJournal()
+    desk = build_desk(JournalRuntime(journal), DeskModel())
+    result = await desk.run(PROMPT, session_id="crash-1")
+    return result.output, strip_ts(await recorded_events(journal, "crash-1"))
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("hang_at", ["INV-7:1", "INV-7:2"], ids=["first-specialist-call", "after-tool-call"])
+async def test_sigkilled_run_resumes_without_repeating_completed_model_calls(tmp_path: Path, hang_at: str) -> None:
+    journal, counter, marker = tmp_path / "j.db", tmp_path / "calls.txt", tmp_path / "hanging"
+    await anyio.to_thread.run_sync(_crash_child, journal, counter, marker, hang_at)
     before = read_counts(counter)
     assert before["done classify:INV-7"] == 1 and f"done {hang_at}" not in before
 
@@ -133,7 +134,7 @@ async def test_a_tool_call_interrupted_by_a_crash_follows_the_unknown_outcome_po
         crash=False,
     )
     if policy == "fail":
-        with pytest.raises(ToolOutcomeUnknown, match="INV-3|refund"):
+        with pytest.raises(ToolOutcomeUnknown, match=r"INV-3|refund"):
             await agent.resume("t1")
         assert len(seen) == 1
         return
