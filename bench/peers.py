@@ -57,7 +57,7 @@ from openai.types.responses import (
 )
 from pydantic_ai import Agent as PAAgent
 from pydantic_ai import RunContext
-from pydantic_ai.messages import ModelMessage, ModelResponse, ToolCallPart
+from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, ToolCallPart, UserPromptPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 ROUTES = ("billing", "technical", "general")
@@ -345,9 +345,16 @@ class _PADeps:
 
 
 async def _pa_router_model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-    """The fake router model: calls the output tool of the billing route."""
+    """The fake router model: calls the billing route's output tool with the user's question."""
+    question = next(
+        str(part.content)
+        for message in reversed(messages)
+        if isinstance(message, ModelRequest)
+        for part in message.parts
+        if isinstance(part, UserPromptPart)
+    )
     tool = next(t for t in info.output_tools if "billing" in t.name)
-    return ModelResponse(parts=[ToolCallPart(tool.name, {"query": QUESTION})])
+    return ModelResponse(parts=[ToolCallPart(tool.name, {"query": question})])
 
 
 async def _pa_specialist_model(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[str]:
