@@ -349,7 +349,7 @@ async def test_abandoned_stream_closes_the_connection(loopback: LoopbackServer, 
     model, _ = make()
     stream = model.stream(HELLO)
     assert await stream.__anext__() == ModelTextDelta("w0 ")
-    await stream.aclose()  # type: ignore[attr-defined]
+    await stream.aclose()
     assert await anyio.to_thread.run_sync(loopback.requests[0].done.wait, 10)
     assert loopback.requests[0].aborted.is_set()
 

@@ -244,7 +244,7 @@ class AnthropicModel:
 
         return await self._retrier.call(once)
 
-    def stream(self, request: ModelRequest) -> AsyncIterator[ModelStreamItem]:
+    def stream(self, request: ModelRequest) -> AsyncGenerator[ModelStreamItem, None]:
         """Stream ``request``: text deltas, then one final :class:`ModelResponse`."""
 
         def open_stream(attempt: int) -> AsyncIterator[ModelStreamItem]:
