@@ -1,0 +1,352 @@
+"""EmbeddingClassifier: routes by vector similarity on the CPU, offline, in milliseconds."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Literal
+
+import anyio.to_thread
+import numpy as np
+import structlog
+from numpy.typing import NDArray
+
+from ...errors import UsageError
+from ..types import Classification, ClassifyRequest, ClassifyResult, RouteSpec
+from .calibration import Calibrator, ThresholdChoice, calibrator_from_dict, choose_threshold, make_calibrator
+from .encoders import Encoder, MiniLMEncoder, blas_single_thread
+from .scorers import Scorer, make_scorer, scorer_from_dict
+
+__all__ = ["EmbeddingClassifier", "FitReport", "default_encoder"]
+
+log = structlog.get_logger(__name__)
+
+FILE_FORMAT = "jeeves-router/embedding-classifier"
+FILE_VERSION = 1
+
+
+@lru_cache(maxsize=1)
+def default_encoder() -> Encoder:
+    """The shared default encoder (:class:`MiniLMEncoder`), loaded once per process."""
+    return MiniLMEncoder()
+
+
+@dataclass(frozen=True, slots=True)
+class FitReport:
+    """What :meth:`EmbeddingClassifier.fit` chose.
+
+    Attributes:
+        calibration: ``"platt"`` or ``"isotonic"``.
+        threshold: The chosen confidence threshold (see :class:`ThresholdChoice`).
+        rows: Validation rows used.
+        oos_rows: How many of them were out of scope.
+        closed_accuracy: In-scope rows whose top route was right, before any threshold.
+    """
+
+    calibration: str
+    threshold: ThresholdChoice
+    rows: int
+    oos_rows: int
+    closed_accuracy: float
+
+
+class EmbeddingClassifier:
+    """A :class:`~jeeves_router.classify.types.Classifier` that compares sentence vectors.
+
+    Each route is represented by its description and examples. A query's route scores become
+    per-route probabilities of being right (calibrated by :meth:`fit`); the best route is
+    returned when its probability reaches ``threshold``, otherwise the classification is
+    not ok (status ``missing_route``: out of scope) so the Router falls back or a cascade asks
+    the next stage. ``ClassifyResult.scores`` lists the best routes with their probabilities.
+
+    Args:
+        routes: The routes it knows.
+        encoder: Any :class:`Encoder`; default the shared :class:`MiniLMEncoder`.
+        scorer: ``"centroid"``, ``"nearest"``, ``"logreg"`` or a :class:`Scorer` instance.
+        scorer_options: Keyword options for a scorer given by name.
+        threshold: Minimum confidence to accept a route; ``None`` accepts every best route.
+        use_descriptions: Count each route's description as one more example.
+        offload: Run encoding in a worker thread in :meth:`classify`: ``True``, ``False`` or
+            ``"auto"`` (offload once a measured encode takes more than ``offload_above_ms``).
+        offload_above_ms: See ``offload``.
+        max_scores: How many ranked routes ``ClassifyResult.scores`` carries.
+        blas_one_thread: Limit numpy's BLAS to one thread while scoring (faster on small CPUs).
+
+    Raises:
+        UsageError: For no routes, duplicate names, a route without any text, bad options.
+    """
+
+    def __init__(
+        self,
+        routes: Sequence[RouteSpec],
+        *,
+        encoder: Encoder | None = None,
+        scorer: str | Scorer = "centroid",
+        scorer_options: dict[str, Any] | None = None,
+        threshold: float | None = None,
+        use_descriptions: bool = True,
+        offload: bool | Literal["auto"] = "auto",
+        offload_above_ms: float = 0.5,
+        max_scores: int = 10,
+        blas_one_thread: bool = True,
+        _fitted_scorer: Scorer | None = None,
+    ) -> None:
+        self.routes = tuple(routes)
+        names = [r.name for r in self.routes]
+        if not names:
+            raise UsageError("EmbeddingClassifier needs at least one route")
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise UsageError(f"duplicate route names {dupes}; each route needs a unique name")
+        if threshold is not None and not 0.0 <= threshold <= 1.0:
+            raise UsageError(f"threshold must be within [0, 1] or None, got {threshold!r}")
+        if offload not in (True, False, "auto"):
+            raise UsageError("offload must be True, False or 'auto'")
+        self.encoder: Encoder = encoder if encoder is not None else default_encoder()
+        self.threshold = threshold
+        self.use_descriptions = use_descriptions
+        self.offload = offload
+        self.offload_above_ms = offload_above_ms
+        self.max_scores = max(1, max_scores)
+        self.blas_one_thread = blas_one_thread
+        self.calibrator: Calibrator | None = None
+        self._index = {n: i for i, n in enumerate(names)}
+        self._encode_ms: float | None = None
+        if _fitted_scorer is not None:
+            self.scorer = _fitted_scorer
+        else:
+            self.scorer = make_scorer(scorer, **(scorer_options or {}))
+            self._train()
+
+    @property
+    def route_names(self) -> tuple[str, ...]:
+        """The known route names, in order."""
+        return tuple(r.name for r in self.routes)
+
+    def _train(self) -> None:
+        texts: list[str] = []
+        labels: list[int] = []
+        for i, route in enumerate(self.routes):
+            items = [*route.examples, route.description] if self.use_descriptions else list(route.examples)
+            items = [t for t in items if t.strip()]
+            if not items:
+                raise UsageError(f"route {route.name!r} has no examples and no description; give it some text")
+            texts.extend(items)
+            labels.extend([i] * len(items))
+        vectors = self.encoder.encode(texts)
+        with self._blas():
+            self.scorer.fit(vectors, np.asarray(labels, dtype=np.int64), len(self.routes))
+
+    def _blas(self) -> Any:
+        return blas_single_thread() if self.blas_one_thread else _NoLimit()
+
+    # -- scoring -------------------------------------------------------------------------
+
+    def _probabilities(self, vectors: NDArray[np.float32], cols: NDArray[np.int64]) -> tuple[Any, Any]:
+        """Per-route features and probabilities [n, len(cols)] over the allowed columns."""
+        with self._blas():
+            scores = self.scorer.scores(vectors)[:, cols]
+        features = self.scorer.features(scores)
+        if self.calibrator is not None:
+            probs = self.calibrator.predict(features)
+        else:
+            probs = self.scorer.default_confidence(features)
+        return features, probs
+
+    def _results(self, vectors: NDArray[np.float32], allowed: Sequence[str] | None) -> list[ClassifyResult]:
+        names = self.route_names if allowed is None else tuple(n for n in allowed if n in self._index)
+        if not names:
+            c = Classification(None, 0.0, "missing_route", "", reason="none of the requested routes is known")
+            return [ClassifyResult(c, stage="embedding") for _ in range(len(vectors))]
+        cols = np.asarray([self._index[n] for n in names], dtype=np.int64)
+        features, probs = self._probabilities(vectors, cols)
+        out = []
+        for row in range(len(vectors)):
+            order = np.lexsort((-features[row], -probs[row]))
+            ranked = tuple((names[j], round(float(probs[row, j]), 6)) for j in order[: self.max_scores])
+            out.append(ClassifyResult(self._classification(ranked), stage="embedding", scores=ranked))
+        return out
+
+    def _classification(self, ranked: tuple[tuple[str, float], ...]) -> Classification:
+        top, conf = ranked[0]
+        second = ranked[1] if len(ranked) > 1 else (None, None)
+        raw = "embedding: " + ", ".join(f"{n} {p:.3f}" for n, p in ranked[:3])
+        if self.threshold is not None and conf < self.threshold:
+            reason = f"best route {top!r} has confidence {conf:.3f}, below the threshold {self.threshold:.3f}"
+            return Classification(None, 0.0, "missing_route", raw, reason=reason)
+        return Classification(top, conf, "ok", raw, runner_up=second[0], runner_up_confidence=second[1])
+
+    def _encode_timed(self, texts: Sequence[str]) -> NDArray[np.float32]:
+        start = time.perf_counter()
+        vectors = self.encoder.encode(texts)
+        ms = (time.perf_counter() - start) * 1000 / max(1, len(texts))
+        self._encode_ms = ms if self._encode_ms is None else 0.8 * self._encode_ms + 0.2 * ms
+        return vectors
+
+    def _classify_sync(self, text: str, allowed: Sequence[str] | None) -> ClassifyResult:
+        if not text.strip():
+            return ClassifyResult(Classification(None, 0.0, "empty", text), stage="embedding")
+        return self._results(self._encode_timed([text]), allowed)[0]
+
+    # -- public API ------------------------------------------------------------------------
+
+    def classify_text(self, text: str, routes: Sequence[str] | None = None) -> ClassifyResult:
+        """Classify one text synchronously, optionally among a subset of route names."""
+        return self._classify_sync(text, routes)
+
+    def classify_batch(self, texts: Sequence[str], routes: Sequence[str] | None = None) -> list[ClassifyResult]:
+        """Classify many texts at once (one batched encoder pass); blank texts are ``empty``."""
+        results: list[ClassifyResult | None] = [None] * len(texts)
+        live = [i for i, t in enumerate(texts) if t.strip()]
+        if live:
+            batch = self._results(self.encoder.encode([texts[i] for i in live]), routes)
+            for i, res in zip(live, batch, strict=True):
+                results[i] = res
+        empty = ClassifyResult(Classification(None, 0.0, "empty", ""), stage="embedding")
+        return [r if r is not None else empty for r in results]
+
+    def _should_offload(self) -> bool:
+        if self.offload == "auto":
+            return self._encode_ms is not None and self._encode_ms > self.offload_above_ms
+        return bool(self.offload)
+
+    async def classify(self, request: ClassifyRequest) -> ClassifyResult:
+        """Classify ``request.text`` among ``request.routes`` (the Classifier protocol).
+
+        The first call encodes on the event loop and measures; with ``offload="auto"``
+        later calls move to a worker thread when encoding is slower than
+        ``offload_above_ms`` (onnxruntime releases the GIL, so other tasks keep running).
+        """
+        allowed = [r.name for r in request.routes] if request.routes else None
+        if self._should_offload():
+            return await anyio.to_thread.run_sync(self._classify_sync, request.text, allowed)
+        return self._classify_sync(request.text, allowed)
+
+    def fit(
+        self,
+        texts: Sequence[str],
+        labels: Sequence[str],
+        *,
+        oos_label: str = "oos",
+        calibration: Literal["platt", "isotonic"] = "platt",
+        objective: Literal["balanced", "precision"] = "balanced",
+        target_precision: float = 0.9,
+    ) -> FitReport:
+        """Calibrate confidences and choose the threshold on labelled validation rows.
+
+        Args:
+            texts: Validation requests.
+            labels: Their route names, or ``oos_label`` for out-of-scope rows.
+            oos_label: The label of out-of-scope rows.
+            calibration: ``"platt"`` (smooth, robust on small sets) or ``"isotonic"``.
+            objective: ``"balanced"`` maximises (in-scope accuracy + OOS recall) / 2;
+                ``"precision"`` takes the lowest threshold reaching ``target_precision``.
+            target_precision: See ``objective``.
+
+        Returns:
+            The chosen calibration and threshold with their validation figures.
+        """
+        if len(texts) != len(labels) or len(texts) < 2:
+            raise UsageError("fit needs at least two texts with one label each")
+        unknown = sorted({lab for lab in labels if lab != oos_label and lab not in self._index})
+        if unknown:
+            raise UsageError(f"fit: unknown route labels {unknown[:5]}; known routes are {list(self.route_names)}")
+        vectors = self.encoder.encode(list(texts))
+        cols = np.arange(len(self.routes), dtype=np.int64)
+        with self._blas():
+            features = self.scorer.features(self.scorer.scores(vectors))
+        top = features.argmax(axis=1)
+        truth = np.asarray([self._index.get(lab, -1) for lab in labels])
+        correct = top == truth
+        calibrator = make_calibrator(calibration)
+        calibrator.fit(features[np.arange(len(top)), top], correct)
+        self.calibrator = calibrator
+        _, probs = self._probabilities(vectors, cols)
+        choice = choose_threshold(
+            probs.max(axis=1), correct, truth >= 0, objective=objective, target_precision=target_precision
+        )
+        self.threshold = choice.threshold
+        in_scope = truth >= 0
+        closed = float(correct[in_scope].mean()) if in_scope.any() else 0.0
+        report = FitReport(calibration, choice, len(texts), int((~in_scope).sum()), closed)
+        log.info("embedding.fit", threshold=choice.threshold, in_scope_acc=choice.in_scope_accuracy,
+                 oos_recall=choice.oos_recall, rows=len(texts))  # fmt: skip
+        return report
+
+    # -- persistence ------------------------------------------------------------------------
+
+    def to_dict(self) -> dict[str, Any]:
+        """The fitted classifier as JSON-safe data (see :meth:`save`)."""
+        return {
+            "format": FILE_FORMAT,
+            "version": FILE_VERSION,
+            "encoder": {"name": self.encoder.name, "dim": self.encoder.dim},
+            "routes": [
+                {"name": r.name, "description": r.description, "examples": list(r.examples)} for r in self.routes
+            ],
+            "use_descriptions": self.use_descriptions,
+            "threshold": self.threshold,
+            "scorer": self.scorer.to_dict(),
+            "calibration": None if self.calibrator is None else self.calibrator.to_dict(),
+        }
+
+    def save(self, path: str | Path) -> None:
+        """Write the fitted classifier (routes, scorer, calibration, threshold) as JSON."""
+        Path(path).write_text(json.dumps(self.to_dict(), indent=1) + "\n", encoding="utf-8")
+
+    @classmethod
+    def from_dict(
+        cls, data: dict[str, Any], *, encoder: Encoder | None = None, source: str = "<dict>"
+    ) -> EmbeddingClassifier:
+        """Rebuild a classifier from :meth:`to_dict` output; the encoder must match the saved one."""
+        if not isinstance(data, dict) or data.get("format") != FILE_FORMAT:
+            raise UsageError(f"{source}: not a saved EmbeddingClassifier (missing format {FILE_FORMAT!r})")
+        if data.get("version") != FILE_VERSION:
+            raise UsageError(f"{source}: unsupported classifier file version {data.get('version')!r}")
+        try:
+            enc = encoder if encoder is not None else default_encoder()
+            saved = data["encoder"]
+            if saved["name"] != enc.name or int(saved["dim"]) != enc.dim:
+                raise UsageError(
+                    f"{source}: saved with encoder {saved['name']!r} but loaded with {enc.name!r}; "
+                    "pass the same encoder or fit again"
+                )
+            routes = [
+                RouteSpec(r["name"], r.get("description", ""), tuple(r.get("examples", ()))) for r in data["routes"]
+            ]
+            clf = cls(
+                routes,
+                encoder=enc,
+                threshold=data["threshold"],
+                use_descriptions=bool(data.get("use_descriptions", True)),
+                _fitted_scorer=scorer_from_dict(data["scorer"]),
+            )
+        except (KeyError, TypeError) as exc:
+            raise UsageError(f"{source}: malformed classifier file ({exc!r})") from exc
+        if data.get("calibration") is not None:
+            clf.calibrator = calibrator_from_dict(data["calibration"])
+        return clf
+
+    @classmethod
+    def load(cls, path: str | Path, *, encoder: Encoder | None = None) -> EmbeddingClassifier:
+        """Read a classifier written by :meth:`save`."""
+        p = Path(path)
+        try:
+            data = json.loads(p.read_text(encoding="utf-8"))
+        except FileNotFoundError as exc:
+            raise UsageError(f"{p}: file not found") from exc
+        except json.JSONDecodeError as exc:
+            raise UsageError(f"{p}:{exc.lineno}: invalid JSON ({exc.msg})") from exc
+        return cls.from_dict(data, encoder=encoder, source=str(p))
+
+
+class _NoLimit:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None

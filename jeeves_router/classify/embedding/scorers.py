@@ -1,0 +1,289 @@
+"""Scorers: from a query vector to one score per route (higher is closer).
+
+Every scorer also turns its route scores into a *decision feature* per route, the number the
+calibrator maps to a probability: the route's score plus ``margin_weight`` times its lead over
+the best other route. A wide lead over the runner-up is evidence of a right answer, a narrow
+one of an out-of-scope request that is vaguely near several routes.
+
+Scorers are plain numpy (no scikit-learn at run time) and serialise to JSON-safe dicts.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+import numpy as np
+from numpy.typing import NDArray
+
+from ...errors import UsageError
+from .encoders import l2_normalise
+
+__all__ = [
+    "Scorer",
+    "CentroidScorer",
+    "NearestScorer",
+    "LogRegScorer",
+    "make_scorer",
+    "scorer_from_dict",
+    "encode_array",
+    "decode_array",
+]
+
+Array = NDArray[np.float32]
+
+
+def encode_array(a: NDArray[Any]) -> dict[str, Any]:
+    """A float32 array as a JSON-safe dict (base64 of little-endian bytes, exact)."""
+    arr = np.ascontiguousarray(a, dtype="<f4")
+    return {"dtype": "float32", "shape": list(arr.shape), "b64": base64.b64encode(arr.tobytes()).decode("ascii")}
+
+
+def decode_array(d: Mapping[str, Any]) -> Array:
+    """The inverse of :func:`encode_array`."""
+    try:
+        raw = base64.b64decode(d["b64"])
+        arr: Array = np.frombuffer(raw, dtype="<f4").reshape(d["shape"]).astype(np.float32)
+        return arr
+    except (KeyError, ValueError, TypeError) as exc:
+        raise UsageError(f"malformed array in classifier file: {exc}") from exc
+
+
+class Scorer:
+    """Base class: fit on labelled example vectors, then score queries against routes.
+
+    Attributes:
+        kind: The name used by ``EmbeddingClassifier(scorer=...)`` and in saved files.
+        margin_weight: Weight of the lead over the best other route in :meth:`features`.
+    """
+
+    kind: ClassVar[str] = ""
+    margin_weight: float = 0.0
+
+    def fit(self, vectors: Array, labels: NDArray[np.int64], n_routes: int) -> None:
+        """Learn from ``vectors`` [n, d] whose route indexes are ``labels`` [n]."""
+        raise NotImplementedError
+
+    def scores(self, queries: Array) -> Array:
+        """Route scores [n, n_routes] for unit-length ``queries`` [n, d]."""
+        raise NotImplementedError
+
+    def features(self, scores: Array) -> Array:
+        """Per-route decision features [n, n_routes]: score + margin_weight * lead over the best other."""
+        if scores.shape[1] < 2 or self.margin_weight == 0.0:
+            return scores
+        top2 = np.partition(scores, -2, axis=1)[:, -2:]
+        best, second = top2.max(axis=1, keepdims=True), top2.min(axis=1, keepdims=True)
+        best_other = np.where(scores >= best, second, best)
+        out: Array = (scores + self.margin_weight * (scores - best_other)).astype(np.float32)
+        return out
+
+    def default_confidence(self, features: Array) -> Array:
+        """An uncalibrated map of features to [0, 1], used until the classifier is fitted."""
+        return np.clip(features, 0.0, 1.0)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe parameters, read back by :func:`scorer_from_dict`."""
+        raise NotImplementedError
+
+    @staticmethod
+    def _check(vectors: Array, labels: NDArray[np.int64], n_routes: int) -> None:
+        if vectors.ndim != 2 or len(vectors) != len(labels):
+            raise UsageError("scorer.fit: vectors must be [n, d] with one label per row")
+        missing = sorted(set(range(n_routes)) - {int(x) for x in labels})
+        if missing:
+            raise UsageError(f"scorer.fit: routes {missing} have no example and no description; give each one text")
+
+
+class CentroidScorer(Scorer):
+    """Cosine similarity to the mean of each route's example vectors.
+
+    Args:
+        margin_weight: See :meth:`Scorer.features` (0.5 measured best on CLINC150 val).
+    """
+
+    kind = "centroid"
+
+    def __init__(self, *, margin_weight: float = 0.5) -> None:
+        self.margin_weight = margin_weight
+        self.centroids: Array = np.zeros((0, 0), dtype=np.float32)
+
+    def fit(self, vectors: Array, labels: NDArray[np.int64], n_routes: int) -> None:
+        """See :meth:`Scorer.fit`."""
+        self._check(vectors, labels, n_routes)
+        means = np.stack([vectors[labels == r].mean(axis=0) for r in range(n_routes)])
+        self.centroids = l2_normalise(means)
+
+    def scores(self, queries: Array) -> Array:
+        """See :meth:`Scorer.scores`."""
+        sims: Array = queries @ self.centroids.T
+        return sims
+
+    def to_dict(self) -> dict[str, Any]:
+        """See :meth:`Scorer.to_dict`."""
+        return {"kind": self.kind, "margin_weight": self.margin_weight, "centroids": encode_array(self.centroids)}
+
+
+class NearestScorer(Scorer):
+    """Cosine similarity to each route's closest example.
+
+    Args:
+        margin_weight: See :meth:`Scorer.features`.
+    """
+
+    kind = "nearest"
+
+    def __init__(self, *, margin_weight: float = 0.0) -> None:
+        self.margin_weight = margin_weight
+        self.examples: Array = np.zeros((0, 0), dtype=np.float32)
+        self.labels: NDArray[np.int64] = np.zeros(0, dtype=np.int64)
+        self.n_routes = 0
+
+    def fit(self, vectors: Array, labels: NDArray[np.int64], n_routes: int) -> None:
+        """See :meth:`Scorer.fit`."""
+        self._check(vectors, labels, n_routes)
+        order = np.argsort(labels, kind="stable")
+        self.examples = np.ascontiguousarray(vectors[order], dtype=np.float32)
+        self.labels = np.asarray(labels, dtype=np.int64)[order]
+        self.n_routes = n_routes
+
+    def scores(self, queries: Array) -> Array:
+        """See :meth:`Scorer.scores`."""
+        sims = queries @ self.examples.T
+        starts = np.searchsorted(self.labels, np.arange(self.n_routes))
+        return np.maximum.reduceat(sims, starts, axis=1).astype(np.float32)
+
+    def to_dict(self) -> dict[str, Any]:
+        """See :meth:`Scorer.to_dict`."""
+        return {
+            "kind": self.kind,
+            "margin_weight": self.margin_weight,
+            "examples": encode_array(self.examples),
+            "labels": [int(x) for x in self.labels],
+            "n_routes": self.n_routes,
+        }
+
+
+class LogRegScorer(Scorer):
+    """Multinomial logistic regression on the vectors, trained in numpy (full-batch Adam).
+
+    Route scores are the logits; the decision feature is the logit plus a share of its lead
+    over the best other route.
+
+    Args:
+        c: Inverse L2 strength (as in scikit-learn's ``C``).
+        balanced: Weight examples inversely to their route's frequency.
+        iterations: Optimiser steps.
+        learning_rate: Adam step size.
+        scale: Multiplier on the unit vectors before the linear layer (sharper logits).
+        margin_weight: See :meth:`Scorer.features`.
+    """
+
+    kind = "logreg"
+
+    def __init__(
+        self,
+        *,
+        c: float = 10.0,
+        balanced: bool = True,
+        iterations: int = 300,
+        learning_rate: float = 0.05,
+        scale: float = 1.0,
+        margin_weight: float = 0.0,
+    ) -> None:
+        if c <= 0 or iterations < 1 or learning_rate <= 0:
+            raise UsageError("LogRegScorer: c > 0, iterations >= 1 and learning_rate > 0 are required")
+        self.c, self.balanced, self.iterations = c, balanced, iterations
+        self.learning_rate, self.scale, self.margin_weight = learning_rate, scale, margin_weight
+        self.weights: Array = np.zeros((0, 0), dtype=np.float32)
+        self.bias: Array = np.zeros(0, dtype=np.float32)
+
+    def fit(self, vectors: Array, labels: NDArray[np.int64], n_routes: int) -> None:
+        """See :meth:`Scorer.fit`."""
+        self._check(vectors, labels, n_routes)
+        x = vectors.astype(np.float64) * self.scale
+        n, d = x.shape
+        onehot = np.eye(n_routes)[labels]
+        counts = np.bincount(labels, minlength=n_routes).astype(np.float64)
+        sample_w = (n / (n_routes * counts))[labels] if self.balanced else np.ones(n)
+        sample_w = sample_w / sample_w.sum()
+        lam = 1.0 / (self.c * n)
+        w, b = np.zeros((d, n_routes)), np.zeros(n_routes)
+        mw, vw, mb, vb = np.zeros_like(w), np.zeros_like(w), np.zeros_like(b), np.zeros_like(b)
+        for t in range(1, self.iterations + 1):
+            z = x @ w + b
+            z -= z.max(axis=1, keepdims=True)
+            p = np.exp(z)
+            p /= p.sum(axis=1, keepdims=True)
+            g = (p - onehot) * sample_w[:, None]
+            gw, gb = x.T @ g + lam * w, g.sum(axis=0)
+            for grad, m, v, param in ((gw, mw, vw, w), (gb, mb, vb, b)):
+                m *= 0.9
+                m += 0.1 * grad
+                v *= 0.999
+                v += 0.001 * grad * grad
+                param -= self.learning_rate * (m / (1 - 0.9**t)) / (np.sqrt(v / (1 - 0.999**t)) + 1e-8)
+        self.weights, self.bias = w.astype(np.float32), b.astype(np.float32)
+
+    def scores(self, queries: Array) -> Array:
+        """See :meth:`Scorer.scores`."""
+        return ((queries * self.scale) @ self.weights + self.bias).astype(np.float32)
+
+    def default_confidence(self, features: Array) -> Array:
+        """Softmax over the routes (uncalibrated)."""
+        z = features - features.max(axis=1, keepdims=True)
+        p = np.exp(z)
+        out: Array = (p / p.sum(axis=1, keepdims=True)).astype(np.float32)
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        """See :meth:`Scorer.to_dict`."""
+        return {
+            "kind": self.kind,
+            "c": self.c,
+            "balanced": self.balanced,
+            "iterations": self.iterations,
+            "learning_rate": self.learning_rate,
+            "scale": self.scale,
+            "margin_weight": self.margin_weight,
+            "weights": encode_array(self.weights),
+            "bias": encode_array(self.bias),
+        }
+
+
+_KINDS: dict[str, type[Scorer]] = {s.kind: s for s in (CentroidScorer, NearestScorer, LogRegScorer)}
+
+
+def make_scorer(kind: str | Scorer, **options: Any) -> Scorer:
+    """A new scorer by name (``"centroid"``, ``"nearest"``, ``"logreg"``) or the given instance."""
+    if isinstance(kind, Scorer):
+        return kind
+    cls = _KINDS.get(kind)
+    if cls is None:
+        raise UsageError(f"unknown scorer {kind!r}; choose one of {sorted(_KINDS)}")
+    try:
+        return cls(**options)
+    except TypeError as exc:
+        raise UsageError(f"bad options for scorer {kind!r}: {exc}") from exc
+
+
+def scorer_from_dict(d: Mapping[str, Any]) -> Scorer:
+    """Rebuild a fitted scorer from :meth:`Scorer.to_dict` output."""
+    kind = d.get("kind")
+    if kind == "centroid":
+        cs = CentroidScorer(margin_weight=float(d["margin_weight"]))
+        cs.centroids = decode_array(d["centroids"])
+        return cs
+    if kind == "nearest":
+        ns = NearestScorer(margin_weight=float(d["margin_weight"]))
+        ns.examples = decode_array(d["examples"])
+        ns.labels = np.asarray(d["labels"], dtype=np.int64)
+        ns.n_routes = int(d["n_routes"])
+        return ns
+    if kind == "logreg":
+        opts = {k: d[k] for k in ("c", "balanced", "iterations", "learning_rate", "scale", "margin_weight")}
+        lr = LogRegScorer(**opts)
+        lr.weights, lr.bias = decode_array(d["weights"]), decode_array(d["bias"])
+        return lr
+    raise UsageError(f"unknown scorer kind {kind!r} in classifier file")
