@@ -60,7 +60,7 @@ def chain_settings(
         raise UsageError("detect_announced must be a callable(text, targets) -> bool or None")
     if session_store is not None and not isinstance(session_store, SessionStore):
         raise UsageError(f"session_store must have async get/set/delete methods, got {type(session_store).__name__}")
-    store = (session_store or InMemorySessionStore()) if sticky else None
+    store = (session_store if session_store is not None else InMemorySessionStore()) if sticky else None
     return ChainSettings(max_handoffs, max_edge_traversals, history, detect_announced, store)
 
 
