@@ -1,17 +1,31 @@
-"""The LLM classifier: one model call answering ``route:`` / ``confidence:``."""
+"""The LLM classifier: one model call answering ``route:`` / ``confidence:``.
+
+With a model that enforces ``response_format`` (see :mod:`.constrained`), the reply is
+constrained to a JSON object naming a declared route; otherwise the text reply is parsed.
+"""
 
 from __future__ import annotations
 
-from ..errors import UsageError
+from typing import Literal
+
+import structlog
+
+from ..errors import ModelError, UsageError
 from ..messages import Message, TextPart, assistant, text_of, user
 from ..models.base import Model, ModelRequest
 from ..models.registry import resolve_model
 from ..usage import Usage
+from .constrained import CONSTRAINED_CLASSIFIER_PROMPT, classification_format, few_shot_turns, supports_constrained
 from .parser import parse_classification
 from .prompt import DEFAULT_CLASSIFIER_PROMPT, format_error_feedback, render_prompt, validate_prompt_template
 from .types import ClassifyRequest, ClassifyResult, RouteSpec
 
 __all__ = ["LLMClassifier"]
+
+log = structlog.get_logger(__name__)
+
+#: HTTP statuses with which a server rejects a ``response_format`` it does not support.
+_FORMAT_REJECTED = (400, 422)
 
 
 class LLMClassifier:
@@ -22,6 +36,11 @@ class LLMClassifier:
     temperature 0 and a small output cap. A malformed reply is retried
     ``max_format_retries`` times with the format error shown to the model.
 
+    Constrained replies: when the model declares ``supports_response_format`` (or
+    ``constrained=True``), each call carries a JSON schema restricting ``route`` to the
+    declared names and ``confidence`` to [0, 1]. If the backend rejects the schema (HTTP
+    400/422) in the automatic mode, the classifier falls back to plain text for that model.
+
     Args:
         model: The model, or a ``"provider:model"`` string resolved at first use.
         prompt: A template with ``{routes}`` / ``{route_names}`` placeholders.
@@ -29,6 +48,11 @@ class LLMClassifier:
         max_tokens: Output cap per call.
         on_bad_confidence: The parser's policy for a missing or invalid confidence
             (``None``: fail closed).
+        constrained: ``"auto"`` (default) constrains replies when the model supports
+            it; ``True`` always asks for the schema; ``False`` never does.
+        few_shot: Example turns per route, built from the routes' ``examples``, placed
+            before the request (0: none).
+        few_shot_confidence: The confidence shown in the example replies.
     """
 
     def __init__(
@@ -39,25 +63,62 @@ class LLMClassifier:
         max_format_retries: int = 1,
         max_tokens: int = 64,
         on_bad_confidence: float | None = None,
+        constrained: bool | Literal["auto"] = "auto",
+        few_shot: int = 0,
+        few_shot_confidence: float = 0.9,
     ) -> None:
         if max_format_retries < 0:
             raise UsageError(f"max_format_retries must be >= 0, got {max_format_retries}")
         if on_bad_confidence is not None and not 0.0 <= on_bad_confidence <= 1.0:
             raise UsageError(f"on_bad_confidence must be None or within [0, 1], got {on_bad_confidence}")
+        if constrained not in (True, False, "auto"):
+            raise UsageError(f"constrained must be True, False or 'auto', got {constrained!r}")
+        if few_shot < 0:
+            raise UsageError(f"few_shot must be >= 0 examples per route, got {few_shot}")
+        if not 0.0 <= few_shot_confidence <= 1.0:
+            raise UsageError(f"few_shot_confidence must be within [0, 1], got {few_shot_confidence}")
         self.model = model
         self._model: Model | None = None if isinstance(model, str) else resolve_model(model)
+        self._custom_prompt = prompt is not None
         self.prompt = validate_prompt_template(prompt) if prompt is not None else DEFAULT_CLASSIFIER_PROMPT
         self.max_format_retries = max_format_retries
         self.max_tokens = max_tokens
         self.on_bad_confidence = on_bad_confidence
-        self._rendered: dict[tuple[RouteSpec, ...], str] = {}
+        self.constrained = constrained
+        self.few_shot = few_shot
+        self.few_shot_confidence = few_shot_confidence
+        self._rendered: dict[tuple[tuple[RouteSpec, ...], bool], str] = {}
+        self._shots: dict[tuple[tuple[RouteSpec, ...], bool], tuple[Message, ...]] = {}
+        self._format_rejected = False
 
-    def system_prompt(self, routes: tuple[RouteSpec, ...]) -> str:
-        """The rendered system prompt for ``routes`` (cached)."""
-        text = self._rendered.get(routes)
+    def system_prompt(self, routes: tuple[RouteSpec, ...], *, constrained: bool = False) -> str:
+        """The rendered system prompt for ``routes`` (cached).
+
+        A constrained request without a custom prompt asks for the JSON reply the schema
+        enforces, so the instruction and the grammar agree.
+        """
+        key = (routes, constrained)
+        text = self._rendered.get(key)
         if text is None:
-            text = self._rendered[routes] = render_prompt(self.prompt, routes)
+            template = CONSTRAINED_CLASSIFIER_PROMPT if constrained and not self._custom_prompt else self.prompt
+            text = self._rendered[key] = render_prompt(template, routes)
         return text
+
+    def example_turns(self, routes: tuple[RouteSpec, ...], *, constrained: bool = False) -> tuple[Message, ...]:
+        """The few-shot turns for ``routes`` (cached; empty when ``few_shot`` is 0)."""
+        key = (routes, constrained)
+        turns = self._shots.get(key)
+        if turns is None:
+            turns = self._shots[key] = few_shot_turns(
+                routes, per_route=self.few_shot, confidence=self.few_shot_confidence, as_json=constrained
+            )
+        return turns
+
+    def uses_constraints(self, model: Model) -> bool:
+        """Whether requests to ``model`` carry the classification schema."""
+        if self.constrained == "auto":
+            return supports_constrained(model) and not self._format_rejected
+        return bool(self.constrained)
 
     @staticmethod
     def user_message(request: ClassifyRequest) -> Message:
@@ -82,21 +143,35 @@ class LLMClassifier:
         if self._model is None:
             self._model = resolve_model(self.model, what="classifier model")
         model = self._model
-        system = self.system_prompt(request.routes)
+        constrained = self.uses_constraints(model)
+        system = self.system_prompt(request.routes, constrained=constrained)
+        shots = self.example_turns(request.routes, constrained=constrained)
         messages: list[Message] = [self.user_message(request)]
         usage = Usage()
         attempts = 0
         while True:
             attempts += 1
-            response = await model.request(
-                ModelRequest(
-                    messages=tuple(messages),
-                    system=system,
-                    temperature=0.0,
-                    max_tokens=self.max_tokens,
-                    purpose="classify",
-                )
+            model_request = ModelRequest(
+                messages=(*shots, *messages),
+                system=system,
+                temperature=0.0,
+                max_tokens=self.max_tokens,
+                response_format=classification_format(request.routes) if constrained else None,
+                purpose="classify",
             )
+            try:
+                response = await model.request(model_request)
+            except ModelError as exc:
+                if not (constrained and self.constrained == "auto" and exc.status_code in _FORMAT_REJECTED):
+                    raise
+                # The backend refused the schema: remember it and ask in plain text instead.
+                log.warning("classifier.response_format_rejected", model=model.name, status=exc.status_code)
+                self._format_rejected = True
+                constrained = False
+                system = self.system_prompt(request.routes)
+                shots = self.example_turns(request.routes)
+                attempts -= 1
+                continue
             usage = usage + response.usage
             reply = response.text
             c = parse_classification(reply, request.routes, on_bad_confidence=self.on_bad_confidence)
