@@ -19,7 +19,9 @@ from __future__ import annotations
 import hashlib
 import hmac
 import os
+import shutil
 import sqlite3
+import tempfile
 import threading
 from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
@@ -113,9 +115,38 @@ class SQLiteJournal:
                     f"{sorted(_READABLE_VERSIONS)}: upgrade jeeves-router"
                 )
         except sqlite3.DatabaseError as exc:
-            raise JournalCorrupt(f"journal {self.path} cannot be opened: {exc} (truncated or not a journal?)") from exc
+            raise JournalCorrupt(
+                f"journal {self.path} cannot be opened: {exc}; {self._salvage_point()} (truncated or damaged file)"
+            ) from exc
         self._conn = conn
         return conn
+
+    def _salvage_point(self) -> str:
+        """Which entry is the first unreadable one, in storage order (for error messages).
+
+        A truncated SQLite file is refused as a whole; a scratch copy padded back to the
+        size its header declares lets the readable entries be counted.
+        """
+        last = 0
+        try:
+            with tempfile.TemporaryDirectory() as tmp:
+                copy = Path(tmp) / "salvage.db"
+                shutil.copyfile(self.path, copy)
+                header = copy.read_bytes()[:100]
+                page_size = int.from_bytes(header[16:18], "big")
+                page_size = 65536 if page_size == 1 else page_size
+                declared = int.from_bytes(header[28:32], "big") * page_size
+                if copy.stat().st_size < declared:
+                    os.truncate(copy, declared)
+                ro = sqlite3.connect(f"{copy.as_uri()}?mode=ro", uri=True)
+                try:
+                    for (seq,) in ro.execute("SELECT seq FROM entries ORDER BY rowid"):
+                        last = seq
+                finally:
+                    ro.close()
+        except (sqlite3.DatabaseError, OSError):
+            return f"entries up to {last} can be read, entry {last + 1} or a later one cannot"
+        return f"all {last} entries can be read, but the file's structure is damaged"
 
     async def _run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         def locked() -> T:

@@ -1,0 +1,159 @@
+"""The SQLite journal: permissions, 100 concurrent sessions, damaged or tampered files."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sqlite3
+import stat
+from pathlib import Path
+
+import anyio
+import pytest
+
+from jeeves_router.journal import (
+    JournalCorrupt,
+    JournalError,
+    JournalRuntime,
+    SQLiteJournal,
+    recorded_events,
+)
+from jeeves_router.journal.records import Entry, EventRecord
+from jeeves_router.testing import ScriptedModel
+from tests.journal_helpers import PROMPT, DeskModel, build_desk
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+async def _record_one(path: Path, session: str = "s1") -> None:
+    journal = SQLiteJournal(path)
+    await build_desk(JournalRuntime(journal), DeskModel()).run(PROMPT, session_id=session)
+    await journal.aclose()
+
+
+@pytest.mark.anyio
+async def test_journal_files_are_owner_only(tmp_path: Path) -> None:
+    path = tmp_path / "sub" / "j.db"
+    journal = SQLiteJournal(path)
+    await build_desk(JournalRuntime(journal), DeskModel()).run(PROMPT, session_id="s1")
+    for f in (path, Path(f"{path}-wal")):
+        assert stat.S_IMODE(os.stat(f).st_mode) == 0o600, f
+    await journal.aclose()
+
+
+@pytest.mark.anyio
+async def test_one_hundred_concurrent_sessions_lose_and_mix_nothing(tmp_path: Path) -> None:
+    journal = SQLiteJournal(tmp_path / "j.db")
+    model = DeskModel()
+    desk = build_desk(JournalRuntime(journal), model)
+    outputs: dict[int, str | None] = {}
+
+    async def one(i: int) -> None:
+        outputs[i] = (await desk.run(f"charged twice for INV-{i}", session_id=f"s{i}")).output
+
+    async with anyio.create_task_group() as tg:
+        for i in range(100):
+            tg.start_soon(one, i)
+    assert outputs == {i: f"Refund issued: INV-{i} was paid twice." for i in range(100)}
+    assert len(model.calls) == 300
+    await journal.aclose()
+
+    reopened = SQLiteJournal(tmp_path / "j.db")
+    assert sorted(await reopened.sessions()) == sorted(
+        [f"s{i}" for i in range(100)] + [f"s{i}__route_billing" for i in range(100)]
+    )
+    for i in (0, 37, 99):
+        events = await recorded_events(reopened, f"s{i}")
+        assert all(ev.session_id in (f"s{i}", f"s{i}__route_billing") for ev in events)
+        assert [ev.kind for ev in events].count("text.delta") == 3
+        child = await reopened.read(f"s{i}__route_billing")
+        assert [e.record.type for e in child] == ["model", "tool.started", "step", "model"]
+        assert child[2].record.result["content"] == f"INV-{i} was paid twice"  # type: ignore[union-attr]
+
+    silent = ScriptedModel([], name="desk")
+    replay = build_desk(JournalRuntime(reopened), silent)
+    replayed: dict[int, str | None] = {}
+
+    async def again(i: int) -> None:
+        replayed[i] = (await replay.run(f"charged twice for INV-{i}", session_id=f"s{i}")).output
+
+    async with anyio.create_task_group() as tg:
+        for i in range(100):
+            tg.start_soon(again, i)
+    assert replayed == outputs and silent.requests == []
+    await reopened.aclose()
+
+
+@pytest.mark.anyio
+async def test_a_tampered_entry_is_reported_with_file_and_entry(tmp_path: Path) -> None:
+    path = tmp_path / "j.db"
+    await _record_one(path)
+    with sqlite3.connect(path) as conn:
+        seq = conn.execute("SELECT seq FROM entries WHERE type = 'model' AND body LIKE '%Refund%'").fetchone()[0]
+        conn.execute("UPDATE entries SET body = replace(body, 'Refund', 'Rebate') WHERE seq = ?", (seq,))
+    journal = SQLiteJournal(path)
+    with pytest.raises(JournalCorrupt) as info:
+        await build_desk(JournalRuntime(journal), DeskModel()).run(PROMPT, session_id="s1")
+    assert str(path) in str(info.value) and f"entry {seq}" in str(info.value)
+    await journal.aclose()
+
+
+@pytest.mark.anyio
+async def test_a_removed_entry_breaks_the_chain_of_its_run(tmp_path: Path) -> None:
+    path = tmp_path / "j.db"
+    await _record_one(path)
+    with sqlite3.connect(path) as conn:
+        seq = conn.execute("SELECT MIN(seq) FROM entries WHERE type = 'step' AND session_id = 's1'").fetchone()[0]
+        conn.execute("DELETE FROM entries WHERE seq = ?", (seq,))
+    with pytest.raises(JournalCorrupt, match=r"entry \d+ .*removed"):
+        await recorded_events(SQLiteJournal(path), "s1")
+
+
+@pytest.mark.anyio
+async def test_an_entry_that_is_not_json_is_reported(tmp_path: Path) -> None:
+    journal = SQLiteJournal(tmp_path / "j.db")
+    await journal.append([Entry(session_id="s", run_id="r", record=EventRecord(attempt=1, event={"kind": "x"}))])
+    await journal.aclose()
+    # rewrite the body *and* its checksum, as a buggy writer would: the body check still catches it
+    journal = SQLiteJournal(tmp_path / "j.db")
+    bad = "{not json"
+    check = journal._checksum("", "s", "r", "event", bad)
+    with sqlite3.connect(tmp_path / "j.db") as conn:
+        conn.execute("UPDATE entries SET body = ?, checksum = ?", (bad, check))
+    with pytest.raises(JournalCorrupt, match=r"j\.db: entry 1 .*not a valid entry"):
+        await journal.read("s")
+
+
+@pytest.mark.anyio
+async def test_a_truncated_file_is_reported_with_its_name(tmp_path: Path) -> None:
+    path = tmp_path / "j.db"
+    for i in range(30):
+        await _record_one(path, f"s{i}")
+    size = path.stat().st_size
+    cut = tmp_path / "cut.db"
+    shutil.copy(path, cut)
+    os.truncate(cut, size // 3)
+    with pytest.raises(JournalCorrupt, match=r"cut\.db.*entry \d+ .*cannot"):
+        journal = SQLiteJournal(cut)
+        for i in range(30):
+            await journal.read(f"s{i}")
+
+
+@pytest.mark.anyio
+async def test_a_missing_file_is_not_created_when_create_is_false(tmp_path: Path) -> None:
+    with pytest.raises(JournalError, match="does not exist"):
+        await SQLiteJournal(tmp_path / "nope.db", create=False).read("s")
+    assert not (tmp_path / "nope.db").exists()
+
+
+@pytest.mark.anyio
+async def test_a_newer_schema_version_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "j.db"
+    await _record_one(path)
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
+    with pytest.raises(JournalError, match="schema version 99"):
+        await SQLiteJournal(path).read("s1")
