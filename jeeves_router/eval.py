@@ -1,0 +1,369 @@
+"""Measure a classifier on labelled data: accuracy, macro-F1, out-of-scope recall, ECE.
+
+Route files are JSON: a list of ``{"name", "description", "examples"}`` (or an object with a
+``"routes"`` list; ``"utterances"`` is read as ``"examples"``). Labelled data is JSONL, one
+``{"text": ..., "route": ...}`` per line, with ``route: "oos"`` for out-of-scope rows. Bad
+input raises :class:`DataFileError`, whose message names the file and the line.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.to_thread
+
+from .classify.types import Classifier, ClassifyRequest, ClassifyResult, RouteSpec
+from .errors import UsageError
+
+__all__ = [
+    "DataFileError",
+    "LabelledRow",
+    "Prediction",
+    "Misrouted",
+    "EvalReport",
+    "load_routes",
+    "load_labelled",
+    "check_labels",
+    "compute_report",
+    "evaluate",
+    "write_misrouted",
+    "write_plots",
+]
+
+
+class DataFileError(UsageError):
+    """A route or data file is missing or malformed.
+
+    Attributes:
+        path: The file.
+        line: The 1-based line, when known.
+    """
+
+    def __init__(self, path: str | Path, message: str, *, line: int | None = None) -> None:
+        self.path, self.line = str(path), line
+        where = f"{path}:{line}" if line is not None else str(path)
+        super().__init__(f"{where}: {message}")
+
+
+@dataclass(frozen=True, slots=True)
+class LabelledRow:
+    """One labelled request: its text, expected route (or the OOS label) and file line."""
+
+    text: str
+    label: str
+    line: int
+
+
+@dataclass(frozen=True, slots=True)
+class Prediction:
+    """What a classifier decided for one row.
+
+    Attributes:
+        route: The accepted route, or ``None`` when the classification was not ok.
+        top_route: The best-ranked route even if it was rejected (for calibration).
+        top_confidence: Its confidence.
+    """
+
+    route: str | None
+    top_route: str | None
+    top_confidence: float
+
+
+@dataclass(frozen=True, slots=True)
+class Misrouted:
+    """A row whose decision differs from its label."""
+
+    line: int
+    text: str
+    expected: str
+    predicted: str
+    confidence: float
+
+
+@dataclass(frozen=True, slots=True)
+class EvalReport:
+    """Evaluation figures. Rejected rows count as predicted ``oos_label``.
+
+    Attributes:
+        rows: Rows evaluated.
+        accuracy: Rows decided right (OOS rows are right when rejected).
+        in_scope_accuracy: In-scope rows routed right and accepted.
+        macro_f1: Mean F1 over the labels present in the data (OOS included).
+        oos_recall: OOS rows rejected (``None`` without OOS rows).
+        oos_precision: Rejections that were OOS rows (``None`` without rejections).
+        ece: Expected calibration error of the top route's confidence (10 bins).
+        labels: Confusion-matrix order (routes, then the OOS label).
+        confusion: ``confusion[i][j]`` = rows labelled ``labels[i]`` predicted ``labels[j]``.
+        reliability: Per bin: (mean confidence, accuracy, count).
+        misrouted: The wrong rows.
+    """
+
+    rows: int
+    accuracy: float
+    in_scope_accuracy: float
+    macro_f1: float
+    oos_recall: float | None
+    oos_precision: float | None
+    ece: float
+    labels: tuple[str, ...]
+    confusion: tuple[tuple[int, ...], ...]
+    reliability: tuple[tuple[float, float, int], ...]
+    misrouted: tuple[Misrouted, ...]
+
+
+def _read(path: str | Path) -> str:
+    p = Path(path)
+    try:
+        return p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise DataFileError(p, "file not found") from None
+    except (IsADirectoryError, UnicodeDecodeError, PermissionError) as exc:
+        raise DataFileError(p, f"cannot read the file ({exc.__class__.__name__})") from None
+
+
+def load_routes(path: str | Path) -> tuple[RouteSpec, ...]:
+    """Read a route file (see the module docstring)."""
+    text = _read(path)
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise DataFileError(path, f"invalid JSON: {exc.msg}", line=exc.lineno) from None
+    items = data.get("routes") if isinstance(data, dict) else data
+    if not isinstance(items, list) or not items:
+        raise DataFileError(path, 'expected a non-empty list of routes (or {"routes": [...]})')
+    routes: list[RouteSpec] = []
+    for i, item in enumerate(items, 1):
+        if not isinstance(item, dict) or not isinstance(item.get("name"), str) or not item["name"].strip():
+            raise DataFileError(path, f'route #{i} needs a "name" string')
+        examples = item.get("examples", item.get("utterances", []))
+        desc = item.get("description", "")
+        if not isinstance(desc, str) or not isinstance(examples, list) or not all(isinstance(e, str) for e in examples):
+            raise DataFileError(
+                path, f'route {item["name"]!r}: "description" must be a string, "examples" a list of strings'
+            )
+        routes.append(RouteSpec(item["name"], desc, tuple(examples)))
+    names = [r.name for r in routes]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise DataFileError(path, f"duplicate route names {dupes}")
+    return tuple(routes)
+
+
+def load_labelled(path: str | Path, *, text_field: str = "text", label_field: str = "route") -> list[LabelledRow]:
+    """Read labelled JSONL rows; blank lines are skipped."""
+    rows: list[LabelledRow] = []
+    for n, line in enumerate(_read(path).splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise DataFileError(path, f"invalid JSON: {exc.msg} (column {exc.colno})", line=n) from None
+        if not isinstance(obj, dict):
+            raise DataFileError(path, f"expected a JSON object with {text_field!r} and {label_field!r}", line=n)
+        text, label = obj.get(text_field), obj.get(label_field)
+        if not isinstance(text, str) or not isinstance(label, str):
+            raise DataFileError(path, f"{text_field!r} and {label_field!r} must both be strings", line=n)
+        rows.append(LabelledRow(text, label, n))
+    if not rows:
+        raise DataFileError(path, "no rows")
+    return rows
+
+
+def check_labels(rows: Sequence[LabelledRow], routes: Sequence[str], *, oos_label: str, path: str | Path) -> None:
+    """Raise :class:`DataFileError` at the first row whose label is neither a route nor the OOS label."""
+    known = set(routes)
+    for row in rows:
+        if row.label != oos_label and row.label not in known:
+            raise DataFileError(
+                path,
+                f"unknown route {row.label!r} (routes: {', '.join(routes)}; out of scope: {oos_label!r})",
+                line=row.line,
+            )
+
+
+def _prediction(result: ClassifyResult) -> Prediction:
+    c = result.classification
+    top: str | None = c.route
+    conf = c.confidence
+    if result.scores:
+        top, conf = result.scores[0]
+    return Prediction(c.route if c.ok else None, top, float(conf))
+
+
+def compute_report(
+    rows: Sequence[LabelledRow], predictions: Sequence[Prediction], *, oos_label: str = "oos", bins: int = 10
+) -> EvalReport:
+    """The figures for ``predictions`` against ``rows`` (same order)."""
+    if len(rows) != len(predictions) or not rows:
+        raise UsageError("compute_report needs one prediction per row and at least one row")
+    expected = [r.label for r in rows]
+    predicted = [p.route if p.route is not None else oos_label for p in predictions]
+    present = sorted({*expected, *predicted} - {oos_label})
+    labels = (*present, oos_label)
+    idx = {lab: i for i, lab in enumerate(labels)}
+    matrix = [[0] * len(labels) for _ in labels]
+    for e, p in zip(expected, predicted, strict=True):
+        matrix[idx[e]][idx[p]] += 1
+    n = len(rows)
+    right = sum(e == p for e, p in zip(expected, predicted, strict=True))
+    in_scope = [i for i, e in enumerate(expected) if e != oos_label]
+    oos = [i for i, e in enumerate(expected) if e == oos_label]
+    rejected = [i for i, p in enumerate(predicted) if p == oos_label]
+    f1s = []
+    for lab in sorted(set(expected)):
+        k = idx[lab]
+        tp = matrix[k][k]
+        fp = sum(matrix[i][k] for i in range(len(labels))) - tp
+        fn = sum(matrix[k]) - tp
+        f1s.append(2 * tp / (2 * tp + fp + fn) if tp else 0.0)
+    rel: list[tuple[float, float, int]] = []
+    ece = 0.0
+    for b in range(bins):
+        lo, hi = b / bins, (b + 1) / bins
+        members = [
+            i
+            for i, p in enumerate(predictions)
+            if lo <= p.top_confidence < hi or (b == bins - 1 and p.top_confidence == 1.0)
+        ]
+        if not members:
+            rel.append(((lo + hi) / 2, 0.0, 0))
+            continue
+        conf = sum(predictions[i].top_confidence for i in members) / len(members)
+        acc = sum(predictions[i].top_route == expected[i] for i in members) / len(members)
+        ece += len(members) / n * abs(acc - conf)
+        rel.append((conf, acc, len(members)))
+    wrong = tuple(
+        Misrouted(rows[i].line, rows[i].text, expected[i], predicted[i], predictions[i].top_confidence)
+        for i in range(n)
+        if expected[i] != predicted[i]
+    )
+    return EvalReport(
+        rows=n,
+        accuracy=right / n,
+        in_scope_accuracy=sum(expected[i] == predicted[i] for i in in_scope) / len(in_scope) if in_scope else 0.0,
+        macro_f1=sum(f1s) / len(f1s),
+        oos_recall=sum(predicted[i] == oos_label for i in oos) / len(oos) if oos else None,
+        oos_precision=sum(expected[i] == oos_label for i in rejected) / len(rejected) if rejected else None,
+        ece=ece,
+        labels=labels,
+        confusion=tuple(tuple(r) for r in matrix),
+        reliability=tuple(rel),
+        misrouted=wrong,
+    )
+
+
+async def evaluate(
+    classifier: Classifier,
+    routes: Sequence[RouteSpec],
+    rows: Sequence[LabelledRow],
+    *,
+    oos_label: str = "oos",
+    concurrency: int = 4,
+    on_progress: Callable[[int], None] | None = None,
+) -> EvalReport:
+    """Classify every row and compute the report.
+
+    Classifiers with a ``classify_batch(texts)`` method (the embedded one) are run in
+    batches in a worker thread; others get one ``classify`` call per row, ``concurrency``
+    at a time.
+
+    Args:
+        classifier: Any classifier.
+        routes: The routes offered to it.
+        rows: The labelled rows.
+        oos_label: The label of out-of-scope rows.
+        concurrency: Parallel ``classify`` calls for classifiers without batching.
+        on_progress: Called with the number of rows just finished.
+    """
+    results: list[ClassifyResult | None] = [None] * len(rows)
+    batch_fn = getattr(classifier, "classify_batch", None)
+    if callable(batch_fn):
+        names = [r.name for r in routes]
+        for start in range(0, len(rows), 64):
+            chunk = [r.text for r in rows[start : start + 64]]
+            out = await anyio.to_thread.run_sync(batch_fn, chunk, names)
+            results[start : start + len(chunk)] = out
+            if on_progress:
+                on_progress(len(chunk))
+    else:
+        limiter = anyio.CapacityLimiter(max(1, concurrency))
+        spec = tuple(routes)
+
+        async def one(i: int) -> None:
+            async with limiter:
+                results[i] = await classifier.classify(ClassifyRequest(rows[i].text, spec))
+            if on_progress:
+                on_progress(1)
+
+        async with anyio.create_task_group() as tg:
+            for i in range(len(rows)):
+                tg.start_soon(one, i)
+    preds = [_prediction(r) for r in results if r is not None]
+    return compute_report(rows, preds, oos_label=oos_label)
+
+
+def write_misrouted(report: EvalReport, path: str | Path) -> Path:
+    """Write the misrouted rows as ``.csv`` or ``.json`` (by the file's suffix)."""
+    p = Path(path)
+    items = [asdict(m) for m in report.misrouted]
+    if p.suffix.lower() == ".json":
+        p.write_text(json.dumps(items, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    elif p.suffix.lower() == ".csv":
+        with p.open("w", newline="", encoding="utf-8") as fh:
+            writer = csv.DictWriter(fh, fieldnames=["line", "text", "expected", "predicted", "confidence"])
+            writer.writeheader()
+            writer.writerows(items)
+    else:
+        raise UsageError(f"{p}: misrouted output must end in .csv or .json")
+    return p
+
+
+def write_plots(report: EvalReport, directory: str | Path) -> list[Path]:
+    """Write ``confusion_matrix.png`` and ``reliability.png``; returns [] without matplotlib."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return []
+    out = Path(directory)
+    out.mkdir(parents=True, exist_ok=True)
+    size = max(4.0, min(24.0, 0.35 * len(report.labels) + 2))
+    fig: Any
+    fig, ax = plt.subplots(figsize=(size, size))
+    ax.imshow(report.confusion, cmap="Blues")
+    ticks = range(len(report.labels))
+    ax.set_xticks(ticks, report.labels, rotation=90, fontsize=7 if len(report.labels) > 20 else 9)
+    ax.set_yticks(ticks, report.labels, fontsize=7 if len(report.labels) > 20 else 9)
+    ax.set_xlabel("predicted")
+    ax.set_ylabel("expected")
+    if len(report.labels) <= 20:
+        for i, row in enumerate(report.confusion):
+            for j, v in enumerate(row):
+                if v:
+                    ax.text(j, i, str(v), ha="center", va="center", fontsize=8)
+    ax.set_title(f"accuracy {report.accuracy:.3f}")
+    fig.tight_layout()
+    paths = [out / "confusion_matrix.png", out / "reliability.png"]
+    fig.savefig(paths[0], dpi=120)
+    plt.close(fig)
+    fig, ax = plt.subplots(figsize=(5, 5))
+    ax.plot([0, 1], [0, 1], linestyle="--", color="grey", label="perfect")
+    used = [(c, a) for c, a, k in report.reliability if k]
+    ax.plot([c for c, _ in used], [a for _, a in used], marker="o", label="classifier")
+    ax.set_xlabel("confidence of the top route")
+    ax.set_ylabel("accuracy of the top route")
+    ax.set_title(f"reliability (ECE {report.ece:.3f})")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(paths[1], dpi=120)
+    plt.close(fig)
+    return paths
