@@ -1,0 +1,333 @@
+"""Durable routed runs on DBOS over PostgreSQL (the optional extra ``jeeves-router[dbos]``).
+
+A run becomes a DBOS workflow; its classification, model calls and tool calls are DBOS
+steps, checkpointed in DBOS's system database as JSON. When a worker process dies, DBOS
+recovers its pending workflows (when the same ``executor_id`` starts again, or through
+DBOS's recovery API from another worker): completed steps return their checkpointed
+results — no model call or tool call that completed is repeated — and the run goes on
+from the first step that had not completed.
+
+Runs are spread over worker processes (on any number of machines) by a DBOS queue that
+lives in the shared PostgreSQL database::
+
+    desk = Agent(..., architecture=Router(...), runtime=DBOSRuntime())
+    durable = DurableAgents([desk])                  # before DBOS.launch(), in every process
+    DBOS(config=dbos_config("support", pg_url, executor_id="worker-1"))
+    DBOS.launch()
+    await durable.register_queue(worker_concurrency=8)
+
+    client = dbos_client(pg_url)                     # anywhere else
+    wid = await enqueue_run(client, "I was charged twice", agent="desk", session_id="s-42")
+    result = await run_result(client, wid)
+
+Notes:
+    - Async workflows run on asyncio (DBOS does not support trio).
+    - A model call is one step: its text deltas reach a stream consumer when the step
+      completes, not token by token.
+    - A tool call interrupted by a crash runs again on recovery (DBOS steps are
+      at-least-once): tools that change the world should pass
+      :func:`~jeeves_router.journal.current_idempotency_key` (stable across recoveries)
+      to the remote system.
+    - Workflow code must be deterministic: a recovered run that asks for a step whose
+      input digest differs from the checkpointed one raises ``ReplayDivergence``.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import anyio.to_thread
+from pydantic import TypeAdapter
+
+from ..errors import ReplayDivergence, UsageError
+from ..journal.records import decode_result, digest, encode_result, jsonable_mapping, to_json
+from ..journal.runtime import idempotency_scope
+from ..messages import Message
+from ..models.base import Model, ModelRequest, ModelResponse, ModelStreamItem, ModelTextDelta
+from ..results import RunResult
+from ..runtime import Runtime, StepKey
+
+try:
+    from dbos import DBOS, DBOSClient, SetWorkflowID
+    from dbos._serialization import DBOSPortableJSONSerializer
+except ImportError as exc:  # pragma: no cover - exercised only without the extra
+    raise ImportError("jeeves_router.durable.dbos needs DBOS: pip install 'jeeves-router[dbos]'") from exc
+
+if TYPE_CHECKING:
+    from dbos import DBOSConfig
+
+    from ..agent import Agent
+
+__all__ = [
+    "DEFAULT_QUEUE",
+    "WORKFLOW_NAME",
+    "DBOSRuntime",
+    "DurableAgents",
+    "dbos_client",
+    "dbos_config",
+    "enqueue_run",
+    "run_result",
+]
+
+T = TypeVar("T")
+DEFAULT_QUEUE = "jeeves-runs"
+WORKFLOW_NAME = "jeeves_router.run"
+_RESPONSE = TypeAdapter(ModelResponse)
+_RESULT = TypeAdapter(RunResult)
+_HISTORY = TypeAdapter(tuple[Message, ...])
+
+
+def _serializer() -> DBOSPortableJSONSerializer:
+    return DBOSPortableJSONSerializer()
+
+
+def dbos_config(
+    name: str,
+    database_url: str,
+    *,
+    executor_id: str,
+    application_version: str = "1",
+    **extra: Any,
+) -> DBOSConfig:
+    """A DBOS configuration for a jeeves worker: JSON checkpoints, explicit executor id.
+
+    Args:
+        name: The DBOS application name (the same in every worker of the application).
+        database_url: The shared PostgreSQL system database, e.g.
+            ``postgresql://user:pass@db-host:5432/jeeves`` (or ``sqlite:///file.db`` for
+            one machine).
+        executor_id: This worker's unique, stable id: a restarted worker with the same id
+            recovers the runs it was executing.
+        application_version: Workers recover only runs started by the same version.
+        extra: Other ``DBOSConfig`` keys.
+    """
+    config: dict[str, Any] = {
+        "name": name,
+        "system_database_url": database_url,
+        "executor_id": executor_id,
+        "application_version": application_version,
+        "serializer": _serializer(),
+        **extra,
+    }
+    return config  # type: ignore[return-value]
+
+
+def dbos_client(database_url: str, **kwargs: Any) -> DBOSClient:
+    """A ``DBOSClient`` (enqueue runs, read results) speaking the workers' JSON format.
+
+    The system database schema must exist (``dbos migrate`` or one launched worker).
+    """
+    return DBOSClient(system_database_url=database_url, serializer=_serializer(), **kwargs)
+
+
+class DBOSRuntime(Runtime):
+    """Runs each step of a run as a DBOS step of the enclosing workflow.
+
+    Outside a DBOS workflow the steps run directly (nothing is checkpointed), so the
+    same agent also works in plain ``agent.run`` calls.
+    """
+
+    async def step(self, key: StepKey, input: Any, fn: Callable[[], Awaitable[T]]) -> T:
+        """Perform ``fn`` as a checkpointed DBOS step."""
+        workflow_id = DBOS.workflow_id
+        if workflow_id is None:
+            return await fn()
+        d = digest({"name": key.name, "input": input})
+
+        async def perform() -> dict[str, Any]:
+            with idempotency_scope(f"dbos:{workflow_id}:{key.session_id}:{key.index}"):
+                result = await fn()
+            tag, data = encode_result(result)
+            return {"digest": d, "type": tag, "data": data}
+
+        out = await DBOS.run_step_async({"name": key.name}, perform)
+        self._check(key, d, out)
+        value: T = decode_result(out["type"], out["data"])
+        return value
+
+    async def model_stream(self, key: StepKey, model: Model, request: ModelRequest) -> AsyncIterator[ModelStreamItem]:
+        """Perform one model call as a DBOS step, then yield its chunks and response."""
+        if DBOS.workflow_id is None:
+            async for item in model.stream(request):
+                yield item
+            return
+        d = digest({"model": model.name, "request": request})
+
+        async def perform() -> dict[str, Any]:
+            chunks: list[str] = []
+            response: ModelResponse | None = None
+            async for item in model.stream(request):
+                if isinstance(item, ModelTextDelta):
+                    chunks.append(item.text)
+                else:
+                    response = item
+            data = None if response is None else _RESPONSE.dump_python(response, mode="json")
+            return {"digest": d, "chunks": chunks, "response": data}
+
+        out = await DBOS.run_step_async({"name": key.name}, perform)
+        self._check(key, d, out)
+        for chunk in out["chunks"]:
+            yield ModelTextDelta(chunk)
+        if out["response"] is not None:
+            yield _RESPONSE.validate_python(out["response"])
+
+    @staticmethod
+    def _check(key: StepKey, d: str, out: Mapping[str, Any]) -> None:
+        if out.get("digest") != d:
+            raise ReplayDivergence(
+                f"workflow {DBOS.workflow_id}: step {key.index} ({key.name}) of session {key.session_id!r} was "
+                "checkpointed with another input; workflow code must be deterministic",
+                metadata={"workflow_id": DBOS.workflow_id, "step": key.index},
+            )
+
+
+class DurableAgents:
+    """Agents served as one DBOS workflow, fed by a DBOS queue.
+
+    Create it at import time in every process (workers and, if they enqueue with
+    :meth:`enqueue`, clients), before ``DBOS.launch()``; every root agent must use a
+    :class:`DBOSRuntime`.
+
+    Args:
+        agents: The root agents, by their unique names.
+        queue: The DBOS queue runs are enqueued on.
+        workflow_name: The registered workflow's name (the same in every process).
+    """
+
+    def __init__(
+        self, agents: Sequence[Agent], *, queue: str = DEFAULT_QUEUE, workflow_name: str = WORKFLOW_NAME
+    ) -> None:
+        self.agents: dict[str, Agent] = {}
+        for agent in agents:
+            if not isinstance(agent.runtime, DBOSRuntime):
+                raise UsageError(
+                    f"agent {agent.name!r} must be built with runtime=DBOSRuntime() to run as a DBOS workflow"
+                )
+            if agent.name in self.agents:
+                raise UsageError(f"two agents are named {agent.name!r}; DurableAgents finds agents by name")
+            self.agents[agent.name] = agent
+        if not self.agents:
+            raise UsageError("DurableAgents needs at least one agent")
+        self.queue = queue
+        self.workflow_name = workflow_name
+
+        async def run_agent(
+            agent: str,
+            prompt: str,
+            session_id: str,
+            history: list[Any],
+            context: dict[str, Any],
+            force_route: str | None,
+        ) -> dict[str, Any]:
+            found = self.agents.get(agent)
+            if found is None:
+                raise UsageError(f"no agent named {agent!r} in this worker; known: {', '.join(self.agents)}")
+            result = await found.run(
+                prompt,
+                session_id=session_id,
+                history=_HISTORY.validate_python(history),
+                context=context,
+                force_route=force_route,
+            )
+            data: dict[str, Any] = _RESULT.dump_python(result, mode="json")
+            return data
+
+        run_agent.__qualname__ = run_agent.__name__ = workflow_name.replace(".", "_")
+        self.workflow = DBOS.workflow(name=workflow_name)(run_agent)
+
+    async def register_queue(
+        self,
+        *,
+        worker_concurrency: int | None = None,
+        global_concurrency: int | None = None,
+        polling_interval_sec: float = 1.0,
+    ) -> None:
+        """Declare the queue (after ``DBOS.launch()``); this worker then serves it."""
+        await DBOS.register_queue_async(
+            self.queue,
+            worker_concurrency=worker_concurrency,
+            global_concurrency=global_concurrency,
+            polling_interval_sec=polling_interval_sec,
+        )
+
+    async def enqueue(
+        self,
+        prompt: str,
+        *,
+        agent: str | None = None,
+        session_id: str | None = None,
+        history: Sequence[Message] = (),
+        context: Mapping[str, Any] | None = None,
+        force_route: str | None = None,
+        workflow_id: str | None = None,
+    ) -> str:
+        """Enqueue one run from a launched DBOS process; returns its workflow id."""
+        args = _run_args(self.agents, prompt, agent, session_id, history, context, force_route)
+        wid = workflow_id or f"jeeves-{uuid.uuid4().hex}"
+        with SetWorkflowID(wid):
+            handle: Any = await DBOS.enqueue_workflow_async(self.queue, self.workflow, *args)
+        return str(handle.workflow_id)
+
+    async def result(self, workflow_id: str) -> RunResult:
+        """Wait for the run ``workflow_id`` and return its result."""
+        handle: Any = await DBOS.retrieve_workflow_async(workflow_id)
+        return _RESULT.validate_python(await handle.get_result())
+
+
+def _run_args(
+    agents: Mapping[str, Agent] | None,
+    prompt: str,
+    agent: str | None,
+    session_id: str | None,
+    history: Sequence[Message],
+    context: Mapping[str, Any] | None,
+    force_route: str | None,
+) -> tuple[Any, ...]:
+    if agent is None:
+        if agents is None or len(agents) != 1:
+            raise UsageError("name the agent to run: agent='desk'")
+        agent = next(iter(agents))
+    if not isinstance(prompt, str):
+        raise UsageError(f"prompt must be a string, got {type(prompt).__name__}")
+    return (
+        agent,
+        prompt,
+        session_id or uuid.uuid4().hex,
+        to_json(tuple(history)),
+        jsonable_mapping(context or {}, what="context"),
+        force_route,
+    )
+
+
+async def enqueue_run(
+    client: DBOSClient,
+    prompt: str,
+    *,
+    agent: str,
+    session_id: str | None = None,
+    history: Sequence[Message] = (),
+    context: Mapping[str, Any] | None = None,
+    force_route: str | None = None,
+    workflow_id: str | None = None,
+    queue: str = DEFAULT_QUEUE,
+    workflow_name: str = WORKFLOW_NAME,
+) -> str:
+    """Enqueue one run from any process through a :func:`dbos_client`; returns its workflow id.
+
+    Giving ``workflow_id`` makes the enqueue idempotent: the same id is one run.
+    """
+    args = _run_args(None, prompt, agent, session_id, history, context, force_route)
+    wid = workflow_id or f"jeeves-{uuid.uuid4().hex}"
+    handle: Any = await client.enqueue_async(
+        {"queue_name": queue, "workflow_name": workflow_name, "workflow_id": wid}, *args
+    )
+    return str(handle.get_workflow_id())
+
+
+async def run_result(client: DBOSClient, workflow_id: str) -> RunResult:
+    """Wait for the run ``workflow_id`` (enqueued anywhere) and return its result."""
+    handle: Any = await anyio.to_thread.run_sync(client.retrieve_workflow, workflow_id)
+    data = await anyio.to_thread.run_sync(handle.get_result)
+    return _RESULT.validate_python(data)
