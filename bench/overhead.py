@@ -4,7 +4,7 @@ Job: one classification on a fake model ("route: billing / confidence: 0.9"), di
 the billing specialist, the specialist's answer streamed in five chunks and consumed by the
 caller as events. Fake models return canned data, so what is timed is the framework.
 Peers (openai-agents, langgraph, pydantic-ai) come from ``bench/peers.py``; install them with
-``pip install -r bench/requirements.txt``. Timings are taken round-robin, median of N.
+``pip install -r bench/requirements.txt``. Timings are taken in alternating blocks (see ``peers.measure_all``), median of N.
 
 Usage: ``python bench/overhead.py [N]``
 """
@@ -19,7 +19,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from peers import ANSWER, ANSWER_CHUNKS, CLASSIFIER_REPLY, PEERS, measure_interleaved
+from peers import ANSWER, ANSWER_CHUNKS, CLASSIFIER_REPLY, PEERS, measure_all
 
 from jeeves_router import Agent, Router, RouterRoute
 from jeeves_router.messages import TextPart
@@ -97,10 +97,10 @@ async def jeeves_router_run(text: str) -> str:
 
 async def main(n: int) -> None:
     contenders = {"jeeves_router (stream)": jeeves_router_routed, "jeeves_router (run)": jeeves_router_run, **PEERS}
-    medians = await measure_interleaved(contenders, n)
+    medians = await measure_all(contenders, n)
     fastest_peer = min(v for k, v in medians.items() if k in PEERS)
     ours = medians["jeeves_router (stream)"]
-    print(f"Median framework overhead of one routed request (n={n}, round-robin, same run)\n")
+    print(f"Median framework overhead of one routed request (n={n}, alternating blocks of n/5, same run)\n")
     print("| framework | median ms | x jeeves_router (stream) |")
     print("|---|---|---|")
     for name, ms in sorted(medians.items(), key=lambda kv: kv[1]):
