@@ -273,7 +273,7 @@ class EmbeddingClassifier:
         in_scope = truth >= 0
         closed = float(correct[in_scope].mean()) if in_scope.any() else 0.0
         report = FitReport(calibration, choice, len(texts), int((~in_scope).sum()), closed)
-        log.info("embedding.fit", threshold=choice.threshold, in_scope_acc=choice.in_scope_accuracy,
+        log.debug("embedding.fit", threshold=choice.threshold, in_scope_acc=choice.in_scope_accuracy,
                  oos_recall=choice.oos_recall, rows=len(texts))  # fmt: skip
         return report
 
