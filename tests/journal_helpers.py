@@ -57,9 +57,16 @@ class DeskModel:
     """
 
     def __init__(
-        self, tag: str = "", *, counter: Path | None = None, hang_at: str | None = None, marker: Path | None = None
+        self,
+        tag: str = "",
+        *,
+        counter: Path | None = None,
+        hang_at: str | None = None,
+        marker: Path | None = None,
+        delay: float = 0.0,
     ) -> None:
         self.tag = tag
+        self.delay = delay
         self.counter = counter
         self.hang_at = hang_at
         self.marker = marker
@@ -88,6 +95,8 @@ class DeskModel:
         label = self._label(request)
         self.calls.append(label)
         log_line(self.counter, f"start {label}")
+        if self.delay:
+            await anyio.sleep(self.delay)
         last = request.messages[-1]
         if last.role == "user" and request.tools:
             inv = last.text.split()[-1]
