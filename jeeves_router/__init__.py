@@ -47,6 +47,9 @@ from .events import (
 from .ids import child_session_id, split_child_session_id
 from .messages import Message, TextPart, ToolCallPart, ToolResultPart
 from .models import Model, ModelRequest, ModelResponse, ModelTextDelta, resolve_model
+from .models.anthropic import AnthropicModel
+from .models.openai import OpenAIModel
+from .models.prices import Price, set_price
 from .policies import RetryPolicy
 from .results import RunResult, RunStatus
 from .runtime import Runtime
@@ -57,6 +60,10 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Agent",
+    "AnthropicModel",
+    "OpenAIModel",
+    "Price",
+    "set_price",
     "Architecture",
     "Classification",
     "Classifier",
