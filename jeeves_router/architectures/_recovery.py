@@ -75,9 +75,18 @@ class Failure:
         return RecoveryStop(self)
 
     def feedback(self) -> str:
-        """The failure as the next classifier or planner prompt shows it."""
+        """The failure as the next classifier or planner prompt shows it.
+
+        The prompt goes to a model, not to the user: the error's own message (redacted by
+        the adapters for provider errors, cut to 300 characters) is included.
+        """
         where = self.capability or self.route or self.operation
-        return f"{where} failed. {self.classification.format_for_llm()}"
+        try:
+            detail = str(self.error)[:300]
+        except Exception:
+            detail = ""
+        text = f"{where} failed. {self.classification.format_for_llm()}"
+        return f"{text}\nError: {type(self.error).__name__}: {detail}" if detail else text
 
 
 class RecoveryStop(Exception):
