@@ -25,6 +25,7 @@ from rich.table import Table
 
 from .classify.types import Classifier, RouteSpec
 from .errors import UsageError
+from .journal.cli_replay import replay_command
 
 if TYPE_CHECKING:
     from .classify.embedding import EmbeddingClassifier
@@ -310,6 +311,9 @@ def demo() -> None:
             c.runner_up or "",
         )
     out.print(table)
+
+
+app.command("replay")(replay_command)
 
 
 if __name__ == "__main__":

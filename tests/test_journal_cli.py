@@ -1,0 +1,45 @@
+"""``jeeves-router replay JOURNAL --session S`` prints a session's recorded event stream."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from jeeves_router.cli import app
+
+GOLDEN = Path(__file__).parent / "fixtures" / "journals" / "v1" / "desk.db"
+
+
+def _copy(tmp_path: Path) -> Path:
+    shutil.copy(GOLDEN, tmp_path / "desk.db")
+    return tmp_path / "desk.db"
+
+
+def test_replay_prints_the_recorded_events_in_order(tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["replay", str(_copy(tmp_path)), "--session", "golden-1"])
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    kinds = [line.split()[0] for line in lines]
+    assert kinds[:3] == ["run.started", "router.classified", "router.dispatched"]
+    assert kinds.count("run.started") == 4  # two turns, each with its specialist
+    assert "'a refund is on its way.'" in result.output
+    assert "tool.result" in kinds and "INV-42: two payments" in result.output
+
+
+def test_replay_json_lines_are_valid_events(tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["replay", str(_copy(tmp_path)), "-s", "golden-1", "--json"])
+    assert result.exit_code == 0, result.output
+    events = [json.loads(line) for line in result.output.splitlines()]
+    assert events[0]["kind"] == "run.started" and events[-1]["kind"] == "run.completed"
+    assert events[-1]["result"]["route"] == "general"
+
+
+def test_replay_reports_a_missing_file_or_session(tmp_path: Path) -> None:
+    missing = CliRunner().invoke(app, ["replay", str(tmp_path / "nope.db"), "--session", "x"])
+    assert missing.exit_code == 2 and "does not exist" in missing.output
+    assert not (tmp_path / "nope.db").exists()
+    unknown = CliRunner().invoke(app, ["replay", str(_copy(tmp_path)), "--session", "no-such-session"])
+    assert unknown.exit_code == 1 and "no recorded events" in unknown.output
