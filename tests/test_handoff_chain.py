@@ -396,3 +396,24 @@ async def test_stream_closes_cleanly_on_break_mid_chain() -> None:
             if isinstance(ev, HandoffCompleted):
                 break
     assert seen[-1] == "handoff.completed" and model(billing).requests == []
+
+
+@pytest.mark.anyio
+async def test_a_journaled_chain_replays_without_calling_a_model() -> None:
+    from jeeves_router.journal import JournalRuntime, MemoryJournal
+
+    journal = MemoryJournal()
+
+    def build(live: bool) -> Agent:
+        def m(name: str, steps: list[Any]) -> ScriptedModel:
+            return ScriptedModel(steps if live else [], name=name)
+
+        b = Agent("b", name="b", model=m("b", [to("a", "back")]), handoffs=["a"])
+        return Agent(
+            "a", name="a", model=m("a", [to("b", "go"), "A again"]), handoffs=[b], runtime=JournalRuntime(journal)
+        )
+
+    first = await build(True).run("x", session_id="s")
+    replayed = await build(False).run("x", session_id="s")  # any model call would raise ScriptExhausted
+    assert (first.output, replayed.output) == ("A again", "A again")
+    assert replayed.metadata["handoffs"] == first.metadata["handoffs"]
