@@ -376,3 +376,18 @@ def test_router_rejects_a_bad_recovery_object() -> None:
 
     with pytest.raises(UsageError, match="Recovery"):
         Router([RouterRoute("a", Agent("a", name="a", model=ScriptedModel([])))], recovery=3)  # type: ignore[arg-type]
+
+
+@pytest.mark.anyio
+async def test_a_failing_reclassifier_cannot_loop() -> None:
+    reclassify = ExecutionError(ErrorSeverity.RECLASSIFICATION, "wrong desk")
+    busy = ModelError("busy", severity="retriable")
+    classifier = ScriptedModel([ROUTE, busy, ModelError("busy", severity="retriable")])
+    billing = ScriptedModel([reclassify])
+    sleeps = Sleeps()
+    events = await capture_events(desk(classifier, billing, recovery=Recovery(sleep=sleeps)), "x")
+    res = events[-1].result  # type: ignore[union-attr]
+    assert res.status == "critical" and res.report["operation"] == "classify"
+    assert len(classifier.requests) == 3 and len(billing.requests) == 1 and sleeps.delays == [0.2]
+    assert res.report["counters"] == {"steps": 4, "reclassifications": 1, "replans": 0}
+    assert len(kinds(events, RecoveryReclassify)) == 1
