@@ -417,3 +417,16 @@ async def test_a_journaled_chain_replays_without_calling_a_model() -> None:
     replayed = await build(False).run("x", session_id="s")  # any model call would raise ScriptExhausted
     assert (first.output, replayed.output) == ("A again", "A again")
     assert replayed.metadata["handoffs"] == first.metadata["handoffs"]
+
+
+@pytest.mark.anyio
+async def test_default_limit_is_eight_handoffs() -> None:
+    last = agent("a9", ["never"])
+    chain = [last]
+    for i in range(8, -1, -1):
+        chain.insert(0, agent(f"a{i}", [to(chain[0].name)], handoffs=[chain[0]]))
+    events = await capture_events(chain[0], "x")
+    result = result_of(events)
+    assert (result.status, len(result.metadata["handoffs"])) == ("handoff_limit", 8)
+    assert [(r.why, r.from_agent, r.to_agent) for r in kinds(events, HandoffRejected)] == [("limit", "a8", "a9")]
+    assert model(last).requests == []
