@@ -24,9 +24,10 @@ from ..errors import UsageError
 from ..events import Event
 from .base import Architecture, RunContext
 from .handoff_graph import HandoffGraph, build_graph
-from .handoff_run import ChainRun, ChainSettings
+from .handoff_run import ChainRun
 from .handoff_session import InMemorySessionStore, SessionStore
 from .handoff_tools import HistoryMode, announces_handoff, validate_history_mode
+from .handoff_visit import ChainSettings
 from .react import ToolLoop
 
 if TYPE_CHECKING:
