@@ -421,3 +421,29 @@ def test_capability_and_architecture_validation() -> None:
         Capabilities([Capability("a", Fn())], mode="graph")  # type: ignore[arg-type]
     with pytest.raises(UsageError, match="no model"):
         Agent("o", name="o", architecture=Capabilities([Capability("a", Fn())]))
+
+
+@pytest.mark.anyio
+async def test_wall_clock_limit_ends_a_slow_step() -> None:
+    calls = 0
+
+    async def slow(call: CapabilityCall) -> str:
+        nonlocal calls
+        calls += 1
+        await anyio.sleep(30)
+        return "late"
+
+    brain = Brain(yes={"slow"}, plans=[plan("slow")])
+    res = await agent(brain, [Capability("slow", slow, "slow")], recovery=Recovery(time_limit_s=0.05)).run("x")
+    assert res.status == "critical" and res.report["reason"] == "time_limit" and calls == 1
+    assert res.report["error"]["type"] == "TimeoutError"
+
+
+@pytest.mark.anyio
+async def test_cancelling_during_a_capability_backoff_returns_at_once() -> None:
+    sql = Fn("rows", fail=[TimeoutError()])
+    recovery = Recovery(retry_policy=RetryPolicy(max_attempts=3, initial_delay_s=30.0))
+    brain = Brain(yes={"sql"}, plans=[plan("sql")])
+    with anyio.move_on_after(0.05) as scope:
+        await agent(brain, [Capability("sql", sql, "q")], recovery=recovery).run("x")
+    assert scope.cancelled_caught and len(sql.calls) == 1

@@ -20,9 +20,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
+import anyio
 import structlog
 
 from ..events import Event, RecoveryReclassify, RecoveryReplan, RecoveryReport, RecoveryRetry
@@ -123,6 +125,17 @@ class RecoveryRun:
     def elapsed(self) -> float:
         """Seconds since the run started."""
         return time.monotonic() - self.started
+
+    def time_box(self) -> AbstractContextManager[object]:
+        """A scope that ends a non-streaming step when the run's wall-clock limit passes.
+
+        Raises ``TimeoutError`` on exit (RETRIABLE by default; the ladder then stops with
+        reason ``time_limit``). Never used around a ``yield``.
+        """
+        limit = self.config.time_limit_s
+        if limit is None:
+            return nullcontext()
+        return anyio.fail_after(max(limit - self.elapsed(), 0.0))
 
     def counters(self) -> Counters:
         """The ladder's view of this run."""
@@ -294,7 +307,11 @@ async def retrying(
         if rec is not None:
             rec.begin(operation)
         try:
-            value = await fn()
+            if rec is None:
+                value = await fn()
+            else:
+                with rec.time_box():
+                    value = await fn()
         except Exception as exc:
             if rec is None:
                 raise

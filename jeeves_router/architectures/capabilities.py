@@ -259,7 +259,7 @@ class Capabilities:
             streamed = False
             out: list[CapabilityOutput] = []
             try:
-                async with aclosing(self._invoke(ctx, st, cap, task, index, attempt, out)) as events:
+                async with aclosing(self._invoke(ctx, rec, st, cap, task, index, attempt, out)) as events:
                     async for ev in events:
                         streamed = streamed or isinstance(ev, TextDelta)
                         yield ev
@@ -309,6 +309,7 @@ class Capabilities:
     async def _invoke(
         self,
         ctx: RunContext,
+        rec: RecoveryRun,
         st: RunState,
         cap: Capability,
         task: str,
@@ -345,9 +346,9 @@ class Capabilities:
                 return {"text": value.text, "context": dict(value.context), "usage": value.usage}
             return {"text": value if isinstance(value, str) else str(value), "context": {}, "usage": Usage()}
 
-        got = await ctx.runtime.step(
-            ctx.next_key(f"capability:{cap.name}"), {"capability": cap.name, "task": task}, perform
-        )
+        key = ctx.next_key(f"capability:{cap.name}")
+        with rec.time_box():
+            got = await ctx.runtime.step(key, {"capability": cap.name, "task": task}, perform)
         out.append(CapabilityOutput(got["text"], got["context"], got["usage"]))
 
 
