@@ -426,3 +426,27 @@ async def test_stream_closes_cleanly_on_break_inside_the_specialist() -> None:
                 break
     assert isinstance(seen[-1], TextDelta) and seen[-1].text == "one "
     assert stream.error is None
+
+
+@pytest.mark.anyio
+async def test_a_route_with_its_own_architecture_runs_as_it_is() -> None:
+    from jeeves_router import Router
+    from jeeves_router.testing import StaticClassifier
+
+    refunds = Agent("r", name="refunds", model=ScriptedModel(["Refunded."]))
+    nested = Agent(
+        "Billing desk",
+        name="billing",
+        architecture=Router([RouterRoute("refunds", refunds)], classifier=StaticClassifier("refunds")),
+    )
+    desk = Agent(
+        "Desk",
+        name="desk",
+        model=ScriptedModel([classify("billing")]),
+        architecture=HandoffRouter([RouterRoute("billing", nested, "payments")]),
+    )
+    events = await capture_events(desk, "x", session_id="s")
+    result = kinds(events, RunCompleted)[-1].result
+    assert (result.route, result.output) == ("billing", "Refunded.")
+    assert kinds(events, TextDelta)[0].path == ("desk", "billing", "refunds")
+    assert kinds(events, TextDelta)[0].session_id == "s__route_billing__route_refunds"

@@ -105,6 +105,7 @@ class Visit:
     """One agent's turn (and its corrective re-prompt) within a chain."""
 
     node: HandoffNode
+    inner: Architecture
     tool_targets: dict[str, str]
     tool_names: set[str]
     called: set[str] = field(default_factory=set)
@@ -149,10 +150,17 @@ class VisitRunner:
     # -- one visit -------------------------------------------------------------------------
 
     def _new_visit(self, node: HandoffNode) -> Visit:
-        targets = {f"{TRANSFER_PREFIX}{t}": t for t in node.targets}
+        # A router node's own turn is a plain tool loop; a chain member runs the architecture
+        # its HandoffChain wraps. Only a tool loop can call handoff tools: any other
+        # architecture (a nested router...) runs on the agent as it is, as a final answer.
+        arch = node.agent.architecture
+        inner: Architecture = self._router_loop if node.is_router else (getattr(arch, "wraps", None) or arch)
+        targets: dict[str, str] = {}
         if node.is_router and self.hooks is not None:
             targets = {t.name: t.name[len(CLASSIFY_PREFIX) :] for t in self.hooks.router_tools()}
-        return Visit(node, targets, set())
+        elif isinstance(inner, ToolLoop):
+            targets = {f"{TRANSFER_PREFIX}{t}": t for t in node.targets}
+        return Visit(node, inner, targets, set())
 
     def _tools(self, visit: Visit) -> list[Tool]:
         node, g = visit.node, self.graph
@@ -170,7 +178,7 @@ class VisitRunner:
         if node.is_router and self.hooks is not None:
             tools.extend(self.hooks.router_tools())
         else:
-            tools.extend(transfer_tool(t, g.nodes[t].description) for t in node.targets)
+            tools.extend(transfer_tool(t, g.nodes[t].description) for t in visit.tool_targets.values())
         names = [t.name for t in tools]
         dup = {n for n in names if names.count(n) > 1}
         if dup:
@@ -218,13 +226,16 @@ class VisitRunner:
         temperature: float | None = None
         if node.is_router:
             temperature = node.agent.temperature if node.agent.temperature is not None else 0.0
-        arch = node.agent.architecture
-        # A router node's own turn is a plain tool loop; a chain member runs the architecture
-        # its HandoffChain wraps; any other architecture (a nested router...) runs as it is.
-        inner: Architecture = self._router_loop if node.is_router else (getattr(arch, "wraps", None) or arch)
-        view = agent_view(
-            node.agent, tools=self._tools(visit), architecture=inner, instructions=instructions, temperature=temperature
-        )
+        inner = visit.inner
+        view = node.agent
+        if isinstance(inner, ToolLoop):
+            view = agent_view(
+                node.agent,
+                tools=self._tools(visit),
+                architecture=inner,
+                instructions=instructions,
+                temperature=temperature,
+            )
         own_run = (sid, path) != (ctx.session_id, ctx.path)
         first, reprompted = True, False
         while True:
