@@ -133,8 +133,10 @@ async def test_below_threshold_goes_to_the_fallback() -> None:
 @pytest.mark.anyio
 async def test_missing_confidence_fails_closed_above_a_threshold() -> None:
     desk, _ = desk_with([classify("billing", None)], general=["Hi."], require_confidence_above=0.5)
-    result = await desk.run("x")
+    events = await capture_events(desk, "x")
+    result = kinds(events, RunCompleted)[-1].result
     assert (result.route, result.fallback_reason) == ("general", "missing_confidence")
+    assert [(r.why, r.reason) for r in kinds(events, HandoffRejected)] == [("low_confidence", "missing_confidence")]
     desk, _ = desk_with(
         [classify("billing", None)], billing=["Paid."], require_confidence_above=0.5, on_missing_confidence=0.7
     )

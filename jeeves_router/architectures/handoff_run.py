@@ -21,12 +21,14 @@ from ..messages import user
 from ..results import FallbackReason, RunResult, RunStatus
 from .base import RunContext
 from .handoff_graph import HandoffGraph
-from .handoff_visit import ChainSettings, RouterHooks, VisitRunner
+from .handoff_visit import ChainSettings, RouterHooks, Visit, VisitRunner
 
 if TYPE_CHECKING:
     from ..agent import Agent
 
 __all__ = ["ChainRun"]
+
+_CONFIDENCE_REASONS = ("low_confidence", "missing_confidence", "invalid_confidence")
 
 
 class ChainRun(VisitRunner):
@@ -47,6 +49,7 @@ class ChainRun(VisitRunner):
         self.confidence: float | None = None
         self.fallback_reason: FallbackReason | None = None
         self.sticky = False
+        self._hop: tuple[str | None, str | None, Any] = (None, None, None)
 
     async def run(self) -> AsyncGenerator[Event, None]:
         """Visit agents until one answers or a guard stops the chain; sets ``ctx.result``."""
@@ -80,36 +83,10 @@ class ChainRun(VisitRunner):
                 assert visit.result is not None
                 await self._finish(current, visit.result.status, visit.result)
                 return
-            target: str | None
-            if visit.handoff is not None:
-                h = visit.handoff
-                yield HandoffRequested(
-                    **self._ev(), from_agent=current, to_agent=h.target, reason=h.reason, confidence=h.confidence
-                )
-                target, reason = h.target, h.reason
-                if visit.node.is_router and self.hooks is not None:
-                    decision = self.hooks.decide(h)
-                    if decision.used_fallback or decision.unresolved:
-                        yield HandoffRejected(
-                            **self._ev(),
-                            from_agent=current,
-                            to_agent=h.target,
-                            why="low_confidence" if decision.reason == "low_confidence" else "unknown",
-                            reason=decision.reason,
-                        )
-                        self.fallback_reason = decision.reason
-                    self.confidence = h.confidence
-                    target = decision.route
-                    if decision.used_fallback:
-                        reason = f"fallback: {decision.reason}"
-                        yield HandoffRequested(**self._ev(), from_agent=current, to_agent=str(target), reason=reason)
-                payload = h.payload
-            else:
-                self.fallback_reason = visit.failure
-                target = g.fallback if g.fallback != current else None
-                reason, payload = f"fallback: {visit.failure}", None
-                if target is not None:
-                    yield HandoffRequested(**self._ev(), from_agent=current, to_agent=target, reason=reason)
+            async with aclosing(self._next(current, visit)) as events:
+                async for ev in events:
+                    yield ev
+            target, reason, payload = self._hop
             if target is None:
                 await self._finish(current, "unresolved", None)
                 return
@@ -121,6 +98,41 @@ class ChainRun(VisitRunner):
             yield HandoffCompleted(**self._ev(), from_agent=current, to_agent=target, reason=reason)
             incoming = (current, reason, payload)
             current = target
+
+    async def _next(self, current: str, visit: Visit) -> AsyncGenerator[Event, None]:
+        """Where a visit that handed off (or failed) leads; sets ``self._hop``."""
+        if visit.handoff is None:
+            # An unknown target named twice, or a handoff announced twice without a tool call.
+            self.fallback_reason = visit.failure
+            fallback = self.graph.fallback if self.graph.fallback != current else None
+            reason = f"fallback: {visit.failure}"
+            if fallback is not None:
+                yield HandoffRequested(**self._ev(), from_agent=current, to_agent=fallback, reason=reason)
+            self._hop = (fallback, reason, None)
+            return
+        h = visit.handoff
+        yield HandoffRequested(
+            **self._ev(), from_agent=current, to_agent=h.target, reason=h.reason, confidence=h.confidence
+        )
+        self._hop = (h.target, h.reason, h.payload)
+        if not visit.node.is_router or self.hooks is None:
+            return
+        decision = self.hooks.decide(h)  # the Router's threshold and fallback
+        self.confidence = h.confidence
+        if decision.route == h.target and not decision.used_fallback:
+            return
+        yield HandoffRejected(
+            **self._ev(),
+            from_agent=current,
+            to_agent=h.target,
+            why="low_confidence" if decision.reason in _CONFIDENCE_REASONS else "unknown",
+            reason=decision.reason,
+        )
+        self.fallback_reason = decision.reason
+        reason = f"fallback: {decision.reason}"
+        if decision.route is not None:
+            yield HandoffRequested(**self._ev(), from_agent=current, to_agent=decision.route, reason=reason)
+        self._hop = (decision.route, reason, None)
 
     def _check(self, frm: str, to: str, reason: str | None) -> HandoffRejected | None:
         s = self.settings
