@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import math
 import re
@@ -140,8 +141,12 @@ def classify_tool(name: str, description: str = "", examples: Sequence[str] = ()
     return Tool(classify, name=f"{CLASSIFY_PREFIX}{name}", description=text)
 
 
+@functools.lru_cache(maxsize=1024)
 def transfer_tool(target: str, description: str = "") -> Tool:
-    """The ``transfer_to_<target>`` tool: returns ``Handoff(target=target, reason)``."""
+    """The ``transfer_to_<target>`` tool: returns ``Handoff(target=target, reason)``.
+
+    Cached: a tool is stateless, and building its argument model is the costly part of a hop.
+    """
 
     async def transfer(reason: str = "") -> Handoff:
         return Handoff(target=target, reason=reason or None)
