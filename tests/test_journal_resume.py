@@ -159,5 +159,20 @@ async def test_resume_needs_a_journal_and_a_recorded_session() -> None:
         await journaled.resume("nothing-here")
 
 
+@pytest.mark.anyio
+async def test_a_stream_closed_early_is_resumed_from_its_completed_steps() -> None:
+    journal = MemoryJournal()
+    first = DeskModel()
+    async with build_desk(JournalRuntime(journal), first).stream(PROMPT, session_id="early") as events:
+        async for ev in events:
+            if ev.kind == "tool.result":
+                break
+    assert first.calls == ["classify:INV-7", "INV-7:1"]
+    again = DeskModel()
+    result = await build_desk(JournalRuntime(journal), again).resume("early")
+    assert result.output == "Refund issued: INV-7 was paid twice."
+    assert again.calls == ["INV-7:2"]
+
+
 if __name__ == "__main__":
     _child(*sys.argv[1:5])
