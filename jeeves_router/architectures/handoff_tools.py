@@ -191,10 +191,11 @@ def agent_view(
     return view
 
 
+_WHAT = r"(?:you|this|it|(?:the|your)\s+(?:conversation|chat|request|case|ticket|question|call))"
 _ANNOUNCE = re.compile(
-    r"\b(?:transfer(?:ring)?|hand(?:ing)?\s+(?:you\s+|this\s+|it\s+|the\s+\w+\s+)?(?:off|over)|"
-    r"connect(?:ing)?\s+you|rout(?:e|ing)\s+(?:you|this|it|your)|forward(?:ing)?\s+(?:you|this|it|your)|"
-    r"pass(?:ing)?\s+(?:you|this|it)\s+(?:on|over|along)|escalat(?:e|ing)\s+(?:you|this|it|your))\b",
+    rf"\b(?:transfer(?:ring)?|connect(?:ing)?|rout(?:e|ing)|forward(?:ing)?|redirect(?:ing)?|escalat(?:e|ing))\s+{_WHAT}\b"
+    rf"|\bhand(?:ing)?\s+(?:{_WHAT}\s+(?:off|over)|off)\b"
+    rf"|\bpass(?:ing)?\s+{_WHAT}\s+(?:on|over|along)\b",
     re.IGNORECASE,
 )
 _TOOLISH = re.compile(rf"\b(?:{TRANSFER_PREFIX}|{CLASSIFY_PREFIX})[A-Za-z0-9_-]+")
@@ -204,9 +205,10 @@ _WHO = re.compile(r"\b(?:specialists?|team|agent|department|colleague|expert|des
 def announces_handoff(text: str, targets: Sequence[str]) -> bool:
     """True when ``text`` says it hands the conversation on (but it is plain text).
 
-    A reply counts when it names a handoff tool, or when it uses a handoff phrase
-    ("transferring you", "I'll hand this over", "routing you") together with one of
-    ``targets`` or a word like "team" or "specialist".
+    A reply counts when it names a handoff tool, or when it uses a handoff phrase about
+    the conversation ("transferring you", "I'll hand this over", "routing your request")
+    together with one of ``targets`` or a word like "team" or "specialist". Moving money
+    ("our team will transfer the refund") does not count.
     """
     if not text:
         return False
