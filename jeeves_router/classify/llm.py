@@ -53,6 +53,9 @@ class LLMClassifier:
         few_shot: Example turns per route, built from the routes' ``examples``, placed
             before the request (0: none).
         few_shot_confidence: The confidence shown in the example replies.
+        restrict_to_hints: In constrained requests, allow only the routes named in
+            ``ClassifyRequest.hints`` (a cascade's first-stage candidates) when there are
+            any; the prompt still lists every route, so it stays cacheable.
     """
 
     def __init__(
@@ -66,6 +69,7 @@ class LLMClassifier:
         constrained: bool | Literal["auto"] = "auto",
         few_shot: int = 0,
         few_shot_confidence: float = 0.9,
+        restrict_to_hints: bool = False,
     ) -> None:
         if max_format_retries < 0:
             raise UsageError(f"max_format_retries must be >= 0, got {max_format_retries}")
@@ -87,6 +91,7 @@ class LLMClassifier:
         self.constrained = constrained
         self.few_shot = few_shot
         self.few_shot_confidence = few_shot_confidence
+        self.restrict_to_hints = restrict_to_hints
         self._rendered: dict[tuple[tuple[RouteSpec, ...], bool], str] = {}
         self._shots: dict[tuple[tuple[RouteSpec, ...], bool], tuple[Message, ...]] = {}
         self._format_rejected = False
@@ -119,6 +124,15 @@ class LLMClassifier:
         if self.constrained == "auto":
             return supports_constrained(model) and not self._format_rejected
         return bool(self.constrained)
+
+    def allowed_routes(self, request: ClassifyRequest) -> tuple[RouteSpec, ...]:
+        """The routes a constrained reply may name (the hinted ones with ``restrict_to_hints``)."""
+        if self.restrict_to_hints and request.hints:
+            hinted = set(request.hints)
+            subset = tuple(r for r in request.routes if r.name in hinted)
+            if subset:
+                return subset
+        return request.routes
 
     @staticmethod
     def user_message(request: ClassifyRequest) -> Message:
@@ -156,7 +170,7 @@ class LLMClassifier:
                 system=system,
                 temperature=0.0,
                 max_tokens=self.max_tokens,
-                response_format=classification_format(request.routes) if constrained else None,
+                response_format=classification_format(self.allowed_routes(request)) if constrained else None,
                 purpose="classify",
             )
             try:

@@ -1,0 +1,194 @@
+"""SmolLM2 as a router, offline: plain, few-shot and constrained replies, and the cascade.
+
+Data: CLINC150 domain10 (``../shared/data/routing/clinc150/`` from the project root, never
+copied here). Two disjoint slices of in-scope ``val`` rows, drawn with ``random.Random(0)``:
+``eval`` (300 rows, reported) and ``tune`` (300 rows, where the cascade's acceptance
+threshold and the embedded router's calibration are chosen).
+
+Classifiers (all on the same 10 routes: name, description, first 3 utterances in the prompt):
+
+* LLM, plain: the default two-line text prompt.
+* LLM, few-shot: plus one example user/assistant turn per route.
+* LLM, constrained: the JSON schema (route enum, confidence in [0, 1]) enforced by a
+  llama.cpp grammar, with and without the few-shot turns.
+* Embedded: ``EmbeddingClassifier`` (MiniLM, centroid of the 10 utterances + description).
+* Cascade: embedded first; below the tuned threshold, SmolLM2 (constrained + few-shot)
+  with the embedded top-3 as hints, its reply restricted to those hints
+  (``restrict_to_hints=True``).
+
+Well-formed = the first reply parses to a declared route with a valid confidence (no
+format retries). Usage: ``python bench/local_llm.py [--rows 300] [--threads 1]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from jeeves_router.classify.cascade import CascadeClassifier
+from jeeves_router.classify.embedding import EmbeddingClassifier
+from jeeves_router.classify.llm import LLMClassifier
+from jeeves_router.classify.types import Classifier, ClassifyRequest, ClassifyResult, RouteSpec
+from jeeves_router.models.llamacpp import LlamaCppModel
+
+DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "routing" / "clinc150"
+PROMPT_EXAMPLES = 3
+MAX_MODEL_SHARE = 0.30
+MAX_TOKENS = 24  # a two-line or JSON reply needs about 15 tokens
+
+
+def load_routes() -> tuple[tuple[RouteSpec, ...], tuple[RouteSpec, ...]]:
+    """(routes for the LLM prompt, routes for the embedded router)."""
+    raw = json.loads((DATA / "routes_domain10.json").read_text())["routes"]
+    llm = tuple(RouteSpec(r["name"], r["description"], tuple(r["utterances"][:PROMPT_EXAMPLES])) for r in raw)
+    emb = tuple(RouteSpec(r["name"], r["description"], tuple(r["utterances"])) for r in raw)
+    return llm, emb
+
+
+def load_slices(rows: int) -> tuple[list[dict[str, str]], list[dict[str, str]]]:
+    """Disjoint (eval, tune) slices of in-scope val rows."""
+    lines = (DATA / "val.jsonl").read_text().splitlines()
+    data = [json.loads(x) for x in lines if x.strip()]
+    inscope = [d for d in data if d["route"] != "oos"]
+    random.Random(0).shuffle(inscope)
+    return inscope[:rows], inscope[rows : 2 * rows]
+
+
+async def run(
+    classifier: Classifier, rows: Sequence[dict[str, str]], routes: tuple[RouteSpec, ...]
+) -> tuple[list[ClassifyResult], float]:
+    """Classify every row in turn: (results, median milliseconds per request)."""
+    out, times = [], []
+    for row in rows:
+        start = time.perf_counter()
+        out.append(await classifier.classify(ClassifyRequest(row["text"], routes)))
+        times.append((time.perf_counter() - start) * 1000)
+    return out, statistics.median(times)
+
+
+def score(results: Sequence[ClassifyResult], rows: Sequence[dict[str, str]]) -> tuple[float, float]:
+    """(well-formed rate, accuracy)."""
+    ok = sum(r.classification.ok for r in results)
+    right = sum(r.classification.route == row["route"] for r, row in zip(results, rows, strict=True))
+    return ok / len(rows), right / len(rows)
+
+
+def smol(model: LlamaCppModel, **options: Any) -> LLMClassifier:
+    """An LLM classifier on SmolLM2 that reads the first reply only (no format retries)."""
+    return LLMClassifier(model, max_format_retries=0, max_tokens=MAX_TOKENS, **options)
+
+
+def pick_threshold(
+    confs: Sequence[float], emb_right: Sequence[bool], llm_right: dict[int, bool]
+) -> tuple[float, float, float]:
+    """The threshold maximising tune accuracy with a model share under the cap: (t, acc, share)."""
+    n = len(confs)
+    best = (0.0, sum(emb_right) / n, 0.0)  # 0.0: never ask the model
+    for t in sorted(set(confs)):
+        asked = [i for i in range(n) if confs[i] < t]
+        share = len(asked) / n
+        if share > MAX_MODEL_SHARE or any(i not in llm_right for i in asked):
+            continue
+        acc = sum(llm_right[i] if confs[i] < t else emb_right[i] for i in range(n)) / n
+        if acc > best[1] or (acc == best[1] and share < best[2]):
+            best = (t, acc, share)
+    return best
+
+
+async def main(args: argparse.Namespace) -> None:
+    llm_routes, emb_routes = load_routes()
+    eval_rows, tune_rows = load_slices(args.rows)
+    model = LlamaCppModel("smollm2", n_ctx=4096, n_threads=args.threads)
+    table: list[tuple[str, str, str, str, str]] = []
+
+    emb = EmbeddingClassifier(emb_routes)
+    emb.fit([r["text"] for r in tune_rows], [r["route"] for r in tune_rows])
+    emb.threshold = None
+    emb_tune = emb.classify_batch([r["text"] for r in tune_rows])
+    emb_eval, emb_ms = await run(emb, eval_rows, emb_routes)
+    wf, emb_acc = score(emb_eval, eval_rows)
+    table.append(("Embedded (MiniLM centroid)", f"{wf:.1%}", f"{emb_acc:.1%}", "0%", f"{emb_ms:.1f} ms"))
+    print(f"embedded: accuracy {emb_acc:.1%}", flush=True)
+
+    # Tune the cascade on the tune slice: the LLM answers the least confident rows only.
+    second = smol(model, constrained=True, few_shot=1, restrict_to_hints=True)
+    confs = [r.classification.confidence for r in emb_tune]
+    emb_right = [r.classification.route == row["route"] for r, row in zip(emb_tune, tune_rows, strict=True)]
+    order = sorted(range(len(tune_rows)), key=lambda i: confs[i])[: int(MAX_MODEL_SHARE * len(tune_rows)) + 1]
+    llm_right: dict[int, bool] = {}
+    for i in order:
+        hints = tuple(name for name, _ in emb_tune[i].scores[:3])
+        res = await second.classify(ClassifyRequest(tune_rows[i]["text"], llm_routes, hints=hints))
+        llm_right[i] = res.classification.route == tune_rows[i]["route"]
+    threshold, tune_acc, tune_share = pick_threshold(confs, emb_right, llm_right)
+    tune_emb = sum(emb_right) / len(emb_right)
+    print(
+        f"tune: embedded {tune_emb:.1%}; cascade threshold {threshold:.3f} -> {tune_acc:.1%} "
+        f"with the model on {tune_share:.1%}",
+        flush=True,
+    )
+
+    cascade = CascadeClassifier(emb, second, accept_above=min(threshold, 1.0), max_hints=3)
+    cas, cas_ms = await run(cascade, eval_rows, llm_routes)
+    wf, cas_acc = score(cas, eval_rows)
+    calls = sum(r.model_calls for r in cas)
+    share = calls / len(eval_rows)
+    table.append(
+        (
+            f"Cascade: embedded, SmolLM2 below {threshold:.2f}",
+            f"{wf:.1%}",
+            f"{cas_acc:.1%}",
+            f"{share:.1%}",
+            f"{cas_ms:.1f} ms",
+        )
+    )
+
+    modes = [
+        ("SmolLM2, plain text", smol(model, constrained=False)),
+        ("SmolLM2, few-shot (1/route)", smol(model, constrained=False, few_shot=1)),
+        ("SmolLM2, constrained", smol(model, constrained=True)),
+        (
+            "SmolLM2, constrained + few-shot",
+            smol(model, constrained=True, few_shot=1),
+        ),
+    ]
+    for label, clf in modes[: args.modes]:
+        results, ms = await run(clf, eval_rows, llm_routes)
+        wf, acc = score(results, eval_rows)
+        table.append((label, f"{wf:.1%}", f"{acc:.1%}", "100%", f"{ms:.0f} ms"))
+        print(f"{label}: well-formed {wf:.1%}, accuracy {acc:.1%}, median {ms:.0f} ms/request", flush=True)
+
+    print()
+    print(f"CLINC150 domain10, {len(eval_rows)} in-scope val rows (threshold tuned on {len(tune_rows)} other rows)")
+    print()
+    print("| classifier | well-formed | accuracy | model calls | median time / request |")
+    print("|---|---|---|---|---|")
+    for row in table:
+        print("| " + " | ".join(row) + " |")
+    print()
+    saved = 1 - share
+    verdict = "meets" if cas_acc >= emb_acc and share < MAX_MODEL_SHARE else "misses"
+    print(
+        f"Cascade vs embedded alone: {cas_acc - emb_acc:+.1%} accuracy, {saved:.1%} of model calls saved "
+        f"({verdict} the goal: >= embedded accuracy with the model on < {MAX_MODEL_SHARE:.0%})."
+    )
+    print(f"median embedded confidence on eval: {statistics.median(r.classification.confidence for r in emb_eval):.3f}")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=300)
+    parser.add_argument("--modes", type=int, default=4, help="how many of the LLM-only modes to run")
+    parser.add_argument("--threads", type=int, default=1, help="llama.cpp threads (1 is fastest on a busy 2-core box)")
+    anyio.run(main, parser.parse_args())
