@@ -433,3 +433,14 @@ async def test_default_limit_is_eight_handoffs() -> None:
     assert (result.status, len(result.metadata["handoffs"])) == ("handoff_limit", 8)
     assert [(r.why, r.from_agent, r.to_agent) for r in kinds(events, HandoffRejected)] == [("limit", "a8", "a9")]
     assert model(last).requests == []
+
+
+@pytest.mark.anyio
+async def test_an_ignored_call_after_the_handoff_is_not_an_unknown_target() -> None:
+    billing = agent("billing", ["B"])
+    triage = agent("triage", [[to("billing"), to("ghost")]], handoffs=[billing])
+    events = await capture_events(triage, "x")
+    assert result_of(events).route == "billing"
+    assert kinds(events, HandoffRejected) == []
+    ignored = [r for r in kinds(events, ToolResult) if r.tool == "transfer_to_ghost"]
+    assert "ignored" in ignored[0].content

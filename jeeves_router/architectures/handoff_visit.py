@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from .._aio import aclosing
 from ..classify.resolve import RouteDecision
 from ..errors import UsageError
-from ..events import Event, HandoffRejected, RunCompleted, RunFailed, RunStarted, ToolCalled, ToolResult
+from ..events import Event, HandoffRejected, RunCompleted, RunFailed, RunStarted, ToolResult
 from ..ids import child_session_id
 from ..messages import Message
 from ..models.base import Model, ModelRequest, ModelResponse, ModelStreamItem
@@ -108,7 +108,7 @@ class Visit:
     inner: Architecture
     tool_targets: dict[str, str]
     tool_names: set[str]
-    called: set[str] = field(default_factory=set)
+    handoff_call: str | None = None
     unknown: int = 0
     notes: list[Event] = field(default_factory=list)
     # outcome
@@ -243,7 +243,7 @@ class VisitRunner:
             child.context, child._step = self.context, self.steps.get(sid, 0)
             tally = _Tally(ctx.runtime)
             child.runtime = tally
-            visit.called.clear()
+            visit.handoff_call = None
             if own_run:
                 yield RunStarted(session_id=sid, path=path, agent=node.agent.name, prompt=prompt)
             cut = False
@@ -337,21 +337,21 @@ class VisitRunner:
         )
 
     def _watch(self, ev: Event, child: RunContext, visit: Visit) -> list[Event]:
-        if not isinstance(ev, (ToolCalled, ToolResult)) or ev.path != child.path or ev.session_id != child.session_id:
-            return []
-        if isinstance(ev, ToolCalled):
-            visit.called.add(ev.call_id)
+        """Handoff events for one of the visited agent's own tool results."""
+        if not isinstance(ev, ToolResult) or ev.path != child.path or ev.session_id != child.session_id:
             return []
         out: list[Event] = []
-        if ev.call_id not in visit.called:
-            # The tool loop answered this call "ignored": an earlier call of the turn handed off.
-            target = visit.tool_targets.get(ev.tool)
-            if target is not None and child.handoff is not None:
+        if child.handoff is not None:
+            # The first result after the handoff was set is the handoff's own; the tool loop
+            # answers every later call of that turn "ignored".
+            if visit.handoff_call is None:
+                visit.handoff_call = ev.call_id
+            elif ev.call_id != visit.handoff_call and ev.tool in visit.tool_targets:
                 out.append(
                     HandoffRejected(
                         **self._ev(),
                         from_agent=visit.node.name,
-                        to_agent=target,
+                        to_agent=visit.tool_targets[ev.tool],
                         why="duplicate",
                         reason=f"ignored: this turn already handed off to {child.handoff.target}",
                     )
