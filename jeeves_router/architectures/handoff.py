@@ -28,7 +28,7 @@ from pydantic import BaseModel, ValidationError
 from .._aio import aclosing
 from ..classify.parser import normalize_route_name
 from ..classify.resolve import RouteDecision, resolve_route
-from ..classify.types import Classification
+from ..classify.types import Classification, ParseStatus
 from ..errors import UsageError
 from ..events import Event
 from ..ids import validate_route_name
@@ -245,6 +245,7 @@ class HandoffRouter:
         """Threshold and fallback applied to a ``classify_as_<route>`` handoff."""
         confidence = handoff.confidence if handoff.confidence is not None else self.on_missing_confidence
         route = handoff.target if handoff.target in self._by_name else None
+        status: ParseStatus
         if route is None:
             status = "unknown_route"
         elif confidence is None and self.threshold > 0.0:
@@ -254,7 +255,7 @@ class HandoffRouter:
         c = Classification(
             route,
             confidence if confidence is not None else 0.0,
-            status,  # type: ignore[arg-type]
+            status,
             raw=f"tool:classify_as_{handoff.target}",
             reason=handoff.reason,
             requested=handoff.target,
