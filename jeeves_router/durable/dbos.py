@@ -42,8 +42,8 @@ import anyio.to_thread
 from pydantic import TypeAdapter
 
 from ..errors import ReplayDivergence, UsageError
+from ..journal.idempotency import idempotency_scope
 from ..journal.records import decode_result, digest, encode_result, jsonable_mapping, to_json
-from ..journal.runtime import idempotency_scope
 from ..messages import Message
 from ..models.base import Model, ModelRequest, ModelResponse, ModelStreamItem, ModelTextDelta
 from ..results import RunResult

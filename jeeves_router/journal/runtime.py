@@ -20,20 +20,18 @@ no recorded result had an unknown outcome (the process died during it); on resum
 ``on_unknown_tool_outcome`` decides:
 
 - ``"fail"`` (default): raise :class:`ToolOutcomeUnknown`; nothing is repeated.
-- ``"retry"``: call the tool again with the same idempotency key (for idempotent tools or
-  tools that deduplicate on the key).
+- ``"retry"``: call the tool again with the same idempotency key.
 - ``"skip"``: do not call it; the model is told the outcome is unknown (an error result).
 
-What is not recorded: events buffered since the last step when a process dies (they are
-produced again on resume), and anything of an attempt closed early by its consumer.
+Not recorded: events buffered since the last step when a process dies (resume produces
+them again), and the rest of an attempt closed early by its consumer.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
-from contextlib import aclosing, contextmanager
-from contextvars import ContextVar
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
@@ -47,6 +45,7 @@ from ..models.base import Model, ModelRequest, ModelResponse, ModelStreamItem, M
 from ..runtime import Runtime, StepKey
 from ..tools import ToolOutcome
 from .base import Journal
+from .idempotency import current_idempotency_key, idempotency_scope
 from .records import (
     Entry,
     EventRecord,
@@ -75,28 +74,8 @@ T = TypeVar("T")
 
 UnknownToolPolicy = Literal["fail", "retry", "skip"]
 
-_IDEMPOTENCY_KEY: ContextVar[str | None] = ContextVar("jeeves_idempotency_key", default=None)
 _RESPONSE = TypeAdapter(ModelResponse)
 _HISTORY = TypeAdapter(tuple[Message, ...])
-
-
-def current_idempotency_key() -> str | None:
-    """The idempotency key of the tool call being performed (``None`` outside one).
-
-    A tool that changes the world (a payment, an email) can pass it to the remote system
-    to make a repeated call harmless. It is the same on every attempt of the same call.
-    """
-    return _IDEMPOTENCY_KEY.get()
-
-
-@contextmanager
-def idempotency_scope(key: str) -> Iterator[None]:
-    """Set :func:`current_idempotency_key` for the duration of a step."""
-    token = _IDEMPOTENCY_KEY.set(key)
-    try:
-        yield
-    finally:
-        _IDEMPOTENCY_KEY.reset(token)
 
 
 @dataclass(frozen=True, slots=True)
