@@ -8,6 +8,7 @@
 """
 
 from .base import Journal
+from .idempotency import current_idempotency_key
 from .memory import MemoryJournal
 from .records import (
     SCHEMA_VERSION,
@@ -18,7 +19,7 @@ from .records import (
     register_step_type,
 )
 from .replay import format_event, recorded_events
-from .runtime import JournalRuntime, ResumePoint, UnknownToolPolicy, current_idempotency_key
+from .runtime import JournalRuntime, ResumePoint, UnknownToolPolicy
 from .sqlite import SQLiteJournal
 
 __all__ = [
