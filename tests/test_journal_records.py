@@ -21,7 +21,9 @@ from jeeves_router.models.base import ModelRequest
 from jeeves_router.tools import Handoff, ToolOutcome
 from jeeves_router.usage import Usage
 
-json_leaf = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False, allow_infinity=False), st.text(max_size=8))
+json_leaf = st.one_of(
+    st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False, allow_infinity=False), st.text(max_size=8)
+)
 values = st.recursive(
     json_leaf | st.builds(Usage, st.integers(0, 99), st.integers(0, 99)),
     lambda inner: (
