@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from contextlib import aclosing
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio.to_thread
@@ -150,19 +151,21 @@ class DBOSRuntime(Runtime):
     async def model_stream(self, key: StepKey, model: Model, request: ModelRequest) -> AsyncIterator[ModelStreamItem]:
         """Perform one model call as a DBOS step, then yield its chunks and response."""
         if DBOS.workflow_id is None:
-            async for item in model.stream(request):
-                yield item
+            async with aclosing(model.stream(request)) as live:  # type: ignore[type-var]
+                async for item in live:
+                    yield item
             return
         d = digest({"model": model.name, "request": request})
 
         async def perform() -> dict[str, Any]:
             chunks: list[str] = []
             response: ModelResponse | None = None
-            async for item in model.stream(request):
-                if isinstance(item, ModelTextDelta):
-                    chunks.append(item.text)
-                else:
-                    response = item
+            async with aclosing(model.stream(request)) as stream:  # type: ignore[type-var]
+                async for item in stream:
+                    if isinstance(item, ModelTextDelta):
+                        chunks.append(item.text)
+                    else:
+                        response = item
             data = None if response is None else _RESPONSE.dump_python(response, mode="json")
             return {"digest": d, "chunks": chunks, "response": data}
 
