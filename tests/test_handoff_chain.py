@@ -328,9 +328,10 @@ async def test_history_all_shows_everything() -> None:
     triage, billing = chain_with("all")
     await triage.run("charged twice", history=[user("hi"), assistant("hello")])
     msgs = model(billing).requests[0].messages
-    assert [m.role for m in msgs] == ["user", "assistant", "user", "assistant", "tool", "user"]
-    assert msgs[2].text == "charged twice" and msgs[3].text == "One moment."
-    assert msgs[3].tool_calls[0].name == "transfer_to_billing"
+    assert [m.role for m in msgs] == ["user", "assistant", "user", "assistant", "user"]
+    assert msgs[2].text == "charged twice" and msgs[3].text.startswith("One moment.")
+    # the earlier agent's tool call is shown as a text note (the target lacks that tool)
+    assert not msgs[3].tool_calls and "[called transfer_to_billing(" in msgs[3].text
     assert "triage handed this conversation to you (billing); reason: pay" in msgs[-1].text
 
 

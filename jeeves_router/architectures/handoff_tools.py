@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Union
 
 from ..errors import UsageError
-from ..messages import Message, TextPart, user
+from ..messages import Message, TextPart, ToolCallPart, ToolResultPart, user
 from ..tools import Handoff, Tool, ToolContext, ToolOutcome
 
 if TYPE_CHECKING:
@@ -106,7 +106,7 @@ def target_conversation(mode: HistoryMode, inp: HandoffInput) -> tuple[tuple[Mes
         UsageError: when a history callable returns something other than messages.
     """
     if mode == "all":
-        msgs: list[Message] = [*inp.history, user(inp.request), *inp.transcript]
+        msgs: list[Message] = [*inp.history, user(inp.request), *flatten_tool_turns(inp.transcript)]
     elif mode == "last":
         msgs = [user(inp.request)]
     else:
@@ -119,6 +119,37 @@ def target_conversation(mode: HistoryMode, inp: HandoffInput) -> tuple[tuple[Mes
     if last is not None and last.role == "user" and last.text and all(isinstance(p, TextPart) for p in last.parts):
         return tuple(msgs[:-1]), last.text
     return tuple(msgs), handoff_note(inp)
+
+
+def flatten_tool_turns(messages: Sequence[Message]) -> list[Message]:
+    """Earlier agents' tool calls and results rewritten as plain assistant notes.
+
+    The target agent does not have the earlier agents' tools (``classify_as_*``,
+    ``transfer_to_*``, their own tools); providers such as Anthropic reject tool blocks
+    for tools a request does not declare, so the target sees each call and its result as
+    a text note in the assistant turn that made the call.
+    """
+    results: dict[str, ToolResultPart] = {}
+    for m in messages:
+        for p in m.parts:
+            if isinstance(p, ToolResultPart):
+                results[p.call_id] = p
+    out: list[Message] = []
+    for m in messages:
+        calls = [p for p in m.parts if isinstance(p, ToolCallPart)]
+        if m.role == "tool" or any(isinstance(p, ToolResultPart) for p in m.parts):
+            continue  # folded into the call's note
+        if not calls:
+            out.append(m)
+            continue
+        notes = []
+        for c in calls:
+            args = json.dumps(dict(c.arguments), default=str, ensure_ascii=False)
+            r = results.get(c.id)
+            notes.append(f"[called {c.name}({args})" + (f" -> {r.content}]" if r is not None else "]"))
+        text = "\n".join([m.text, *notes]) if m.text else "\n".join(notes)
+        out.append(Message("assistant", (TextPart(text),)))
+    return out
 
 
 def _check_confidence(confidence: float | None) -> None:
