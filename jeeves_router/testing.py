@@ -82,7 +82,7 @@ def _to_reply(step: Step) -> Reply | ModelResponse | BaseException:
     if isinstance(step, Call):
         return Reply(calls=(step,))
     if isinstance(step, Sequence) and all(isinstance(c, Call) for c in step):
-        return Reply(calls=tuple(step))
+        return Reply(calls=tuple(c for c in step if isinstance(c, Call)))
     raise TypeError(f"unsupported script step: {step!r}")
 
 
