@@ -1,0 +1,121 @@
+"""Architecture rules: lower layers never import higher ones (DESIGN.md section 3)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PKG = Path(__file__).resolve().parents[1] / "jeeves_router"
+
+# module prefix (relative to the package) -> layer
+LAYERS: list[tuple[str, int]] = [
+    ("errors", 1),
+    ("messages", 1),
+    ("usage", 1),
+    ("ids", 1),
+    ("settings", 1),
+    ("policies", 1),
+    ("results", 1),
+    ("events", 1),
+    ("_aio", 1),
+    ("models", 2),
+    ("tools", 2),
+    ("runtime", 2),
+    ("classify", 3),
+    ("recovery", 3),
+    ("agent", 4),
+    ("architectures", 4),
+    ("journal", 5),
+    ("durable", 5),
+    ("cli", 6),
+    ("eval", 6),
+    ("testing", 6),
+    ("__init__", 6),
+]
+
+
+def layer_of(module: str) -> int:
+    first = module.split(".")[0]
+    for prefix, layer in LAYERS:
+        if first == prefix:
+            return layer
+    raise AssertionError(f"module {module!r} has no layer: add it to LAYERS")
+
+
+def package_modules() -> list[tuple[str, Path]]:
+    out = []
+    for path in sorted(PKG.rglob("*.py")):
+        rel = path.relative_to(PKG).with_suffix("")
+        out.append((".".join(rel.parts), path))
+    return out
+
+
+def imports_of(module: str, path: Path) -> list[tuple[str, bool]]:
+    """(imported module relative to the package, is_type_checking_only)."""
+    tree = ast.parse(path.read_text())
+    pkg_parts = module.split(".")[:-1]
+    found: list[tuple[str, bool]] = []
+    tc_nodes: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            for sub in ast.walk(node):
+                tc_nodes.add(id(sub))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = pkg_parts[: len(pkg_parts) - (node.level - 1)] if node.level > 1 else pkg_parts
+                target = ".".join([*base, node.module] if node.module else base)
+                names = [target] if node.module else [f"{target}.{a.name}".strip(".") for a in node.names]
+            elif node.module and node.module.startswith("jeeves_router"):
+                names = [node.module.removeprefix("jeeves_router").lstrip(".")]
+            else:
+                continue
+            for n in names:
+                if n:
+                    found.append((n, id(node) in tc_nodes))
+        elif isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name.startswith("jeeves_router."):
+                    found.append((a.name.removeprefix("jeeves_router."), id(node) in tc_nodes))
+    return found
+
+
+MODULES = package_modules()
+
+
+@pytest.mark.parametrize(("module", "path"), MODULES, ids=[m for m, _ in MODULES])
+def test_no_upward_imports(module: str, path: Path) -> None:
+    mine = layer_of(module)
+    for target, type_only in imports_of(module, path):
+        if type_only:
+            continue
+        assert layer_of(target) <= mine, f"{module} (layer {mine}) imports {target} (layer {layer_of(target)})"
+
+
+@pytest.mark.parametrize(("module", "path"), MODULES, ids=[m for m, _ in MODULES])
+def test_provider_sdks_only_in_models(module: str, path: Path) -> None:
+    if module.startswith("models."):
+        return
+    tree = ast.parse(path.read_text())
+    for node in ast.walk(tree):
+        names = (
+            [a.name for a in node.names]
+            if isinstance(node, ast.Import)
+            else ([node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+        )
+        for n in names:
+            assert n.split(".")[0] not in ("openai", "anthropic"), f"{module} imports {n}"
+
+
+@pytest.mark.parametrize(("module", "path"), MODULES, ids=[m for m, _ in MODULES])
+def test_library_never_imports_testing(module: str, path: Path) -> None:
+    if module in ("testing", "__init__"):
+        return
+    assert all(t != "testing" for t, _ in imports_of(module, path)), f"{module} imports jeeves_router.testing"
+
+
+@pytest.mark.parametrize(("module", "path"), MODULES, ids=[m for m, _ in MODULES])
+def test_no_blocking_sleep(module: str, path: Path) -> None:
+    assert "time.sleep(" not in path.read_text(), f"{module} calls time.sleep"
