@@ -168,11 +168,15 @@ class NearestScorer(Scorer):
 class LogRegScorer(Scorer):
     """Multinomial logistic regression on the vectors, trained in numpy (full-batch Adam).
 
-    Route scores are the logits; the decision feature is the logit plus a share of its lead
-    over the best other route.
+    A route's score is its logit plus ``cosine_weight`` times the query's cosine similarity
+    to the route's centroid: the logit separates routes, the cosine says how close the query
+    is to any of them, which is what rejects out-of-scope requests (on CLINC150 val this
+    lifted (in-scope accuracy + OOS recall) / 2 by about one point at 150 routes and three
+    at 10).
 
     Args:
         c: Inverse L2 strength (as in scikit-learn's ``C``).
+        cosine_weight: Weight of the centroid cosine in the route score (0 = logits only).
         balanced: Weight examples inversely to their route's frequency.
         iterations: Optimiser steps.
         learning_rate: Adam step size.
@@ -186,6 +190,7 @@ class LogRegScorer(Scorer):
         self,
         *,
         c: float = 10.0,
+        cosine_weight: float = 5.0,
         balanced: bool = True,
         iterations: int = 300,
         learning_rate: float = 0.05,
@@ -194,10 +199,11 @@ class LogRegScorer(Scorer):
     ) -> None:
         if c <= 0 or iterations < 1 or learning_rate <= 0:
             raise UsageError("LogRegScorer: c > 0, iterations >= 1 and learning_rate > 0 are required")
-        self.c, self.balanced, self.iterations = c, balanced, iterations
+        self.c, self.cosine_weight, self.balanced, self.iterations = c, cosine_weight, balanced, iterations
         self.learning_rate, self.scale, self.margin_weight = learning_rate, scale, margin_weight
         self.weights: Array = np.zeros((0, 0), dtype=np.float32)
         self.bias: Array = np.zeros(0, dtype=np.float32)
+        self.centroids: Array = np.zeros((0, 0), dtype=np.float32)
 
     def fit(self, vectors: Array, labels: NDArray[np.int64], n_routes: int) -> None:
         """See :meth:`Scorer.fit`."""
@@ -225,10 +231,14 @@ class LogRegScorer(Scorer):
                 v += 0.001 * grad * grad
                 param -= self.learning_rate * (m / (1 - 0.9**t)) / (np.sqrt(v / (1 - 0.999**t)) + 1e-8)
         self.weights, self.bias = w.astype(np.float32), b.astype(np.float32)
+        self.centroids = l2_normalise(np.stack([vectors[labels == r].mean(axis=0) for r in range(n_routes)]))
 
     def scores(self, queries: Array) -> Array:
         """See :meth:`Scorer.scores`."""
-        return ((queries * self.scale) @ self.weights + self.bias).astype(np.float32)
+        logits = (queries * self.scale) @ self.weights + self.bias
+        if self.cosine_weight:
+            logits += self.cosine_weight * (queries @ self.centroids.T)
+        return logits.astype(np.float32)
 
     def default_confidence(self, features: Array) -> Array:
         """Softmax over the routes (uncalibrated)."""
@@ -242,6 +252,7 @@ class LogRegScorer(Scorer):
         return {
             "kind": self.kind,
             "c": self.c,
+            "cosine_weight": self.cosine_weight,
             "balanced": self.balanced,
             "iterations": self.iterations,
             "learning_rate": self.learning_rate,
@@ -249,6 +260,7 @@ class LogRegScorer(Scorer):
             "margin_weight": self.margin_weight,
             "weights": encode_array(self.weights),
             "bias": encode_array(self.bias),
+            "centroids": encode_array(self.centroids),
         }
 
 
@@ -282,8 +294,9 @@ def scorer_from_dict(d: Mapping[str, Any]) -> Scorer:
         ns.n_routes = int(d["n_routes"])
         return ns
     if kind == "logreg":
-        opts = {k: d[k] for k in ("c", "balanced", "iterations", "learning_rate", "scale", "margin_weight")}
-        lr = LogRegScorer(**opts)
+        keys = ("c", "cosine_weight", "balanced", "iterations", "learning_rate", "scale", "margin_weight")
+        lr = LogRegScorer(**{k: d[k] for k in keys})
         lr.weights, lr.bias = decode_array(d["weights"]), decode_array(d["bias"])
+        lr.centroids = decode_array(d["centroids"])
         return lr
     raise UsageError(f"unknown scorer kind {kind!r} in classifier file")

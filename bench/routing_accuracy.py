@@ -1,0 +1,285 @@
+"""Routing accuracy on CLINC150: jeeves_router's embedded scorers beside semantic-router.
+
+Protocol (same for every router, same vectors):
+  * routes: domain10 (10 domains) and intent150 (150 intents) from ../shared/data/routing/clinc150;
+  * each route gets k in {0, 5, 10} examples drawn from `pool` with
+    random.Random(f"{seed}:{route}").sample, plus its description as one more item;
+  * the acceptance threshold is chosen on `val` to maximise (in-scope acc@t + OOS recall@t) / 2
+    and applied unchanged to `test`; figures are the mean over seeds 0-4.
+  * semantic-router 1.1.1 gets the same encoder through a DenseEncoder subclass:
+    IndexedRouter(top_k=5, aggregation="mean"), its threshold tuned on its top score.
+
+Run from the repository root: `python bench/routing_accuracy.py [--seeds 5] [--quick]`.
+Needs the `embed` extra and `pip install semantic-router==1.1.1` (optional: its rows are
+skipped without it). The data is read from ../shared and never copied into the repository.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import random
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import structlog
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from threadpoolctl import threadpool_limits
+
+from jeeves_router.classify.embedding import EmbeddingClassifier, MiniLMEncoder
+from jeeves_router.classify.embedding.calibration import choose_threshold
+from jeeves_router.classify.types import RouteSpec
+
+DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "routing" / "clinc150"
+OOS = "oos"
+
+
+class CachedEncoder:
+    """Wraps an encoder with a per-run text -> vector cache (same name, same vectors)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner, self.name, self.dim = inner, inner.name, inner.dim
+        self.cache: dict[str, np.ndarray] = {}
+
+    def warm(self, texts: Sequence[str]) -> None:
+        todo = sorted({t for t in texts if t not in self.cache})
+        if todo:
+            for t, v in zip(todo, self.inner.encode(todo), strict=True):
+                self.cache[t] = v
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        self.warm(texts)
+        return np.stack([self.cache[t] for t in texts]) if texts else np.zeros((0, self.dim), np.float32)
+
+
+def rows(split: str) -> list[dict[str, str]]:
+    with open(DATA / f"{split}.jsonl", encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh if line.strip()]
+
+
+def level_routes(level: str) -> tuple[list[dict[str, Any]], str]:
+    spec = json.loads((DATA / f"routes_{level}.json").read_text(encoding="utf-8"))
+    return spec["routes"], ("route" if level == "domain10" else "intent")
+
+
+def labelled(split_rows: list[dict[str, str]], key: str) -> tuple[list[str], list[str]]:
+    return [r["text"] for r in split_rows], [OOS if r["route"] == OOS else r[key] for r in split_rows]
+
+
+def train_routes(level: str, k: int, seed: int, pool: list[dict[str, str]]) -> list[RouteSpec]:
+    routes, key = level_routes(level)
+    by_route: dict[str, list[str]] = {r["name"]: [] for r in routes}
+    for row in pool:
+        if row["route"] != OOS:
+            by_route[row[key]].append(row["text"])
+    out = []
+    for r in routes:
+        examples = random.Random(f"{seed}:{r['name']}").sample(by_route[r["name"]], k) if k else []
+        out.append(RouteSpec(r["name"], r["description"], tuple(examples)))
+    return out
+
+
+def figures(top: Sequence[str], conf: np.ndarray, t: float, gold: Sequence[str]) -> dict[str, float]:
+    g = np.asarray(gold)
+    p = np.asarray(top)
+    accepted = conf >= t
+    ins = g != OOS
+    decided = np.where(accepted, p, OOS)
+    return {
+        "closed": float((p[ins] == g[ins]).mean()),
+        "in_acc": float(((p == g) & accepted)[ins].mean()),
+        "oos_recall": float((~accepted)[~ins].mean()),
+        "overall": float((decided == g).mean()),
+    }
+
+
+def run_ours(
+    enc: CachedEncoder,
+    routes: list[RouteSpec],
+    val: tuple[list[str], list[str]],
+    test: tuple[list[str], list[str]],
+    scorer: str,
+    options: dict[str, Any],
+) -> dict[str, float]:
+    clf = EmbeddingClassifier(routes, encoder=enc, scorer=scorer, scorer_options=options)
+    clf.fit(val[0], val[1])
+    results = clf.classify_batch(test[0])
+    top = [r.scores[0][0] for r in results]
+    conf = np.asarray([r.scores[0][1] for r in results])
+    return figures(top, conf, clf.threshold or 0.0, test[1])
+
+
+def run_ours_tuned_c(enc: CachedEncoder, routes: list[RouteSpec], val: Any, test: Any) -> dict[str, float]:
+    """Logistic regression with C picked on val (by the val objective at its own threshold)."""
+    best: tuple[float, EmbeddingClassifier | None] = (-1.0, None)
+    for c in (1.0, 10.0, 100.0):
+        clf = EmbeddingClassifier(routes, encoder=enc, scorer="logreg", scorer_options={"c": c})
+        rep = clf.fit(val[0], val[1])
+        obj = (rep.threshold.in_scope_accuracy + rep.threshold.oos_recall) / 2
+        if obj > best[0]:
+            best = (obj, clf)
+    clf = best[1]
+    assert clf is not None
+    results = clf.classify_batch(test[0])
+    return figures([r.scores[0][0] for r in results], np.asarray([r.scores[0][1] for r in results]),
+                   clf.threshold or 0.0, test[1])  # fmt: skip
+
+
+def make_sr(enc: CachedEncoder, routes: list[RouteSpec]) -> Any:
+    from semantic_router import Route
+    from semantic_router.encoders import DenseEncoder
+    from semantic_router.routers import IndexedRouter
+
+    class Plugged(DenseEncoder):  # type: ignore[misc]
+        def __call__(self, docs: list[Any]) -> list[list[float]]:
+            return enc.encode([str(d) for d in docs]).tolist()  # type: ignore[no-any-return]
+
+    sr_routes = [Route(name=r.name, utterances=[*r.examples, r.description]) for r in routes]
+    return IndexedRouter(encoder=Plugged(name=enc.name), routes=sr_routes, top_k=5, aggregation="mean")
+
+
+def sr_top(router: Any, texts: list[str]) -> tuple[list[str], np.ndarray]:
+    async def go() -> list[dict[str, float]]:
+        return await router._scores_many(texts)
+
+    with threadpool_limits(1, user_api="blas"):
+        scored = asyncio.run(go())
+    top = [max(s, key=s.__getitem__) if s else OOS for s in scored]
+    return top, np.asarray([max(s.values()) if s else 0.0 for s in scored])
+
+
+def run_sr(enc: CachedEncoder, routes: list[RouteSpec], val: Any, test: Any) -> dict[str, float]:
+    router = make_sr(enc, routes)
+    vtop, vconf = sr_top(router, val[0])
+    gold_v = np.asarray(val[1])
+    t = choose_threshold(vconf, np.asarray(vtop) == gold_v, gold_v != OOS).threshold
+    ttop, tconf = sr_top(router, test[0])
+    return figures(ttop, tconf, t, test[1])
+
+
+def p50_ms(fn: Callable[[str], Any], queries: Sequence[str]) -> float:
+    for q in queries[:10]:
+        fn(q)
+    times = []
+    for q in queries:
+        start = time.perf_counter()
+        fn(q)
+        times.append((time.perf_counter() - start) * 1000)
+    return statistics.median(times)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--seeds", type=int, default=5)
+    ap.add_argument("--quick", action="store_true", help="intent150 k=10 only")
+    ap.add_argument("--latency-queries", type=int, default=300)
+    args = ap.parse_args()
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+    if not DATA.is_dir():
+        sys.exit(f"CLINC150 data not found at {DATA}")
+    try:
+        import semantic_router  # noqa: F401
+
+        have_sr = True
+    except ImportError:
+        have_sr = False
+        print("semantic-router not installed: its rows are skipped", file=sys.stderr)
+    pool, val_rows, test_rows = rows("pool"), rows("val"), rows("test")
+    enc = CachedEncoder(MiniLMEncoder(intra_op_threads=0))
+    t0 = time.perf_counter()
+    enc.warm([r["text"] for r in val_rows + test_rows])
+    print(f"encoded val+test in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
+
+    routers: dict[str, Callable[..., dict[str, float]]] = {
+        "centroid": lambda e, r, v, t: run_ours(e, r, v, t, "centroid", {}),
+        "nearest example": lambda e, r, v, t: run_ours(e, r, v, t, "nearest", {}),
+        "logistic regression (C=10)": lambda e, r, v, t: run_ours(e, r, v, t, "logreg", {"c": 10.0}),
+        "logistic regression (C tuned on val)": run_ours_tuned_c,
+    }
+    if have_sr:
+        routers = {"semantic-router 1.1.1 IndexedRouter (top_k=5, mean)": run_sr, **routers}
+    grid = [("intent150", 10)] if args.quick else [(lv, k) for lv in ("intent150", "domain10") for k in (0, 5, 10)]
+    results: dict[tuple[str, str, int], dict[str, float]] = {}
+    for level, k in grid:
+        _, key = level_routes(level)
+        val, test = labelled(val_rows, key), labelled(test_rows, key)
+        for name, fn in routers.items():
+            per_seed = []
+            t0 = time.perf_counter()
+            for seed in range(args.seeds):
+                per_seed.append(fn(enc, train_routes(level, k, seed, pool), val, test))
+            results[(name, level, k)] = {m: float(np.mean([s[m] for s in per_seed])) for m in per_seed[0]}
+            print(f"{level} k={k} {name}: {results[(name, level, k)]} ({time.perf_counter() - t0:.0f} s)",
+                  file=sys.stderr)  # fmt: skip
+
+    # Latency: one query end to end (encode + score), intent150 k=10 seed 0, fresh encoder.
+    lat_enc = MiniLMEncoder(intra_op_threads=1)
+    routes = train_routes("intent150", 10, 0, pool)
+    queries = [r["text"] for r in test_rows[: args.latency_queries]]
+    lat: dict[str, tuple[float, float]] = {}
+    lat["encoder only"] = (p50_ms(lambda q: lat_enc.encode([q]), queries),) * 2
+    for name, scorer in (
+        ("centroid", "centroid"),
+        ("nearest example", "nearest"),
+        ("logistic regression (C=10)", "logreg"),
+    ):
+        clf = EmbeddingClassifier(routes, encoder=lat_enc, scorer=scorer, blas_one_thread=True)
+        one = p50_ms(clf.classify_text, queries)
+        clf.blas_one_thread = False
+        lat[name] = (one, p50_ms(clf.classify_text, queries))
+    if have_sr:
+        sr = make_sr(_NoCache(lat_enc), routes)  # type: ignore[arg-type]
+        with threadpool_limits(1, user_api="blas"):
+            one = p50_ms(lambda q: sr(q), queries)
+        lat["semantic-router 1.1.1 IndexedRouter (top_k=5, mean)"] = (one, p50_ms(lambda q: sr(q), queries))
+
+    print_tables(results, lat, routers, grid, args.seeds)
+
+
+class _NoCache:
+    def __init__(self, inner: Any) -> None:
+        self.inner, self.name, self.dim = inner, inner.name, inner.dim
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        return self.inner.encode(list(texts))  # type: ignore[no-any-return]
+
+
+def print_tables(results: dict[Any, dict[str, float]], lat: dict[str, tuple[float, float]], routers: dict[str, Any],
+                 grid: list[tuple[str, int]], seeds: int) -> None:  # fmt: skip
+    print(f"\nCLINC150 test, mean of {seeds} seeds, all-MiniLM-L6-v2 int8 ONNX, threshold tuned on val\n")
+    print("| router (same vectors) | intent150 k=10: closed acc / in-scope acc@t / OOS recall@t / overall acc@t "
+          "| domain10 k=10 overall acc@t | 1-query p50, BLAS 1 thread / default |")  # fmt: skip
+    print("|---|---|---|---|")
+    for name in routers:
+        r = results.get((name, "intent150", 10))
+        d = results.get((name, "domain10", 10))
+        a = f"{r['closed']:.3f} / {r['in_acc']:.3f} / {r['oos_recall']:.3f} / {r['overall']:.3f}" if r else "-"
+        b = f"{d['overall']:.3f}" if d else "-"
+        lt = lat.get(name)
+        c = f"{lt[0]:.2f} ms / {lt[1]:.2f} ms" if lt else "-"
+        print(f"| {name} | {a} | {b} | {c} |")
+    enc_only = lat.get("encoder only")
+    if enc_only:
+        print(f"| (encoder alone) | | | {enc_only[0]:.2f} ms |")
+    levels = sorted({lv for lv, _ in grid}, reverse=True)
+    ks = sorted({k for _, k in grid})
+    if len(grid) > 1:
+        print("\nOverall accuracy at the tuned threshold, by examples per route (k):\n")
+        print("| router | " + " | ".join(f"{lv} k={k}" for lv in levels for k in ks) + " |")
+        print("|---|" + "---|" * (len(levels) * len(ks)))
+        for name in routers:
+            cells = [results.get((name, lv, k)) for lv in levels for k in ks]
+            print(f"| {name} | " + " | ".join(f"{c['overall']:.3f}" if c else "-" for c in cells) + " |")
+
+
+if __name__ == "__main__":
+    main()
