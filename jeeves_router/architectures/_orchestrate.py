@@ -10,9 +10,9 @@ loop of :class:`~.capabilities.Capabilities`.
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator
-from contextlib import aclosing
 from typing import TYPE_CHECKING
 
+from .._aio import aclosing
 from ..events import Event
 from ..models.base import Model
 from ..recovery.ladder import Action

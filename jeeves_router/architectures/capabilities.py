@@ -23,9 +23,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncGenerator, Awaitable, Sequence
-from contextlib import aclosing
 from typing import TYPE_CHECKING, Any, Literal
 
+from .._aio import aclosing
 from ..errors import UsageError
 from ..events import CapabilitiesSelected, CapabilityCompleted, CapabilityStarted, Event, TextDelta
 from ..ids import child_session_id

@@ -20,10 +20,10 @@ Without recovery, failures propagate unchanged, with their original type.
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator
-from contextlib import aclosing
 from functools import partial
 from typing import TYPE_CHECKING
 
+from .._aio import aclosing
 from ..errors import ModelError
 from ..events import Event, TextDelta, ToolCalled, ToolResult
 from ..messages import Message, TextPart, ToolCallPart, ToolResultPart
@@ -99,8 +99,13 @@ class ToolLoop:
             calls = response.tool_calls
             if not calls:
                 ctx.result = RunResult(
-                    output=response.text, status="ok", session_id=sid, path=path, usage=usage,
-                    usage_by_route={}, messages=tuple(new_messages),
+                    output=response.text,
+                    status="ok",
+                    session_id=sid,
+                    path=path,
+                    usage=usage,
+                    usage_by_route={},
+                    messages=tuple(new_messages),
                 )
                 return
             results: list[ToolResultPart] = []
@@ -114,8 +119,14 @@ class ToolLoop:
                         session_id=sid, path=path, call_id=call.id, tool=call.name, arguments=call.arguments
                     )
                     obox: list[ToolOutcome] = []
-                    steps = retrying(rec, f"tool:{call.name}", partial(self._call, agent, ctx, call), obox,
-                                     policy=rec.config.retry_policy if rec else None, hooks=(agent.classify_error,))
+                    steps = retrying(
+                        rec,
+                        f"tool:{call.name}",
+                        partial(self._call, agent, ctx, call),
+                        obox,
+                        policy=rec.config.retry_policy if rec else None,
+                        hooks=(agent.classify_error,),
+                    )
                     async with aclosing(steps) as tool_events:
                         async for ev in tool_events:
                             yield ev
@@ -124,26 +135,43 @@ class ToolLoop:
                         ctx.handoff = outcome.handoff
                     if outcome.context_update:
                         ctx.context = {**ctx.context, **outcome.context_update}
-                yield ToolResult(session_id=sid, path=path, call_id=call.id, tool=call.name,
-                                 content=outcome.content, is_error=outcome.is_error)
+                yield ToolResult(
+                    session_id=sid,
+                    path=path,
+                    call_id=call.id,
+                    tool=call.name,
+                    content=outcome.content,
+                    is_error=outcome.is_error,
+                )
                 results.append(ToolResultPart(call.id, call.name, outcome.content, outcome.is_error))
             tool_msg = Message("tool", tuple(results))
             messages.append(tool_msg)
             new_messages.append(tool_msg)
             if ctx.handoff is not None:
                 ctx.result = RunResult(
-                    output=None, status="ok", session_id=sid, path=path, usage=usage,
-                    messages=tuple(new_messages), metadata={"handoff": ctx.handoff.target},
+                    output=None,
+                    status="ok",
+                    session_id=sid,
+                    path=path,
+                    usage=usage,
+                    messages=tuple(new_messages),
+                    metadata={"handoff": ctx.handoff.target},
                 )
                 return
         ctx.result = RunResult(
-            output=None, status="max_turns", session_id=sid, path=path, usage=usage, messages=tuple(new_messages),
+            output=None,
+            status="max_turns",
+            session_id=sid,
+            path=path,
+            usage=usage,
+            messages=tuple(new_messages),
             metadata={"max_turns": agent.max_turns},
         )
 
     @staticmethod
-    async def _model_turn(agent: Agent, ctx: RunContext, rec: RecoveryRun | None, request: ModelRequest,
-                          box: list[ModelResponse]) -> AsyncGenerator[Event, None]:
+    async def _model_turn(
+        agent: Agent, ctx: RunContext, rec: RecoveryRun | None, request: ModelRequest, box: list[ModelResponse]
+    ) -> AsyncGenerator[Event, None]:
         """One model call (retried under recovery); appends the response to ``box``."""
         model = agent.resolved_model()
         attempt = 0
@@ -154,7 +182,7 @@ class ToolLoop:
             streamed = False
             response: ModelResponse | None = None
             try:
-                async with aclosing(ctx.model_stream(model, request)) as stream:  # type: ignore[type-var]
+                async with aclosing(ctx.model_stream(model, request)) as stream:
                     async for item in stream:
                         if isinstance(item, ModelTextDelta):
                             if item.text:
@@ -167,8 +195,14 @@ class ToolLoop:
             except Exception as exc:
                 if rec is None:
                     raise
-                f = rec.fail(exc, operation="model", attempt=attempt, policy=rec.config.retry_policy,
-                             hooks=(agent.classify_error,), output_started=streamed)
+                f = rec.fail(
+                    exc,
+                    operation="model",
+                    attempt=attempt,
+                    policy=rec.config.retry_policy,
+                    hooks=(agent.classify_error,),
+                    output_started=streamed,
+                )
                 if f.action is not Action.RETRY:
                     raise f.stop() from exc
                 yield rec.retry_event(f)

@@ -5,22 +5,19 @@ and architecture — runs under ``child_session_id(parent_session_id, route)``; 
 (token deltas included) appear in the parent's stream as they happen. Usage sums the
 classifier's calls (format retries included) and the specialist's.
 
-Recovery (opt-in): with ``Router(recovery=Recovery(...))``, or when a route, its agent or
-the router agent has a ``classify_error`` hook or a route has a ``retry_policy``, failures
-go through the shared escalation ladder (:mod:`jeeves_router.recovery`). A failed
-classification is retried under the framework policy; a failed specialist is classified
-(route hook, specialist's hook, router agent's hook, ``Recovery.classify_error``, then the
-defaults by type) and, when RETRIABLE, dispatched again after a backoff — unless its text
-already reached the consumer; RECLASSIFICATION classifies again with the failure as
-``feedback`` and the failed route excluded (``max_reclassifications``); CRITICAL ends the
-run with status ``"critical"``, a report and a ``recovery.report`` event; FATAL raises.
+Recovery (opt-in: ``recovery=Recovery(...)``, or any ``classify_error`` hook or route
+``retry_policy``) runs failures through the shared ladder of :mod:`jeeves_router.recovery`:
+the classifier retried under the framework policy; a failed specialist dispatched again
+when RETRIABLE (never once its text reached the consumer), or the request classified again
+without it (RECLASSIFICATION); CRITICAL ends the run ``"critical"`` with a report; FATAL raises.
 Without recovery a specialist's exception reaches the caller unchanged, with its type.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import TYPE_CHECKING
 
 from .._aio import aclosing
@@ -271,11 +268,7 @@ class Router:
             else:
                 box: list[ClassifyResult] = []
 
-                def classify(
-                    excl: tuple[str, ...] = tuple(excluded), fb: str | None = feedback
-                ) -> Awaitable[ClassifyResult]:
-                    return self.classify(agent, ctx, exclude=excl, feedback=fb)
-
+                classify = partial(self.classify, agent, ctx, exclude=tuple(excluded), feedback=feedback)
                 steps = retrying(rec, "classify", classify, box, hooks=(agent.classify_error,))
                 async with aclosing(steps) as cevents:
                     async for ev in cevents:
@@ -289,19 +282,35 @@ class Router:
                 yield self.classified_event(ctx, cres)
                 decision = self.decide(c, exclude=excluded)
                 if decision.unresolved:
-                    yield RouterUnresolved(session_id=sid, path=path, reason=decision.reason or "missing_route",
-                                           requested_route=c.route or c.requested, confidence=confidence)
+                    yield RouterUnresolved(
+                        session_id=sid,
+                        path=path,
+                        reason=decision.reason or "missing_route",
+                        requested_route=c.route or c.requested,
+                        confidence=confidence,
+                    )
                     ctx.result = RunResult(
-                        output=None, status="unresolved", session_id=sid, path=path, confidence=confidence,
-                        fallback_reason=decision.reason, usage=usage, usage_by_route={CLASSIFIER_USAGE_KEY: usage},
+                        output=None,
+                        status="unresolved",
+                        session_id=sid,
+                        path=path,
+                        confidence=confidence,
+                        fallback_reason=decision.reason,
+                        usage=usage,
+                        usage_by_route={CLASSIFIER_USAGE_KEY: usage},
                         metadata={"excluded_routes": tuple(excluded)} if excluded else {},
                     )
                     return
                 if decision.used_fallback:
                     assert decision.route is not None
-                    yield RouterFallback(session_id=sid, path=path, reason=decision.reason or "low_confidence",
-                                         fallback_route=decision.route, requested_route=c.route or c.requested,
-                                         confidence=confidence)
+                    yield RouterFallback(
+                        session_id=sid,
+                        path=path,
+                        reason=decision.reason or "low_confidence",
+                        fallback_route=decision.route,
+                        requested_route=c.route or c.requested,
+                        confidence=confidence,
+                    )
             assert decision.route is not None
             route = self._by_name[decision.route]
             operation = f"route:{route.name}"
@@ -312,7 +321,7 @@ class Router:
                     rec.begin(operation)
                 streamed = False
                 try:
-                    async with aclosing(self.dispatch(agent, ctx, decision, usage, confidence)) as events:  # type: ignore[type-var]
+                    async with aclosing(self.dispatch(agent, ctx, decision, usage, confidence)) as events:
                         async for ev in events:
                             streamed = streamed or isinstance(ev, TextDelta)
                             yield ev
@@ -320,9 +329,13 @@ class Router:
                     if rec is None:
                         raise
                     f = rec.fail(
-                        exc, operation=operation, attempt=attempt, policy=route.retry_policy or rec.config.retry_policy,
+                        exc,
+                        operation=operation,
+                        attempt=attempt,
+                        policy=route.retry_policy or rec.config.retry_policy,
                         hooks=(route.classify_error, route.agent.classify_error, agent.classify_error),
-                        route=route.name, output_started=streamed,
+                        route=route.name,
+                        output_started=streamed,
                         can_reclassify=ctx.force_route is None and len(excluded) + 1 < len(self.routes),
                     )
                     if f.action is Action.RETRY:
