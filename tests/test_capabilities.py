@@ -447,3 +447,32 @@ async def test_cancelling_during_a_capability_backoff_returns_at_once() -> None:
     with anyio.move_on_after(0.05) as scope:
         await agent(brain, [Capability("sql", sql, "q")], recovery=recovery).run("x")
     assert scope.cancelled_caught and len(sql.calls) == 1
+
+
+@pytest.mark.anyio
+async def test_a_journaled_capability_run_replays_without_calls() -> None:
+    from jeeves_router.journal import JournalRuntime, MemoryJournal
+
+    journal = MemoryJournal()
+    sql = Fn("rows: 3", provides={"table": "t1"})
+    caps = [Capability("sql", sql, "queries", provides=("table",)), Capability("other", Fn(), "unrelated")]
+    brain = Brain(yes={"sql"}, plans=[plan("sql")])
+    live = Agent(
+        "o",
+        name="desk",
+        model=brain.model,
+        runtime=JournalRuntime(journal),
+        architecture=Capabilities(caps, recovery=Recovery(sleep=Sleeps())),
+    )
+    first = await live.run("how many rows?", session_id="cap-1")
+    silent = ScriptedModel([], name="silent")
+    replay = Agent(
+        "o",
+        name="desk",
+        model=silent,
+        runtime=JournalRuntime(journal),
+        architecture=Capabilities(caps, recovery=Recovery(sleep=Sleeps())),
+    )
+    again = await replay.run("how many rows?", session_id="cap-1")
+    assert again.output == first.output == "rows: 3"
+    assert silent.requests == [] and len(sql.calls) == 1

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncGenerator, Awaitable, Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from .._aio import aclosing
 from ..errors import UsageError
@@ -36,7 +36,6 @@ from ..recovery.config import Recovery
 from ..recovery.ladder import Action
 from ..recovery.severity import ErrorSeverity, ExecutionError
 from ..results import RunResult
-from ..usage import Usage
 from ._capability import (
     Capability,
     CapabilityCall,
@@ -340,16 +339,16 @@ class Capabilities:
             return
         call = CapabilityCall(task, st.task, dict(ctx.context), tuple(st.done), child_sid, path, attempt)
 
-        async def perform() -> dict[str, Any]:
+        async def perform() -> CapabilityOutput:
             value = await cap.handler(call)
             if isinstance(value, CapabilityOutput):
-                return {"text": value.text, "context": dict(value.context), "usage": value.usage}
-            return {"text": value if isinstance(value, str) else str(value), "context": {}, "usage": Usage()}
+                return value
+            return CapabilityOutput(value if isinstance(value, str) else str(value))
 
         key = ctx.next_key(f"capability:{cap.name}")
         with rec.time_box():
             got = await ctx.runtime.step(key, {"capability": cap.name, "task": task}, perform)
-        out.append(CapabilityOutput(got["text"], got["context"], got["usage"]))
+        out.append(got)
 
 
 def _step_prompt(task: str, objective: str, done: Sequence[tuple[str, str]]) -> str:
