@@ -391,3 +391,29 @@ async def test_a_failing_reclassifier_cannot_loop() -> None:
     assert len(classifier.requests) == 3 and len(billing.requests) == 1 and sleeps.delays == [0.2]
     assert res.report["counters"] == {"steps": 4, "reclassifications": 1, "replans": 0}
     assert len(kinds(events, RecoveryReclassify)) == 1
+
+
+@pytest.mark.anyio
+async def test_a_retried_step_replays_from_the_journal_under_the_same_key() -> None:
+    from jeeves_router.journal import JournalRuntime, MemoryJournal
+
+    journal = MemoryJournal()
+    live = ScriptedModel([ModelError("busy", severity="retriable"), "Hello."])
+    agent = Agent(
+        "a",
+        name="solo",
+        model=live,
+        runtime=JournalRuntime(journal),
+        architecture=ToolLoop(recovery=Recovery(sleep=Sleeps())),
+    )
+    assert (await agent.run("hi", session_id="r1")).output == "Hello."
+    silent = ScriptedModel([])
+    again = Agent(
+        "a",
+        name="solo",
+        model=silent,
+        runtime=JournalRuntime(journal),
+        architecture=ToolLoop(recovery=Recovery(sleep=Sleeps())),
+    )
+    assert (await again.run("hi", session_id="r1")).output == "Hello."
+    assert silent.requests == [] and len(live.requests) == 2

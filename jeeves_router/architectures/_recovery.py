@@ -121,6 +121,7 @@ class RecoveryRun:
     records: list[StepRecord] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)
     _attempt_started: float = 0.0
+    _first_key: int = 0
 
     def elapsed(self) -> float:
         """Seconds since the run started."""
@@ -145,6 +146,7 @@ class RecoveryRun:
         """Count an attempt that is about to start; raise RecoveryStop if the budget is spent."""
         self.steps += 1
         self._attempt_started = time.monotonic()
+        self._first_key = self.ctx._step
         reason = budget_exceeded(self.counters(), self.config.limits)
         if reason is not None:
             cls = ErrorClassification(ErrorSeverity.CRITICAL, metadata={"limit": reason})
@@ -219,8 +221,13 @@ class RecoveryRun:
         )
 
     async def backoff(self, f: Failure) -> None:
-        """Wait the decided delay (cancellable)."""
+        """Wait the decided delay (cancellable), then rewind the run's step counter.
+
+        A retry is the same step again, so it takes the same journal keys as the failed
+        attempt (which recorded nothing): a replay then finds the successful attempt.
+        """
         await self.config.sleep(f.decision.delay_s)
+        self.ctx._step = self._first_key
 
     def reclassify_event(self, f: Failure, excluded: Sequence[str]) -> RecoveryReclassify:
         """Count a reclassification and return its event (call just before it starts)."""
