@@ -78,13 +78,15 @@ class PlattCalibrator(Calibrator):
         mu, sd = f.mean(), f.std() or 1.0
         z = (f - mu) / sd
         a, b = 1.0, 0.0
+        ridge = 1e-3  # keeps the slope finite when the data carry no signal
         for _ in range(100):
-            p = 1 / (1 + np.exp(-(a * z + b)))
-            g = np.array([((p - t) * z).sum(), (p - t).sum()])
+            p = 1 / (1 + np.exp(np.clip(-(a * z + b), -50, 50)))
+            g = np.array([((p - t) * z).sum() + ridge * a, (p - t).sum()])
             w = p * (1 - p) + 1e-12
-            h = np.array([[(w * z * z).sum(), (w * z).sum()], [(w * z).sum(), w.sum()]]) + 1e-9 * np.eye(2)
+            h = np.array([[(w * z * z).sum() + ridge, (w * z).sum()], [(w * z).sum(), w.sum()]]) + 1e-9 * np.eye(2)
             step = np.linalg.solve(h, g)
-            a, b = a - step[0], b - step[1]
+            scale = min(1.0, 5.0 / max(float(np.abs(step).max()), 1e-12))  # damped Newton
+            a, b = a - scale * step[0], b - scale * step[1]
             if np.abs(step).max() < 1e-10:
                 break
         a = max(a, 0.0)  # more similar must never mean less likely

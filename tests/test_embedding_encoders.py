@@ -1,0 +1,77 @@
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from jeeves_router.classify.embedding.encoders import HashingEncoder, blas_single_thread, l2_normalise
+from jeeves_router.errors import UsageError
+
+
+def test_hashing_encoder_is_deterministic_and_unit_length() -> None:
+    enc = HashingEncoder(dim=128)
+    a = enc.encode(["I was charged twice", "the API returns 500"])
+    b = HashingEncoder(dim=128).encode(["I was charged twice", "the API returns 500"])
+    assert a.shape == (2, 128) and a.dtype == np.float32
+    np.testing.assert_array_equal(a, b)
+    np.testing.assert_allclose(np.linalg.norm(a, axis=1), 1.0, rtol=1e-5)
+
+
+def test_hashing_encoder_similar_texts_are_closer() -> None:
+    v = HashingEncoder().encode(["refund my payment", "refund the payment please", "server crashed"])
+    assert v[0] @ v[1] > v[0] @ v[2]
+
+
+def test_encode_rejects_a_bare_string_and_handles_empty() -> None:
+    enc = HashingEncoder()
+    with pytest.raises(UsageError, match="sequence of texts"):
+        enc.encode("one text")  # type: ignore[arg-type]
+    assert enc.encode([]).shape == (0, enc.dim)
+
+
+def test_l2_normalise_keeps_zero_rows() -> None:
+    out = l2_normalise(np.array([[3.0, 4.0], [0.0, 0.0]]))
+    np.testing.assert_allclose(out, [[0.6, 0.8], [0.0, 0.0]])
+
+
+def test_blas_single_thread_nests_and_restores() -> None:
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+
+    def blas_threads() -> list[int]:
+        return [i["num_threads"] for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas"]
+
+    before = blas_threads()
+    with blas_single_thread():
+        with blas_single_thread():
+            assert all(n == 1 for n in blas_threads())
+        assert all(n == 1 for n in blas_threads())
+    assert blas_threads() == before
+
+
+@pytest.fixture(scope="module")
+def minilm():  # type: ignore[no-untyped-def]
+    pytest.importorskip("onnxruntime")
+    pytest.importorskip("tokenizers")
+    from jeeves_router.classify.embedding.encoders import MiniLMEncoder
+
+    return MiniLMEncoder()
+
+
+def test_minilm_shape_norm_and_semantics(minilm) -> None:  # type: ignore[no-untyped-def]
+    v = minilm.encode(["I was charged twice", "my card was billed two times", "what a lovely sunny day"])
+    assert v.shape == (3, 384) and v.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(v, axis=1), 1.0, rtol=1e-4)
+    assert v[0] @ v[1] > v[0] @ v[2] + 0.2
+
+
+def test_minilm_vectors_do_not_depend_on_batch_padding(minilm) -> None:  # type: ignore[no-untyped-def]
+    alone = minilm.encode(["refund"])[0]
+    batched = minilm.encode(["refund", "a much longer sentence that forces padding of the short one in the batch"])[0]
+    assert float(alone @ batched) > 0.9999
+
+
+def test_minilm_missing_files_are_a_usage_error(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    pytest.importorskip("onnxruntime")
+    from jeeves_router.classify.embedding.encoders import MiniLMEncoder
+
+    with pytest.raises(UsageError, match="not found"):
+        MiniLMEncoder(model_path=tmp_path / "missing.onnx")
