@@ -157,3 +157,15 @@ async def test_a_newer_schema_version_is_refused(tmp_path: Path) -> None:
         conn.execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
     with pytest.raises(JournalError, match="schema version 99"):
         await SQLiteJournal(path).read("s1")
+
+
+@pytest.mark.anyio
+async def test_no_credential_of_a_model_reaches_the_journal(tmp_path: Path) -> None:
+    model = DeskModel()
+    model.api_key = "sk-live-DO-NOT-STORE"  # type: ignore[attr-defined]
+    model.headers = {"Authorization": "Bearer sk-live-DO-NOT-STORE"}  # type: ignore[attr-defined]
+    journal = SQLiteJournal(tmp_path / "j.db")
+    await build_desk(JournalRuntime(journal), model).run(PROMPT, session_id="s1")
+    await journal.aclose()
+    assert b"Refund issued" in (tmp_path / "j.db").read_bytes()  # the run is in the file...
+    assert b"sk-live" not in (tmp_path / "j.db").read_bytes()  # ...the credential is not
