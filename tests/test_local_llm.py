@@ -218,9 +218,10 @@ async def test_in_process_stream_closes_early_and_cancels(smol: object) -> None:
         async for item in items:
             assert isinstance(item, ModelTextDelta)
             break  # closing here must stop generation and release the model
-    with anyio.move_on_after(0.5) as scope:
-        async for _ in smol.stream(request):
-            pass
+    with anyio.CancelScope() as scope:
+        async with aclosing(smol.stream(request)) as items:
+            async for _ in items:
+                scope.cancel()  # cancelled mid-generation: the stream's next await raises
     assert scope.cancelled_caught
     after = await smol.request(ModelRequest((user("Hi"),), max_tokens=3))
     assert after.usage.output_tokens <= 3  # the model is free again
