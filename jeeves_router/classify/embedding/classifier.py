@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -10,6 +11,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
+import anyio
 import anyio.to_thread
 import numpy as np
 import structlog
@@ -116,6 +118,7 @@ class EmbeddingClassifier:
         self.calibrator: Calibrator | None = None
         self._index = {n: i for i, n in enumerate(names)}
         self._encode_ms: float | None = None
+        self._limiter: anyio.CapacityLimiter | None = None
         if _fitted_scorer is not None:
             self.scorer = _fitted_scorer
         else:
@@ -220,10 +223,14 @@ class EmbeddingClassifier:
         The first call encodes on the event loop and measures; with ``offload="auto"``
         later calls move to a worker thread when encoding is slower than
         ``offload_above_ms`` (onnxruntime releases the GIL, so other tasks keep running).
+        At most one worker per CPU core encodes at a time.
         """
         allowed = [r.name for r in request.routes] if request.routes else None
         if self._should_offload():
-            return await anyio.to_thread.run_sync(self._classify_sync, request.text, allowed)
+            if self._limiter is None:
+                # CPU-bound work: more threads than cores only adds contention.
+                self._limiter = anyio.CapacityLimiter(os.cpu_count() or 1)
+            return await anyio.to_thread.run_sync(self._classify_sync, request.text, allowed, limiter=self._limiter)
         return self._classify_sync(request.text, allowed)
 
     def fit(
