@@ -8,6 +8,18 @@ Example:
 
 from .agent import Agent, RunStream
 from .architectures import Architecture, Router, RouterRoute, RunContext, ToolLoop
+from .architectures.capabilities import (
+    Capabilities,
+    Capability,
+    CapabilityCall,
+    CapabilityOutput,
+    ClassifierExample,
+    ClassifierGuide,
+)
+from .architectures.handoff import HandoffRouter
+from .architectures.handoff_chain import HandoffChain
+from .architectures.handoff_session import InMemorySessionStore, SessionStore
+from .architectures.handoff_tools import HandoffInput, HistoryMode
 from .classify import (
     Classification,
     Classifier,
@@ -31,7 +43,17 @@ from .errors import (
     UsageError,
 )
 from .events import (
+    CapabilitiesSelected,
+    CapabilityCompleted,
+    CapabilityStarted,
     Event,
+    HandoffCompleted,
+    HandoffRejected,
+    HandoffRequested,
+    RecoveryReclassify,
+    RecoveryReplan,
+    RecoveryReport,
+    RecoveryRetry,
     RouterClassified,
     RouterCompleted,
     RouterDispatched,
@@ -40,9 +62,11 @@ from .events import (
     RunCompleted,
     RunFailed,
     RunStarted,
+    StreamRestarted,
     TextDelta,
     ToolCalled,
     ToolResult,
+    event_adapter,
 )
 from .ids import child_session_id, split_child_session_id
 from .messages import Message, TextPart, ToolCallPart, ToolResultPart
@@ -50,7 +74,8 @@ from .models import Model, ModelRequest, ModelResponse, ModelTextDelta, resolve_
 from .models.anthropic import AnthropicModel
 from .models.openai import OpenAIModel
 from .models.prices import Price, set_price
-from .policies import RetryPolicy
+from .policies import DEFAULT_RETRY, FRAMEWORK_RETRY, RetryPolicy
+from .recovery import ErrorClassification, ErrorContext, ErrorSeverity, ExecutionError, Recovery
 from .results import RunResult, RunStatus
 from .runtime import Runtime
 from .tools import ContextUpdate, Handoff, Tool, ToolContext, tool
@@ -59,6 +84,37 @@ from .usage import Usage
 __version__ = "0.1.0"
 
 __all__ = [
+    "Capabilities",
+    "Capability",
+    "CapabilityCall",
+    "CapabilityOutput",
+    "ClassifierExample",
+    "ClassifierGuide",
+    "CapabilitiesSelected",
+    "CapabilityCompleted",
+    "CapabilityStarted",
+    "RecoveryReclassify",
+    "RecoveryReplan",
+    "RecoveryReport",
+    "RecoveryRetry",
+    "DEFAULT_RETRY",
+    "FRAMEWORK_RETRY",
+    "ErrorClassification",
+    "ErrorContext",
+    "ErrorSeverity",
+    "ExecutionError",
+    "Recovery",
+    "HandoffChain",
+    "HandoffCompleted",
+    "HandoffInput",
+    "HandoffRejected",
+    "HandoffRequested",
+    "HandoffRouter",
+    "HistoryMode",
+    "InMemorySessionStore",
+    "SessionStore",
+    "StreamRestarted",
+    "event_adapter",
     "Agent",
     "AnthropicModel",
     "OpenAIModel",
