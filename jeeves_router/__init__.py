@@ -69,6 +69,15 @@ from .events import (
     event_adapter,
 )
 from .ids import child_session_id, split_child_session_id
+from .journal import (
+    JournalCorrupt,
+    JournalError,
+    JournalRuntime,
+    MemoryJournal,
+    SQLiteJournal,
+    ToolOutcomeUnknown,
+    current_idempotency_key,
+)
 from .messages import Message, TextPart, ToolCallPart, ToolResultPart
 from .models import Model, ModelRequest, ModelResponse, ModelTextDelta, resolve_model
 from .models.anthropic import AnthropicModel
@@ -84,6 +93,13 @@ from .usage import Usage
 __version__ = "0.1.0"
 
 __all__ = [
+    "JournalRuntime",
+    "SQLiteJournal",
+    "MemoryJournal",
+    "JournalError",
+    "JournalCorrupt",
+    "ToolOutcomeUnknown",
+    "current_idempotency_key",
     "Capabilities",
     "Capability",
     "CapabilityCall",
