@@ -194,15 +194,27 @@ class SQLiteJournal:
     async def read(
         self, session_id: str, *, run_id: str | None = None, types: Collection[str] | None = None
     ) -> list[Entry]:
-        """The entries of a session (optionally one run, optionally some types), verified."""
-        sql = "SELECT seq, run_id, type, body, checksum FROM entries WHERE session_id = ?"
-        args: tuple[str, ...] = (session_id,)
-        if run_id is not None:
-            sql, args = sql + " AND run_id = ?", (session_id, run_id)
-        sql += " ORDER BY seq"
+        """The entries of a session (optionally one run, optionally some types), verified.
 
-        def fetch(conn: sqlite3.Connection) -> list[tuple[int, str, str, str, str]]:
-            out: list[tuple[int, str, str, str, str]] = []
+        Each returned entry is checked against its checksum and the checksum of the entry
+        before it in its run (which SQLite finds without reading the other bodies).
+        """
+        where, args = "session_id = ?", [session_id]
+        if run_id is not None:
+            where, args = where + " AND run_id = ?", [session_id, run_id]
+        sql = (
+            "SELECT c.seq, c.run_id, c.type, e.body, c.checksum, c.prev FROM (SELECT seq, run_id, type, checksum, "
+            "LAG(checksum, 1, '') OVER (PARTITION BY run_id ORDER BY seq) AS prev FROM entries "
+            f"WHERE {where}) AS c JOIN entries AS e ON e.seq = c.seq"
+        )
+        if types is not None:
+            kinds = sorted(types)
+            sql += f" WHERE c.type IN ({', '.join('?' * len(kinds))})"
+            args += kinds
+        sql += " ORDER BY c.seq"
+
+        def fetch(conn: sqlite3.Connection) -> list[tuple[int, str, str, str, str, str]]:
+            out: list[tuple[int, str, str, str, str, str]] = []
             try:
                 for row in conn.execute(sql, args):
                     out.append(row)
@@ -214,19 +226,14 @@ class SQLiteJournal:
                 ) from exc
             return out
 
-        rows = await self._run(fetch)
-        heads: dict[str, str] = {}
         entries: list[Entry] = []
-        for seq, rid, type_, body, check in rows:
-            expected = self._checksum(heads.get(rid, ""), session_id, rid, type_, body)
+        for seq, rid, type_, body, check, prev in await self._run(fetch):
+            expected = self._checksum(prev, session_id, rid, type_, body)
             if not hmac.compare_digest(expected, check):
                 raise JournalCorrupt(
                     f"journal {self.path}: entry {seq} (session {session_id!r}, run {rid!r}, {type_}) fails its "
-                    "checksum: it was modified, reordered, or an earlier entry of its run was removed"
+                    "checksum: it was modified, reordered, or the entry before it in its run was removed"
                 )
-            heads[rid] = check
-            if types is not None and type_ not in types:
-                continue
             entries.append(self._decode(seq, body, session_id))
         return entries
 
