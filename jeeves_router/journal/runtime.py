@@ -152,7 +152,7 @@ class JournalRuntime(Runtime):
         self._runs: dict[str, _RunState] = {}
         self._indexes: dict[tuple[str, str], _Index] = {}
         self._claimed: set[tuple[str, str]] = set()
-        self._resume_hints: dict[str, str] = {}
+        self._resume_hints: dict[str, tuple[str, str]] = {}  # session -> (run id, input digest)
 
     def __repr__(self) -> str:
         return f"JournalRuntime({self.journal!r}, strict={self.strict})"
@@ -214,8 +214,9 @@ class JournalRuntime(Runtime):
             assert isinstance(e.record, RunStartRecord)
             attempts[e.run_id] = attempts.get(e.run_id, 0) + 1
             first.setdefault(e.run_id, e.record)
-        run_id = self._resume_hints.pop(sid, None)
-        if run_id is None or run_id not in first:
+        hint = self._resume_hints.pop(sid, None)
+        run_id = hint[0] if hint is not None and hint[1] == input_digest and hint[0] in first else None
+        if run_id is None:
             unused = [rid for rid in first if (sid, rid) not in self._claimed]
             run_id = next((rid for rid in unused if first[rid].input_digest == input_digest), None)
             if run_id is None and unused and self.strict:
@@ -273,7 +274,7 @@ class JournalRuntime(Runtime):
                 f"session {session_id!r} was recorded for agent {rec.agent!r}; resume it with that agent, "
                 f"not {agent.name!r}"
             )
-        self._resume_hints[session_id] = run_id
+        self._resume_hints[session_id] = (run_id, rec.input_digest)
         return ResumePoint(
             run_id=run_id,
             agent=rec.agent,
