@@ -1,0 +1,43 @@
+"""The examples run with no API key and print what they promise."""
+
+from __future__ import annotations
+
+import functools
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@functools.cache
+def run_example(name: str, *args: str) -> str:
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")}
+    env["PYTHONPATH"] = str(ROOT)
+    env["PYTHONWARNINGS"] = "error"
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / name), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=240,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return proc.stdout
+
+
+def test_support_desk() -> None:
+    out = run_example("support_desk.py", "I was charged twice")
+    assert "[routed to billing with confidence 0.93]" in out
+    assert "I have refunded the duplicate 42.00." in out
+    assert "status=ok route=billing" in out
+
+
+@pytest.mark.parametrize("severity", ["RETRIABLE", "RECLASSIFICATION", "REPLANNING", "CRITICAL", "FATAL"])
+def test_recovery_shows_each_severity(severity: str) -> None:
+    out = run_example("recovery.py")
+    assert f"== {severity}" in out
