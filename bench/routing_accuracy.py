@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from threadpoolctl import threadpool_limits
 
-from jeeves_router.classify.embedding import EmbeddingClassifier, MiniLMEncoder
+from jeeves_router.classify.embedding import EmbeddingClassifier, MiniLMEncoder, WordLlamaEncoder
 from jeeves_router.classify.embedding.calibration import choose_threshold
 from jeeves_router.classify.types import RouteSpec
 
@@ -182,6 +182,8 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--quick", action="store_true", help="intent150 k=10 only")
     ap.add_argument("--latency-queries", type=int, default=300)
+    ap.add_argument("--latency-only", action="store_true", help="skip the accuracy runs")
+    ap.add_argument("--encoder", choices=["minilm", "wordllama"], default="minilm")
     args = ap.parse_args()
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     if not DATA.is_dir():
@@ -194,10 +196,15 @@ def main() -> None:
         have_sr = False
         print("semantic-router not installed: its rows are skipped", file=sys.stderr)
     pool, val_rows, test_rows = rows("pool"), rows("val"), rows("test")
-    enc = CachedEncoder(MiniLMEncoder(intra_op_threads=0))
-    t0 = time.perf_counter()
-    enc.warm([r["text"] for r in val_rows + test_rows])
-    print(f"encoded val+test in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
+
+    def new_encoder(threads: int) -> Any:
+        return WordLlamaEncoder() if args.encoder == "wordllama" else MiniLMEncoder(intra_op_threads=threads)
+
+    enc = CachedEncoder(new_encoder(0))
+    if not args.latency_only:
+        t0 = time.perf_counter()
+        enc.warm([r["text"] for r in val_rows + test_rows])
+        print(f"encoded val+test in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
 
     routers: dict[str, Callable[..., dict[str, float]]] = {
         "centroid": lambda e, r, v, t: run_ours(e, r, v, t, "centroid", {}),
@@ -207,7 +214,13 @@ def main() -> None:
     }
     if have_sr:
         routers = {"semantic-router 1.1.1 IndexedRouter (top_k=5, mean)": run_sr, **routers}
-    grid = [("intent150", 10)] if args.quick else [(lv, k) for lv in ("intent150", "domain10") for k in (0, 5, 10)]
+    grid = (
+        []
+        if args.latency_only
+        else [("intent150", 10)]
+        if args.quick
+        else [(lv, k) for lv in ("intent150", "domain10") for k in (0, 5, 10)]
+    )
     results: dict[tuple[str, str, int], dict[str, float]] = {}
     for level, k in grid:
         _, key = level_routes(level)
@@ -222,7 +235,7 @@ def main() -> None:
                   file=sys.stderr)  # fmt: skip
 
     # Latency: one query end to end (encode + score), intent150 k=10 seed 0, fresh encoder.
-    lat_enc = MiniLMEncoder(intra_op_threads=1)
+    lat_enc = new_encoder(1)
     routes = train_routes("intent150", 10, 0, pool)
     queries = [r["text"] for r in test_rows[: args.latency_queries]]
     lat: dict[str, tuple[float, float]] = {}
@@ -242,7 +255,7 @@ def main() -> None:
             one = p50_ms(lambda q: sr(q), queries)
         lat["semantic-router 1.1.1 IndexedRouter (top_k=5, mean)"] = (one, p50_ms(lambda q: sr(q), queries))
 
-    print_tables(results, lat, routers, grid, args.seeds)
+    print_tables(results, lat, routers, grid, args.seeds, enc.name)
 
 
 class _NoCache:
@@ -254,8 +267,8 @@ class _NoCache:
 
 
 def print_tables(results: dict[Any, dict[str, float]], lat: dict[str, tuple[float, float]], routers: dict[str, Any],
-                 grid: list[tuple[str, int]], seeds: int) -> None:  # fmt: skip
-    print(f"\nCLINC150 test, mean of {seeds} seeds, all-MiniLM-L6-v2 int8 ONNX, threshold tuned on val\n")
+                 grid: list[tuple[str, int]], seeds: int, encoder: str) -> None:  # fmt: skip
+    print(f"\nCLINC150 test, mean of {seeds} seeds, encoder {encoder}, threshold tuned on val\n")
     print("| router (same vectors) | intent150 k=10: closed acc / in-scope acc@t / OOS recall@t / overall acc@t "
           "| domain10 k=10 overall acc@t | 1-query p50, BLAS 1 thread / default |")  # fmt: skip
     print("|---|---|---|---|")
