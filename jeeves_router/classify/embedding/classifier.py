@@ -64,6 +64,8 @@ class EmbeddingClassifier:
     returned when its probability reaches ``threshold``, otherwise the classification is
     not ok (status ``missing_route``: out of scope) so the Router falls back or a cascade asks
     the next stage. ``ClassifyResult.scores`` lists the best routes with their probabilities.
+    Construction encodes every description and example once (about 1 s per 400 texts on
+    one core with MiniLM); :meth:`save` / :meth:`load` skip that.
 
     Args:
         routes: The routes it knows.
