@@ -242,6 +242,8 @@ def eval_(
                 raise UsageError(f"--classifier {classifier!r}: use centroid, nearest, logreg or module:attr")
             emb = _load_embedding(routes, chosen, threshold, fit_on)
             route_specs, clf = emb.routes, emb
+            if emb.threshold is None:
+                err.print("note: no threshold, so nothing is rejected as out of scope; pass --fit-on VAL.jsonl")
         check_labels(rows, [r.name for r in route_specs], oos_label=oos_label, path=data)
         with Progress(
             "[progress.description]{task.description}",
