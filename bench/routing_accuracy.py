@@ -28,6 +28,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import anyio
 import numpy as np
 import structlog
 
@@ -38,6 +39,7 @@ from threadpoolctl import threadpool_limits
 from jeeves_router.classify.embedding import EmbeddingClassifier, MiniLMEncoder, WordLlamaEncoder
 from jeeves_router.classify.embedding.calibration import choose_threshold
 from jeeves_router.classify.types import RouteSpec
+from jeeves_router.eval import load_routes
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "routing" / "clinc150"
 OOS = "oos"
@@ -256,6 +258,46 @@ def main() -> None:
         lat["semantic-router 1.1.1 IndexedRouter (top_k=5, mean)"] = (one, p50_ms(lambda q: sr(q), queries))
 
     print_tables(results, lat, routers, grid, args.seeds, enc.name)
+    desk = load_routes(Path(__file__).resolve().parents[1] / "jeeves_router" / "data" / "desk_routes.json")
+    anyio.run(offload_report, lat_enc, desk)
+
+
+async def offload_report(encoder: Any, specs: Sequence[RouteSpec]) -> None:
+    """Async classify inline vs in a worker thread: per-call p50, and 100 concurrent calls."""
+    from jeeves_router.classify.embedding import HashingEncoder
+    from jeeves_router.classify.types import ClassifyRequest
+
+    queries = [f"where is my parcel number {i}" for i in range(200)]
+    print("\nasync classify, support-desk routes: p50 per call / 100 concurrent calls: total, worst event-loop stall\n")
+    print("| encoder | offload | p50 | 100 concurrent: total | worst loop stall |")
+    print("|---|---|---|---|---|")
+    for enc in (HashingEncoder(), encoder):
+        for offload in (False, True):
+            clf = EmbeddingClassifier(specs, encoder=enc, offload=offload)
+            times = []
+            for q in queries:
+                start = time.perf_counter()
+                await clf.classify(ClassifyRequest(q, tuple(specs)))
+                times.append((time.perf_counter() - start) * 1000)
+            lags: list[float] = []
+            stop = anyio.Event()
+
+            async def ticker(done: anyio.Event = stop, lag: list[float] = lags) -> None:
+                while not done.is_set():
+                    t = time.perf_counter()
+                    await anyio.sleep(0.001)
+                    lag.append((time.perf_counter() - t - 0.001) * 1000)
+
+            start = time.perf_counter()
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(ticker)
+                async with anyio.create_task_group() as inner:
+                    for q in queries[:100]:
+                        inner.start_soon(clf.classify, ClassifyRequest(q, tuple(specs)))
+                stop.set()
+            total = (time.perf_counter() - start) * 1000
+            print(f"| {enc.name} | {'thread' if offload else 'inline'} | {statistics.median(times):.2f} ms "
+                  f"| {total:.0f} ms | {max(lags):.1f} ms |")  # fmt: skip
 
 
 class _NoCache:
