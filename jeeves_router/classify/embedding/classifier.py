@@ -15,6 +15,7 @@ import anyio
 import anyio.to_thread
 import numpy as np
 import structlog
+from anyio.lowlevel import RunVar
 from numpy.typing import NDArray
 
 from ...errors import UsageError
@@ -29,6 +30,19 @@ log = structlog.get_logger(__name__)
 
 FILE_FORMAT = "jeeves-router/embedding-classifier"
 FILE_VERSION = 1
+
+
+_LIMITER: RunVar[anyio.CapacityLimiter] = RunVar("jeeves_router_encode_limiter")
+
+
+def _encode_limiter() -> anyio.CapacityLimiter:
+    """One limiter per event loop: CPU-bound encodes beyond the core count only contend."""
+    try:
+        return _LIMITER.get()
+    except LookupError:
+        limiter = anyio.CapacityLimiter(os.cpu_count() or 1)
+        _LIMITER.set(limiter)
+        return limiter
 
 
 @lru_cache(maxsize=1)
@@ -120,7 +134,6 @@ class EmbeddingClassifier:
         self.calibrator: Calibrator | None = None
         self._index = {n: i for i, n in enumerate(names)}
         self._encode_ms: float | None = None
-        self._limiter: anyio.CapacityLimiter | None = None
         if _fitted_scorer is not None:
             self.scorer = _fitted_scorer
         else:
@@ -225,14 +238,12 @@ class EmbeddingClassifier:
         The first call encodes on the event loop and measures; with ``offload="auto"``
         later calls move to a worker thread when encoding is slower than
         ``offload_above_ms`` (onnxruntime releases the GIL, so other tasks keep running).
-        At most one worker per CPU core encodes at a time.
+        At most one worker per CPU core encodes at a time (shared by every classifier in
+        the event loop).
         """
         allowed = [r.name for r in request.routes] if request.routes else None
         if self._should_offload():
-            if self._limiter is None:
-                # CPU-bound work: more threads than cores only adds contention.
-                self._limiter = anyio.CapacityLimiter(os.cpu_count() or 1)
-            return await anyio.to_thread.run_sync(self._classify_sync, request.text, allowed, limiter=self._limiter)
+            return await anyio.to_thread.run_sync(self._classify_sync, request.text, allowed, limiter=_encode_limiter())
         return self._classify_sync(request.text, allowed)
 
     def fit(
