@@ -18,3 +18,13 @@ block_real_model_calls(True)
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
+
+
+@pytest.fixture(autouse=True)
+def _restore_structlog_config():  # type: ignore[no-untyped-def]
+    """The CLI configures structlog for its process; keep one test's configuration out of the next."""
+    import structlog
+
+    saved = structlog.get_config()
+    yield
+    structlog.configure(**saved)
