@@ -55,3 +55,24 @@ async def test_support_desk_end_to_end(loopback: LoopbackServer, provider: str) 
         assert classify["system"][0]["cache_control"] == {"type": "ephemeral"}
     else:
         assert classify["temperature"] == 0
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+async def test_classifier_reply_is_constrained_to_the_routes(loopback: LoopbackServer, provider: str) -> None:  # noqa: F811
+    if provider == "openai":
+        make = lambda name: OpenAIModel(name, client=loopback.openai_client())  # noqa: E731
+    else:
+        make = lambda name: AnthropicModel(name, client=loopback.anthropic_client())  # noqa: E731
+    loopback.responder = desk_responder
+    desk = build_desk(*(make(n) for n in ("m1", "m2", "m3", "m4")))
+    await desk.run("I was charged twice for invoice INV-1001", session_id="s-1")
+    body = loopback.requests[0].body
+    if provider == "openai":
+        schema = body["response_format"]["json_schema"]["schema"]
+    else:
+        assert body["tool_choice"]["type"] == "tool"
+        schema = next(t for t in body["tools"] if t["name"] == body["tool_choice"]["name"])["input_schema"]
+    assert schema["properties"]["route"]["enum"] == ["billing", "technical", "general"]
+    conf = schema["properties"]["confidence"]
+    assert conf.get("minimum") == 0 and conf.get("maximum") == 1

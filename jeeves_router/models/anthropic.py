@@ -68,6 +68,9 @@ class AnthropicModel:
         rng: Jitter source, e.g. ``random.Random(0)`` for repeatable delays.
     """
 
+    #: ``ModelRequest.response_format`` is enforced through a forced tool call.
+    supports_response_format = True
+
     def __init__(
         self,
         model: str,

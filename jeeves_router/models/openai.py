@@ -58,6 +58,10 @@ class OpenAIModel:
         max_tokens_param: Which request field carries ``max_tokens``: ``"auto"`` sends
             ``max_completion_tokens`` to api.openai.com and ``max_tokens`` elsewhere.
         stream_usage: Ask for token usage at the end of streams (``stream_options``).
+        response_format: Whether the server enforces ``response_format`` JSON schemas
+            (OpenAI structured outputs). The LLM classifier then constrains its replies to
+            the declared routes. Pass ``False`` for servers that reject ``json_schema``
+            (llama.cpp's ``llama_cpp.server`` 0.3.36 answers it with HTTP 500).
         sleep: The wait between attempts (tests inject a recorder); ``anyio.sleep``.
         rng: Jitter source, e.g. ``random.Random(0)`` for repeatable delays.
     """
@@ -75,6 +79,7 @@ class OpenAIModel:
         provider: str = "openai",
         max_tokens_param: Literal["auto", "max_tokens", "max_completion_tokens"] = "auto",
         stream_usage: bool = True,
+        response_format: bool = True,
         sleep: Sleep | None = None,
         rng: random.Random | None = None,
     ) -> None:
@@ -91,6 +96,7 @@ class OpenAIModel:
         self._price = price
         self._max_tokens_param = max_tokens_param
         self._stream_usage = stream_usage
+        self.supports_response_format = response_format
         self._client: Any | None = None if client is None else client.with_options(max_retries=0)
         self._retrier = Retrier(retry, model_name=self._name, map_error=self._map_error, sleep=sleep, rng=rng)
 
