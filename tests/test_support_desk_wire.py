@@ -60,8 +60,8 @@ async def test_support_desk_end_to_end(loopback: LoopbackServer, provider: str) 
 @pytest.mark.anyio
 @pytest.mark.parametrize("provider", ["openai", "anthropic"])
 async def test_classifier_reply_is_constrained_to_the_routes(loopback: LoopbackServer, provider: str) -> None:  # noqa: F811
-    if provider == "openai":
-        make = lambda name: OpenAIModel(name, client=loopback.openai_client())  # noqa: E731
+    if provider == "openai":  # a loopback server is not api.openai.com: opt in explicitly
+        make = lambda name: OpenAIModel(name, client=loopback.openai_client(), response_format=True)  # noqa: E731
     else:
         make = lambda name: AnthropicModel(name, client=loopback.anthropic_client())  # noqa: E731
     loopback.responder = desk_responder
@@ -76,3 +76,10 @@ async def test_classifier_reply_is_constrained_to_the_routes(loopback: LoopbackS
     assert schema["properties"]["route"]["enum"] == ["billing", "technical", "general"]
     conf = schema["properties"]["confidence"]
     assert conf.get("minimum") == 0 and conf.get("maximum") == 1
+
+
+def test_openai_constrained_replies_default_to_the_official_api_only() -> None:
+    assert OpenAIModel("gpt-4.1-mini", api_key="sk-test").supports_response_format is True
+    assert OpenAIModel("m", base_url="http://127.0.0.1:8000/v1").supports_response_format is False
+    assert OpenAIModel("m", base_url="http://127.0.0.1:8000/v1", response_format=True).supports_response_format is True
+    assert AnthropicModel("claude-haiku-4-5", api_key="k").supports_response_format is True

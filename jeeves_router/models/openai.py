@@ -59,9 +59,10 @@ class OpenAIModel:
             ``max_completion_tokens`` to api.openai.com and ``max_tokens`` elsewhere.
         stream_usage: Ask for token usage at the end of streams (``stream_options``).
         response_format: Whether the server enforces ``response_format`` JSON schemas
-            (OpenAI structured outputs). The LLM classifier then constrains its replies to
-            the declared routes. Pass ``False`` for servers that reject ``json_schema``
-            (llama.cpp's ``llama_cpp.server`` 0.3.36 answers it with HTTP 500).
+            (structured outputs); the LLM classifier then constrains its replies to the
+            declared routes. ``None`` (auto): yes for api.openai.com, no for other servers
+            (llama.cpp's ``llama_cpp.server`` 0.3.36 answers ``json_schema`` with HTTP 500);
+            pass ``True`` for a server that supports it, e.g. vLLM.
         sleep: The wait between attempts (tests inject a recorder); ``anyio.sleep``.
         rng: Jitter source, e.g. ``random.Random(0)`` for repeatable delays.
     """
@@ -79,7 +80,7 @@ class OpenAIModel:
         provider: str = "openai",
         max_tokens_param: Literal["auto", "max_tokens", "max_completion_tokens"] = "auto",
         stream_usage: bool = True,
-        response_format: bool = True,
+        response_format: bool | None = None,
         sleep: Sleep | None = None,
         rng: random.Random | None = None,
     ) -> None:
@@ -96,7 +97,7 @@ class OpenAIModel:
         self._price = price
         self._max_tokens_param = max_tokens_param
         self._stream_usage = stream_usage
-        self.supports_response_format = response_format
+        self._response_format = response_format
         self._client: Any | None = None if client is None else client.with_options(max_retries=0)
         self._retrier = Retrier(retry, model_name=self._name, map_error=self._map_error, sleep=sleep, rng=rng)
 
@@ -186,11 +187,21 @@ class OpenAIModel:
             }
         return params
 
+    def _is_official_api(self) -> bool:
+        base_url = str(getattr(self._client, "base_url", None) or self._base_url or "https://api.openai.com/v1")
+        return "api.openai.com" in base_url
+
+    @property
+    def supports_response_format(self) -> bool:
+        """Whether ``ModelRequest.response_format`` is sent and enforced (see ``response_format``)."""
+        if self._response_format is not None:
+            return self._response_format
+        return self._is_official_api()
+
     def _max_tokens_field(self) -> str:
         if self._max_tokens_param != "auto":
             return self._max_tokens_param
-        base_url = str(getattr(self._client, "base_url", None) or self._base_url or "https://api.openai.com/v1")
-        return "max_completion_tokens" if "api.openai.com" in base_url else "max_tokens"
+        return "max_completion_tokens" if self._is_official_api() else "max_tokens"
 
     def _usage(self, raw: Any) -> Usage:
         if raw is None:
