@@ -31,6 +31,8 @@ from .classify import (
     parse_classification,
     resolve_route,
 )
+from .classify.cascade import CascadeClassifier, CascadeStats
+from .classify.constrained import classification_format, classification_schema, few_shot_turns
 from .errors import (
     JeevesError,
     ModelError,
@@ -81,6 +83,7 @@ from .journal import (
 from .messages import Message, TextPart, ToolCallPart, ToolResultPart
 from .models import Model, ModelRequest, ModelResponse, ModelTextDelta, resolve_model
 from .models.anthropic import AnthropicModel
+from .models.llamacpp import LlamaCppModel, smollm2_path
 from .models.openai import OpenAIModel
 from .models.prices import Price, set_price
 from .policies import DEFAULT_RETRY, FRAMEWORK_RETRY, RetryPolicy
@@ -92,7 +95,29 @@ from .usage import Usage
 
 __version__ = "0.1.0"
 
+_LAZY = {
+    "EmbeddingClassifier": "jeeves_router.classify.embedding",
+}
+
+
+def __getattr__(name: str) -> object:
+    """Names whose modules need an optional extra are imported on first use."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'jeeves_router' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module), name)
+
 __all__ = [
+    "LlamaCppModel",
+    "smollm2_path",
+    "classification_format",
+    "classification_schema",
+    "few_shot_turns",
+    "CascadeClassifier",
+    "CascadeStats",
+    "EmbeddingClassifier",
     "JournalRuntime",
     "SQLiteJournal",
     "MemoryJournal",

@@ -3,7 +3,8 @@
 Real model calls can be blocked (the project's tests do this): a blocked adapter refuses
 any request whose endpoint is not on the loopback interface, so tests may still talk to a
 server of their own on 127.0.0.1. Set ``JEEVES_BLOCK_REAL_MODELS=1`` or call
-:func:`block_real_model_calls`.
+:func:`block_real_model_calls`. In-process models (``LlamaCppModel``) are local, like a
+loopback server, and are never blocked.
 """
 
 from __future__ import annotations
