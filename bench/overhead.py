@@ -4,7 +4,8 @@ Job: one classification on a fake model ("route: billing / confidence: 0.9"), di
 the billing specialist, the specialist's answer streamed in five chunks and consumed by the
 caller as events. Fake models return canned data, so what is timed is the framework.
 Peers (openai-agents, langgraph, pydantic-ai) come from ``bench/peers.py``; install them with
-``pip install -r bench/requirements.txt``. Timings are taken in alternating blocks (see ``peers.measure_all``), median of N.
+``pip install -r bench/requirements.txt``. Timings are taken in alternating blocks
+(see ``peers.measure_all``), median of N.
 
 Usage: ``python bench/overhead.py [N]``
 """

@@ -109,6 +109,7 @@ def __getattr__(name: str) -> object:
 
     return getattr(importlib.import_module(module), name)
 
+
 __all__ = [
     "LlamaCppModel",
     "smollm2_path",

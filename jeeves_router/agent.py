@@ -240,8 +240,12 @@ class Agent:
             )
         point = await point_of(self, session_id)
         return await self.run(
-            point.prompt, session_id=session_id, history=point.history, context=point.context,
-            force_route=point.force_route, options=point.options,
+            point.prompt,
+            session_id=session_id,
+            history=point.history,
+            context=point.context,
+            force_route=point.force_route,
+            options=point.options,
         )
 
 
