@@ -31,7 +31,6 @@ from ..classify.resolve import RouteDecision, resolve_route
 from ..classify.types import Classification, ParseStatus
 from ..errors import UsageError
 from ..events import Event
-from ..ids import validate_route_name
 from ..messages import Message, TextPart
 from ..tools import Handoff, Tool
 from .base import RunContext
@@ -40,7 +39,7 @@ from .handoff_graph import HandoffGraph, build_graph
 from .handoff_run import ChainRun
 from .handoff_session import SessionStore
 from .handoff_tools import HistoryMode, announces_handoff, classify_tool
-from .router import RouterRoute
+from .routes import RouterRoute, check_fallback, check_route_table, check_unit_interval
 
 if TYPE_CHECKING:
     from ..agent import Agent
@@ -107,34 +106,12 @@ class HandoffRouter:
         sticky: bool = True,
         session_store: SessionStore | None = None,
     ) -> None:
-        routes = list(routes)
-        if not routes:
-            raise UsageError(
-                "HandoffRouter needs at least one route: HandoffRouter(routes=[RouterRoute('billing', agent)])"
-            )
-        seen: dict[str, str] = {}
-        for r in routes:
-            if not isinstance(r, RouterRoute):
-                raise UsageError(f"routes must be RouterRoute objects, got {type(r).__name__}")
-            validate_route_name(r.name)
-            key = normalize_route_name(r.name)
-            if key in seen:
-                raise UsageError(f"duplicate route name {r.name!r}: it matches {seen[key]!r}")
-            seen[key] = r.name
-            if not hasattr(r.agent, "_events"):
-                raise UsageError(f"route {r.name!r}: agent must be an Agent, got {type(r.agent).__name__}")
-        self.routes: tuple[RouterRoute, ...] = tuple(routes)
-        self._by_name = {r.name: r for r in routes}
-        if fallback_route is not None and fallback_route not in self._by_name:
-            raise UsageError(f"fallback_route {fallback_route!r} is not a route; routes: {', '.join(self._by_name)}")
-        for label, value in (
-            ("require_confidence_above", require_confidence_above),
-            ("on_missing_confidence", on_missing_confidence),
-        ):
-            if value is None and label == "on_missing_confidence":
-                continue
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
-                raise UsageError(f"{label} must be within [0, 1], got {value!r}")
+        self.routes: tuple[RouterRoute, ...] = check_route_table(routes, owner="HandoffRouter")
+        self._by_name = {r.name: r for r in self.routes}
+        check_fallback(fallback_route, self._by_name)
+        check_unit_interval("require_confidence_above", require_confidence_above)
+        if on_missing_confidence is not None:
+            check_unit_interval("on_missing_confidence", on_missing_confidence)
         if isinstance(history_turns, bool) or not isinstance(history_turns, int) or history_turns < 0:
             raise UsageError(f"history_turns must be an integer >= 0, got {history_turns!r}")
         if context_schema is not None and not (
@@ -156,7 +133,7 @@ class HandoffRouter:
             sticky=sticky,
             session_store=session_store,
         )
-        self._tools = tuple(classify_tool(r.name, r.description, r.examples) for r in routes)
+        self._tools = tuple(classify_tool(r.name, r.description, r.examples) for r in self.routes)
 
     # -- Architecture protocol ------------------------------------------------------------
 

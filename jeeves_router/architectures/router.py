@@ -16,13 +16,12 @@ Without recovery a specialist's exception reaches the caller unchanged, with its
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from functools import partial
 from typing import TYPE_CHECKING
 
 from .._aio import aclosing
 from ..classify.llm import LLMClassifier
-from ..classify.parser import normalize_route_name
 from ..classify.prompt import validate_prompt_template
 from ..classify.resolve import RouteDecision, resolve_route
 from ..classify.types import Classification, Classifier, ClassifyRequest, ClassifyResult, RouteSpec
@@ -36,16 +35,15 @@ from ..events import (
     RouterUnresolved,
     TextDelta,
 )
-from ..ids import child_session_id, validate_route_name
+from ..ids import child_session_id
 from ..models.base import Model
-from ..policies import RetryPolicy
-from ..recovery.classify import ErrorHook
 from ..recovery.config import Recovery
 from ..recovery.ladder import Action
 from ..results import RunResult
 from ..usage import Usage
 from ._recovery import RecoveryRun, RecoveryStop, recovery_for, retrying
 from .base import RunContext
+from .routes import RouterRoute, check_fallback, check_route_table, check_unit_interval
 
 if TYPE_CHECKING:
     from ..agent import Agent
@@ -54,27 +52,6 @@ __all__ = ["Router", "RouterRoute", "CLASSIFIER_USAGE_KEY"]
 
 #: Key of the classifier's usage in ``RunResult.usage_by_route`` (not a valid route name).
 CLASSIFIER_USAGE_KEY = "<classifier>"
-
-
-@dataclass(frozen=True)
-class RouterRoute:
-    """One route: a name, the agent that handles it, a description and example requests.
-
-    ``classify_error`` (``(exc, context) -> ErrorClassification | None``) and
-    ``retry_policy`` tune recovery of this route's specialist failures.
-    """
-
-    name: str
-    agent: Agent
-    description: str = ""
-    examples: Sequence[str] = field(default=())
-    classify_error: ErrorHook | None = None
-    retry_policy: RetryPolicy | None = None
-
-    @property
-    def spec(self) -> RouteSpec:
-        """What classifiers see of this route."""
-        return RouteSpec(self.name, self.description, tuple(self.examples))
 
 
 class Router:
@@ -115,33 +92,10 @@ class Router:
         classifier_max_tokens: int = 64,
         recovery: Recovery | None = None,
     ) -> None:
-        routes = list(routes)
-        if not routes:
-            raise UsageError("Router needs at least one route: Router(routes=[RouterRoute('billing', billing_agent)])")
-        seen: dict[str, str] = {}
-        for r in routes:
-            if not isinstance(r, RouterRoute):
-                raise UsageError(f"routes must be RouterRoute objects, got {type(r).__name__}")
-            validate_route_name(r.name)
-            key = normalize_route_name(r.name)
-            if key in seen:
-                raise UsageError(
-                    f"duplicate route name {r.name!r}: it matches {seen[key]!r} (names are compared "
-                    "case-insensitively, with '-', '_' and spaces alike)"
-                )
-            seen[key] = r.name
-            if not hasattr(r.agent, "_events"):
-                raise UsageError(f"route {r.name!r}: agent must be an Agent, got {type(r.agent).__name__}")
-        self.routes: tuple[RouterRoute, ...] = tuple(routes)
-        self._by_name = {r.name: r for r in routes}
-        if fallback_route is not None and fallback_route not in self._by_name:
-            raise UsageError(f"fallback_route {fallback_route!r} is not a route; routes: {', '.join(self._by_name)}")
-        if (
-            isinstance(require_confidence_above, bool)
-            or not isinstance(require_confidence_above, (int, float))
-            or not (0.0 <= require_confidence_above <= 1.0)
-        ):
-            raise UsageError(f"require_confidence_above must be within [0, 1], got {require_confidence_above!r}")
+        self.routes: tuple[RouterRoute, ...] = check_route_table(routes, owner="Router")
+        self._by_name = {r.name: r for r in self.routes}
+        check_fallback(fallback_route, self._by_name)
+        check_unit_interval("require_confidence_above", require_confidence_above)
         if classifier is not None and (classifier_model is not None or classifier_prompt is not None):
             raise UsageError("pass either classifier=... or classifier_model/classifier_prompt, not both")
         if classifier is not None and not isinstance(classifier, Classifier):

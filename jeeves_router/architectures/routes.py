@@ -1,0 +1,79 @@
+"""Route tables shared by the routing architectures (Router, HandoffRouter)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from ..classify.parser import normalize_route_name
+from ..classify.types import RouteSpec
+from ..errors import UsageError
+from ..ids import validate_route_name
+from ..policies import RetryPolicy
+from ..recovery.classify import ErrorHook
+
+if TYPE_CHECKING:
+    from ..agent import Agent
+
+__all__ = ["RouterRoute", "check_route_table", "check_fallback", "check_unit_interval"]
+
+
+@dataclass(frozen=True)
+class RouterRoute:
+    """One route: a name, the agent that handles it, a description and example requests.
+
+    ``classify_error`` (``(exc, context) -> ErrorClassification | None``) and
+    ``retry_policy`` tune recovery of this route's specialist failures.
+    """
+
+    name: str
+    agent: Agent
+    description: str = ""
+    examples: Sequence[str] = field(default=())
+    classify_error: ErrorHook | None = None
+    retry_policy: RetryPolicy | None = None
+
+    @property
+    def spec(self) -> RouteSpec:
+        """What classifiers see of this route."""
+        return RouteSpec(self.name, self.description, tuple(self.examples))
+
+
+def check_route_table(routes: Sequence[RouterRoute], *, owner: str) -> tuple[RouterRoute, ...]:
+    """Validate a route table; raise :class:`UsageError` naming the first problem.
+
+    Checks: at least one route, RouterRoute objects, names in the safe pattern, no duplicate
+    names (compared case-insensitively, with ``-``, ``_`` and spaces alike), Agent handlers.
+    """
+    table = tuple(routes)
+    if not table:
+        raise UsageError(f"{owner} needs at least one route: {owner}(routes=[RouterRoute('billing', billing_agent)])")
+    seen: dict[str, str] = {}
+    for r in table:
+        if not isinstance(r, RouterRoute):
+            raise UsageError(f"routes must be RouterRoute objects, got {type(r).__name__}")
+        validate_route_name(r.name)
+        key = normalize_route_name(r.name)
+        if key in seen:
+            raise UsageError(
+                f"duplicate route name {r.name!r}: it matches {seen[key]!r} (names are compared "
+                "case-insensitively, with '-', '_' and spaces alike)"
+            )
+        seen[key] = r.name
+        if not hasattr(r.agent, "_events"):
+            raise UsageError(f"route {r.name!r}: agent must be an Agent, got {type(r.agent).__name__}")
+    return table
+
+
+def check_fallback(fallback_route: str | None, by_name: Mapping[str, RouterRoute]) -> None:
+    """Raise :class:`UsageError` unless ``fallback_route`` is ``None`` or a declared route."""
+    if fallback_route is not None and fallback_route not in by_name:
+        raise UsageError(f"fallback_route {fallback_route!r} is not a route; routes: {', '.join(by_name)}")
+
+
+def check_unit_interval(label: str, value: object) -> float:
+    """Return ``value`` as a float if it is a number within [0, 1], else raise UsageError."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
+        raise UsageError(f"{label} must be within [0, 1], got {value!r}")
+    return float(value)
