@@ -161,6 +161,7 @@ async def bench_cascade(
     eval_right = [r.classification.route == row["route"] for r, row in zip(emb_eval, eval_rows, strict=True)]
     unsure = sorted(range(len(eval_rows)), key=lambda i: eval_confs[i])[: int(MAX_MODEL_SHARE * len(eval_rows))]
     llm_eval: dict[int, bool] = {}
+    llm_ok: dict[int, bool] = {}
     times = []
     for i in unsure:
         hints = tuple(name for name, _ in emb_eval[i].scores[:3])
@@ -168,11 +169,14 @@ async def bench_cascade(
         res = await second.classify(ClassifyRequest(eval_rows[i]["text"], llm_routes, hints=hints))
         times.append((time.perf_counter() - start) * 1000)
         llm_eval[i] = res.classification.route == eval_rows[i]["route"]
+        llm_ok[i] = res.classification.ok
     for fraction in (0.1, 0.2, 0.3):
         asked = set(unsure[: int(fraction * len(eval_rows))])
         acc = sum(llm_eval[i] if i in asked else eval_right[i] for i in range(len(eval_rows))) / len(eval_rows)
+        formed = sum(llm_ok[i] if i in asked else emb_eval[i].classification.ok for i in range(len(eval_rows)))
         label = f"Cascade, model on the {fraction:.0%} least sure"
-        rows.append((label, "100.0%", f"{acc:.1%}", f"{len(asked) / len(eval_rows):.1%}", "—"))
+        wf_text = f"{formed / len(eval_rows):.1%}"
+        rows.append((label, wf_text, f"{acc:.1%}", f"{len(asked) / len(eval_rows):.1%}", "—"))
     right_llm = sum(llm_eval.values()) / len(llm_eval)
     right_emb = sum(eval_right[i] for i in unsure) / len(unsure)
     line += (
