@@ -261,16 +261,8 @@ class RunStream:
 
     def __init__(self, agent: Agent, ctx: RunContext) -> None:
         self._ctx = ctx
-        self._gen = self._guarded(agent._events(ctx))
+        self._gen = agent._events(ctx)
         self.error: BaseException | None = None
-
-    async def _guarded(self, events: AsyncIterator[Event]) -> AsyncIterator[Event]:
-        try:
-            async with aclosing(events):
-                async for ev in events:
-                    yield ev
-        except Exception as exc:  # already reported as run.failed
-            self.error = exc
 
     @property
     def session_id(self) -> str:
@@ -286,7 +278,13 @@ class RunStream:
         return self
 
     async def __anext__(self) -> Event:
-        return await self._gen.__anext__()
+        try:
+            return await self._gen.__anext__()
+        except StopAsyncIteration:
+            raise
+        except Exception as exc:  # already reported as a run.failed event
+            self.error = exc
+            raise StopAsyncIteration from None
 
     async def aclose(self) -> None:
         """Stop the run and release its resources."""

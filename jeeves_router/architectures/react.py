@@ -56,16 +56,19 @@ class ToolLoop:
     def validate(self, agent: Agent) -> None:
         """Nothing to check beyond what Agent checks."""
 
-    async def run(self, agent: Agent, ctx: RunContext) -> AsyncGenerator[Event, None]:
+    def run(self, agent: Agent, ctx: RunContext) -> AsyncGenerator[Event, None]:
         """Run the loop, yielding text deltas and tool events."""
         config = recovery_for(self.recovery, agent.classify_error)
-        rec = RecoveryRun(config, ctx, can_escalate=len(ctx.path) > 1) if config is not None else None
+        if config is None:  # no recovery: no wrapper generator between the loop and the consumer
+            return self._loop(agent, ctx, None)
+        return self._run_recovering(agent, ctx, RecoveryRun(config, ctx, can_escalate=len(ctx.path) > 1))
+
+    async def _run_recovering(self, agent: Agent, ctx: RunContext, rec: RecoveryRun) -> AsyncGenerator[Event, None]:
         try:
             async with aclosing(self._loop(agent, ctx, rec)) as events:
                 async for ev in events:
                     yield ev
         except RecoveryStop as stop:
-            assert rec is not None
             async with aclosing(rec.stopped(stop)) as report_events:
                 async for ev in report_events:
                     yield ev

@@ -195,17 +195,20 @@ class Router:
             model_calls_saved=result.model_calls_saved,
         )
 
-    async def run(self, agent: Agent, ctx: RunContext) -> AsyncGenerator[Event, None]:
+    def run(self, agent: Agent, ctx: RunContext) -> AsyncGenerator[Event, None]:
         """Classify, decide, dispatch; yields router events and the specialist's events."""
         hooks = [agent.classify_error, *(r.classify_error for r in self.routes), *(r.retry_policy for r in self.routes)]
         config = recovery_for(self.recovery, *hooks)
-        rec = RecoveryRun(config, ctx, can_escalate=len(ctx.path) > 1) if config is not None else None
+        if config is None:  # no recovery: no wrapper generator between the flow and the consumer
+            return self._flow(agent, ctx, None)
+        return self._run_recovering(agent, ctx, RecoveryRun(config, ctx, can_escalate=len(ctx.path) > 1))
+
+    async def _run_recovering(self, agent: Agent, ctx: RunContext, rec: RecoveryRun) -> AsyncGenerator[Event, None]:
         try:
             async with aclosing(self._flow(agent, ctx, rec)) as events:
                 async for ev in events:
                     yield ev
         except RecoveryStop as stop:
-            assert rec is not None
             async with aclosing(rec.stopped(stop, route=stop.failure.route)) as report_events:
                 async for ev in report_events:
                     yield ev
@@ -220,14 +223,16 @@ class Router:
             if ctx.force_route is not None:
                 decision = RouteDecision(ctx.force_route, False, None)
             else:
-                box: list[ClassifyResult] = []
-
                 classify = partial(self.classify, agent, ctx, exclude=tuple(excluded), feedback=feedback)
-                steps = retrying(rec, "classify", classify, box, hooks=(agent.classify_error,))
-                async with aclosing(steps) as cevents:
-                    async for ev in cevents:
-                        yield ev
-                cres = box[0]
+                if rec is None:
+                    cres = await classify()
+                else:
+                    box: list[ClassifyResult] = []
+                    steps = retrying(rec, "classify", classify, box, hooks=(agent.classify_error,))
+                    async with aclosing(steps) as cevents:
+                        async for ev in cevents:
+                            yield ev
+                    cres = box[0]
                 usage = usage + cres.usage
                 if rec is not None:
                     rec.usage = usage
