@@ -185,6 +185,7 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="intent150 k=10 only")
     ap.add_argument("--latency-queries", type=int, default=300)
     ap.add_argument("--latency-only", action="store_true", help="skip the accuracy runs")
+    ap.add_argument("--latency-threads", type=int, default=2, help="onnxruntime threads for the latency runs")
     ap.add_argument("--encoder", choices=["minilm", "wordllama"], default="minilm")
     args = ap.parse_args()
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
@@ -237,11 +238,14 @@ def main() -> None:
                   file=sys.stderr)  # fmt: skip
 
     # Latency: one query end to end (encode + score), intent150 k=10 seed 0, fresh encoder.
-    lat_enc = new_encoder(1)
+    lat_enc = new_encoder(args.latency_threads)
+    print(f"latency: onnxruntime intra-op threads = {args.latency_threads}", file=sys.stderr)
     routes = train_routes("intent150", 10, 0, pool)
     queries = [r["text"] for r in test_rows[: args.latency_queries]]
     lat: dict[str, tuple[float, float]] = {}
     lat["encoder only"] = (p50_ms(lambda q: lat_enc.encode([q]), queries),) * 2
+    one_thread = new_encoder(1)
+    lat["encoder only, 1 onnxruntime thread"] = (p50_ms(lambda q: one_thread.encode([q]), queries),) * 2
     for name, scorer in (
         ("centroid", "centroid"),
         ("nearest example", "nearest"),
@@ -325,6 +329,9 @@ def print_tables(results: dict[Any, dict[str, float]], lat: dict[str, tuple[floa
     enc_only = lat.get("encoder only")
     if enc_only:
         print(f"| (encoder alone) | | | {enc_only[0]:.2f} ms |")
+    enc_one = lat.get("encoder only, 1 onnxruntime thread")
+    if enc_one:
+        print(f"| (encoder alone, 1 onnxruntime thread) | | | {enc_one[0]:.2f} ms |")
     levels = sorted({lv for lv, _ in grid}, reverse=True)
     ks = sorted({k for _, k in grid})
     if len(grid) > 1:
