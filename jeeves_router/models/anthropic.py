@@ -23,11 +23,10 @@ from typing import Any, Literal
 from ..errors import ModelError, UsageError
 from ..messages import Message, Part, TextPart, ToolCallPart, ToolResultPart
 from ..policies import PROVIDER_RETRY, RetryPolicy
-from ..settings import check_real_call_allowed
 from ..usage import Usage
-from ._errors import map_sdk_error
-from ._retry import Retrier, Sleep
-from ._wire import import_sdk, secret_repr, tool_call_part
+from ._retry import Sleep
+from ._sdk import SdkModel
+from ._wire import tool_call_part
 from .base import ModelRequest, ModelResponse, ModelStreamItem, ModelTextDelta, StopReason
 from .prices import Price, cost_usd, price_for
 
@@ -42,7 +41,7 @@ _STOP: dict[str, StopReason] = {
 }
 
 
-class AnthropicModel:
+class AnthropicModel(SdkModel):
     """A model served over the Anthropic Messages API.
 
     Args:
@@ -70,6 +69,9 @@ class AnthropicModel:
 
     #: ``ModelRequest.response_format`` is enforced through a forced tool call.
     supports_response_format = True
+    sdk_module = "anthropic"
+    extra = "anthropic"
+    key_env = "ANTHROPIC_API_KEY"
 
     def __init__(
         self,
@@ -87,64 +89,32 @@ class AnthropicModel:
         sleep: Sleep | None = None,
         rng: random.Random | None = None,
     ) -> None:
-        if not model:
-            raise UsageError("AnthropicModel needs a model id, e.g. AnthropicModel('claude-haiku-4-5')")
         if default_max_tokens < 1:
             raise UsageError(f"default_max_tokens must be >= 1, got {default_max_tokens}")
-        if client is None:
-            import_sdk("anthropic", "anthropic")  # fail at construction with the install hint
-        self.model = model
-        self.provider = "anthropic"
-        self._name = f"anthropic:{model}"
-        self._api_key = api_key
-        self._base_url = base_url
-        self._timeout_s = timeout_s
-        self._price = price
+        super().__init__(
+            model,
+            provider="anthropic",
+            client=client,
+            api_key=api_key,
+            base_url=base_url,
+            timeout_s=timeout_s,
+            retry=retry,
+            price=price,
+            sleep=sleep,
+            rng=rng,
+        )
         self._default_max_tokens = default_max_tokens
         self._cache_system = cache_system
         self._send_temperature = send_temperature
-        self._client: Any | None = None if client is None else client.with_options(max_retries=0)
-        self._retrier = Retrier(retry, model_name=self._name, map_error=self._map_error, sleep=sleep, rng=rng)
-
-    @property
-    def name(self) -> str:
-        """``"anthropic:<model>"``."""
-        return self._name
-
-    def __repr__(self) -> str:
-        base_url = self._base_url
-        if self._client is not None:
-            base_url = str(getattr(self._client, "base_url", "")) or None
-        return secret_repr("AnthropicModel", model=self.model, base_url=base_url)
 
     # -- client -----------------------------------------------------------------------------
 
-    def _get_client(self) -> Any:
-        if self._client is None:
-            sdk = import_sdk("anthropic", "anthropic")
-            api_key = self._api_key or os.environ.get("ANTHROPIC_API_KEY")
-            if not api_key:
-                raise UsageError(f"{self._name} needs an API key: set ANTHROPIC_API_KEY or pass api_key=...")
-            base_url = self._base_url or os.environ.get("ANTHROPIC_BASE_URL") or None
-            self._client = sdk.AsyncAnthropic(
-                api_key=api_key, base_url=base_url, timeout=self._timeout_s, max_retries=0
-            )
-        return self._client
-
-    def _client_for_call(self) -> Any:
-        client = self._get_client()
-        check_real_call_allowed("anthropic", str(getattr(client, "base_url", "") or "") or None)
-        return client
-
-    def _secrets(self) -> tuple[str, ...]:
-        keys = [self._api_key, os.environ.get("ANTHROPIC_API_KEY")]
-        client_key = getattr(self._client, "api_key", None)
-        if isinstance(client_key, str):
-            keys.append(client_key)
-        return tuple(k for k in keys if k)
-
-    def _map_error(self, exc: BaseException) -> ModelError | None:
-        return map_sdk_error(exc, provider="anthropic", secrets=self._secrets())
+    def _build_client(self, sdk: Any) -> Any:
+        api_key = self._api_key or os.environ.get("ANTHROPIC_API_KEY")
+        if not api_key:
+            raise UsageError(f"{self._name} needs an API key: set ANTHROPIC_API_KEY or pass api_key=...")
+        base_url = self._base_url or os.environ.get("ANTHROPIC_BASE_URL") or None
+        return sdk.AsyncAnthropic(api_key=api_key, base_url=base_url, timeout=self._timeout_s, max_retries=0)
 
     # -- request ----------------------------------------------------------------------------
 

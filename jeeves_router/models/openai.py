@@ -20,11 +20,10 @@ from typing import Any, Literal
 from ..errors import ModelError, UsageError
 from ..messages import Message, TextPart, ToolCallPart, ToolResultPart
 from ..policies import PROVIDER_RETRY, RetryPolicy
-from ..settings import check_real_call_allowed
 from ..usage import Usage
-from ._errors import map_sdk_error
-from ._retry import Retrier, Sleep
-from ._wire import arguments_json, import_sdk, secret_repr, tool_call_part
+from ._retry import Sleep
+from ._sdk import SdkModel
+from ._wire import arguments_json, tool_call_part
 from .base import ModelRequest, ModelResponse, ModelStreamItem, ModelTextDelta, StopReason
 from .prices import Price, cost_usd, price_for
 
@@ -39,7 +38,7 @@ _FINISH: dict[str, StopReason] = {
 }
 
 
-class OpenAIModel:
+class OpenAIModel(SdkModel):
     """A model served over the OpenAI Chat Completions API.
 
     Args:
@@ -67,6 +66,10 @@ class OpenAIModel:
         rng: Jitter source, e.g. ``random.Random(0)`` for repeatable delays.
     """
 
+    sdk_module = "openai"
+    extra = "openai"
+    key_env = "OPENAI_API_KEY"
+
     def __init__(
         self,
         model: str,
@@ -84,65 +87,38 @@ class OpenAIModel:
         sleep: Sleep | None = None,
         rng: random.Random | None = None,
     ) -> None:
-        if not model:
-            raise UsageError("OpenAIModel needs a model id, e.g. OpenAIModel('gpt-4.1-mini')")
-        if client is None:
-            import_sdk("openai", "openai")  # fail at construction with the install hint
-        self.model = model
-        self.provider = provider
-        self._name = f"{provider}:{model}"
-        self._api_key = api_key
-        self._base_url = base_url
-        self._timeout_s = timeout_s
-        self._price = price
+        super().__init__(
+            model,
+            provider=provider,
+            client=client,
+            api_key=api_key,
+            base_url=base_url,
+            timeout_s=timeout_s,
+            retry=retry,
+            price=price,
+            sleep=sleep,
+            rng=rng,
+        )
         self._max_tokens_param = max_tokens_param
         self._stream_usage = stream_usage
         self._response_format = response_format
-        self._client: Any | None = None if client is None else client.with_options(max_retries=0)
-        self._retrier = Retrier(retry, model_name=self._name, map_error=self._map_error, sleep=sleep, rng=rng)
-
-    @property
-    def name(self) -> str:
-        """``"<provider>:<model>"``, e.g. ``"openai:gpt-4.1-mini"``."""
-        return self._name
 
     def __repr__(self) -> str:
-        base_url = self._base_url
-        if self._client is not None:
-            base_url = str(getattr(self._client, "base_url", "")) or None
-        return secret_repr("OpenAIModel", model=self.model, provider=self.provider, base_url=base_url)
+        return self._repr(provider=self.provider)
 
     # -- client -----------------------------------------------------------------------------
 
-    def _get_client(self) -> Any:
-        if self._client is None:
-            sdk = import_sdk("openai", "openai")
-            base_url = self._base_url or os.environ.get("OPENAI_BASE_URL") or None
-            api_key = self._api_key or os.environ.get("OPENAI_API_KEY")
-            if not api_key:
-                if base_url is None:
-                    raise UsageError(
-                        f"{self._name} needs an API key: set OPENAI_API_KEY or pass api_key=..., "
-                        "or pass base_url=... for a local OpenAI-compatible server"
-                    )
-                api_key = "no-key"  # local servers ignore it, but the SDK insists on one
-            self._client = sdk.AsyncOpenAI(api_key=api_key, base_url=base_url, timeout=self._timeout_s, max_retries=0)
-        return self._client
-
-    def _client_for_call(self) -> Any:
-        client = self._get_client()
-        check_real_call_allowed(self.provider, str(getattr(client, "base_url", "") or "") or None)
-        return client
-
-    def _secrets(self) -> tuple[str, ...]:
-        keys = [self._api_key, os.environ.get("OPENAI_API_KEY")]
-        client_key = getattr(self._client, "api_key", None)
-        if isinstance(client_key, str):
-            keys.append(client_key)
-        return tuple(k for k in keys if k)
-
-    def _map_error(self, exc: BaseException) -> ModelError | None:
-        return map_sdk_error(exc, provider=self.provider, secrets=self._secrets())
+    def _build_client(self, sdk: Any) -> Any:
+        base_url = self._base_url or os.environ.get("OPENAI_BASE_URL") or None
+        api_key = self._api_key or os.environ.get("OPENAI_API_KEY")
+        if not api_key:
+            if base_url is None:
+                raise UsageError(
+                    f"{self._name} needs an API key: set OPENAI_API_KEY or pass api_key=..., "
+                    "or pass base_url=... for a local OpenAI-compatible server"
+                )
+            api_key = "no-key"  # local servers ignore it, but the SDK insists on one
+        return sdk.AsyncOpenAI(api_key=api_key, base_url=base_url, timeout=self._timeout_s, max_retries=0)
 
     # -- request ----------------------------------------------------------------------------
 

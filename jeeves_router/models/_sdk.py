@@ -1,0 +1,94 @@
+"""What the SDK-backed adapters share: client handling, secrets, the retrier, ``repr``."""
+
+from __future__ import annotations
+
+import os
+import random
+from typing import Any
+
+from ..errors import ModelError, UsageError
+from ..policies import RetryPolicy
+from ..settings import check_real_call_allowed
+from ._errors import map_sdk_error
+from ._retry import Retrier, Sleep
+from ._wire import import_sdk, secret_repr
+from .prices import Price
+
+__all__ = ["SdkModel"]
+
+
+class SdkModel:
+    """Base of :class:`OpenAIModel` and :class:`AnthropicModel`.
+
+    Subclasses set :attr:`sdk_module` / :attr:`extra` (for the install hint) and
+    :attr:`key_env` (the API-key variable), and implement :meth:`_build_client`.
+    """
+
+    sdk_module = ""
+    extra = ""
+    key_env = ""
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        provider: str,
+        client: Any | None,
+        api_key: str | None,
+        base_url: str | None,
+        timeout_s: float,
+        retry: RetryPolicy,
+        price: Price | None,
+        sleep: Sleep | None,
+        rng: random.Random | None,
+    ) -> None:
+        if not model:
+            raise UsageError(f"{type(self).__name__} needs a model id, e.g. {type(self).__name__}('<model>')")
+        if client is None:
+            import_sdk(self.sdk_module, self.extra)  # fail at construction with the install hint
+        self.model = model
+        self.provider = provider
+        self._name = f"{provider}:{model}"
+        self._api_key = api_key
+        self._base_url = base_url
+        self._timeout_s = timeout_s
+        self._price = price
+        self._client: Any | None = None if client is None else client.with_options(max_retries=0)
+        self._retrier = Retrier(retry, model_name=self._name, map_error=self._map_error, sleep=sleep, rng=rng)
+
+    @property
+    def name(self) -> str:
+        """``"<provider>:<model>"``, e.g. ``"openai:gpt-4.1-mini"``."""
+        return self._name
+
+    def _repr(self, **fields: Any) -> str:
+        base_url = self._base_url
+        if self._client is not None:
+            base_url = str(getattr(self._client, "base_url", "")) or None
+        return secret_repr(type(self).__name__, model=self.model, **fields, base_url=base_url)
+
+    def __repr__(self) -> str:
+        return self._repr()
+
+    def _build_client(self, sdk: Any) -> Any:
+        raise NotImplementedError
+
+    def _get_client(self) -> Any:
+        if self._client is None:
+            self._client = self._build_client(import_sdk(self.sdk_module, self.extra))
+        return self._client
+
+    def _client_for_call(self) -> Any:
+        client = self._get_client()
+        check_real_call_allowed(self.provider, str(getattr(client, "base_url", "") or "") or None)
+        return client
+
+    def _secrets(self) -> tuple[str, ...]:
+        keys = [self._api_key, os.environ.get(self.key_env)]
+        client_key = getattr(self._client, "api_key", None)
+        if isinstance(client_key, str):
+            keys.append(client_key)
+        return tuple(k for k in keys if k)
+
+    def _map_error(self, exc: BaseException) -> ModelError | None:
+        return map_sdk_error(exc, provider=self.provider, secrets=self._secrets())
