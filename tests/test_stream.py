@@ -130,3 +130,11 @@ async def test_cancelling_a_run_propagates_cleanly() -> None:
     with anyio.move_on_after(0.05) as scope:
         await agent.run("x")
     assert scope.cancelled_caught
+
+
+async def test_failed_stream_reports_error_and_no_result() -> None:
+    desk, _ = make_desk(Boom("specialist broke"))
+    stream = desk.stream("x")
+    kinds = [ev.kind async for ev in stream]
+    assert kinds[-1] == "run.failed"
+    assert isinstance(stream.error, Boom) and stream.result is None
