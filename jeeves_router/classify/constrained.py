@@ -19,6 +19,7 @@ the format far better with them than with an instruction alone.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from ..errors import UsageError
@@ -51,8 +52,8 @@ Answer with a JSON object and nothing else:
 """
 
 
-def classification_schema(routes: tuple[RouteSpec, ...]) -> dict[str, Any]:
-    """The JSON schema of a classification reply restricted to ``routes``.
+def classification_schema(routes: Sequence[RouteSpec | str]) -> dict[str, Any]:
+    """The JSON schema of a classification reply restricted to ``routes`` (specs or names).
 
     Raises:
         UsageError: ``routes`` is empty.
@@ -62,7 +63,7 @@ def classification_schema(routes: tuple[RouteSpec, ...]) -> dict[str, Any]:
     return {
         "type": "object",
         "properties": {
-            "route": {"type": "string", "enum": [r.name for r in routes]},
+            "route": {"type": "string", "enum": [r.name if isinstance(r, RouteSpec) else str(r) for r in routes]},
             "confidence": {"type": "number", "minimum": 0, "maximum": 1},
         },
         "required": ["route", "confidence"],
@@ -70,7 +71,7 @@ def classification_schema(routes: tuple[RouteSpec, ...]) -> dict[str, Any]:
     }
 
 
-def classification_format(routes: tuple[RouteSpec, ...]) -> ResponseFormat:
+def classification_format(routes: Sequence[RouteSpec | str]) -> ResponseFormat:
     """The :class:`ResponseFormat` asking for a reply under :func:`classification_schema`."""
     return ResponseFormat(RESPONSE_FORMAT_NAME, classification_schema(routes))
 
