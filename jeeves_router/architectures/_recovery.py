@@ -76,6 +76,17 @@ class Failure:
         """The exception that ends the run with a report."""
         return RecoveryStop(self)
 
+    def raise_unless_retry(self) -> None:
+        """Return for a retry; raise :class:`RecoveryRedirect` (reclassify, replan) or stop.
+
+        The original exception is chained as ``__cause__``.
+        """
+        if self.action is Action.RETRY:
+            return
+        if self.action in (Action.RECLASSIFY, Action.REPLAN):
+            raise RecoveryRedirect(self) from self.error
+        raise self.stop() from self.error
+
     def feedback(self) -> str:
         """The failure as the next classifier or planner prompt shows it.
 
@@ -333,13 +344,10 @@ async def retrying(
                 can_reclassify=can_reclassify,
                 can_replan=can_replan,
             )
-            if f.action is Action.RETRY:
-                yield rec.retry_event(f)
-                await rec.backoff(f)
-                continue
-            if f.action in (Action.RECLASSIFY, Action.REPLAN):
-                raise RecoveryRedirect(f) from exc
-            raise f.stop() from exc
+            f.raise_unless_retry()
+            yield rec.retry_event(f)
+            await rec.backoff(f)
+            continue
         if rec is not None:
             rec.succeeded(operation)
         box.append(value)

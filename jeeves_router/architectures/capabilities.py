@@ -33,7 +33,6 @@ from ..messages import assistant, user
 from ..models.base import Model, ModelRequest, ModelResponse
 from ..models.registry import resolve_model
 from ..recovery.config import Recovery
-from ..recovery.ladder import Action
 from ..recovery.severity import ErrorSeverity, ExecutionError
 from ..results import RunResult
 from ._capability import (
@@ -282,13 +281,10 @@ class Capabilities:
                     can_replan=True,
                     output_started=streamed,
                 )
-                if f.action is Action.RETRY:
-                    yield rec.retry_event(f)
-                    await rec.backoff(f)
-                    continue
-                if f.action in (Action.RECLASSIFY, Action.REPLAN):
-                    raise RecoveryRedirect(f) from exc
-                raise f.stop() from exc
+                f.raise_unless_retry()
+                yield rec.retry_event(f)
+                await rec.backoff(f)
+                continue
             yield CapabilityCompleted(
                 session_id=ctx.session_id,
                 path=ctx.path,
