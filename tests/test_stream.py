@@ -96,6 +96,7 @@ async def test_break_without_aclose_leaves_nothing_running() -> None:
         gc.collect()
         await asyncio.sleep(0)
         await asyncio.sleep(0)
+    assert other_tasks() == set()
 
 
 async def test_specialist_exception_reaches_run_caller_as_original_type() -> None:
