@@ -75,3 +75,42 @@ def test_minilm_missing_files_are_a_usage_error(tmp_path) -> None:  # type: igno
 
     with pytest.raises(UsageError, match="not found"):
         MiniLMEncoder(model_path=tmp_path / "missing.onnx")
+
+
+def test_minilm_tokens_match_the_wordpieces_and_the_sentence_vector(minilm) -> None:  # type: ignore[no-untyped-def]
+    texts = ["refund", "I was charged twice for my subscription"]
+    v, tok = minilm.encode_tokens(texts)
+    np.testing.assert_allclose(v, minilm.encode(texts), atol=1e-6)
+    for text, t in zip(texts, tok, strict=True):
+        wordpieces = len(minilm._tokenizer.encode(text).ids) - 2  # without [CLS] and [SEP]
+        assert t.shape == (wordpieces, 384)
+        np.testing.assert_allclose(np.linalg.norm(t, axis=1), 1.0, rtol=1e-4)
+
+
+def test_quantized_encoder_is_cached_named_apart_and_close_to_float(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    pytest.importorskip("onnx")
+    from jeeves_router.classify.embedding.encoders import MiniLMEncoder
+
+    monkeypatch.setenv("JEEVES_ROUTER_CACHE", str(tmp_path / "cache"))
+    q = MiniLMEncoder(intra_op_threads=1)
+    files = list((tmp_path / "cache").glob("*-dq8-*.onnx"))
+    assert len(files) == 1 and q.quantized
+    stamp = files[0].stat().st_mtime_ns
+    MiniLMEncoder(intra_op_threads=1)  # a second encoder reuses the cached file
+    assert files[0].stat().st_mtime_ns == stamp and len(list((tmp_path / "cache").iterdir())) == 1
+    f = MiniLMEncoder(intra_op_threads=1, quantize=False)
+    assert q.name != f.name and q.name.endswith("-dq8")
+    texts = ["I was charged twice", "where is my parcel", "the app crashes when I open it"]
+    cos = (q.encode(texts) * f.encode(texts)).sum(axis=1)
+    assert cos.min() > 0.95
+
+
+def test_quantized_encoder_works_when_the_cache_is_not_writable(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    pytest.importorskip("onnx")
+    from jeeves_router.classify.embedding.encoders import MiniLMEncoder
+
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    monkeypatch.setenv("JEEVES_ROUTER_CACHE", str(blocker / "cache"))
+    v = MiniLMEncoder(intra_op_threads=1).encode(["refund my payment", "refund my money"])
+    assert float(v[0] @ v[1]) > 0.7

@@ -24,6 +24,7 @@ from ...errors import UsageError
 
 __all__ = [
     "Encoder",
+    "TokenEncoder",
     "MiniLMEncoder",
     "WordLlamaEncoder",
     "HashingEncoder",
@@ -56,6 +57,19 @@ class Encoder(Protocol):
 
     def encode(self, texts: Sequence[str]) -> Vectors:
         """Encode ``texts`` into a float32 array of shape ``[len(texts), dim]``, rows L2-normalised."""
+        ...
+
+
+@runtime_checkable
+class TokenEncoder(Encoder, Protocol):
+    """An :class:`Encoder` that also returns one unit vector per token (for late interaction)."""
+
+    def encode_tokens(self, texts: Sequence[str]) -> tuple[Vectors, list[Vectors]]:
+        """Sentence vectors ``[len(texts), dim]`` and, per text, its token vectors ``[tokens, dim]``.
+
+        Token vectors are L2-normalised; special tokens are left out; a text with no token
+        gets one row (its sentence vector).
+        """
         ...
 
 
@@ -138,9 +152,17 @@ class MiniLMEncoder:
             are about twice as slow as one when another process keeps the other core busy:
             pass ``intra_op_threads=1`` when many requests are encoded concurrently.
         max_length: Token limit per text (longer texts are truncated).
-        batch_size: Texts per onnxruntime call in :meth:`encode`.
+        batch_size: Texts per onnxruntime call in :meth:`encode` (unquantized only; a quantized
+            encoder runs each text alone so that its vector never depends on its batch).
         model_path: Override the ``model.onnx`` location.
         tokenizer_path: Override the ``tokenizer.json`` location.
+        quantize: Run the weight products with int8 kernels (default). The shipped file keeps
+            its weights as int8 but computes in float32; quantizing the products dynamically
+            makes a query about twice as fast at a mean cosine of about 0.99 to the float32
+            vectors, with the same routing accuracy on CLINC150. The quantized file is built
+            once (about 2 s) and cached (see ``_quantize``). ``False`` runs the file as shipped;
+            the two variants have different :attr:`name` values, so a classifier fitted with
+            one is never loaded with the other.
 
     Raises:
         UsageError: When the ``embed`` extra is not installed or a file is missing.
@@ -157,6 +179,7 @@ class MiniLMEncoder:
         batch_size: int = 64,
         model_path: str | Path | None = None,
         tokenizer_path: str | Path | None = None,
+        quantize: bool = True,
     ) -> None:
         _set_offline()
         try:
@@ -189,23 +212,52 @@ class MiniLMEncoder:
         opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         opts.log_severity_level = 3
-        self._session = ort.InferenceSession(str(model), sess_options=opts, providers=["CPUExecutionProvider"])
+        opts.add_session_config_entry("session.intra_op.allow_spinning", os.environ.get("JR_SPIN", "1"))
+        source: Path | bytes = model
+        self.quantized = quantize
+        if quantize:
+            from ._quantize import quantized_model
+
+            source = quantized_model(model)
+            self.name = f"{type(self).name}-dq8"
+        self._session = ort.InferenceSession(
+            source if isinstance(source, bytes) else str(source),
+            sess_options=opts,
+            providers=["CPUExecutionProvider"],
+        )
         self._input_names = {i.name for i in self._session.get_inputs()}
 
     def encode(self, texts: Sequence[str]) -> Vectors:
         """Encode ``texts`` (see :meth:`Encoder.encode`)."""
+        return self._run(texts, tokens=False)[0]
+
+    def encode_tokens(self, texts: Sequence[str]) -> tuple[Vectors, list[Vectors]]:
+        """Sentence and token vectors (see :meth:`TokenEncoder.encode_tokens`)."""
+        return self._run(texts, tokens=True)
+
+    def _run(self, texts: Sequence[str], *, tokens: bool) -> tuple[Vectors, list[Vectors]]:
         if isinstance(texts, str):
             raise UsageError("encode() takes a sequence of texts, not one string; wrap it in a list")
         out = np.empty((len(texts), self.dim), dtype=np.float32)
-        # Sorting by length keeps padding short inside each batch.
+        per_text: list[Vectors] = [out[:0]] * len(texts) if tokens else []
+        # Sorting by length keeps padding short inside each batch. Dynamic quantization scales
+        # activations per call, so a quantized encoder runs each text alone: its vector must
+        # not depend on the other texts of the batch (and one text needs no padding).
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-        for start in range(0, len(order), self.batch_size):
-            idx = order[start : start + self.batch_size]
-            out[idx] = self._encode_batch([texts[i] for i in idx])
-        return out
+        step = 1 if self.quantized else self.batch_size
+        for start in range(0, len(order), step):
+            idx = order[start : start + step]
+            pooled, toks = self._encode_batch([texts[i] for i in idx], tokens)
+            out[idx] = pooled
+            for i, t in zip(idx, toks, strict=False):
+                per_text[i] = t
+        return out, per_text
 
-    def _encode_batch(self, texts: list[str]) -> Vectors:
-        encs = self._tokenizer.encode_batch(texts)
+    def _encode_batch(self, texts: list[str], tokens: bool) -> tuple[Vectors, list[Vectors]]:
+        if len(texts) == 1:  # encode_batch's thread hand-off costs more than one text takes
+            encs = [self._tokenizer.encode(texts[0])]
+        else:
+            encs = self._tokenizer.encode_batch(texts)
         width = max(len(e.ids) for e in encs)
         ids = np.zeros((len(encs), width), dtype=np.int64)
         mask = np.zeros((len(encs), width), dtype=np.int64)
@@ -217,8 +269,14 @@ class MiniLMEncoder:
             feeds["token_type_ids"] = np.zeros_like(ids)
         hidden = self._session.run(None, feeds)[0]
         weights = mask[:, :, None].astype(np.float32)
-        pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
-        return l2_normalise(pooled)
+        pooled = l2_normalise((hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9))
+        toks: list[Vectors] = []
+        if tokens:
+            for row, enc in enumerate(encs):
+                n = len(enc.ids)
+                # Drop [CLS] and [SEP]; they carry the sentence, not a word.
+                toks.append(l2_normalise(hidden[row, 1 : n - 1]) if n > 2 else pooled[row : row + 1])
+        return pooled, toks
 
 
 class WordLlamaEncoder:
@@ -267,14 +325,22 @@ class HashingEncoder:
 
     def encode(self, texts: Sequence[str]) -> Vectors:
         """Encode ``texts`` (see :meth:`Encoder.encode`)."""
+        return self.encode_tokens(texts)[0]
+
+    def encode_tokens(self, texts: Sequence[str]) -> tuple[Vectors, list[Vectors]]:
+        """Sentence vectors and one vector per word (see :meth:`TokenEncoder.encode_tokens`)."""
         if isinstance(texts, str):
             raise UsageError("encode() takes a sequence of texts, not one string; wrap it in a list")
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        per_text: list[Vectors] = []
         for row, text in enumerate(texts):
             words = "".join(c if c.isalnum() else " " for c in text.lower()).split()
-            for word in words:
-                out[row, zlib.crc32(word.encode()) % self.dim] += 1.0
+            word_vectors = np.zeros((max(1, len(words)), self.dim), dtype=np.float32)
+            for w, word in enumerate(words):
+                word_vectors[w, zlib.crc32(word.encode()) % self.dim] += 1.0
                 padded = f"#{word}#"
                 for i in range(len(padded) - 2):
-                    out[row, zlib.crc32(padded[i : i + 3].encode()) % self.dim] += 0.5
-        return l2_normalise(out)
+                    word_vectors[w, zlib.crc32(padded[i : i + 3].encode()) % self.dim] += 0.5
+            out[row] = word_vectors.sum(axis=0)
+            per_text.append(l2_normalise(word_vectors) if words else l2_normalise(out[row : row + 1]))
+        return l2_normalise(out), per_text
