@@ -21,7 +21,7 @@ from numpy.typing import NDArray
 from ...errors import UsageError
 from ..types import Classification, ClassifyRequest, ClassifyResult, RouteSpec
 from .calibration import Calibrator, ThresholdChoice, calibrator_from_dict, choose_threshold, make_calibrator
-from .encoders import Encoder, MiniLMEncoder, blas_single_thread
+from .encoders import Encoder, MiniLMEncoder, TokenEncoder, blas_single_thread
 from .scorers import Scorer, make_scorer, scorer_from_dict
 
 __all__ = ["EmbeddingClassifier", "FitReport", "default_encoder"]
@@ -84,8 +84,11 @@ class EmbeddingClassifier:
     Args:
         routes: The routes it knows.
         encoder: Any :class:`Encoder`; default the shared :class:`MiniLMEncoder`.
-        scorer: ``"centroid"``, ``"nearest"``, ``"logreg"`` or a :class:`Scorer` instance.
+        scorer: ``"centroid"``, ``"nearest"``, ``"logreg"``, ``"late"`` (the most accurate;
+            needs an encoder with token vectors, such as MiniLM) or a :class:`Scorer` instance.
         scorer_options: Keyword options for a scorer given by name.
+        negatives: Out-of-scope example requests (things the router must *not* accept);
+            scorers with ``uses_negatives`` (``"late"``) learn to reject their like.
         threshold: Minimum confidence to accept a route; ``None`` accepts every best route.
         use_descriptions: Count each route's description as one more example.
         offload: Run encoding in a worker thread in :meth:`classify`: ``True``, ``False`` or
@@ -105,6 +108,7 @@ class EmbeddingClassifier:
         encoder: Encoder | None = None,
         scorer: str | Scorer = "centroid",
         scorer_options: dict[str, Any] | None = None,
+        negatives: Sequence[str] = (),
         threshold: float | None = None,
         use_descriptions: bool = True,
         offload: bool | Literal["auto"] = "auto",
@@ -124,6 +128,9 @@ class EmbeddingClassifier:
             raise UsageError(f"threshold must be within [0, 1] or None, got {threshold!r}")
         if offload not in (True, False, "auto"):
             raise UsageError("offload must be True, False or 'auto'")
+        if isinstance(negatives, str):
+            raise UsageError("negatives must be a sequence of texts, not one string; wrap it in a list")
+        self.negatives = tuple(t for t in negatives if t.strip())
         self.encoder: Encoder = encoder if encoder is not None else default_encoder()
         self.threshold = threshold
         self.use_descriptions = use_descriptions
@@ -134,10 +141,15 @@ class EmbeddingClassifier:
         self.calibrator: Calibrator | None = None
         self._index = {n: i for i, n in enumerate(names)}
         self._encode_ms: float | None = None
-        if _fitted_scorer is not None:
-            self.scorer = _fitted_scorer
-        else:
-            self.scorer = make_scorer(scorer, **(scorer_options or {}))
+        self.scorer = _fitted_scorer if _fitted_scorer is not None else make_scorer(scorer, **(scorer_options or {}))
+        if self.scorer.uses_tokens and not isinstance(self.encoder, TokenEncoder):
+            raise UsageError(
+                f"scorer {self.scorer.kind!r} needs token vectors but encoder {self.encoder.name!r} has no "
+                "encode_tokens; use MiniLMEncoder or another scorer"
+            )
+        if self.negatives and not self.scorer.uses_negatives:
+            raise UsageError(f"scorer {self.scorer.kind!r} does not use negatives; use scorer='late' or drop them")
+        if _fitted_scorer is None:
             self._train()
 
     @property
@@ -155,19 +167,29 @@ class EmbeddingClassifier:
                 raise UsageError(f"route {route.name!r} has no examples and no description; give it some text")
             texts.extend(items)
             labels.extend([i] * len(items))
-        vectors = self.encoder.encode(texts)
+        texts.extend(self.negatives)
+        labels.extend([len(self.routes)] * len(self.negatives))
+        vectors, tokens = self._encode(texts)
         with self._blas():
-            self.scorer.fit(vectors, np.asarray(labels, dtype=np.int64), len(self.routes))
+            self.scorer.fit(vectors, np.asarray(labels, dtype=np.int64), len(self.routes), tokens)
+
+    def _encode(self, texts: Sequence[str]) -> tuple[NDArray[np.float32], list[NDArray[np.float32]] | None]:
+        """Sentence vectors, plus token vectors when the scorer uses them."""
+        if self.scorer.uses_tokens and isinstance(self.encoder, TokenEncoder):
+            return self.encoder.encode_tokens(texts)
+        return self.encoder.encode(texts), None
 
     def _blas(self) -> Any:
         return blas_single_thread() if self.blas_one_thread else _NoLimit()
 
     # -- scoring -------------------------------------------------------------------------
 
-    def _probabilities(self, vectors: NDArray[np.float32], cols: NDArray[np.int64]) -> tuple[Any, Any]:
+    def _probabilities(
+        self, vectors: NDArray[np.float32], cols: NDArray[np.int64], tokens: list[NDArray[np.float32]] | None
+    ) -> tuple[Any, Any]:
         """Per-route features and probabilities [n, len(cols)] over the allowed columns."""
         with self._blas():
-            scores = self.scorer.scores(vectors)[:, cols]
+            scores = self.scorer.scores(vectors, tokens)[:, cols]
         features = self.scorer.features(scores)
         if self.calibrator is not None:
             probs = self.calibrator.predict(features)
@@ -175,13 +197,18 @@ class EmbeddingClassifier:
             probs = self.scorer.default_confidence(features)
         return features, probs
 
-    def _results(self, vectors: NDArray[np.float32], allowed: Sequence[str] | None) -> list[ClassifyResult]:
+    def _results(
+        self,
+        vectors: NDArray[np.float32],
+        allowed: Sequence[str] | None,
+        tokens: list[NDArray[np.float32]] | None = None,
+    ) -> list[ClassifyResult]:
         names = self.route_names if allowed is None else tuple(n for n in allowed if n in self._index)
         if not names:
             c = Classification(None, 0.0, "missing_route", "", reason="none of the requested routes is known")
             return [ClassifyResult(c, stage="embedding") for _ in range(len(vectors))]
         cols = np.asarray([self._index[n] for n in names], dtype=np.int64)
-        features, probs = self._probabilities(vectors, cols)
+        features, probs = self._probabilities(vectors, cols, tokens)
         out = []
         for row in range(len(vectors)):
             order = np.lexsort((-features[row], -probs[row]))
@@ -198,17 +225,14 @@ class EmbeddingClassifier:
             return Classification(None, 0.0, "missing_route", raw, reason=reason)
         return Classification(top, conf, "ok", raw, runner_up=second[0], runner_up_confidence=second[1])
 
-    def _encode_timed(self, texts: Sequence[str]) -> NDArray[np.float32]:
-        start = time.perf_counter()
-        vectors = self.encoder.encode(texts)
-        ms = (time.perf_counter() - start) * 1000 / max(1, len(texts))
-        self._encode_ms = ms if self._encode_ms is None else 0.8 * self._encode_ms + 0.2 * ms
-        return vectors
-
     def _classify_sync(self, text: str, allowed: Sequence[str] | None) -> ClassifyResult:
         if not text.strip():
             return ClassifyResult(Classification(None, 0.0, "empty", text), stage="embedding")
-        return self._results(self._encode_timed([text]), allowed)[0]
+        start = time.perf_counter()
+        vectors, tokens = self._encode([text])
+        ms = (time.perf_counter() - start) * 1000
+        self._encode_ms = ms if self._encode_ms is None else 0.8 * self._encode_ms + 0.2 * ms
+        return self._results(vectors, allowed, tokens)[0]
 
     # -- public API ------------------------------------------------------------------------
 
@@ -221,7 +245,8 @@ class EmbeddingClassifier:
         results: list[ClassifyResult | None] = [None] * len(texts)
         live = [i for i, t in enumerate(texts) if t.strip()]
         if live:
-            batch = self._results(self.encoder.encode([texts[i] for i in live]), routes)
+            vectors, tokens = self._encode([texts[i] for i in live])
+            batch = self._results(vectors, routes, tokens)
             for i, res in zip(live, batch, strict=True):
                 results[i] = res
         empty = ClassifyResult(Classification(None, 0.0, "empty", ""), stage="embedding")
@@ -275,17 +300,17 @@ class EmbeddingClassifier:
         unknown = sorted({lab for lab in labels if lab != oos_label and lab not in self._index})
         if unknown:
             raise UsageError(f"fit: unknown route labels {unknown[:5]}; known routes are {list(self.route_names)}")
-        vectors = self.encoder.encode(list(texts))
+        vectors, tokens = self._encode(list(texts))
         cols = np.arange(len(self.routes), dtype=np.int64)
         with self._blas():
-            features = self.scorer.features(self.scorer.scores(vectors))
+            features = self.scorer.features(self.scorer.scores(vectors, tokens))
         top = features.argmax(axis=1)
         truth = np.asarray([self._index.get(lab, -1) for lab in labels])
         correct = top == truth
         calibrator = make_calibrator(calibration)
         calibrator.fit(features[np.arange(len(top)), top], correct)
         self.calibrator = calibrator
-        _, probs = self._probabilities(vectors, cols)
+        _, probs = self._probabilities(vectors, cols, tokens)
         choice = choose_threshold(
             probs.max(axis=1), correct, truth >= 0, objective=objective, target_precision=target_precision
         )
@@ -309,6 +334,7 @@ class EmbeddingClassifier:
                 {"name": r.name, "description": r.description, "examples": list(r.examples)} for r in self.routes
             ],
             "use_descriptions": self.use_descriptions,
+            "negatives": list(self.negatives),
             "threshold": self.threshold,
             "scorer": self.scorer.to_dict(),
             "calibration": None if self.calibrator is None else self.calibrator.to_dict(),
@@ -343,6 +369,7 @@ class EmbeddingClassifier:
                 encoder=enc,
                 threshold=data["threshold"],
                 use_descriptions=bool(data.get("use_descriptions", True)),
+                negatives=tuple(data.get("negatives", ())),
                 _fitted_scorer=scorer_from_dict(data["scorer"]),
             )
         except (KeyError, TypeError) as exc:

@@ -11,7 +11,7 @@ Scorers are plain numpy (no scikit-learn at run time) and serialise to JSON-safe
 from __future__ import annotations
 
 import base64
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
@@ -25,6 +25,7 @@ __all__ = [
     "CentroidScorer",
     "NearestScorer",
     "LogRegScorer",
+    "train_softmax",
     "make_scorer",
     "scorer_from_dict",
     "encode_array",
@@ -34,17 +35,24 @@ __all__ = [
 Array = NDArray[np.float32]
 
 
-def encode_array(a: NDArray[Any]) -> dict[str, Any]:
-    """A float32 array as a JSON-safe dict (base64 of little-endian bytes, exact)."""
-    arr = np.ascontiguousarray(a, dtype="<f4")
-    return {"dtype": "float32", "shape": list(arr.shape), "b64": base64.b64encode(arr.tobytes()).decode("ascii")}
+_DTYPES = {"float32": "<f4", "float16": "<f2"}
+
+
+def encode_array(a: NDArray[Any], dtype: str = "float32") -> dict[str, Any]:
+    """An array as a JSON-safe dict (base64 of little-endian bytes; exact for float32).
+
+    ``dtype="float16"`` halves the size of large tables such as token vectors.
+    """
+    arr = np.ascontiguousarray(a, dtype=_DTYPES[dtype])
+    return {"dtype": dtype, "shape": list(arr.shape), "b64": base64.b64encode(arr.tobytes()).decode("ascii")}
 
 
 def decode_array(d: Mapping[str, Any]) -> Array:
-    """The inverse of :func:`encode_array`."""
+    """The inverse of :func:`encode_array`, always as float32."""
     try:
         raw = base64.b64decode(d["b64"])
-        arr: Array = np.frombuffer(raw, dtype="<f4").reshape(d["shape"]).astype(np.float32)
+        code = _DTYPES[d.get("dtype", "float32")]
+        arr: Array = np.frombuffer(raw, dtype=code).reshape(d["shape"]).astype(np.float32)
         return arr
     except (KeyError, ValueError, TypeError) as exc:
         raise UsageError(f"malformed array in classifier file: {exc}") from exc
@@ -59,14 +67,23 @@ class Scorer:
     """
 
     kind: ClassVar[str] = ""
+    uses_tokens: ClassVar[bool] = False
+    uses_negatives: ClassVar[bool] = False
     margin_weight: float = 0.0
 
-    def fit(self, vectors: Array, labels: NDArray[np.int64], n_routes: int) -> None:
-        """Learn from ``vectors`` [n, d] whose route indexes are ``labels`` [n]."""
+    def fit(
+        self, vectors: Array, labels: NDArray[np.int64], n_routes: int, tokens: Sequence[Array] | None = None
+    ) -> None:
+        """Learn from ``vectors`` [n, d] whose route indexes are ``labels`` [n].
+
+        Scorers with :attr:`uses_negatives` also accept the label ``n_routes`` for
+        out-of-scope examples; scorers with :attr:`uses_tokens` need ``tokens``, each
+        example's token vectors.
+        """
         raise NotImplementedError
 
-    def scores(self, queries: Array) -> Array:
-        """Route scores [n, n_routes] for unit-length ``queries`` [n, d]."""
+    def scores(self, queries: Array, tokens: Sequence[Array] | None = None) -> Array:
+        """Route scores [n, n_routes] for unit-length ``queries`` [n, d] (``tokens`` as in fit)."""
         raise NotImplementedError
 
     def features(self, scores: Array) -> Array:
@@ -87,10 +104,12 @@ class Scorer:
         """JSON-safe parameters, read back by :func:`scorer_from_dict`."""
         raise NotImplementedError
 
-    @staticmethod
-    def _check(vectors: Array, labels: NDArray[np.int64], n_routes: int) -> None:
+    def _check(self, vectors: Array, labels: NDArray[np.int64], n_routes: int) -> None:
         if vectors.ndim != 2 or len(vectors) != len(labels):
             raise UsageError("scorer.fit: vectors must be [n, d] with one label per row")
+        top = n_routes if self.uses_negatives else n_routes - 1
+        if len(labels) and (labels.min() < 0 or labels.max() > top):
+            raise UsageError(f"scorer.fit: labels must be route indexes 0..{top}")
         missing = sorted(set(range(n_routes)) - {int(x) for x in labels})
         if missing:
             raise UsageError(f"scorer.fit: routes {missing} have no example and no description; give each one text")
@@ -109,13 +128,15 @@ class CentroidScorer(Scorer):
         self.margin_weight = margin_weight
         self.centroids: Array = np.zeros((0, 0), dtype=np.float32)
 
-    def fit(self, vectors: Array, labels: NDArray[np.int64], n_routes: int) -> None:
+    def fit(
+        self, vectors: Array, labels: NDArray[np.int64], n_routes: int, tokens: Sequence[Array] | None = None
+    ) -> None:
         """See :meth:`Scorer.fit`."""
         self._check(vectors, labels, n_routes)
         means = np.stack([vectors[labels == r].mean(axis=0) for r in range(n_routes)])
         self.centroids = l2_normalise(means)
 
-    def scores(self, queries: Array) -> Array:
+    def scores(self, queries: Array, tokens: Sequence[Array] | None = None) -> Array:
         """See :meth:`Scorer.scores`."""
         sims: Array = queries @ self.centroids.T
         return sims
@@ -140,7 +161,9 @@ class NearestScorer(Scorer):
         self.labels: NDArray[np.int64] = np.zeros(0, dtype=np.int64)
         self.n_routes = 0
 
-    def fit(self, vectors: Array, labels: NDArray[np.int64], n_routes: int) -> None:
+    def fit(
+        self, vectors: Array, labels: NDArray[np.int64], n_routes: int, tokens: Sequence[Array] | None = None
+    ) -> None:
         """See :meth:`Scorer.fit`."""
         self._check(vectors, labels, n_routes)
         order = np.argsort(labels, kind="stable")
@@ -148,7 +171,7 @@ class NearestScorer(Scorer):
         self.labels = np.asarray(labels, dtype=np.int64)[order]
         self.n_routes = n_routes
 
-    def scores(self, queries: Array) -> Array:
+    def scores(self, queries: Array, tokens: Sequence[Array] | None = None) -> Array:
         """See :meth:`Scorer.scores`."""
         sims = queries @ self.examples.T
         starts = np.searchsorted(self.labels, np.arange(self.n_routes))
@@ -163,6 +186,46 @@ class NearestScorer(Scorer):
             "labels": [int(x) for x in self.labels],
             "n_routes": self.n_routes,
         }
+
+
+def train_softmax(
+    vectors: Array,
+    labels: NDArray[np.int64],
+    n_classes: int,
+    *,
+    c: float = 10.0,
+    balanced: bool = False,
+    iterations: int = 300,
+    learning_rate: float = 0.05,
+) -> tuple[Array, Array]:
+    """Multinomial logistic regression by full-batch Adam: weights [d, n_classes] and bias.
+
+    ``c`` is the inverse L2 strength (scikit-learn's ``C``); ``balanced`` weights examples
+    inversely to their class's frequency.
+    """
+    x = vectors.astype(np.float64)
+    n, d = x.shape
+    onehot = np.eye(n_classes)[labels]
+    counts = np.maximum(np.bincount(labels, minlength=n_classes).astype(np.float64), 1.0)
+    sample_w = (n / (n_classes * counts))[labels] if balanced else np.ones(n)
+    sample_w = sample_w / sample_w.sum()
+    lam = 1.0 / (c * n)
+    w, b = np.zeros((d, n_classes)), np.zeros(n_classes)
+    mw, vw, mb, vb = np.zeros_like(w), np.zeros_like(w), np.zeros_like(b), np.zeros_like(b)
+    for t in range(1, iterations + 1):
+        z = x @ w + b
+        z -= z.max(axis=1, keepdims=True)
+        p = np.exp(z)
+        p /= p.sum(axis=1, keepdims=True)
+        g = (p - onehot) * sample_w[:, None]
+        gw, gb = x.T @ g + lam * w, g.sum(axis=0)
+        for grad, m, v, param in ((gw, mw, vw, w), (gb, mb, vb, b)):
+            m *= 0.9
+            m += 0.1 * grad
+            v *= 0.999
+            v += 0.001 * grad * grad
+            param -= learning_rate * (m / (1 - 0.9**t)) / (np.sqrt(v / (1 - 0.999**t)) + 1e-8)
+    return w.astype(np.float32), b.astype(np.float32)
 
 
 class LogRegScorer(Scorer):
@@ -205,35 +268,19 @@ class LogRegScorer(Scorer):
         self.bias: Array = np.zeros(0, dtype=np.float32)
         self.centroids: Array = np.zeros((0, 0), dtype=np.float32)
 
-    def fit(self, vectors: Array, labels: NDArray[np.int64], n_routes: int) -> None:
+    def fit(
+        self, vectors: Array, labels: NDArray[np.int64], n_routes: int, tokens: Sequence[Array] | None = None
+    ) -> None:
         """See :meth:`Scorer.fit`."""
         self._check(vectors, labels, n_routes)
-        x = vectors.astype(np.float64) * self.scale
-        n, d = x.shape
-        onehot = np.eye(n_routes)[labels]
-        counts = np.bincount(labels, minlength=n_routes).astype(np.float64)
-        sample_w = (n / (n_routes * counts))[labels] if self.balanced else np.ones(n)
-        sample_w = sample_w / sample_w.sum()
-        lam = 1.0 / (self.c * n)
-        w, b = np.zeros((d, n_routes)), np.zeros(n_routes)
-        mw, vw, mb, vb = np.zeros_like(w), np.zeros_like(w), np.zeros_like(b), np.zeros_like(b)
-        for t in range(1, self.iterations + 1):
-            z = x @ w + b
-            z -= z.max(axis=1, keepdims=True)
-            p = np.exp(z)
-            p /= p.sum(axis=1, keepdims=True)
-            g = (p - onehot) * sample_w[:, None]
-            gw, gb = x.T @ g + lam * w, g.sum(axis=0)
-            for grad, m, v, param in ((gw, mw, vw, w), (gb, mb, vb, b)):
-                m *= 0.9
-                m += 0.1 * grad
-                v *= 0.999
-                v += 0.001 * grad * grad
-                param -= self.learning_rate * (m / (1 - 0.9**t)) / (np.sqrt(v / (1 - 0.999**t)) + 1e-8)
-        self.weights, self.bias = w.astype(np.float32), b.astype(np.float32)
+        w, b = train_softmax(
+            vectors * self.scale, labels, n_routes, c=self.c, balanced=self.balanced,
+            iterations=self.iterations, learning_rate=self.learning_rate,
+        )  # fmt: skip
+        self.weights, self.bias = w, b
         self.centroids = l2_normalise(np.stack([vectors[labels == r].mean(axis=0) for r in range(n_routes)]))
 
-    def scores(self, queries: Array) -> Array:
+    def scores(self, queries: Array, tokens: Sequence[Array] | None = None) -> Array:
         """See :meth:`Scorer.scores`."""
         logits = (queries * self.scale) @ self.weights + self.bias
         if self.cosine_weight:
@@ -264,16 +311,20 @@ class LogRegScorer(Scorer):
         }
 
 
-_KINDS: dict[str, type[Scorer]] = {s.kind: s for s in (CentroidScorer, NearestScorer, LogRegScorer)}
+def _kinds() -> dict[str, type[Scorer]]:
+    from .late import LateInteractionScorer
+
+    return {s.kind: s for s in (CentroidScorer, NearestScorer, LogRegScorer, LateInteractionScorer)}
 
 
 def make_scorer(kind: str | Scorer, **options: Any) -> Scorer:
-    """A new scorer by name (``"centroid"``, ``"nearest"``, ``"logreg"``) or the given instance."""
+    """A new scorer by name (``"centroid"``, ``"nearest"``, ``"logreg"``, ``"late"``) or the given instance."""
     if isinstance(kind, Scorer):
         return kind
-    cls = _KINDS.get(kind)
+    kinds = _kinds()
+    cls = kinds.get(kind)
     if cls is None:
-        raise UsageError(f"unknown scorer {kind!r}; choose one of {sorted(_KINDS)}")
+        raise UsageError(f"unknown scorer {kind!r}; choose one of {sorted(kinds)}")
     try:
         return cls(**options)
     except TypeError as exc:
@@ -299,4 +350,8 @@ def scorer_from_dict(d: Mapping[str, Any]) -> Scorer:
         lr.weights, lr.bias = decode_array(d["weights"]), decode_array(d["bias"])
         lr.centroids = decode_array(d["centroids"])
         return lr
+    if kind == "late":
+        from .late import LateInteractionScorer
+
+        return LateInteractionScorer.from_dict(d)
     raise UsageError(f"unknown scorer kind {kind!r} in classifier file")
