@@ -53,6 +53,7 @@ class ScorerName(str, Enum):
     centroid = "centroid"
     nearest = "nearest"
     logreg = "logreg"
+    late = "late"
 
 
 @app.callback()
@@ -89,14 +90,15 @@ def _load_embedding(
 ) -> EmbeddingClassifier:
     """A saved classifier, or one built from a route file (and fitted when ``fit_on`` is given)."""
     from .classify.embedding import EmbeddingClassifier
-    from .eval import check_labels, load_labelled, load_routes
+    from .eval import check_labels, load_labelled, load_negatives, load_routes
 
     if routes_path is None:
         clf = EmbeddingClassifier.load(_data_file(DESK_CLASSIFIER))
     elif _is_saved_classifier(routes_path):
         clf = EmbeddingClassifier.load(routes_path)
     else:
-        clf = EmbeddingClassifier(load_routes(routes_path), scorer=scorer.value)
+        negatives = load_negatives(routes_path) if scorer is ScorerName.late else ()
+        clf = EmbeddingClassifier(load_routes(routes_path), scorer=scorer.value, negatives=negatives)
     if fit_on is not None:
         rows = load_labelled(fit_on)
         check_labels(rows, clf.route_names, oos_label="oos", path=fit_on)
@@ -217,7 +219,7 @@ def eval_(
     scorer: ScorerOpt = ScorerName.centroid,
     classifier: Annotated[
         str | None,
-        typer.Option("--classifier", "-c", help="centroid|nearest|logreg, or module:attr of any Classifier."),
+        typer.Option("--classifier", "-c", help="centroid|nearest|logreg|late, or module:attr of any Classifier."),
     ] = None,
     fit_on: FitOnOpt = None,
     threshold: ThresholdOpt = None,

@@ -1,7 +1,8 @@
 """Measure a classifier on labelled data: accuracy, macro-F1, out-of-scope recall, ECE.
 
 Route files are JSON: a list of ``{"name", "description", "examples"}`` (or an object with a
-``"routes"`` list; ``"utterances"`` is read as ``"examples"``). Labelled data is JSONL, one
+``"routes"`` list and, optionally, a ``"negatives"`` list of out-of-scope requests; ``"utterances"``
+is read as ``"examples"``). Labelled data is JSONL, one
 ``{"text": ..., "route": ...}`` per line, with ``route: "oos"`` for out-of-scope rows. Bad
 input raises :class:`DataFileError`, whose message names the file and the line.
 """
@@ -28,6 +29,7 @@ __all__ = [
     "Misrouted",
     "EvalReport",
     "load_routes",
+    "load_negatives",
     "load_labelled",
     "check_labels",
     "compute_report",
@@ -153,6 +155,22 @@ def load_routes(path: str | Path) -> tuple[RouteSpec, ...]:
     if dupes:
         raise DataFileError(path, f"duplicate route names {dupes}")
     return tuple(routes)
+
+
+def load_negatives(path: str | Path) -> tuple[str, ...]:
+    """The ``"negatives"`` list of a route file in its ``{"routes": [...]}`` form (else empty).
+
+    Negatives are out-of-scope example requests, used by the ``late`` scorer to learn what
+    to reject.
+    """
+    try:
+        data = json.loads(_read(path))
+    except json.JSONDecodeError as exc:
+        raise DataFileError(path, f"invalid JSON: {exc.msg}", line=exc.lineno) from None
+    items = data.get("negatives", []) if isinstance(data, dict) else []
+    if not isinstance(items, list) or not all(isinstance(t, str) for t in items):
+        raise DataFileError(path, '"negatives" must be a list of strings')
+    return tuple(items)
 
 
 def load_labelled(path: str | Path, *, text_field: str = "text", label_field: str = "route") -> list[LabelledRow]:

@@ -107,3 +107,28 @@ def test_demo_runs() -> None:
     result = runner.invoke(app, ["demo"])
     assert result.exit_code == 0, result.output
     assert "billing" in result.stdout and "out of scope" in result.stdout
+
+
+def test_fit_with_the_late_scorer_reads_negatives_from_the_route_file(tmp_path: Path) -> None:
+    routes = json.loads((DATA / "desk_routes.json").read_text())
+    negatives = ["what is the weather like in Lisbon", "recommend a good science fiction novel", "how tall is Everest"]
+    route_file = tmp_path / "routes.json"
+    route_file.write_text(json.dumps({"routes": routes, "negatives": negatives}))
+    model = tmp_path / "late.json"
+    fitted = runner.invoke(
+        app, ["fit", "--routes", str(route_file), "--data", str(DATA / "desk_val.jsonl"), "--out", str(model), "-s", "late"]
+    )
+    assert fitted.exit_code == 0, fitted.output
+    saved = json.loads(model.read_text())
+    assert saved["scorer"]["kind"] == "late" and saved["negatives"] == negatives
+    routed = runner.invoke(app, ["route", "--routes", str(model), "--json", "my parcel never arrived"])
+    assert routed.exit_code == 0, routed.output
+    assert json.loads(routed.stdout)["route"] == "shipping"
+
+
+def test_malformed_negatives_exit_2_naming_the_file(tmp_path: Path) -> None:
+    route_file = tmp_path / "routes.json"
+    route_file.write_text(json.dumps({"routes": [{"name": "billing", "examples": ["refund"]}], "negatives": "oops"}))
+    result = runner.invoke(app, ["route", "--routes", str(route_file), "-s", "late", "refund please"])
+    assert result.exit_code == 2
+    assert "routes.json" in result.output and "negatives" in result.output
