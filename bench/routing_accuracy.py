@@ -51,6 +51,7 @@ class CachedEncoder:
     def __init__(self, inner: Any) -> None:
         self.inner, self.name, self.dim = inner, inner.name, inner.dim
         self.cache: dict[str, np.ndarray] = {}
+        self.token_cache: dict[str, np.ndarray] = {}
 
     def warm(self, texts: Sequence[str]) -> None:
         todo = sorted({t for t in texts if t not in self.cache})
@@ -61,6 +62,14 @@ class CachedEncoder:
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         self.warm(texts)
         return np.stack([self.cache[t] for t in texts]) if texts else np.zeros((0, self.dim), np.float32)
+
+    def encode_tokens(self, texts: Sequence[str]) -> tuple[np.ndarray, list[np.ndarray]]:
+        todo = sorted({t for t in texts if t not in self.token_cache})
+        if todo:
+            vectors, tokens = self.inner.encode_tokens(todo)
+            for t, v, tok in zip(todo, vectors, tokens, strict=True):
+                self.cache[t], self.token_cache[t] = v, tok
+        return self.encode(texts), [self.token_cache[t] for t in texts]
 
 
 def rows(split: str) -> list[dict[str, str]]:
@@ -111,8 +120,9 @@ def run_ours(
     test: tuple[list[str], list[str]],
     scorer: str,
     options: dict[str, Any],
+    negatives: Sequence[str] = (),
 ) -> dict[str, float]:
-    clf = EmbeddingClassifier(routes, encoder=enc, scorer=scorer, scorer_options=options)
+    clf = EmbeddingClassifier(routes, encoder=enc, scorer=scorer, scorer_options=options, negatives=negatives)
     clf.fit(val[0], val[1])
     results = clf.classify_batch(test[0])
     top = [r.scores[0][0] for r in results]
@@ -215,6 +225,12 @@ def main() -> None:
         "logistic regression (C=10)": lambda e, r, v, t: run_ours(e, r, v, t, "logreg", {"c": 10.0}),
         "logistic regression (C tuned on val)": run_ours_tuned_c,
     }
+    oos_pool = [r["text"] for r in pool if r["route"] == OOS]
+    if hasattr(enc.inner, "encode_tokens"):
+        routers["late interaction"] = lambda e, r, v, t: run_ours(e, r, v, t, "late", {})
+        routers["late interaction + pool OOS rows as negatives"] = (
+            lambda e, r, v, t: run_ours(e, r, v, t, "late", {}, oos_pool)
+        )
     if have_sr:
         routers = {"semantic-router 1.1.1 IndexedRouter (top_k=5, mean)": run_sr, **routers}
     grid = (
@@ -250,8 +266,10 @@ def main() -> None:
         ("centroid", "centroid"),
         ("nearest example", "nearest"),
         ("logistic regression (C=10)", "logreg"),
+        ("late interaction + pool OOS rows as negatives", "late"),
     ):
-        clf = EmbeddingClassifier(routes, encoder=lat_enc, scorer=scorer, blas_one_thread=True)
+        negs = [r["text"] for r in pool if r["route"] == OOS] if scorer == "late" else []
+        clf = EmbeddingClassifier(routes, encoder=lat_enc, scorer=scorer, blas_one_thread=True, negatives=negs)
         one = p50_ms(clf.classify_text, queries)
         clf.blas_one_thread = False
         lat[name] = (one, p50_ms(clf.classify_text, queries))
