@@ -6,7 +6,8 @@ no model; the default encoder is loaded on first use.
 
 from .calibration import IsotonicCalibrator, PlattCalibrator, ThresholdChoice, choose_threshold
 from .classifier import EmbeddingClassifier, FitReport, default_encoder
-from .encoders import Encoder, HashingEncoder, MiniLMEncoder, WordLlamaEncoder
+from .encoders import Encoder, HashingEncoder, MiniLMEncoder, TokenEncoder, WordLlamaEncoder
+from .late import LateInteractionScorer
 from .scorers import CentroidScorer, LogRegScorer, NearestScorer, Scorer
 
 __all__ = [
@@ -14,6 +15,7 @@ __all__ = [
     "FitReport",
     "default_encoder",
     "Encoder",
+    "TokenEncoder",
     "MiniLMEncoder",
     "WordLlamaEncoder",
     "HashingEncoder",
@@ -21,6 +23,7 @@ __all__ = [
     "CentroidScorer",
     "NearestScorer",
     "LogRegScorer",
+    "LateInteractionScorer",
     "PlattCalibrator",
     "IsotonicCalibrator",
     "ThresholdChoice",
