@@ -116,7 +116,8 @@ def test_fit_with_the_late_scorer_reads_negatives_from_the_route_file(tmp_path: 
     route_file.write_text(json.dumps({"routes": routes, "negatives": negatives}))
     model = tmp_path / "late.json"
     fitted = runner.invoke(
-        app, ["fit", "--routes", str(route_file), "--data", str(DATA / "desk_val.jsonl"), "--out", str(model), "-s", "late"]
+        app,
+        ["fit", "--routes", str(route_file), "--data", str(DATA / "desk_val.jsonl"), "--out", str(model), "-s", "late"],
     )
     assert fitted.exit_code == 0, fitted.output
     saved = json.loads(model.read_text())

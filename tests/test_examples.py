@@ -41,3 +41,12 @@ def test_support_desk() -> None:
 def test_recovery_shows_each_severity(severity: str) -> None:
     out = run_example("recovery.py")
     assert f"== {severity}" in out
+
+
+def test_embedded_router_fits_measures_and_routes() -> None:
+    out = run_example("embedded_router.py", "my parcel never arrived", "what's the capital of Peru")
+    lines = out.splitlines()
+    assert lines[0].startswith("fitted: threshold") and lines[1].startswith("test: accuracy")
+    assert "'my parcel never arrived' -> shipping" in out
+    assert '"what\'s the capital of Peru" -> out of scope' in out
+    assert "debug" not in out
