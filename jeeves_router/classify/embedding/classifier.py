@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import anyio
 import anyio.to_thread
@@ -147,6 +147,7 @@ class EmbeddingClassifier:
                 f"scorer {self.scorer.kind!r} needs token vectors but encoder {self.encoder.name!r} has no "
                 "encode_tokens; use MiniLMEncoder or another scorer"
             )
+        self._wants_tokens = self.scorer.uses_tokens
         if self.negatives and not self.scorer.uses_negatives:
             raise UsageError(f"scorer {self.scorer.kind!r} does not use negatives; use scorer='late' or drop them")
         if _fitted_scorer is None:
@@ -175,8 +176,8 @@ class EmbeddingClassifier:
 
     def _encode(self, texts: Sequence[str]) -> tuple[NDArray[np.float32], list[NDArray[np.float32]] | None]:
         """Sentence vectors, plus token vectors when the scorer uses them."""
-        if self.scorer.uses_tokens and isinstance(self.encoder, TokenEncoder):
-            return self.encoder.encode_tokens(texts)
+        if self._wants_tokens:
+            return cast(TokenEncoder, self.encoder).encode_tokens(texts)
         return self.encoder.encode(texts), None
 
     def _blas(self) -> Any:

@@ -45,11 +45,14 @@ class _TokenBank:
             np.ascontiguousarray(np.vstack(tokens), dtype=np.float32) if tokens else np.zeros((0, 0), np.float32)
         )
 
-    def maxsim_all(self, query: Array) -> Array:
-        """Mean over ``query`` tokens of the best cosine in each example [examples]."""
-        if len(self.lengths) == 0 or len(query) == 0:
-            return np.zeros(len(self.lengths), dtype=np.float32)
-        best: Array = np.maximum.reduceat(query @ self.matrix.T, self.starts, axis=1).mean(axis=0)
+    def maxsim(self, query: Array, examples: NDArray[np.int64]) -> Array:
+        """Mean over ``query`` tokens of the best cosine in each of ``examples`` [len(examples)]."""
+        if len(examples) == 0 or len(query) == 0:
+            return np.zeros(len(examples), dtype=np.float32)
+        lengths = self.lengths[examples]
+        rows = np.concatenate([np.arange(s, s + n) for s, n in zip(self.starts[examples], lengths, strict=True)])
+        local = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+        best: Array = np.maximum.reduceat(query @ self.matrix[rows].T, local, axis=1).mean(axis=0)
         return best
 
 
@@ -66,6 +69,8 @@ class LateInteractionScorer(Scorer):
         negative_weight: Weight of the closest negative example's MaxSim.
         top_k: Routes (by regression) that get a MaxSim; the others gain no more than the
             weakest of them. 3 measured as good as 10 on CLINC150 at a third of the cost.
+        negative_candidates: How many negatives (the closest by sentence vector) get a MaxSim;
+            16 of 100 measured the same as all 100 on CLINC150.
         token_dims: Token vectors are projected on their top principal directions (fitted on
             the examples' tokens) and re-normalised, which makes MaxSim about three times
             cheaper at equal accuracy on CLINC150; ``None`` keeps the encoder's dimensions.
@@ -84,18 +89,23 @@ class LateInteractionScorer(Scorer):
         token_weight: float = 5.0,
         negative_weight: float = 3.0,
         top_k: int = 3,
+        negative_candidates: int = 16,
         token_dims: int | None = 128,
         iterations: int = 300,
         learning_rate: float = 0.05,
     ) -> None:
         if c <= 0 or iterations < 1 or learning_rate <= 0 or top_k < 1:
             raise UsageError("LateInteractionScorer: c > 0, iterations >= 1, learning_rate > 0 and top_k >= 1")
+        if negative_candidates < 1:
+            raise UsageError("LateInteractionScorer: negative_candidates must be >= 1")
         if token_dims is not None and token_dims < 1:
             raise UsageError("LateInteractionScorer: token_dims must be >= 1 or None")
         if token_weight < 0 or negative_weight < 0:
             raise UsageError("LateInteractionScorer: token_weight and negative_weight must be >= 0")
         self.c, self.token_weight, self.negative_weight, self.top_k = c, token_weight, negative_weight, top_k
         self.iterations, self.learning_rate, self.token_dims = iterations, learning_rate, token_dims
+        self.negative_candidates = negative_candidates
+        self.negative_vectors: Array = np.zeros((0, 0), dtype=np.float32)
         self.projection: Array | None = None
         self.n_routes = 0
         self.weights: Array = np.zeros((0, 0), dtype=np.float32)
@@ -130,6 +140,7 @@ class LateInteractionScorer(Scorer):
         self.projection = self._principal_directions(in_scope)
         self.examples = _TokenBank([self._project(t) for t in in_scope])
         self.negatives = _TokenBank([self._project(tokens[int(i)]) for i in np.flatnonzero(negative)])
+        self.negative_vectors = np.ascontiguousarray(vectors[negative], dtype=np.float32)
         self._index_routes()
 
     def _principal_directions(self, tokens: Sequence[Array]) -> Array | None:
@@ -174,6 +185,8 @@ class LateInteractionScorer(Scorer):
         # log P(route); with negatives this is log P(route | in scope) + log P(in scope).
         out = (logits - np.log(np.exp(logits).sum(axis=1, keepdims=True)))[:, : self.n_routes]
         k = min(self.top_k, self.n_routes)
+        m = min(self.negative_candidates, len(self.negative_vectors))
+        near = queries @ self.negative_vectors.T if self.has_negatives and self.negative_weight else None
         for row, raw in enumerate(tokens):
             if len(raw) == 0:
                 continue
@@ -184,8 +197,9 @@ class LateInteractionScorer(Scorer):
             bonus = np.full(self.n_routes, sims.min(), dtype=np.float32)
             bonus[best] = sims
             out[row] += self.token_weight * bonus
-            if self.has_negatives and self.negative_weight:
-                out[row] -= self.negative_weight * float(self.negatives.maxsim_all(query).max())
+            if near is not None:
+                closest = np.argpartition(-near[row], m - 1)[:m] if m < near.shape[1] else np.arange(near.shape[1])
+                out[row] -= self.negative_weight * float(self.negatives.maxsim(query, closest).max())
         result: Array = out.astype(np.float32)
         return result
 
@@ -204,6 +218,7 @@ class LateInteractionScorer(Scorer):
             "token_weight": self.token_weight,
             "negative_weight": self.negative_weight,
             "top_k": self.top_k,
+            "negative_candidates": self.negative_candidates,
             "token_dims": self.token_dims,
             "projection": None if self.projection is None else encode_array(self.projection),
             "iterations": self.iterations,
@@ -216,12 +231,14 @@ class LateInteractionScorer(Scorer):
             "example_tokens": encode_array(self.examples.matrix, "float16"),
             "negative_lengths": [int(n) for n in self.negatives.lengths],
             "negative_tokens": encode_array(self.negatives.matrix, "float16"),
+            "negative_vectors": encode_array(self.negative_vectors),
         }
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> LateInteractionScorer:
         """Rebuild a fitted scorer from :meth:`to_dict` output."""
-        keys = ("c", "token_weight", "negative_weight", "top_k", "token_dims", "iterations", "learning_rate")
+        keys = ("c", "token_weight", "negative_weight", "top_k", "negative_candidates", "token_dims", "iterations",
+                "learning_rate")  # fmt: skip
         scorer = cls(**{k: d[k] for k in keys})
         scorer.projection = None if d.get("projection") is None else decode_array(d["projection"])
         scorer.n_routes = int(d["n_routes"])
@@ -229,6 +246,7 @@ class LateInteractionScorer(Scorer):
         scorer.example_routes = np.asarray(d["example_routes"], dtype=np.int64)
         scorer.examples = _split(decode_array(d["example_tokens"]), d["example_lengths"])
         scorer.negatives = _split(decode_array(d["negative_tokens"]), d["negative_lengths"])
+        scorer.negative_vectors = decode_array(d["negative_vectors"])
         if len(scorer.examples.lengths) != len(scorer.example_routes):
             raise UsageError("malformed 'late' scorer: token tables do not match the examples")
         scorer._index_routes()
