@@ -146,3 +146,22 @@ def test_hashing_encoder_tokens_are_words() -> None:
     assert [len(t) for t in tok] == [3, 1]
     np.testing.assert_allclose(np.linalg.norm(tok[0], axis=1), 1.0, rtol=1e-5)
     np.testing.assert_array_equal(v, enc.encode(["Refund my payment!", ""]))
+
+
+def test_fewer_negative_candidates_never_penalise_more() -> None:
+    enc = HashingEncoder()
+    texts = [t for r in ROUTES for t in r.examples] + list(NEGATIVES)
+    labels = np.r_[np.repeat(np.arange(3), 3), np.full(len(NEGATIVES), 3)]
+    v, tok = enc.encode_tokens(texts)
+    one, every = LateInteractionScorer(negative_candidates=1), LateInteractionScorer(negative_candidates=50)
+    one.fit(v, labels, 3, tok)
+    every.fit(v, labels, 3, tok)
+    qv, qt = enc.encode_tokens(["banana bread for the football match", "refund my payment", "a joke"])
+    a, b = one.scores(qv, qt), every.scores(qv, qt)
+    assert np.all(a >= b - 1e-6)  # the max over a subset of negatives is never larger
+    free = LateInteractionScorer(negative_candidates=50, negative_weight=0.0)
+    free.fit(v, labels, 3, tok)
+    for row, query in enumerate(qt):
+        projected = every._project(query)
+        penalty = every.negative_weight * every.negatives.maxsim(projected, np.arange(len(NEGATIVES))).max()
+        np.testing.assert_allclose(b[row], free.scores(qv, qt)[row] - penalty, atol=1e-5)
