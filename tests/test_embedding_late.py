@@ -165,3 +165,12 @@ def test_fewer_negative_candidates_never_penalise_more() -> None:
         projected = every._project(query)
         penalty = every.negative_weight * every.negatives.maxsim(projected, np.arange(len(NEGATIVES))).max()
         np.testing.assert_allclose(b[row], free.scores(qv, qt)[row] - penalty, atol=1e-5)
+
+
+def test_an_example_without_token_vectors_counts_by_its_sentence_vector() -> None:
+    vectors = unit([1, 0, 0], [0, 1, 0])
+    s = LateInteractionScorer(token_weight=1.0, c=1e-6, token_dims=None)
+    s.fit(vectors, np.array([0, 1]), 2, [np.zeros((0, 3), np.float32), unit([0, 1, 0])])
+    no_bonus = s.scores(unit([1, 0, 0]), [np.zeros((0, 3), np.float32)])[0]
+    got = s.scores(unit([1, 0, 0]), [unit([1, 0, 0])])[0] - no_bonus
+    np.testing.assert_allclose(got, [1.0, 0.0], atol=1e-6)

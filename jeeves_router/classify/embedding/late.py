@@ -128,6 +128,8 @@ class LateInteractionScorer(Scorer):
         self._check(vectors, labels, n_routes)
         if tokens is None or len(tokens) != len(labels):
             raise UsageError("the 'late' scorer needs token vectors: use an encoder with encode_tokens (MiniLMEncoder)")
+        # An example without token vectors stands for itself with its sentence vector.
+        tokens = [t if len(t) else vectors[i : i + 1] for i, t in enumerate(tokens)]
         negative = labels == n_routes
         classes = n_routes + 1 if negative.any() else n_routes
         self.n_routes = n_routes
