@@ -174,3 +174,32 @@ def test_an_example_without_token_vectors_counts_by_its_sentence_vector() -> Non
     no_bonus = s.scores(unit([1, 0, 0]), [np.zeros((0, 3), np.float32)])[0]
     got = s.scores(unit([1, 0, 0]), [unit([1, 0, 0])])[0] - no_bonus
     np.testing.assert_allclose(got, [1.0, 0.0], atol=1e-6)
+
+
+def test_a_restricted_request_gives_the_token_bonus_to_its_own_routes() -> None:
+    enc = HashingEncoder()
+    texts = [t for r in ROUTES for t in r.examples]
+    labels = np.repeat(np.arange(3), 3)
+    v, tok = enc.encode_tokens(texts)
+    s = LateInteractionScorer(top_k=1, token_weight=1.0, token_dims=None)
+    s.fit(v, labels, 3, tok)
+    qv, qt = enc.encode_tokens(["refund my payment, the tracking number is late"])
+    base = s.scores(qv, [np.zeros((0, enc.dim), np.float32)])[0]  # the regression alone
+    free = s.scores(qv, qt)[0] - base
+    global_top = int(base.argmax())
+    among = np.array([r for r in range(3) if r != global_top])
+    restricted = s.scores(qv, qt, among)[0] - base
+    best_of_among = among[np.argmax(base[among])]
+    expected = s._route_maxsim(qt[0], np.array([best_of_among]))[0]
+    # Unrestricted, only the global top gets its own MaxSim; the others get that same value.
+    assert free[best_of_among] == pytest.approx(s._route_maxsim(qt[0], np.array([global_top]))[0], abs=1e-5)
+    # Restricted, the best allowed route gets its own MaxSim.
+    assert restricted[best_of_among] == pytest.approx(expected, abs=1e-5)
+    assert expected != pytest.approx(free[best_of_among], abs=1e-3)
+
+
+def test_classifier_restriction_never_returns_an_excluded_route_with_late() -> None:
+    clf = EmbeddingClassifier(ROUTES, encoder=HashingEncoder(), scorer="late", negatives=NEGATIVES)
+    res = clf.classify_text("I was charged twice", routes=["technical", "shipping"])
+    assert res.scores[0][0] in {"technical", "shipping"}
+    assert {name for name, _ in res.scores} <= {"technical", "shipping"}

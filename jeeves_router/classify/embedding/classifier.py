@@ -6,6 +6,7 @@ import json
 import os
 import time
 from collections.abc import Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -181,7 +182,7 @@ class EmbeddingClassifier:
         return self.encoder.encode(texts), None
 
     def _blas(self) -> Any:
-        return blas_single_thread() if self.blas_one_thread else _NoLimit()
+        return blas_single_thread() if self.blas_one_thread else nullcontext()
 
     # -- scoring -------------------------------------------------------------------------
 
@@ -190,7 +191,8 @@ class EmbeddingClassifier:
     ) -> tuple[Any, Any]:
         """Per-route features and probabilities [n, len(cols)] over the allowed columns."""
         with self._blas():
-            scores = self.scorer.scores(vectors, tokens)[:, cols]
+            among = None if len(cols) == len(self.routes) else cols
+            scores = self.scorer.scores(vectors, tokens, among)[:, cols]
         features = self.scorer.features(scores)
         if self.calibrator is not None:
             probs = self.calibrator.predict(features)
@@ -390,11 +392,3 @@ class EmbeddingClassifier:
         except json.JSONDecodeError as exc:
             raise UsageError(f"{p}:{exc.lineno}: invalid JSON ({exc.msg})") from exc
         return cls.from_dict(data, encoder=encoder, source=str(p))
-
-
-class _NoLimit:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        return None

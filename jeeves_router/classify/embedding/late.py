@@ -178,22 +178,27 @@ class LateInteractionScorer(Scorer):
         best: Array = np.maximum.reduceat(per_example, firsts)
         return best
 
-    def scores(self, queries: Array, tokens: Sequence[Array] | None = None) -> Array:
-        """See :meth:`Scorer.scores`."""
+    def scores(
+        self, queries: Array, tokens: Sequence[Array] | None = None, among: NDArray[np.int64] | None = None
+    ) -> Array:
+        """See :meth:`Scorer.scores`; the MaxSim goes to the best ``top_k`` routes of ``among``."""
         if tokens is None or len(tokens) != len(queries):
             raise UsageError("the 'late' scorer needs the queries' token vectors")
         logits = queries @ self.weights + self.bias
         logits -= logits.max(axis=1, keepdims=True)
         # log P(route); with negatives this is log P(route | in scope) + log P(in scope).
         out = (logits - np.log(np.exp(logits).sum(axis=1, keepdims=True)))[:, : self.n_routes]
-        k = min(self.top_k, self.n_routes)
+        pool = np.arange(self.n_routes) if among is None else np.asarray(among, dtype=np.int64)
+        k = min(self.top_k, len(pool))
         m = min(self.negative_candidates, len(self.negative_vectors))
         near = queries @ self.negative_vectors.T if self.has_negatives and self.negative_weight else None
         for row, raw in enumerate(tokens):
             if len(raw) == 0:
                 continue
             query = self._project(raw)
-            best = np.argpartition(-out[row], k - 1)[:k] if k < self.n_routes else np.arange(self.n_routes)
+            if k == 0:
+                continue
+            best = pool[np.argpartition(-out[row, pool], k - 1)[:k]] if k < len(pool) else pool
             sims = self._route_maxsim(query, best)
             # Routes outside the top k gain no more than the weakest of the top k.
             bonus = np.full(self.n_routes, sims.min(), dtype=np.float32)

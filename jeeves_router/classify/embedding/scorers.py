@@ -82,8 +82,14 @@ class Scorer:
         """
         raise NotImplementedError
 
-    def scores(self, queries: Array, tokens: Sequence[Array] | None = None) -> Array:
-        """Route scores [n, n_routes] for unit-length ``queries`` [n, d] (``tokens`` as in fit)."""
+    def scores(
+        self, queries: Array, tokens: Sequence[Array] | None = None, among: NDArray[np.int64] | None = None
+    ) -> Array:
+        """Route scores [n, n_routes] for unit-length ``queries`` [n, d] (``tokens`` as in fit).
+
+        ``among`` names the route indexes the caller will choose from (``None``: all); a
+        scorer may spend its extra work on those only.
+        """
         raise NotImplementedError
 
     def features(self, scores: Array) -> Array:
@@ -136,7 +142,9 @@ class CentroidScorer(Scorer):
         means = np.stack([vectors[labels == r].mean(axis=0) for r in range(n_routes)])
         self.centroids = l2_normalise(means)
 
-    def scores(self, queries: Array, tokens: Sequence[Array] | None = None) -> Array:
+    def scores(
+        self, queries: Array, tokens: Sequence[Array] | None = None, among: NDArray[np.int64] | None = None
+    ) -> Array:
         """See :meth:`Scorer.scores`."""
         sims: Array = queries @ self.centroids.T
         return sims
@@ -171,7 +179,9 @@ class NearestScorer(Scorer):
         self.labels = np.asarray(labels, dtype=np.int64)[order]
         self.n_routes = n_routes
 
-    def scores(self, queries: Array, tokens: Sequence[Array] | None = None) -> Array:
+    def scores(
+        self, queries: Array, tokens: Sequence[Array] | None = None, among: NDArray[np.int64] | None = None
+    ) -> Array:
         """See :meth:`Scorer.scores`."""
         sims = queries @ self.examples.T
         starts = np.searchsorted(self.labels, np.arange(self.n_routes))
@@ -280,7 +290,9 @@ class LogRegScorer(Scorer):
         self.weights, self.bias = w, b
         self.centroids = l2_normalise(np.stack([vectors[labels == r].mean(axis=0) for r in range(n_routes)]))
 
-    def scores(self, queries: Array, tokens: Sequence[Array] | None = None) -> Array:
+    def scores(
+        self, queries: Array, tokens: Sequence[Array] | None = None, among: NDArray[np.int64] | None = None
+    ) -> Array:
         """See :meth:`Scorer.scores`."""
         logits = (queries * self.scale) @ self.weights + self.bias
         if self.cosine_weight:
