@@ -179,10 +179,6 @@ def run_sr(enc: CachedEncoder, routes: list[RouteSpec], val: Any, test: Any) -> 
     return figures(ttop, tconf, t, test[1])
 
 
-def p50_ms(fn: Callable[[str], Any], queries: Sequence[str]) -> float:
-    return interleaved_p50({"only": fn}, queries)["only"]
-
-
 def interleaved_p50(fns: dict[str, Callable[[str], Any]], queries: Sequence[str], rounds: int = 6) -> dict[str, float]:
     """Median ms per query for each function, measured in alternating blocks of the queries.
 

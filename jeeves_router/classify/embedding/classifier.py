@@ -148,7 +148,6 @@ class EmbeddingClassifier:
                 f"scorer {self.scorer.kind!r} needs token vectors but encoder {self.encoder.name!r} has no "
                 "encode_tokens; use MiniLMEncoder or another scorer"
             )
-        self._wants_tokens = self.scorer.uses_tokens
         if self.negatives and not self.scorer.uses_negatives:
             raise UsageError(f"scorer {self.scorer.kind!r} does not use negatives; use scorer='late' or drop them")
         if _fitted_scorer is None:
@@ -177,7 +176,7 @@ class EmbeddingClassifier:
 
     def _encode(self, texts: Sequence[str]) -> tuple[NDArray[np.float32], list[NDArray[np.float32]] | None]:
         """Sentence vectors, plus token vectors when the scorer uses them."""
-        if self._wants_tokens:
+        if self.scorer.uses_tokens:
             return cast(TokenEncoder, self.encoder).encode_tokens(texts)
         return self.encoder.encode(texts), None
 

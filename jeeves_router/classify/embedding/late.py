@@ -29,7 +29,7 @@ from numpy.typing import NDArray
 
 from ...errors import UsageError
 from .encoders import l2_normalise
-from .scorers import Array, Scorer, decode_array, encode_array, train_softmax
+from .scorers import Array, Scorer, decode_array, encode_array, softmax_rows, train_softmax
 
 __all__ = ["LateInteractionScorer"]
 
@@ -50,8 +50,9 @@ class _TokenBank:
         if len(examples) == 0 or len(query) == 0:
             return np.zeros(len(examples), dtype=np.float32)
         lengths = self.lengths[examples]
-        rows = np.concatenate([np.arange(s, s + n) for s, n in zip(self.starts[examples], lengths, strict=True)])
         local = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+        # Row i of the gathered block is row (start - local) + i of the bank, per example.
+        rows = np.arange(int(lengths.sum())) + np.repeat(self.starts[examples] - local, lengths)
         best: Array = np.maximum.reduceat(query @ self.matrix[rows].T, local, axis=1).mean(axis=0)
         return best
 
@@ -114,7 +115,6 @@ class LateInteractionScorer(Scorer):
         self.examples = _TokenBank([])
         self.negatives = _TokenBank([])
         self._by_route: list[NDArray[np.int64]] = []
-        self._route_rows: list[NDArray[np.int64]] = []
 
     @property
     def has_negatives(self) -> bool:
@@ -157,24 +157,13 @@ class LateInteractionScorer(Scorer):
         return tokens if self.projection is None else l2_normalise(tokens @ self.projection)
 
     def _index_routes(self) -> None:
-        bank = self.examples
-        self._by_route = []
-        self._route_rows = []
-        for r in range(self.n_routes):
-            ids = np.flatnonzero(self.example_routes == r)
-            self._by_route.append(ids)
-            rows = [np.arange(s, s + n) for s, n in zip(bank.starts[ids], bank.lengths[ids], strict=True)]
-            self._route_rows.append(np.concatenate(rows) if rows else np.zeros(0, dtype=np.int64))
+        self._by_route = [np.flatnonzero(self.example_routes == r) for r in range(self.n_routes)]
 
     def _route_maxsim(self, query: Array, routes: NDArray[np.int64]) -> Array:
         """Best example MaxSim of each of ``routes`` for one query's token vectors."""
-        rows = np.concatenate([self._route_rows[r] for r in routes])
-        lengths = np.concatenate([self.examples.lengths[self._by_route[r]] for r in routes])
-        per_route = np.asarray([len(self._by_route[r]) for r in routes])
-        sims = query @ self.examples.matrix[rows].T
-        starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
-        per_example = np.maximum.reduceat(sims, starts, axis=1).mean(axis=0)
-        firsts = np.concatenate([[0], np.cumsum(per_route)[:-1]])
+        groups = [self._by_route[r] for r in routes]
+        per_example = self.examples.maxsim(query, np.concatenate(groups))
+        firsts = np.concatenate([[0], np.cumsum([len(g) for g in groups])[:-1]])
         best: Array = np.maximum.reduceat(per_example, firsts)
         return best
 
@@ -212,10 +201,7 @@ class LateInteractionScorer(Scorer):
 
     def default_confidence(self, features: Array) -> Array:
         """Softmax over the routes (uncalibrated)."""
-        z = features - features.max(axis=1, keepdims=True)
-        p = np.exp(z)
-        out: Array = (p / p.sum(axis=1, keepdims=True)).astype(np.float32)
-        return out
+        return softmax_rows(features)
 
     def to_dict(self) -> dict[str, Any]:
         """See :meth:`Scorer.to_dict` (token vectors are stored as float16)."""

@@ -26,6 +26,7 @@ __all__ = [
     "NearestScorer",
     "LogRegScorer",
     "train_softmax",
+    "softmax_rows",
     "make_scorer",
     "scorer_from_dict",
     "encode_array",
@@ -198,6 +199,14 @@ class NearestScorer(Scorer):
         }
 
 
+def softmax_rows(scores: Array) -> Array:
+    """Each row of ``scores`` turned into probabilities (softmax, stable)."""
+    z = scores - scores.max(axis=1, keepdims=True)
+    p = np.exp(z)
+    out: Array = (p / p.sum(axis=1, keepdims=True)).astype(np.float32)
+    return out
+
+
 def train_softmax(
     vectors: Array,
     labels: NDArray[np.int64],
@@ -301,10 +310,7 @@ class LogRegScorer(Scorer):
 
     def default_confidence(self, features: Array) -> Array:
         """Softmax over the routes (uncalibrated)."""
-        z = features - features.max(axis=1, keepdims=True)
-        p = np.exp(z)
-        out: Array = (p / p.sum(axis=1, keepdims=True)).astype(np.float32)
-        return out
+        return softmax_rows(features)
 
     def to_dict(self) -> dict[str, Any]:
         """See :meth:`Scorer.to_dict`."""
