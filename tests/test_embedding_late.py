@@ -203,3 +203,21 @@ def test_classifier_restriction_never_returns_an_excluded_route_with_late() -> N
     res = clf.classify_text("I was charged twice", routes=["technical", "shipping"])
     assert res.scores[0][0] in {"technical", "shipping"}
     assert {name for name, _ in res.scores} <= {"technical", "shipping"}
+
+
+def test_malformed_saved_scorer_and_bad_options_are_usage_errors() -> None:
+    enc = HashingEncoder()
+    v, tok = enc.encode_tokens(["a b", "c d", "e"])
+    s = LateInteractionScorer()
+    s.fit(v, np.array([0, 1, 2]), 2, tok)
+    saved = s.to_dict()
+    with pytest.raises(UsageError, match="token lengths do not add up"):
+        LateInteractionScorer.from_dict({**saved, "example_lengths": [5, 5]})
+    with pytest.raises(UsageError, match="token tables do not match"):
+        LateInteractionScorer.from_dict({**saved, "example_routes": [0]})
+    with pytest.raises(UsageError, match="negative_candidates"):
+        LateInteractionScorer(negative_candidates=0)
+    with pytest.raises(UsageError, match="token_dims"):
+        LateInteractionScorer(token_dims=0)
+    with pytest.raises(UsageError, match="queries' token vectors"):
+        s.scores(v)
