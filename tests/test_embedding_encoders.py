@@ -121,7 +121,6 @@ def test_quantizing_without_onnx_says_what_to_install(tmp_path, monkeypatch) -> 
     import sys
 
     from jeeves_router.classify.embedding import _quantize
-
     from jeeves_router.classify.embedding.encoders import _package_dir
 
     monkeypatch.setitem(sys.modules, "onnx", None)  # import onnx now raises ImportError
