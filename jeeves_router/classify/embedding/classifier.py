@@ -303,7 +303,6 @@ class EmbeddingClassifier:
         if unknown:
             raise UsageError(f"fit: unknown route labels {unknown[:5]}; known routes are {list(self.route_names)}")
         vectors, tokens = self._encode(list(texts))
-        cols = np.arange(len(self.routes), dtype=np.int64)
         with self._blas():
             features = self.scorer.features(self.scorer.scores(vectors, tokens))
         top = features.argmax(axis=1)
@@ -312,7 +311,7 @@ class EmbeddingClassifier:
         calibrator = make_calibrator(calibration)
         calibrator.fit(features[np.arange(len(top)), top], correct)
         self.calibrator = calibrator
-        _, probs = self._probabilities(vectors, cols, tokens)
+        probs = calibrator.predict(features)
         choice = choose_threshold(
             probs.max(axis=1), correct, truth >= 0, objective=objective, target_precision=target_precision
         )
