@@ -20,6 +20,7 @@ from .records import (
 )
 from .replay import format_event, recorded_events
 from .runtime import JournalRuntime, ResumePoint, UnknownToolPolicy
+from .sessions import SessionHistory, Turn, session_turns
 from .sqlite import SQLiteJournal
 
 __all__ = [
@@ -32,10 +33,13 @@ __all__ = [
     "MemoryJournal",
     "ResumePoint",
     "SQLiteJournal",
+    "SessionHistory",
     "ToolOutcomeUnknown",
+    "Turn",
     "UnknownToolPolicy",
     "current_idempotency_key",
     "format_event",
     "recorded_events",
     "register_step_type",
+    "session_turns",
 ]
