@@ -250,3 +250,29 @@ def test_a_bearer_token_guards_every_endpoint(caplog: pytest.LogCaptureFixture) 
         )
         assert reply.choices[0].message.content
     assert TOKEN not in caplog.text
+
+
+def test_an_unresolved_run_answers_null_content_with_its_status() -> None:
+    from jeeves_router import Agent, Router, RouterRoute
+
+    billing = Agent("b", name="billing", model=FunctionModel(lambda r: "paid"))
+    desk = Agent(
+        "desk",
+        name="desk",
+        model=FunctionModel(lambda r: "route: billing\nconfidence: 0.2"),
+        architecture=Router(routes=[RouterRoute("billing", billing, "payments")], require_confidence_above=0.6),
+    )
+    with running(create_app(desk)) as server:
+        client = client_for(server)
+        raw = client.chat.completions.with_raw_response.create(
+            model="desk", messages=[{"role": "user", "content": "hm"}]
+        )
+        whole = raw.parse()
+        stream = list(
+            client.chat.completions.create(model="desk", messages=[{"role": "user", "content": "hm"}], stream=True)
+        )
+    assert whole.choices[0].message.content is None
+    assert (whole.model_extra or {})["jeeves"]["status"] == "unresolved"
+    assert raw.headers["x-jeeves-fallback-reason"] == "low_confidence"
+    assert "".join(c.choices[0].delta.content or "" for c in stream if c.choices) == ""
+    assert (stream[-1].model_extra or {})["jeeves"]["status"] == "unresolved"

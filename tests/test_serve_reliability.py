@@ -17,6 +17,7 @@ import pytest
 from jeeves_router.errors import UsageError
 from jeeves_router.journal import MemoryJournal, SQLiteJournal, session_turns
 from jeeves_router.serve import create_app, serve
+from jeeves_router.serve.guard import Drain
 from tests.serve_apps import SLOW_CHUNKS, GatedModel, desk_with, free_port, running, subprocess_env
 
 CHAT = "/v1/chat/completions"
@@ -156,3 +157,34 @@ def test_sigterm_cancels_runs_still_going_after_the_grace_period(tmp_path: Path)
     assert "Traceback" not in stderr and "ERROR" not in stderr
     turns = anyio.run(session_turns, SQLiteJournal(tmp_path / "runs.db"), "s-stuck")
     assert [(t.prompt, t.status) for t in turns] == [("refund please", "incomplete")]
+
+
+def test_a_draining_server_refuses_new_runs_with_503() -> None:
+    drain = Drain()
+    with running(create_app(desk_with(GatedModel()), drain=drain)) as server:
+        drain.start()
+        r = httpx.post(server.url + CHAT, json=body(stream=False))
+        assert r.status_code == 503 and r.headers["retry-after"] == "1"
+        assert r.json()["error"]["code"] == "shutting_down"
+        assert httpx.get(server.url + "/v1/models").status_code == 200  # reads still answer while draining
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "needle"),
+    [
+        (["tests.serve_apps:slow_desk", "--host", "0.0.0.0"], {}, "refusing to listen on '0.0.0.0' without a token"),
+        (["tests.serve_apps:slow_desk", "--token-env", "NO_SUCH_VAR_XYZ"], {}, "NO_SUCH_VAR_XYZ"),
+        (["tests.serve_apps:nothing_here"], {}, "cannot import 'tests.serve_apps:nothing_here'"),
+        (["tests.serve_apps"], {}, "expected module:attribute"),
+        (["tests.serve_apps:SLOW_CHUNKS"], {}, "must be an Agent, not a str"),
+        (["tests.serve_apps:slow_desk", "--grace", "-1"], {}, "grace_s must be"),
+    ],
+)
+def test_serve_command_refuses_bad_arguments_before_listening(args: list[str], env: dict[str, str], needle: str) -> None:
+    from typer.testing import CliRunner
+
+    from jeeves_router.cli import app
+
+    result = CliRunner().invoke(app, ["serve", *args], env=env)
+    assert result.exit_code == 2, result.output
+    assert needle in " ".join(result.output.split())

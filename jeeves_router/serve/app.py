@@ -55,12 +55,19 @@ def served_agents(agents: Agent | Sequence[Agent] | Mapping[str, Agent]) -> dict
     """The agents to serve, by model id (the agent's name unless a mapping gives another)."""
     if isinstance(agents, Agent):
         agents = [agents]
-    table = dict(agents) if isinstance(agents, Mapping) else {a.name: a for a in agents}
+    if isinstance(agents, (str, bytes)) or not isinstance(agents, (Sequence, Mapping)):
+        raise UsageError(f"serve an Agent, a list or a mapping of agents, not a {type(agents).__name__}")
+    pairs = (
+        list(agents.items())
+        if isinstance(agents, Mapping)
+        else [(getattr(a, "name", f"#{i}"), a) for i, a in enumerate(agents)]
+    )
+    for name, agent in pairs:
+        if not isinstance(agent, Agent):
+            raise UsageError(f"served model {name!r} must be an Agent, not a {type(agent).__name__}")
+    table = dict(pairs)
     if not table:
         raise UsageError("serve at least one agent")
-    for name, agent in table.items():
-        if not isinstance(agent, Agent):
-            raise UsageError(f"served model {name!r} must be an Agent, got {type(agent).__name__}")
     if not isinstance(agents, Mapping) and len(table) != len(agents):
         raise UsageError("two served agents have the same name; serve a mapping {model id: agent} instead")
     return table

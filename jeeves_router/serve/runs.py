@@ -202,9 +202,10 @@ async def _chat_stream(agent: Agent, req: ChatRequest, stream: RunStream, send: 
         headers["x-jeeves-session-id"] = stream.session_id
         await send(_start(200, [*_SSE_HEADERS, *_headers(headers)]))
         cid, created = new_completion_id(), int(time.time())
-        await send(_body(sse_data(chunk(cid, req.model, created, delta={"role": "assistant", "content": ""}))))
-        if first is not None:
-            await send(_body(sse_data(chunk(cid, req.model, created, delta={"content": first}))))
+        opening = sse_data(chunk(cid, req.model, created, delta={"role": "assistant", "content": ""}))
+        if first is not None:  # one write for the opening and the first text
+            await send(_body(opening + sse_data(chunk(cid, req.model, created, delta={"content": first}))))
+            opening = b""
             async for ev in stream:
                 if isinstance(ev, TextDelta):
                     await send(_body(sse_data(chunk(cid, req.model, created, delta={"content": ev.text}))))
@@ -212,12 +213,15 @@ async def _chat_stream(agent: Agent, req: ChatRequest, stream: RunStream, send: 
         if result is None:
             error_type = type(stream.error).__name__
             log.warning("run failed mid-stream", extra={"agent": agent.name, "error_type": error_type})
-            await send(_body(sse_data(_failure(error_type).body())))
+            tail = opening + sse_data(_failure(error_type).body())
         else:
-            await send(_body(sse_data(chunk(cid, req.model, created, finish=True, result=result))))
+            tail = opening
+            if first is None and result.output:  # an answer that was not streamed (e.g. a recovery report)
+                tail = sse_data(chunk(cid, req.model, created, delta={"content": result.output}))
+            tail += sse_data(chunk(cid, req.model, created, finish=True, result=result))
             if req.include_usage:
-                await send(_body(sse_data(chunk(cid, req.model, created, result=result, usage_only=True))))
-        await send(_body(DONE, more=False))
+                tail += sse_data(chunk(cid, req.model, created, result=result, usage_only=True))
+        await send(_body(tail + DONE, more=False))  # one write for the end
 
 
 def events_reply(agent: Agent, req: RunRequest, release: Callable[[], None], drain: Drain) -> RunReply:
