@@ -180,7 +180,9 @@ def test_a_draining_server_refuses_new_runs_with_503() -> None:
         (["tests.serve_apps:slow_desk", "--grace", "-1"], {}, "grace_s must be"),
     ],
 )
-def test_serve_command_refuses_bad_arguments_before_listening(args: list[str], env: dict[str, str], needle: str) -> None:
+def test_serve_command_refuses_bad_arguments_before_listening(
+    args: list[str], env: dict[str, str], needle: str
+) -> None:
     from typer.testing import CliRunner
 
     from jeeves_router.cli import app
