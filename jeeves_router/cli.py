@@ -325,7 +325,7 @@ def serve_command(
     target: Annotated[str, typer.Argument(help="module:attr of an Agent, a list or a mapping of agents.")],
     host: Annotated[str, typer.Option(help="Address to listen on (not loopback: needs a token).")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="TCP port.")] = 8000,
-    journal: Annotated[Path | None, typer.Option(help="SQLite journal: sessions and durable runs.")] = None,
+    journal: Annotated[str | None, typer.Option(help="Sessions journal: a SQLite file or a postgresql:// URL.")] = None,
     token_env: Annotated[str | None, typer.Option(help="Environment variable holding the bearer token.")] = None,
     max_concurrency: Annotated[int, typer.Option(help="Runs in flight at once; more get 429.")] = 64,
     grace: Annotated[int, typer.Option(help="Seconds runs may finish in after SIGTERM.")] = 30,

@@ -10,6 +10,7 @@
 from .base import Journal
 from .idempotency import current_idempotency_key
 from .memory import MemoryJournal
+from .postgres import PostgresJournal
 from .records import (
     SCHEMA_VERSION,
     Entry,
@@ -31,6 +32,7 @@ __all__ = [
     "JournalError",
     "JournalRuntime",
     "MemoryJournal",
+    "PostgresJournal",
     "ResumePoint",
     "SQLiteJournal",
     "SessionHistory",

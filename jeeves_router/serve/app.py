@@ -34,14 +34,14 @@ from starlette.types import ASGIApp
 
 from ..agent import Agent
 from ..errors import UsageError
-from ..journal import Journal, JournalRuntime, SQLiteJournal
+from ..journal import Journal, JournalRuntime, PostgresJournal, SQLiteJournal
 from ..journal.sessions import SessionHistory, session_turns
 from ..runtime import PASS_THROUGH
 from .guard import BearerAuth, Drain, Slots, read_body
 from .runs import chat_reply, events_reply
 from .wire import SESSION_ID, ApiError, parse_chat, parse_json, parse_run
 
-__all__ = ["create_app", "served_agents"]
+__all__ = ["create_app", "open_journal", "served_agents"]
 
 log = logging.getLogger("jeeves_router.serve")
 
@@ -73,11 +73,18 @@ def served_agents(agents: Agent | Sequence[Agent] | Mapping[str, Agent]) -> dict
     return table
 
 
+def open_journal(spec: str | os.PathLike[str]) -> Journal:
+    """A ``postgresql://`` URL as a :class:`PostgresJournal`, anything else as a SQLite file."""
+    if isinstance(spec, str) and spec.startswith(("postgresql://", "postgres://")):
+        return PostgresJournal(spec)
+    return SQLiteJournal(spec)
+
+
 def _journals(
     agents: Mapping[str, Agent], journal: Journal | str | os.PathLike[str] | None, history: SessionHistory | None
 ) -> list[Journal]:
     """Give agents without a runtime a journaling one on ``journal``; every journal in use."""
-    store: Journal | None = SQLiteJournal(journal) if isinstance(journal, (str, os.PathLike)) else journal
+    store = open_journal(journal) if isinstance(journal, (str, os.PathLike)) else journal
     found: list[Journal] = []
     for name, agent in agents.items():
         runtime = agent.runtime
@@ -129,7 +136,7 @@ def create_app(
         agents: An agent, a list of agents (model id: the agent's name) or a mapping
             ``{model id: agent}``.
         token: Require ``Authorization: Bearer <token>`` on every request.
-        journal: A journal (or a SQLite file path) for sessions: agents without a runtime
+        journal: A journal, a SQLite file path or a ``postgresql://`` URL, for sessions: agents without a runtime
             get ``JournalRuntime(journal, session_history=session_history)``. Agents that
             already have a ``JournalRuntime`` keep it (and their sessions are served too).
         session_history: History limits for the runtimes this creates (``None``: a
