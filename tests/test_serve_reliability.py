@@ -12,6 +12,7 @@ from pathlib import Path
 
 import anyio
 import httpx2 as httpx
+import openai
 import pytest
 
 from jeeves_router.errors import UsageError
@@ -90,17 +91,19 @@ def test_refuses_a_non_loopback_host_without_a_token() -> None:
         serve(desk, host="0.0.0.0", port=free_port())
 
 
-def _spawn(tmp_path: Path, target: str, grace: int) -> tuple[subprocess.Popen[bytes], str]:
+def _spawn(
+    tmp_path: Path, target: str, grace: int, extra: tuple[str, ...] = (), env: dict[str, str] | None = None
+) -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
     cmd = [sys.executable, "-m", "jeeves_router.cli", "serve", target, "--port", str(port)]
-    cmd += ["--grace", str(grace), "--journal", str(tmp_path / "runs.db")]
+    cmd += ["--grace", str(grace), "--journal", str(tmp_path / "runs.db"), *extra]
     with open(tmp_path / "stderr.txt", "wb") as stderr:
-        proc = subprocess.Popen(cmd, env=subprocess_env(), stdout=subprocess.DEVNULL, stderr=stderr)
+        proc = subprocess.Popen(cmd, env={**subprocess_env(), **(env or {})}, stdout=subprocess.DEVNULL, stderr=stderr)
     url = f"http://127.0.0.1:{port}"
     for _ in range(600):
         try:
-            if httpx.get(url + "/v1/models", timeout=1).status_code == 200:
-                return proc, url
+            httpx.get(url + "/v1/models", timeout=1)
+            return proc, url
         except httpx.TransportError:
             pass
         assert proc.poll() is None, (tmp_path / "stderr.txt").read_text()
@@ -190,3 +193,27 @@ def test_serve_command_refuses_bad_arguments_before_listening(
     result = CliRunner().invoke(app, ["serve", *args], env=env)
     assert result.exit_code == 2, result.output
     assert needle in " ".join(result.output.split())
+
+
+@pytest.mark.slow
+def test_the_example_desk_served_by_the_cli_with_a_token(tmp_path: Path) -> None:
+    token = "example-t0ken-123456"
+    extra = ("--token-env", "DESK_TOKEN")
+    proc, url = _spawn(tmp_path, "examples.serve_desk:desk", grace=5, extra=extra, env={"DESK_TOKEN": token})
+    try:
+        assert httpx.get(url + "/v1/models").status_code == 401
+        client = openai.OpenAI(base_url=url + "/v1", api_key=token, max_retries=0)
+        for seen, text in enumerate(("I was charged twice", "the API returns 500")):
+            reply = client.chat.completions.create(
+                model="desk", messages=[{"role": "user", "content": text}], extra_body={"session_id": "ex-1"}
+            )
+            assert (reply.choices[0].message.content or "").endswith(f"(I see {2 * seen} earlier messages).")
+        assert [m.id for m in client.models.list()] == ["desk"]
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == -signal.SIGTERM
+    finally:
+        proc.kill()
+        proc.wait()
+    assert token not in (tmp_path / "stderr.txt").read_text()
+    turns = anyio.run(session_turns, SQLiteJournal(tmp_path / "runs.db"), "ex-1")
+    assert [t.route for t in turns] == ["billing", "technical"]

@@ -31,6 +31,7 @@ from .wire import (
     RunRequest,
     chunk,
     completion,
+    content_chunks,
     new_completion_id,
     routing_headers,
     sse_data,
@@ -203,12 +204,13 @@ async def _chat_stream(agent: Agent, req: ChatRequest, stream: RunStream, send: 
         await send(_start(200, [*_SSE_HEADERS, *_headers(headers)]))
         cid, created = new_completion_id(), int(time.time())
         opening = sse_data(chunk(cid, req.model, created, delta={"role": "assistant", "content": ""}))
+        text = content_chunks(cid, req.model, created)
         if first is not None:  # one write for the opening and the first text
-            await send(_body(opening + sse_data(chunk(cid, req.model, created, delta={"content": first}))))
+            await send(_body(opening + text(first)))
             opening = b""
             async for ev in stream:
                 if isinstance(ev, TextDelta):
-                    await send(_body(sse_data(chunk(cid, req.model, created, delta={"content": ev.text}))))
+                    await send(_body(text(ev.text)))
         result = stream.result
         if result is None:
             error_type = type(stream.error).__name__
@@ -217,7 +219,7 @@ async def _chat_stream(agent: Agent, req: ChatRequest, stream: RunStream, send: 
         else:
             tail = opening
             if first is None and result.output:  # an answer that was not streamed (e.g. a recovery report)
-                tail = sse_data(chunk(cid, req.model, created, delta={"content": result.output}))
+                tail += text(result.output)
             tail += sse_data(chunk(cid, req.model, created, finish=True, result=result))
             if req.include_usage:
                 tail += sse_data(chunk(cid, req.model, created, result=result, usage_only=True))
