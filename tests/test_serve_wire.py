@@ -65,3 +65,11 @@ def test_run_requests_validate_their_fields() -> None:
 )  # fmt: skip
 def test_loopback_detection(host: str, loopback: bool) -> None:
     assert is_loopback(host) is loopback
+
+
+def test_deeply_nested_json_is_a_client_error() -> None:
+    from jeeves_router.serve.wire import parse_json
+
+    with pytest.raises(ApiError, match="nested too deeply") as info:
+        parse_json(b"[" * 100_000 + b"]" * 100_000)
+    assert info.value.status == 400

@@ -81,6 +81,8 @@ def parse_json(raw: bytes) -> dict[str, Any]:
     """The request body as a JSON object."""
     try:
         data = json.loads(raw)
+    except RecursionError:
+        raise ApiError(400, "the request body's JSON is nested too deeply", code="invalid_json") from None
     except (UnicodeDecodeError, ValueError) as exc:
         where = f" at line {exc.lineno} column {exc.colno}" if isinstance(exc, json.JSONDecodeError) else ""
         raise ApiError(400, f"the request body is not valid JSON{where}", code="invalid_json") from None
