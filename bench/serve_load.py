@@ -79,13 +79,18 @@ def router_app(journal: str | None) -> object:
     return create_app(build_desk(LATENCY_S), journal=journal, max_concurrency=4096)
 
 
-def run_server(kind: str, port: int, journal: str | None) -> None:
+def quiet_logs() -> None:
     import logging
 
     import structlog
-    import uvicorn
 
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+
+
+def run_server(kind: str, port: int, journal: str | None) -> None:
+    import uvicorn
+
+    quiet_logs()
     app = floor_app() if kind == "floor" else router_app(journal)
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False, backlog=4096)
 
@@ -228,6 +233,63 @@ async def measure(kind: str, n: int, timeout_s: float, journal: str | None) -> B
         stop_server(proc)
 
 
+async def asgi_call(app: object, body: bytes) -> None:
+    """One request straight into the ASGI app (no socket, no HTTP parsing)."""
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0", "spec_version": "2.3"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": "/v1/chat/completions",
+        "raw_path": b"/v1/chat/completions",
+        "query_string": b"",
+        "root_path": "",
+        "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+        "client": ("127.0.0.1", 1),
+        "server": ("127.0.0.1", 2),
+    }
+    delivered = False
+    done = asyncio.Event()
+
+    async def receive() -> dict[str, object]:
+        nonlocal delivered
+        if not delivered:
+            delivered = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        await done.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict[str, object]) -> None:
+        pass
+
+    await app(scope, receive, send)  # type: ignore[operator]
+    done.set()
+
+
+async def cpu_per_request(n: int = 300, blocks: int = 5) -> dict[str, float]:
+    """CPU milliseconds per request of each app called in-process, models answering at once."""
+    global LATENCY_S
+    quiet_logs()
+    saved, LATENCY_S = LATENCY_S, 0.0
+    try:
+        tmp = Path(tempfile.mkdtemp())
+        apps = {"floor": floor_app(), "router": router_app(None), "router+sqlite": router_app(str(tmp / "cpu.db"))}
+        body = json.dumps(
+            {"model": "desk", "messages": [{"role": "user", "content": "refund for invoice 1"}], "stream": True}
+        ).encode()
+        samples: dict[str, list[float]] = {k: [] for k in apps}
+        for _ in range(blocks):
+            for kind, app in apps.items():
+                t = time.process_time()
+                for _ in range(n):
+                    await asgi_call(app, body)
+                samples[kind].append((time.process_time() - t) / n * 1000)
+        return {k: statistics.median(v) for k, v in samples.items()}
+    finally:
+        LATENCY_S = saved
+
+
 def report(batches: list[Batch], kinds: list[str]) -> None:
     """Each batch, then the medians over rounds of what each server adds to its round's floor."""
     print(f"{'round':<6}{'server':<14}{'errors':>7}{'lost':>6}{'dup':>5}{'p50 ms':>9}{'p99 ms':>9}", end="")
@@ -263,6 +325,9 @@ async def main(n: int, rounds: int, timeout_s: float, with_journal: bool) -> Non
     print(f"{n} concurrent streamed requests per batch, {rounds} round(s), fake models {LATENCY_S * 1000:.0f} ms")
     print(f"load average before/after: {LOAD_BEFORE} / {os.getloadavg()}")
     report(batches, kinds)
+    cpu = await cpu_per_request()
+    print("CPU per request in-process (ASGI call, no socket, models answer at once; median of 5 blocks of 300):")
+    print("  " + "   ".join(f"{k} {v:.3f} ms" for k, v in cpu.items()))
 
 
 if __name__ == "__main__":
