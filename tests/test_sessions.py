@@ -59,7 +59,7 @@ async def test_history_limits_keep_the_newest_turns() -> None:
     short = echo_agent(MemoryJournal(), SessionHistory(max_chars=12))
     await short.run("x" * 10, session_id="t")
     await short.run("y" * 3, session_id="t")
-    # the newest turn (yyy + its answer, 3 + 14 chars) is kept whole, the older one no longer fits
+    # the newest turn (yyy and its 26-character answer) is kept whole though over the limit; the older one is dropped
     assert (await short.run("z", session_id="t")).output == "z|yyy/yyy|" + "x" * 10 + "/" + "x" * 10 + "|"
 
 
