@@ -1,0 +1,425 @@
+"""Tools from MCP servers: an agent lists a server's tools and calls them like its own.
+
+:class:`MCPServerStdio` starts a server as a subprocess and talks to it over its
+stdin/stdout; :class:`MCPServerHTTP` connects to a streamable-HTTP endpoint. Pass either in
+``Agent(tools=[...])``: the agent opens it around each run (the ``mcp`` SDK's client runs in
+a task of its own), lists its tools, and closes it when the run ends. ``async with server:``
+keeps one connection (one process) open across many runs instead; runs inside it share it.
+
+Every call goes through the run's runtime like a function tool's call, so ``tool.called`` /
+``tool.result`` events, usage and the journal are the same (a journaled call is not repeated
+on resume). Failures never reach the run as exceptions: a tool error, a server that crashed,
+hangs past ``timeout`` or answers malformed data all come back to the model as an error
+result naming the server and what happened. A server that cannot be started or does not
+answer its handshake within ``connect_timeout`` fails the run with a
+:class:`~jeeves_router.errors.ToolError` before the first model call.
+
+Needs the ``mcp`` extra (``pip install 'jeeves-router[mcp]'``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from collections.abc import AsyncIterator, Collection, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, TextIO
+
+import anyio
+import anyio.abc
+import structlog
+
+from ..errors import ToolError, UsageError
+from ..models.base import ToolSpec
+from ..tools import Tool, ToolContext, ToolOutcome
+
+if TYPE_CHECKING:
+    from mcp import Client
+
+__all__ = ["MCPServer", "MCPServerStdio", "MCPServerHTTP", "MCPTool"]
+
+log = structlog.get_logger(__name__)
+
+_BAD_NAME = re.compile(r"[^A-Za-z0-9_-]")
+
+
+def _require_mcp() -> None:
+    try:
+        import mcp  # noqa: F401
+    except ImportError as exc:
+        raise UsageError("MCP servers need the 'mcp' package: pip install 'jeeves-router[mcp]'") from exc
+
+
+@dataclass(eq=False)
+class _Connection:
+    """One live connection, owned by the host task that opened it."""
+
+    scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
+    ready: anyio.Event = field(default_factory=anyio.Event)
+    stop: anyio.Event = field(default_factory=anyio.Event)
+    client: Client | None = None
+    tools: tuple[MCPTool, ...] = ()
+    error: BaseException | None = None
+    closed: bool = False
+
+
+class MCPTool(Tool):
+    """One tool of an MCP server, as the tool loop sees it (schema from the server).
+
+    Attributes:
+        remote_name: The tool's name on the server (``name`` may add a prefix and replace
+            characters a model provider does not accept).
+        toolset: The server it belongs to.
+    """
+
+    def __init__(self, server: MCPServer, remote_name: str, description: str, schema: Mapping[str, Any]) -> None:
+        name = _BAD_NAME.sub("_", f"{server.tool_prefix}{remote_name}")[:64]
+        self.fn = server.call
+        self.name = name
+        self.remote_name = remote_name
+        self.toolset = server
+        self.description = description
+        params = dict(schema) if isinstance(schema, Mapping) else {}
+        params.setdefault("type", "object")
+        params.setdefault("properties", {})
+        params.pop("title", None)
+        self.parameters = params
+        self.spec = ToolSpec(name, description, params)
+
+    def __repr__(self) -> str:
+        return f"MCPTool({self.name!r}, server={self.toolset.name!r})"
+
+    async def call(self, arguments: Mapping[str, Any], ctx: ToolContext) -> ToolOutcome:
+        """Call the tool on its server; every failure is an error outcome (never raises)."""
+        return await self.toolset.call(self.remote_name, arguments)
+
+
+class MCPServer:
+    """Tools from one MCP server (base of :class:`MCPServerStdio` and :class:`MCPServerHTTP`).
+
+    A toolset: pass it in ``Agent(tools=[...])``. Use ``async with server:`` to keep it
+    open across runs; otherwise each run opens and closes it.
+
+    Args:
+        name: A name for logs and error messages.
+        timeout: Seconds a tool call may take before the model is told the server did not
+            answer.
+        connect_timeout: Seconds to start the server and list its tools.
+        tool_prefix: Put before every tool name (to tell two servers' tools apart).
+        allowed_tools: Only these tools (server names) are offered to the model.
+    """
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        timeout: float = 30.0,
+        connect_timeout: float = 30.0,
+        tool_prefix: str = "",
+        allowed_tools: Collection[str] | None = None,
+    ) -> None:
+        for what, value in (("timeout", timeout), ("connect_timeout", connect_timeout)):
+            if not isinstance(value, (int, float)) or not value > 0:
+                raise UsageError(f"MCP server {name!r}: {what} must be a positive number of seconds, got {value!r}")
+        if _BAD_NAME.search(tool_prefix):
+            raise UsageError(f"MCP server {name!r}: tool_prefix {tool_prefix!r} may only use letters, digits, '_', '-'")
+        self.name = name
+        self.timeout = float(timeout)
+        self.connect_timeout = float(connect_timeout)
+        self.tool_prefix = tool_prefix
+        self.allowed_tools = frozenset(allowed_tools) if allowed_tools is not None else None
+        self._conn: _Connection | None = None
+        self._users = 0
+        self._cond: anyio.Condition | None = None
+        self._entered: list[AbstractAsyncContextManager[Sequence[Tool]]] = []
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name!r})"
+
+    def _client(self, stack: AsyncExitStack) -> Client:
+        """A not yet entered ``mcp.Client`` for this server (resources go on ``stack``)."""
+        raise NotImplementedError
+
+    @property
+    def tools(self) -> tuple[MCPTool, ...]:
+        """The tools listed when the server was opened (empty while it is closed)."""
+        return self._conn.tools if self._conn is not None else ()
+
+    @property
+    def is_open(self) -> bool:
+        """True while a connection is open."""
+        return self._conn is not None and not self._conn.closed
+
+    # -- lifetime ---------------------------------------------------------------------------
+
+    async def __aenter__(self) -> MCPServer:
+        cm = self.open()
+        await cm.__aenter__()
+        self._entered.append(cm)
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self._entered.pop().__aexit__(exc_type, exc, tb)
+
+    @asynccontextmanager
+    async def open(self) -> AsyncIterator[Sequence[Tool]]:
+        """Connect, or join the connection already open, for as long as the block lasts.
+
+        The first user owns the connection: when it leaves, it waits for the others to
+        leave, then closes it (for a subprocess: its stdin is closed, then it is
+        terminated and killed if it does not exit).
+
+        Raises:
+            ToolError: the server could not be started or did not answer its handshake
+                within ``connect_timeout``.
+        """
+        _require_mcp()
+        if self._cond is None:
+            self._cond = anyio.Condition()
+        cond = self._cond
+        # Nothing may raise through the task group (it would wrap the error in an
+        # exception group): failures are kept and raised again once it has exited.
+        failure: Exception | None = None
+        async with anyio.create_task_group() as tg:
+            owner = False
+            try:
+                async with cond:
+                    if self._conn is None:
+                        self._conn = await self._connect(tg)
+                        owner = True
+                    self._users += 1
+            except Exception as exc:
+                failure = exc
+            else:
+                conn = self._conn
+                assert conn is not None
+                try:
+                    yield conn.tools
+                except Exception as exc:
+                    failure = exc
+                finally:
+                    with anyio.CancelScope(shield=True):
+                        async with cond:
+                            self._users -= 1
+                            cond.notify_all()
+                    if owner:
+                        try:
+                            async with cond:  # other users (concurrent runs) finish first
+                                while self._users:
+                                    await cond.wait()
+                        finally:
+                            self._conn = None
+                            conn.stop.set()
+        if failure is not None:
+            raise failure
+
+    async def _connect(self, tg: anyio.abc.TaskGroup) -> _Connection:
+        conn = _Connection()
+        tg.start_soon(self._host, conn)
+        with anyio.move_on_after(self.connect_timeout) as waited:
+            await conn.ready.wait()
+        if waited.cancelled_caught:
+            conn.scope.cancel()
+            raise ToolError(
+                f"MCP server {self.name!r} did not start within {self.connect_timeout:g}s (connect_timeout)",
+                metadata={"mcp_server": self.name},
+            )
+        if conn.client is None:
+            err = conn.error
+            why = _describe(err) if err is not None else "the connection closed"
+            raise ToolError(
+                f"MCP server {self.name!r} could not be started: {why}", metadata={"mcp_server": self.name}
+            ) from err
+        log.debug("mcp server open", server=self.name, tools=[t.name for t in conn.tools])
+        return conn
+
+    async def _host(self, conn: _Connection) -> None:
+        """Own the ``mcp`` client (and its task group) in a task of its own; never raises."""
+        try:
+            with conn.scope:
+                async with AsyncExitStack() as stack:
+                    client = await stack.enter_async_context(self._client(stack))
+                    conn.tools = await self._list(client)
+                    conn.client = client
+                    conn.ready.set()
+                    await conn.stop.wait()
+        except Exception as exc:
+            conn.error = exc
+            log.warning("mcp server connection ended", server=self.name, error=_describe(exc))
+        finally:
+            conn.closed = True
+            conn.ready.set()
+
+    async def _list(self, client: Client) -> tuple[MCPTool, ...]:
+        tools: list[MCPTool] = []
+        cursor: str | None = None
+        for _ in range(100):  # a server whose pages never end cannot hang the start
+            page = await client.list_tools(cursor=cursor)
+            for t in page.tools:
+                if self.allowed_tools is None or t.name in self.allowed_tools:
+                    tools.append(MCPTool(self, t.name, t.description or t.title or "", t.input_schema))
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+        return tuple(tools)
+
+    # -- calls ------------------------------------------------------------------------------
+
+    async def call(self, tool: str, arguments: Mapping[str, Any]) -> ToolOutcome:
+        """Call ``tool`` (its name on the server) and map the answer to a tool outcome.
+
+        Never raises (cancellation excepted): a tool error, a dead connection, no answer
+        within ``timeout`` and a malformed answer are error outcomes the model can read.
+        """
+        conn = self._conn
+        if conn is None or conn.client is None:
+            return self._error(tool, "is not open (tools of an MCP server can only be called during a run)")
+        if conn.closed:
+            return self._error(tool, f"is not running ({_describe(conn.error) if conn.error else 'connection closed'})")
+        try:
+            with anyio.move_on_after(self.timeout) as waited:
+                result = await conn.client.call_tool(tool, dict(arguments))
+        except Exception as exc:
+            return self._error(tool, _failure(exc))
+        if waited.cancelled_caught:
+            return self._error(tool, f"did not answer within {self.timeout:g}s")
+        text = _content_text(result.content, result.structured_content)
+        if result.is_error:
+            return ToolOutcome(f"{tool} failed: {text or 'the MCP server reported an error'}", is_error=True)
+        return ToolOutcome(text)
+
+    def _error(self, tool: str, what: str) -> ToolOutcome:
+        log.warning("mcp tool call failed", server=self.name, tool=tool, why=what)
+        return ToolOutcome(f"{tool} failed: MCP server {self.name!r} {what}", is_error=True)
+
+
+class MCPServerStdio(MCPServer):
+    """An MCP server started as a subprocess, spoken to over its stdin and stdout.
+
+    The process starts when the server is opened (by a run, or ``async with``) and is
+    stopped when it is closed: stdin is closed, then the process group is terminated and
+    killed if it does not exit within a few seconds.
+
+    Args:
+        command: The executable, e.g. ``"uvx"`` or ``sys.executable``.
+        args: Its arguments.
+        env: Extra environment variables (only a few safe ones such as ``PATH`` and
+            ``HOME`` are inherited; pass secrets here explicitly).
+        cwd: Working directory.
+        errlog: Where the server's stderr goes (default ``sys.stderr``).
+        name: Name for logs and errors (default: the command).
+        **options: ``timeout``, ``connect_timeout``, ``tool_prefix``, ``allowed_tools``
+            (see :class:`MCPServer`).
+
+    Example:
+        >>> files = MCPServerStdio("uvx", ["mcp-server-fetch"], timeout=20)
+        >>> agent = Agent("You read web pages.", model="openai:gpt-4.1-mini", tools=[files])
+    """
+
+    def __init__(
+        self,
+        command: str,
+        args: Sequence[str] = (),
+        *,
+        env: Mapping[str, str] | None = None,
+        cwd: str | Path | None = None,
+        errlog: TextIO | None = None,
+        name: str | None = None,
+        **options: Any,
+    ) -> None:
+        if not isinstance(command, str) or not command:
+            raise UsageError(f"MCPServerStdio needs a command (an executable), got {command!r}")
+        if isinstance(args, str):
+            raise UsageError(f"MCPServerStdio args must be a list of strings, got the string {args!r}")
+        super().__init__(name=name or Path(command).name, **options)
+        self.command = command
+        self.args = [str(a) for a in args]
+        self.env = dict(env) if env is not None else None
+        self.cwd = cwd
+        self.errlog = errlog
+
+    def _client(self, stack: AsyncExitStack) -> Client:
+        from mcp import Client, StdioServerParameters
+        from mcp.client.stdio import stdio_client
+
+        params = StdioServerParameters(command=self.command, args=self.args, env=self.env, cwd=self.cwd)
+        return Client(stdio_client(params, errlog=self.errlog or sys.stderr))
+
+
+class MCPServerHTTP(MCPServer):
+    """An MCP server reached over streamable HTTP.
+
+    Args:
+        url: The endpoint, e.g. ``"http://127.0.0.1:8000/mcp"``.
+        headers: HTTP headers for every request (e.g. authorization; never logged).
+        name: Name for logs and errors (default: the URL's host and port).
+        **options: ``timeout``, ``connect_timeout``, ``tool_prefix``, ``allowed_tools``
+            (see :class:`MCPServer`).
+    """
+
+    def __init__(
+        self, url: str, *, headers: Mapping[str, str] | None = None, name: str | None = None, **options: Any
+    ) -> None:
+        if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+            raise UsageError(f"MCPServerHTTP needs an http:// or https:// URL, got {url!r}")
+        super().__init__(name=name or url.split("://", 1)[1].split("/", 1)[0].rpartition("@")[2], **options)
+        self.url = url
+        self.headers = dict(headers or {})
+
+    def _client(self, stack: AsyncExitStack) -> Client:
+        import httpx2
+        from mcp import Client
+        from mcp.client.streamable_http import streamable_http_client
+
+        http: httpx2.AsyncClient | None = None
+        if self.headers:
+            http = httpx2.AsyncClient(headers=self.headers, timeout=httpx2.Timeout(30.0, read=300.0))
+            stack.push_async_callback(http.aclose)
+        return Client(streamable_http_client(self.url, http_client=http))
+
+
+def _describe(exc: BaseException) -> str:
+    inner = getattr(exc, "exceptions", None)  # an exception group (no backport import on 3.10)
+    if isinstance(inner, tuple) and len(inner) == 1 and isinstance(inner[0], BaseException):
+        return _describe(inner[0])
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _failure(exc: Exception) -> str:
+    from mcp import MCPError
+    from pydantic import ValidationError
+
+    if isinstance(exc, MCPError):
+        return f"answered with an error: {exc.message}"
+    if isinstance(exc, (ValidationError, RuntimeError, ValueError)):
+        return f"answered with malformed data ({_describe(exc)})"
+    if isinstance(exc, (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream, OSError)):
+        return f"is not running (the connection closed: {_describe(exc)})"
+    return f"failed: {_describe(exc)}"
+
+
+def _content_text(content: Sequence[Any], structured: Any) -> str:
+    """The text the model sees: text blocks as they are, other blocks described."""
+    parts: list[str] = []
+    for block in content:
+        kind = getattr(block, "type", None)
+        if kind == "text":
+            parts.append(block.text)
+        elif kind in ("image", "audio"):
+            parts.append(f"[{kind} {block.mime_type}, {len(block.data) * 3 // 4} bytes]")
+        elif kind == "resource_link":
+            parts.append(f"[resource {block.uri}]")
+        elif kind == "resource":
+            res = block.resource
+            text = getattr(res, "text", None)
+            parts.append(text if isinstance(text, str) else f"[resource {res.uri}, {res.mime_type or 'binary'}]")
+    if not parts and structured is not None:
+        return json.dumps(structured, ensure_ascii=False, default=str)
+    return "\n".join(parts)
