@@ -45,6 +45,7 @@ __all__ = ["MCPServer", "MCPServerStdio", "MCPServerHTTP", "MCPTool"]
 log = structlog.get_logger(__name__)
 
 _BAD_NAME = re.compile(r"[^A-Za-z0-9_-]")
+_CONNECTION_CLOSED = -32000  # the JSON-RPC error code the SDK gives pending requests when the transport ends
 
 
 def _require_mcp() -> None:
@@ -65,6 +66,7 @@ class _Connection:
     tools: tuple[MCPTool, ...] = ()
     error: BaseException | None = None
     closed: bool = False
+    lost: str | None = None  # why calls can no longer reach the server
 
 
 class MCPTool(Tool):
@@ -185,7 +187,7 @@ class MCPServer:
         cond = self._cond
         # Nothing may raise through the task group (it would wrap the error in an
         # exception group): failures are kept and raised again once it has exited.
-        failure: Exception | None = None
+        failure: BaseException | None = None
         async with anyio.create_task_group() as tg:
             owner = False
             try:
@@ -201,7 +203,7 @@ class MCPServer:
                 assert conn is not None
                 try:
                     yield conn.tools
-                except Exception as exc:
+                except BaseException as exc:  # GeneratorExit of a closed stream too
                     failure = exc
                 finally:
                     with anyio.CancelScope(shield=True):
@@ -280,13 +282,18 @@ class MCPServer:
         conn = self._conn
         if conn is None or conn.client is None:
             return self._error(tool, "is not open (tools of an MCP server can only be called during a run)")
+        if conn.lost is not None:
+            return self._error(tool, conn.lost)
         if conn.closed:
             return self._error(tool, f"is not running ({_describe(conn.error) if conn.error else 'connection closed'})")
         try:
             with anyio.move_on_after(self.timeout) as waited:
                 result = await conn.client.call_tool(tool, dict(arguments))
         except Exception as exc:
-            return self._error(tool, _failure(exc))
+            why = _failure(exc)
+            if why.startswith("is not running"):
+                conn.lost = why
+            return self._error(tool, why)
         if waited.cancelled_caught:
             return self._error(tool, f"did not answer within {self.timeout:g}s")
         text = _content_text(result.content, result.structured_content)
@@ -397,6 +404,8 @@ def _failure(exc: Exception) -> str:
     from pydantic import ValidationError
 
     if isinstance(exc, MCPError):
+        if exc.code == _CONNECTION_CLOSED:
+            return f"is not running (the connection closed: {exc.message})"
         return f"answered with an error: {exc.message}"
     if isinstance(exc, (ValidationError, RuntimeError, ValueError)):
         return f"answered with malformed data ({_describe(exc)})"

@@ -50,7 +50,9 @@ def toolbox(log: str | None) -> Any:
     @srv.tool()
     def fail(reason: str) -> str:
         """Always fails."""
-        raise ValueError(f"cannot do that: {reason}")
+        from mcp.server.mcpserver.exceptions import ToolError
+
+        raise ToolError(f"cannot do that: {reason}")
 
     @srv.tool()
     def crash() -> str:
