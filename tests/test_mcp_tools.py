@@ -255,3 +255,16 @@ async def test_cancelling_a_run_stops_a_server_stuck_in_a_call(tmp_path: Path) -
         tg.cancel_scope.cancel()  # the run is inside a 600 s call: cancelling it must not wait for that
     started = [int(line.split()[1]) for line in log.read_text().splitlines() if line.startswith("started")]
     assert len(started) == 1 and not alive(started[0])
+
+
+async def test_the_leak_check_sees_a_live_child_process() -> None:
+    """The autouse check above would fail for a server left running: it sees child processes."""
+    import anyio
+
+    before = child_pids()
+    proc = await anyio.open_process([sys.executable, "-c", "import sys; sys.stdin.read()"])
+    try:
+        assert child_pids() - before == {proc.pid} and alive(proc.pid)
+    finally:
+        await proc.aclose()  # closes stdin: it exits, and is reaped
+    assert child_pids() - before == set()

@@ -154,7 +154,10 @@ def load_agent(spec: str) -> Agent:
     except (ImportError, AttributeError) as exc:
         raise UsageError(f"{spec!r}: cannot import it ({exc})") from None
     if not isinstance(obj, Agent) and callable(obj):
-        obj = obj()
+        try:
+            obj = obj()
+        except TypeError as exc:
+            raise UsageError(f"{spec!r} is not an Agent, and calling it with no arguments failed ({exc})") from None
     if not isinstance(obj, Agent):
         raise UsageError(f"{spec!r} is {type(obj).__name__}, not an Agent (or a function returning one)")
     return obj
