@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -125,3 +126,26 @@ def test_load_agent_and_router_server_check_their_input() -> None:
         load_agent("tests.mcp_servers.desk:_classify")
     with pytest.raises(UsageError, match="can only serve an Agent"):
         router_server("desk")  # type: ignore[arg-type]
+
+
+def test_the_example_runs_offline() -> None:
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")}
+    env.update(PYTHONPATH=str(ROOT), PYTHONWARNINGS="error")
+    run = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "mcp_tools.py"), "I was charged twice for INV-7"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=240,
+        stdin=subprocess.DEVNULL,
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.splitlines() == [
+        "  -> lookup_invoice({'invoice': 'INV-7'})",
+        "  <- INV-7: 42.00 EUR, charged 2 times",
+        "  -> refund({'invoice': 'INV-7', 'amount': 42.0})",
+        "  <- refunded 42.00 EUR on INV-7",
+        "[billing] Done: refunded 42.00 EUR on INV-7.",
+        "[INV-8] Done: refunded 19.50 EUR on INV-8.",
+        "[INV-9] I could not find that invoice.",
+    ]
