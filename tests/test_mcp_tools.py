@@ -268,3 +268,43 @@ async def test_the_leak_check_sees_a_live_child_process() -> None:
     finally:
         await proc.aclose()  # closes stdin: it exits, and is reaped
     assert child_pids() - before == set()
+
+
+async def test_a_routed_specialist_with_mcp_tools_and_concurrent_runs_sharing_a_server(tmp_path: Path) -> None:
+    import anyio
+
+    from jeeves_router import Router, RouterRoute
+
+    log = tmp_path / "calls.log"
+    server = toolbox(log)
+
+    def desk(n: int) -> Agent:
+        billing = Agent(
+            "b", name="billing", model=ScriptedModel([Call("add", {"a": n, "b": 1}), f"sum {n + 1}"]), tools=[server]
+        )
+        return Agent(
+            "d",
+            name="desk",
+            model=ScriptedModel(["route: billing\nconfidence: 0.9"]),
+            architecture=Router([RouterRoute("billing", billing)]),
+        )
+
+    outputs: dict[int, str | None] = {}
+    paths: list[tuple[str, ...]] = []
+
+    async def one(n: int) -> None:
+        events = await capture_events(desk(n), "charged twice")
+        paths.extend(ev.path for ev in events if isinstance(ev, ToolResult))
+        done = events[-1]
+        assert done.kind == "run.completed"
+        outputs[n] = done.result.output  # type: ignore[attr-defined]
+        assert done.result.usage.requests == 3  # type: ignore[attr-defined]
+
+    async with anyio.create_task_group() as tg:
+        for n in range(3):
+            tg.start_soon(one, n)
+    assert outputs == {0: "sum 1", 1: "sum 2", 2: "sum 3"}
+    assert paths == [("desk", "billing")] * 3
+    assert not server.is_open
+    # the runs reached the server while the first one was starting it: they all used that process
+    assert sum(line.startswith("started") for line in log.read_text().splitlines()) == 1
