@@ -173,9 +173,10 @@ class MCPServer:
     async def open(self) -> AsyncIterator[Sequence[Tool]]:
         """Connect, or join the connection already open, for as long as the block lasts.
 
-        The first user owns the connection: when it leaves, it waits for the others to
-        leave, then closes it (for a subprocess: its stdin is closed, then it is
-        terminated and killed if it does not exit).
+        The first user owns the connection (its task hosts the ``mcp`` client): when it
+        leaves, it waits for the others to leave, then closes it (for a subprocess: stdin
+        is closed, then the process group is terminated, and killed if it does not exit).
+        Joining an open connection enters no task group or cancel scope.
 
         Raises:
             ToolError: the server could not be started or did not answer its handshake
@@ -185,44 +186,57 @@ class MCPServer:
         if self._cond is None:
             self._cond = anyio.Condition()
         cond = self._cond
+        async with cond:
+            conn = self._conn
+            owner = conn is None
+            if conn is None:
+                conn = self._conn = _Connection()
+            self._users += 1
+        try:
+            if owner:
+                async with self._own(conn) as tools:
+                    yield tools
+            else:
+                await conn.ready.wait()  # the owner sets it within its connect_timeout
+                if conn.client is None:
+                    raise ToolError(
+                        f"MCP server {self.name!r} could not be started (see the first run that opened it)",
+                        metadata={"mcp_server": self.name},
+                    )
+                yield conn.tools
+        finally:
+            with anyio.CancelScope(shield=True):
+                async with cond:
+                    self._users -= 1
+                    cond.notify_all()
+
+    @asynccontextmanager
+    async def _own(self, conn: _Connection) -> AsyncIterator[Sequence[Tool]]:
+        """Host the connection in a task of this task group, for as long as anyone uses it."""
+        assert self._cond is not None
+        cond = self._cond
         # Nothing may raise through the task group (it would wrap the error in an
         # exception group): failures are kept and raised again once it has exited.
         failure: BaseException | None = None
         async with anyio.create_task_group() as tg:
-            owner = False
             try:
-                async with cond:
-                    if self._conn is None:
-                        self._conn = await self._connect(tg)
-                        owner = True
-                    self._users += 1
-            except Exception as exc:
+                await self._connect(tg, conn)
+                yield conn.tools
+            except BaseException as exc:  # GeneratorExit of a closed stream too
                 failure = exc
-            else:
-                conn = self._conn
-                assert conn is not None
+            finally:
                 try:
-                    yield conn.tools
-                except BaseException as exc:  # GeneratorExit of a closed stream too
-                    failure = exc
+                    async with cond:  # other users (concurrent runs) finish first
+                        while self._users > 1:
+                            await cond.wait()
                 finally:
-                    with anyio.CancelScope(shield=True):
-                        async with cond:
-                            self._users -= 1
-                            cond.notify_all()
-                    if owner:
-                        try:
-                            async with cond:  # other users (concurrent runs) finish first
-                                while self._users:
-                                    await cond.wait()
-                        finally:
-                            self._conn = None
-                            conn.stop.set()
+                    self._conn = None
+                    conn.stop.set()
+                    conn.ready.set()  # joiners waiting for a start that failed or was cancelled
         if failure is not None:
             raise failure
 
-    async def _connect(self, tg: anyio.abc.TaskGroup) -> _Connection:
-        conn = _Connection()
+    async def _connect(self, tg: anyio.abc.TaskGroup, conn: _Connection) -> None:
         tg.start_soon(self._host, conn)
         with anyio.move_on_after(self.connect_timeout) as waited:
             await conn.ready.wait()
@@ -239,7 +253,6 @@ class MCPServer:
                 f"MCP server {self.name!r} could not be started: {why}", metadata={"mcp_server": self.name}
             ) from err
         log.debug("mcp server open", server=self.name, tools=[t.name for t in conn.tools])
-        return conn
 
     async def _host(self, conn: _Connection) -> None:
         """Own the ``mcp`` client (and its task group) in a task of its own; never raises."""
