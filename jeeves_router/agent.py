@@ -22,7 +22,7 @@ from .models.base import Model
 from .models.registry import resolve_model
 from .results import RunResult
 from .runtime import PASS_THROUGH, Runtime
-from .tools import Tool, Toolset, as_tool, open_toolsets
+from .tools import Tool, Toolset, ToolsetHost, as_tool, open_toolsets
 
 __all__ = ["Agent", "RunStream"]
 
@@ -266,6 +266,7 @@ class RunStream:
     def __init__(self, agent: Agent, ctx: RunContext) -> None:
         self._ctx = ctx
         self._gen = agent._events(ctx)
+        self._host = ToolsetHost()  # where MCP connections of the run live under `async with`
         self.error: BaseException | None = None
 
     @property
@@ -295,9 +296,13 @@ class RunStream:
         await self._gen.aclose()  # type: ignore[attr-defined]
 
     async def __aenter__(self) -> RunStream:
+        await self._host.__aenter__()
         return self
 
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        await self.aclose()
+        try:
+            await self.aclose()
+        finally:
+            await self._host.__aexit__(exc_type, exc, tb)

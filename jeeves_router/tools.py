@@ -21,16 +21,28 @@ import inspect
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager, nullcontext
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Protocol, get_type_hints, overload, runtime_checkable
 
+import anyio.abc
 import anyio.to_thread
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 from .errors import UsageError
 from .models.base import ToolSpec
 
-__all__ = ["Tool", "tool", "ToolContext", "ToolOutcome", "Handoff", "ContextUpdate", "Toolset", "open_toolsets"]
+__all__ = [
+    "Tool",
+    "tool",
+    "ToolContext",
+    "ToolOutcome",
+    "Handoff",
+    "ContextUpdate",
+    "Toolset",
+    "ToolsetHost",
+    "open_toolsets",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -251,3 +263,44 @@ async def _open_toolsets(owner: _ToolOwner) -> AsyncIterator[None]:
         owner.tool_map = merged
         owner.tools = tuple(merged.values())
         yield
+
+
+_HOST: ContextVar[anyio.abc.TaskGroup | None] = ContextVar("jeeves_toolset_host", default=None)
+
+
+def current_toolset_host() -> anyio.abc.TaskGroup | None:
+    """The task group of the innermost :class:`ToolsetHost`, if any (for toolset connections)."""
+    return _HOST.get()
+
+
+class ToolsetHost:
+    """Hosts the connections toolsets open inside it (an async context manager).
+
+    A toolset connection (an MCP client) runs a task group of its own. Opened inside a run
+    that is a chain of async generators, that task group would stay entered in the
+    consumer's task between events, and a cancel scope the consumer enters around part of
+    the iteration would then exit out of order. :class:`~jeeves_router.agent.RunStream`
+    enters a host in its ``async with``, so connections opened during the stream live in a
+    task of this task group instead. Toolsets still close their connections when their run
+    ends; on exit the host cancels whatever is left and waits for it.
+    """
+
+    def __init__(self) -> None:
+        self._tg: anyio.abc.TaskGroup | None = None
+        self._token: Any = None
+
+    async def __aenter__(self) -> ToolsetHost:
+        tg = anyio.create_task_group()
+        await tg.__aenter__()
+        self._tg = tg
+        self._token = _HOST.set(tg)
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        tg, self._tg = self._tg, None
+        if tg is None:
+            return
+        _HOST.reset(self._token)
+        tg.cancel_scope.cancel()
+        # the body's own exception is not passed in: the task group would wrap it in a group
+        await tg.__aexit__(None, None, None)

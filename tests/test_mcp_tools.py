@@ -308,3 +308,29 @@ async def test_a_routed_specialist_with_mcp_tools_and_concurrent_runs_sharing_a_
     assert not server.is_open
     # the runs reached the server while the first one was starting it: they all used that process
     assert sum(line.startswith("started") for line in log.read_text().splitlines()) == 1
+
+
+async def test_a_stream_iterated_under_the_consumers_own_cancel_scope() -> None:
+    """The connection lives in the stream's host task, so the consumer's scopes nest as written."""
+    import anyio
+
+    agent = Agent("x", model=ScriptedModel([Call("pid"), "never reached"]), tools=[toolbox()])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        async with agent.stream("go") as events:
+            with anyio.fail_after(120):
+                async for ev in events:
+                    if isinstance(ev, ToolResult):
+                        pid = int(ev.content)
+                        break
+            assert alive(pid)  # the run is paused, not over
+    assert not alive(pid)
+
+
+async def test_an_error_in_the_consumers_stream_block_keeps_its_type() -> None:
+    agent = Agent("x", model=ScriptedModel([Call("pid"), "never reached"]), tools=[toolbox()])
+    with pytest.raises(KeyError, match="mine"):
+        async with agent.stream("go") as events:
+            async for ev in events:
+                if isinstance(ev, ToolResult):
+                    raise KeyError("mine")

@@ -35,7 +35,7 @@ import structlog
 
 from ..errors import ToolError, UsageError
 from ..models.base import ToolSpec
-from ..tools import Tool, ToolContext, ToolOutcome
+from ..tools import Tool, ToolContext, ToolOutcome, current_toolset_host
 
 if TYPE_CHECKING:
     from mcp import Client
@@ -45,6 +45,7 @@ __all__ = ["MCPServer", "MCPServerStdio", "MCPServerHTTP", "MCPTool"]
 log = structlog.get_logger(__name__)
 
 _BAD_NAME = re.compile(r"[^A-Za-z0-9_-]")
+_SHUTDOWN_WAIT = 15.0  # seconds; the SDK gives a stdio server 2 s to exit, then 2 s after SIGTERM
 _CONNECTION_CLOSED = -32000  # the JSON-RPC error code the SDK gives pending requests when the transport ends
 
 
@@ -62,6 +63,7 @@ class _Connection:
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
     ready: anyio.Event = field(default_factory=anyio.Event)
     stop: anyio.Event = field(default_factory=anyio.Event)
+    done: anyio.Event = field(default_factory=anyio.Event)  # the client has shut down
     client: Client | None = None
     tools: tuple[MCPTool, ...] = ()
     error: BaseException | None = None
@@ -193,7 +195,11 @@ class MCPServer:
                 conn = self._conn = _Connection()
             self._users += 1
         try:
-            if owner:
+            host = current_toolset_host()
+            if owner and host is not None:  # the host's task group runs the client: no scope of ours stays open
+                async with self._own_hosted(host, conn) as tools:
+                    yield tools
+            elif owner:
                 async with self._own(conn) as tools:
                     yield tools
             else:
@@ -213,8 +219,6 @@ class MCPServer:
     @asynccontextmanager
     async def _own(self, conn: _Connection) -> AsyncIterator[Sequence[Tool]]:
         """Host the connection in a task of this task group, for as long as anyone uses it."""
-        assert self._cond is not None
-        cond = self._cond
         # Nothing may raise through the task group (it would wrap the error in an
         # exception group): failures are kept and raised again once it has exited.
         failure: BaseException | None = None
@@ -226,15 +230,36 @@ class MCPServer:
                 failure = exc
             finally:
                 try:
-                    async with cond:  # other users (concurrent runs) finish first
-                        while self._users > 1:
-                            await cond.wait()
+                    await self._last_user_left()
                 finally:
                     self._conn = None
                     conn.stop.set()
                     conn.ready.set()  # joiners waiting for a start that failed or was cancelled
         if failure is not None:
             raise failure
+
+    @asynccontextmanager
+    async def _own_hosted(self, host: anyio.abc.TaskGroup, conn: _Connection) -> AsyncIterator[Sequence[Tool]]:
+        """Like :meth:`_own`, with the client's task in ``host`` (a :class:`ToolsetHost`)."""
+        try:
+            await self._connect(host, conn)
+            yield conn.tools
+        finally:
+            try:
+                await self._last_user_left()
+            finally:
+                self._conn = None
+                conn.stop.set()
+                conn.ready.set()
+                # the SDK's shutdown is bounded (stdin closed, then terminate, then kill)
+                with anyio.CancelScope(shield=True, deadline=anyio.current_time() + _SHUTDOWN_WAIT):
+                    await conn.done.wait()
+
+    async def _last_user_left(self) -> None:
+        assert self._cond is not None
+        async with self._cond:  # other users (concurrent runs) finish first
+            while self._users > 1:
+                await self._cond.wait()
 
     async def _connect(self, tg: anyio.abc.TaskGroup, conn: _Connection) -> None:
         tg.start_soon(self._host, conn)
@@ -270,6 +295,7 @@ class MCPServer:
         finally:
             conn.closed = True
             conn.ready.set()
+            conn.done.set()
 
     async def _list(self, client: Client) -> tuple[MCPTool, ...]:
         tools: list[MCPTool] = []
