@@ -2,9 +2,15 @@
 
 :class:`MCPServerStdio` starts a server as a subprocess and talks to it over its
 stdin/stdout; :class:`MCPServerHTTP` connects to a streamable-HTTP endpoint. Pass either in
-``Agent(tools=[...])``: the agent opens it around each run (the ``mcp`` SDK's client runs in
-a task of its own), lists its tools, and closes it when the run ends. ``async with server:``
-keeps one connection (one process) open across many runs instead; runs inside it share it.
+``Agent(tools=[...])``: the agent opens it around each run, lists its tools, and closes it
+when the run ends. ``async with server:`` keeps one connection (one process) open across many
+runs instead; runs inside it, concurrent ones too, share it.
+
+The ``mcp`` SDK's client runs in a task of its own: in the task group of the stream's
+:class:`~jeeves_router.tools.ToolsetHost` under ``async with agent.stream(...)``, else in a
+task group the run enters. In that last case (``agent.stream()`` iterated without
+``async with``), do not wrap part of the iteration in a cancel scope of your own unless the
+server is already open (``async with server:``): the scopes would exit out of order.
 
 Every call goes through the run's runtime like a function tool's call, so ``tool.called`` /
 ``tool.result`` events, usage and the journal are the same (a journaled call is not repeated
@@ -19,15 +25,12 @@ Needs the ``mcp`` extra (``pip install 'jeeves-router[mcp]'``).
 
 from __future__ import annotations
 
-import json
 import re
-import sys
 from collections.abc import AsyncIterator, Collection, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.abc
@@ -36,17 +39,17 @@ import structlog
 from ..errors import ToolError, UsageError
 from ..models.base import ToolSpec
 from ..tools import Tool, ToolContext, ToolOutcome, current_toolset_host
+from ._content import content_text, describe, failure
 
 if TYPE_CHECKING:
     from mcp import Client
 
-__all__ = ["MCPServer", "MCPServerStdio", "MCPServerHTTP", "MCPTool"]
+__all__ = ["MCPServer", "MCPTool"]
 
 log = structlog.get_logger(__name__)
 
 _BAD_NAME = re.compile(r"[^A-Za-z0-9_-]")
 _SHUTDOWN_WAIT = 15.0  # seconds; the SDK gives a stdio server 2 s to exit, then 2 s after SIGTERM
-_CONNECTION_CLOSED = -32000  # the JSON-RPC error code the SDK gives pending requests when the transport ends
 
 
 def _require_mcp() -> None:
@@ -156,7 +159,7 @@ class MCPServer:
     @property
     def is_open(self) -> bool:
         """True while a connection is open."""
-        return self._conn is not None and not self._conn.closed
+        return self._conn is not None and self._conn.client is not None and not self._conn.closed
 
     # -- lifetime ---------------------------------------------------------------------------
 
@@ -273,7 +276,7 @@ class MCPServer:
             )
         if conn.client is None:
             err = conn.error
-            why = _describe(err) if err is not None else "the connection closed"
+            why = describe(err) if err is not None else "the connection closed"
             raise ToolError(
                 f"MCP server {self.name!r} could not be started: {why}", metadata={"mcp_server": self.name}
             ) from err
@@ -291,7 +294,7 @@ class MCPServer:
                     await conn.stop.wait()
         except Exception as exc:
             conn.error = exc
-            log.warning("mcp server connection ended", server=self.name, error=_describe(exc))
+            log.warning("mcp server connection ended", server=self.name, error=describe(exc))
         finally:
             conn.closed = True
             conn.ready.set()
@@ -324,18 +327,18 @@ class MCPServer:
         if conn.lost is not None:
             return self._error(tool, conn.lost)
         if conn.closed:
-            return self._error(tool, f"is not running ({_describe(conn.error) if conn.error else 'connection closed'})")
+            return self._error(tool, f"is not running ({describe(conn.error) if conn.error else 'connection closed'})")
         try:
             with anyio.move_on_after(self.timeout) as waited:
                 result = await conn.client.call_tool(tool, dict(arguments))
         except Exception as exc:
-            why = _failure(exc)
+            why = failure(exc)
             if why.startswith("is not running"):
                 conn.lost = why
             return self._error(tool, why)
         if waited.cancelled_caught:
             return self._error(tool, f"did not answer within {self.timeout:g}s")
-        text = _content_text(result.content, result.structured_content)
+        text = content_text(result.content, result.structured_content)
         if result.is_error:
             return ToolOutcome(f"{tool} failed: {text or 'the MCP server reported an error'}", is_error=True)
         return ToolOutcome(text)
@@ -343,131 +346,3 @@ class MCPServer:
     def _error(self, tool: str, what: str) -> ToolOutcome:
         log.warning("mcp tool call failed", server=self.name, tool=tool, why=what)
         return ToolOutcome(f"{tool} failed: MCP server {self.name!r} {what}", is_error=True)
-
-
-class MCPServerStdio(MCPServer):
-    """An MCP server started as a subprocess, spoken to over its stdin and stdout.
-
-    The process starts when the server is opened (by a run, or ``async with``) and is
-    stopped when it is closed: stdin is closed, then the process group is terminated and
-    killed if it does not exit within a few seconds.
-
-    Args:
-        command: The executable, e.g. ``"uvx"`` or ``sys.executable``.
-        args: Its arguments.
-        env: Extra environment variables (only a few safe ones such as ``PATH`` and
-            ``HOME`` are inherited; pass secrets here explicitly).
-        cwd: Working directory.
-        errlog: Where the server's stderr goes (default ``sys.stderr``).
-        name: Name for logs and errors (default: the command).
-        **options: ``timeout``, ``connect_timeout``, ``tool_prefix``, ``allowed_tools``
-            (see :class:`MCPServer`).
-
-    Example:
-        >>> files = MCPServerStdio("uvx", ["mcp-server-fetch"], timeout=20)
-        >>> agent = Agent("You read web pages.", model="openai:gpt-4.1-mini", tools=[files])
-    """
-
-    def __init__(
-        self,
-        command: str,
-        args: Sequence[str] = (),
-        *,
-        env: Mapping[str, str] | None = None,
-        cwd: str | Path | None = None,
-        errlog: TextIO | None = None,
-        name: str | None = None,
-        **options: Any,
-    ) -> None:
-        if not isinstance(command, str) or not command:
-            raise UsageError(f"MCPServerStdio needs a command (an executable), got {command!r}")
-        if isinstance(args, str):
-            raise UsageError(f"MCPServerStdio args must be a list of strings, got the string {args!r}")
-        super().__init__(name=name or Path(command).name, **options)
-        self.command = command
-        self.args = [str(a) for a in args]
-        self.env = dict(env) if env is not None else None
-        self.cwd = cwd
-        self.errlog = errlog
-
-    def _client(self, stack: AsyncExitStack) -> Client:
-        from mcp import Client, StdioServerParameters
-        from mcp.client.stdio import stdio_client
-
-        params = StdioServerParameters(command=self.command, args=self.args, env=self.env, cwd=self.cwd)
-        return Client(stdio_client(params, errlog=self.errlog or sys.stderr))
-
-
-class MCPServerHTTP(MCPServer):
-    """An MCP server reached over streamable HTTP.
-
-    Args:
-        url: The endpoint, e.g. ``"http://127.0.0.1:8000/mcp"``.
-        headers: HTTP headers for every request (e.g. authorization; never logged).
-        name: Name for logs and errors (default: the URL's host and port).
-        **options: ``timeout``, ``connect_timeout``, ``tool_prefix``, ``allowed_tools``
-            (see :class:`MCPServer`).
-    """
-
-    def __init__(
-        self, url: str, *, headers: Mapping[str, str] | None = None, name: str | None = None, **options: Any
-    ) -> None:
-        if not isinstance(url, str) or not url.startswith(("http://", "https://")):
-            raise UsageError(f"MCPServerHTTP needs an http:// or https:// URL, got {url!r}")
-        super().__init__(name=name or url.split("://", 1)[1].split("/", 1)[0].rpartition("@")[2], **options)
-        self.url = url
-        self.headers = dict(headers or {})
-
-    def _client(self, stack: AsyncExitStack) -> Client:
-        import httpx2
-        from mcp import Client
-        from mcp.client.streamable_http import streamable_http_client
-
-        http: httpx2.AsyncClient | None = None
-        if self.headers:
-            http = httpx2.AsyncClient(headers=self.headers, timeout=httpx2.Timeout(30.0, read=300.0))
-            stack.push_async_callback(http.aclose)
-        return Client(streamable_http_client(self.url, http_client=http))
-
-
-def _describe(exc: BaseException) -> str:
-    inner = getattr(exc, "exceptions", None)  # an exception group (no backport import on 3.10)
-    if isinstance(inner, tuple) and len(inner) == 1 and isinstance(inner[0], BaseException):
-        return _describe(inner[0])
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
-
-def _failure(exc: Exception) -> str:
-    from mcp import MCPError
-    from pydantic import ValidationError
-
-    if isinstance(exc, MCPError):
-        if exc.code == _CONNECTION_CLOSED:
-            return f"is not running (the connection closed: {exc.message})"
-        return f"answered with an error: {exc.message}"
-    if isinstance(exc, (ValidationError, RuntimeError, ValueError)):
-        return f"answered with malformed data ({_describe(exc)})"
-    if isinstance(exc, (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream, OSError)):
-        return f"is not running (the connection closed: {_describe(exc)})"
-    return f"failed: {_describe(exc)}"
-
-
-def _content_text(content: Sequence[Any], structured: Any) -> str:
-    """The text the model sees: text blocks as they are, other blocks described."""
-    parts: list[str] = []
-    for block in content:
-        kind = getattr(block, "type", None)
-        if kind == "text":
-            parts.append(block.text)
-        elif kind in ("image", "audio"):
-            parts.append(f"[{kind} {block.mime_type}, {len(block.data) * 3 // 4} bytes]")
-        elif kind == "resource_link":
-            parts.append(f"[resource {block.uri}]")
-        elif kind == "resource":
-            res = block.resource
-            text = getattr(res, "text", None)
-            parts.append(text if isinstance(text, str) else f"[resource {res.uri}, {res.mime_type or 'binary'}]")
-    if not parts and structured is not None:
-        return json.dumps(structured, ensure_ascii=False, default=str)
-    return "\n".join(parts)
