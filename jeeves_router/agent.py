@@ -22,7 +22,7 @@ from .models.base import Model
 from .models.registry import resolve_model
 from .results import RunResult
 from .runtime import PASS_THROUGH, Runtime
-from .tools import Tool, Toolset, ToolsetHost, as_tool, open_toolsets
+from .tools import Tool, Toolset, ToolsetHost, as_tool, open_toolsets, split_toolsets
 
 __all__ = ["Agent", "RunStream"]
 
@@ -81,9 +81,8 @@ class Agent:
         self.name = name
         self.model = model
         self._model: Model | None = None if isinstance(model, str) or model is None else resolve_model(model)
-        given = list(tools)
-        self.toolsets: tuple[Toolset, ...] = tuple(t for t in given if isinstance(t, Toolset))
-        tool_list = [as_tool(t) for t in given if not isinstance(t, Toolset)]
+        plain, self.toolsets = split_toolsets(tools)  # toolsets: MCP servers, opened per run
+        tool_list = [as_tool(t) for t in plain]
         self.tool_map: dict[str, Tool] = {}
         for t in tool_list:
             if t.name in self.tool_map:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import inspect
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager, nullcontext
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -42,6 +42,7 @@ __all__ = [
     "Toolset",
     "ToolsetHost",
     "open_toolsets",
+    "split_toolsets",
 ]
 
 
@@ -265,11 +266,22 @@ async def _open_toolsets(owner: _ToolOwner) -> AsyncIterator[None]:
         yield
 
 
-_HOST: ContextVar[anyio.abc.TaskGroup | None] = ContextVar("jeeves_toolset_host", default=None)
+_HOST: ContextVar[ToolsetHost | None] = ContextVar("jeeves_toolset_host", default=None)
+_toolsets_in_use = False  # set once an agent gets a toolset: until then a host costs nothing
 
 
-def current_toolset_host() -> anyio.abc.TaskGroup | None:
-    """The task group of the innermost :class:`ToolsetHost`, if any (for toolset connections)."""
+def split_toolsets(items: Iterable[Any]) -> tuple[list[Any], tuple[Toolset, ...]]:
+    """Split an agent's ``tools`` argument into plain tools (or functions) and toolsets."""
+    global _toolsets_in_use
+    given = list(items)
+    toolsets = tuple(t for t in given if isinstance(t, Toolset))
+    if toolsets:
+        _toolsets_in_use = True
+    return [t for t in given if not isinstance(t, Toolset)], toolsets
+
+
+def current_toolset_host() -> ToolsetHost | None:
+    """The innermost entered :class:`ToolsetHost` of this task, if any (for toolset connections)."""
     return _HOST.get()
 
 
@@ -282,18 +294,27 @@ class ToolsetHost:
     the iteration would then exit out of order. :class:`~jeeves_router.agent.RunStream`
     enters a host in its ``async with``, so connections opened during the stream live in a
     task of this task group instead. Toolsets still close their connections when their run
-    ends; on exit the host cancels whatever is left and waits for it.
+    ends; on exit the host cancels whatever is left and waits for it. While no agent has a
+    toolset, entering a host does nothing.
     """
 
     def __init__(self) -> None:
         self._tg: anyio.abc.TaskGroup | None = None
         self._token: Any = None
+        self._used = False
+
+    def start_soon(self, fn: Callable[..., Coroutine[Any, Any, Any]], *args: Any) -> None:
+        """Run ``fn(*args)`` in the host's task group."""
+        assert self._tg is not None, "ToolsetHost.start_soon outside its async with"
+        self._used = True
+        self._tg.start_soon(fn, *args)
 
     async def __aenter__(self) -> ToolsetHost:
-        tg = anyio.create_task_group()
-        await tg.__aenter__()
-        self._tg = tg
-        self._token = _HOST.set(tg)
+        if _toolsets_in_use:
+            tg = anyio.create_task_group()
+            await tg.__aenter__()
+            self._tg = tg
+            self._token = _HOST.set(self)
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
@@ -301,6 +322,7 @@ class ToolsetHost:
         if tg is None:
             return
         _HOST.reset(self._token)
-        tg.cancel_scope.cancel()
+        if self._used:
+            tg.cancel_scope.cancel()
         # the body's own exception is not passed in: the task group would wrap it in a group
         await tg.__aexit__(None, None, None)

@@ -38,7 +38,7 @@ import structlog
 
 from ..errors import ToolError, UsageError
 from ..models.base import ToolSpec
-from ..tools import Tool, ToolContext, ToolOutcome, current_toolset_host
+from ..tools import Tool, ToolContext, ToolOutcome, ToolsetHost, current_toolset_host
 from ._content import content_text, describe, failure
 
 if TYPE_CHECKING:
@@ -242,7 +242,7 @@ class MCPServer:
             raise failure
 
     @asynccontextmanager
-    async def _own_hosted(self, host: anyio.abc.TaskGroup, conn: _Connection) -> AsyncIterator[Sequence[Tool]]:
+    async def _own_hosted(self, host: ToolsetHost, conn: _Connection) -> AsyncIterator[Sequence[Tool]]:
         """Like :meth:`_own`, with the client's task in ``host`` (a :class:`ToolsetHost`)."""
         try:
             await self._connect(host, conn)
@@ -264,7 +264,7 @@ class MCPServer:
             while self._users > 1:
                 await self._cond.wait()
 
-    async def _connect(self, tg: anyio.abc.TaskGroup, conn: _Connection) -> None:
+    async def _connect(self, tg: anyio.abc.TaskGroup | ToolsetHost, conn: _Connection) -> None:
         tg.start_soon(self._host, conn)
         with anyio.move_on_after(self.connect_timeout) as waited:
             await conn.ready.wait()
