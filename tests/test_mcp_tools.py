@@ -334,3 +334,13 @@ async def test_an_error_in_the_consumers_stream_block_keeps_its_type() -> None:
             async for ev in events:
                 if isinstance(ev, ToolResult):
                     raise KeyError("mine")
+
+
+async def test_the_agent_running_a_handoff_chain_calls_its_mcp_tools() -> None:
+    other = Agent("o", name="other", model=ScriptedModel(["unused"]))
+    model = ScriptedModel([Call("add", {"a": 2, "b": 2}), "four"])
+    triage = Agent("t", name="triage", model=model, tools=[toolbox()], handoffs=[other])
+    events = await capture_events(triage, "2+2?")
+    assert results(events)["add"].content == "4"
+    assert events[-1].result.output == "four"  # type: ignore[attr-defined]
+    assert {t.name for t in model.requests[0].tools} >= {"add", "transfer_to_other"}
