@@ -342,5 +342,21 @@ def serve_command(
         serve(load_agents(target), host=host, port=port, token=token, grace_s=grace, **options)
 
 
+@app.command("mcp")
+def mcp_(
+    target: Annotated[str, typer.Argument(help="The agent (router) to serve, as module:attribute.")],
+    transport: Annotated[str, typer.Option("--transport", help="stdio or http (streamable HTTP).")] = "stdio",
+    host: Annotated[str, typer.Option("--host", help="HTTP: interface to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", help="HTTP: port.")] = 8000,
+) -> None:
+    """Serve an agent or router as an MCP server with one tool, `ask` (needs the mcp extra)."""
+    from .mcp.server import main
+
+    with _bad_input():
+        if transport not in ("stdio", "http"):
+            raise UsageError(f"--transport must be stdio or http, got {transport!r}")
+        main(target, transport="http" if transport == "http" else "stdio", host=host, port=port)
+
+
 if __name__ == "__main__":
     app()

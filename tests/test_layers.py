@@ -22,6 +22,8 @@ LAYERS: list[tuple[str, int]] = [
     ("_aio", 1),
     ("models", 2),
     ("tools", 2),
+    ("mcp.server", 6),  # serves an Agent: the front
+    ("mcp", 2),  # the client side: a toolset next to tools
     ("runtime", 2),
     ("classify", 3),
     ("recovery", 3),
@@ -38,9 +40,8 @@ LAYERS: list[tuple[str, int]] = [
 
 
 def layer_of(module: str) -> int:
-    first = module.split(".")[0]
-    for prefix, layer in LAYERS:
-        if first == prefix:
+    for prefix, layer in LAYERS:  # a dotted prefix (a subpackage's module) comes before its package
+        if module == prefix or module.startswith(prefix + "."):
             return layer
     raise AssertionError(f"module {module!r} has no layer: add it to LAYERS")
 
