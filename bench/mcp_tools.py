@@ -28,10 +28,10 @@ import structlog
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from jeeves_router import Agent  # noqa: E402
-from jeeves_router.mcp import MCPServer, MCPServerHTTP, MCPServerStdio  # noqa: E402
-from jeeves_router.testing import Call, ScriptedModel  # noqa: E402
-from jeeves_router.tools import Tool, tool  # noqa: E402
+from jeeves_router import Agent
+from jeeves_router.mcp import MCPServer, MCPServerHTTP, MCPServerStdio
+from jeeves_router.testing import Call, ScriptedModel
+from jeeves_router.tools import Tool, tool
 
 TOOLBOX = str(ROOT / "tests" / "mcp_servers" / "toolbox.py")
 
