@@ -28,7 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from jeeves_router import parse_classification  # noqa: E402
+from jeeves_router import parse_classification
 
 ROUTES = ("billing", "technical", "general")
 KB = 1024
@@ -99,7 +99,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--repeat", type=int, default=7, help="blocks per size; the median is reported (default 7)")
     ap.add_argument("--sizes", default="1,10,100", help="input sizes in KB, comma-separated (default 1,10,100)")
-    ap.add_argument("--shape", action="append", choices=sorted(SHAPES), metavar="NAME", help="only this shape (repeatable)")
+    ap.add_argument(
+        "--shape", action="append", choices=sorted(SHAPES), metavar="NAME", help="only this shape (repeatable)"
+    )
     ap.add_argument("--list", action="store_true", help="list the shapes and exit")
     ap.add_argument("--check", action="store_true", help="exit 1 when a row misses a goal")
     ap.add_argument(

@@ -29,7 +29,7 @@ MAX_CONFIDENCE_CHARS = 64
 # One number: no two adjacent quantifiers can match the same character.
 _NUMBER_RE = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 _ANY_NUMBER_RE = re.compile(r"[0-9]+(?:\.[0-9]+)?|\.[0-9]+")
-_RANGE_SEP_RE = re.compile(r"[ \t]*(?:-|\u2013|\u2014|to|and)[ \t]*", re.IGNORECASE)
+_RANGE_SEPARATORS = frozenset({"-", "\u2013", "\u2014", "to", "and"})
 _NOT_FINITE = frozenset({"nan", "+nan", "-nan", "inf", "+inf", "-inf", "infinity", "+infinity", "-infinity"})
 
 
@@ -65,7 +65,7 @@ def _describe(v: str) -> str:
         return "is a fraction, not one number"
     if "out of" in v.lower():
         return "is 'x out of y', not one number"
-    if len(numbers) == 2 and _RANGE_SEP_RE.fullmatch(v, numbers[0].end(), numbers[1].start()):
+    if len(numbers) == 2 and v[numbers[0].end() : numbers[1].start()].strip(" \t").lower() in _RANGE_SEPARATORS:
         return "is a range, not one number"
     return "has several numbers"
 
@@ -96,7 +96,7 @@ def read_confidence(value: object) -> tuple[float | None, str]:
             return None, "confidence is a number outside [0, 1]"
         return _check(x, show(str(value)))
     if not isinstance(value, str):
-        return None, f"confidence is a JSON {'list' if isinstance(value, list) else 'object'}, not a number"
+        return None, f"confidence is a {type(value).__name__}, not a number"
     v = clean_value(value)
     if not v:
         return None, "confidence is empty"

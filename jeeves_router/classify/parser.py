@@ -28,7 +28,7 @@ Within the chosen source, every ``route`` and every ``confidence`` counts:
 Route names: a value matches a declared route when both are equal after ASCII case
 folding and treating runs of ASCII whitespace, ``-`` and ``_`` as one separator
 (``Tech Support`` matches ``tech-support``). There is no Unicode normalisation: a value
-with look-alike letters (Cyrillic ``а``, fullwidth ``ｂ``, the Kelvin sign) or invisible
+with look-alike letters (Cyrillic ``\u0430``, fullwidth ``\uff42``, the Kelvin sign) or invisible
 characters (zero-width space, joiners, BOM) inside it does not match (``unknown_route``).
 A declared name followed by punctuation and other words (``billing, because ...``,
 ``tech support (api errors)``) matches that name.
@@ -111,8 +111,11 @@ def _mentions(value: str, index: Mapping[str, str], head_limit: int) -> list[_Me
 
 
 def _key(text: str, index: Mapping[str, str]) -> str:
-    """The matching key of ``text``; a non-ASCII text keeps its non-ASCII characters, so
-    with ASCII route names it is returned as it is (it cannot match), saving a pass."""
+    """The matching key of ``text``, or ``text`` itself when it cannot match.
+
+    Normalising keeps non-ASCII characters, so with ASCII route names a non-ASCII text
+    never matches: it is returned as it is, saving a pass over it.
+    """
     if text.isascii() or not _ascii_names(index):
         return normalize_route_name(text)
     return text
@@ -128,7 +131,7 @@ def parse_classification(
     *,
     on_bad_confidence: float | None = None,
 ) -> Classification:
-    """Read a route and a confidence from a classifier's reply.
+    r"""Read a route and a confidence from a classifier's reply.
 
     See the module documentation for the precedence between key lines and JSON, the
     ambiguity rule and how route names are compared.
@@ -254,6 +257,8 @@ def _confidence(values: list[Any]) -> tuple[float | None, str]:
             if v in seen:
                 continue
             seen.add(v)
+        if isinstance(v, list):  # a JSON list or object
+            return None, f"confidence is a JSON {json_type(v)}, not a number"
         x, problem = read_confidence(v)
         if x is None:
             return None, problem

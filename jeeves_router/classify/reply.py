@@ -1,4 +1,4 @@
-"""Finding the parts of a classifier's reply: key lines and JSON objects, in linear time.
+r"""Finding the parts of a classifier's reply: key lines and JSON objects, in linear time.
 
 Key lines:
     A line whose first word is ``route``, ``confidence`` or ``reason`` (ASCII, any case),
