@@ -6,7 +6,7 @@ Key lines:
     numbers (``1.``, ``2)``), heading and quote marks (``#``, ``>``) and markdown emphasis
     (``*``, ``_``, backticks) may appear; between the key and the separator only emphasis
     and spaces. A quoted key (``"route": ...``) is JSON syntax, not a key line. Lines end
-    at ``\\n`` or ``\\r``.
+    at ``\n`` or ``\r``.
 
 JSON objects:
     Decoded with :meth:`json.JSONDecoder.raw_decode` from each ``{`` that opens an object
@@ -68,7 +68,7 @@ def ascii_lower(text: str) -> str:
     """``text`` with ASCII letters lower-cased and every other character unchanged."""
     if text.isascii():
         return text.lower()
-    try:  # bytes.lower() touches ASCII letters only, and UTF-8 keeps every offset
+    try:  # bytes.lower() changes ASCII letters only: same characters at the same positions
         return text.encode("utf-8", "surrogatepass").lower().decode("utf-8", "surrogatepass")
     except UnicodeError:  # pragma: no cover - every str encodes with surrogatepass
         return text.translate(_LOWER_TABLE)
