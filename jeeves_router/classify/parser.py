@@ -257,7 +257,7 @@ def _confidence(values: list[Any]) -> tuple[float | None, str]:
             if v in seen:
                 continue
             seen.add(v)
-        if isinstance(v, list):  # a JSON list or object
+        if isinstance(v, (list, tuple)):  # a JSON list or object
             return None, f"confidence is a JSON {json_type(v)}, not a number"
         x, problem = read_confidence(v)
         if x is None:

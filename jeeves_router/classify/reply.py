@@ -102,11 +102,7 @@ def key_lines(text: str) -> list[KeyLine] | None:
     return out
 
 
-class _Pairs(list[tuple[str, Any]]):
-    """A decoded JSON object as its (key, value) pairs (cheap to build for nested objects)."""
-
-
-def _as_object(pairs: _Pairs) -> dict[str, list[Any]]:
+def _as_object(pairs: tuple[tuple[str, Any], ...]) -> dict[str, list[Any]]:
     """Keys stripped and ASCII-lower-cased; a repeated key keeps all of its values."""
     obj: dict[str, list[Any]] = {}
     for k, v in pairs:
@@ -115,8 +111,8 @@ def _as_object(pairs: _Pairs) -> dict[str, list[Any]]:
 
 
 def json_type(value: object) -> str:
-    """The JSON name of a decoded value's type."""
-    if isinstance(value, _Pairs):
+    """The JSON name of a decoded value's type (objects decode to tuples of pairs)."""
+    if isinstance(value, tuple):
         return "object"
     if isinstance(value, list):
         return "list"
@@ -127,7 +123,9 @@ def json_type(value: object) -> str:
     return "number" if isinstance(value, (int, float)) else "string"
 
 
-_DECODER = json.JSONDecoder(object_pairs_hook=_Pairs)
+# Objects decode to tuples of (key, value) pairs, the cheapest form for the C scanner to
+# build (nested objects are never looked at) and one that keeps repeated keys.
+_DECODER = json.JSONDecoder(object_pairs_hook=tuple)
 
 
 @dataclass(frozen=True, slots=True)
