@@ -100,12 +100,14 @@ def read_confidence(value: object) -> tuple[float | None, str]:
     v = clean_value(value)
     if not v:
         return None, "confidence is empty"
-    seen = show(value.strip(" \t"))
     if len(v) > MAX_CONFIDENCE_CHARS:
-        return None, f"confidence {seen} is {len(v)} characters long, not one number"
+        return None, f"confidence {show(value.strip())} is {len(v)} characters long, not one number"
     number, scale = v, 1.0
-    if v.endswith("%"):
+    if v[-1] == "%":
         number, scale = v[:-1].rstrip(" \t"), 100.0
     if _NUMBER_RE.fullmatch(number) is None:
-        return None, f"confidence {seen} {_describe(v)}"
-    return _check(float(number) / scale, seen)
+        return None, f"confidence {show(value.strip())} {_describe(v)}"
+    x = float(number) / scale
+    if 0.0 <= x <= 1.0:  # False for NaN
+        return x + 0.0, ""  # + 0.0 turns -0.0 into 0.0
+    return _check(x, show(value.strip()))

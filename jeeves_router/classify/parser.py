@@ -46,9 +46,9 @@ status is then ``ok``).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from functools import lru_cache
-from typing import Any
+from typing import Any, NamedTuple
 
 from .confidence import clean_value, read_confidence, show
 from .reply import MAX_KEY_LINES, ascii_lower, json_objects, json_type, key_lines
@@ -85,44 +85,46 @@ def format_classification(route: str, confidence: float) -> str:
     return f"route: {route}\nconfidence: {confidence!r}"
 
 
-def _mentions(value: str, index: Mapping[str, str], head_limit: int) -> list[_Mention]:
+class _Index(NamedTuple):
+    """The declared routes, ready for matching."""
+
+    names: dict[str, str]  # normalised name -> declared name
+    head_limit: int  # how far into a value a declared name may end ("billing, because ...")
+    ascii: bool  # every declared name is ASCII
+
+    def key(self, text: str) -> str:
+        """The matching key of ``text``, or ``text`` itself when it cannot match.
+
+        Normalising keeps non-ASCII characters, so with ASCII route names a non-ASCII text
+        never matches: it is returned as it is, saving a pass over it.
+        """
+        return normalize_route_name(text) if text.isascii() or not self.ascii else text
+
+
+def _mentions(value: str, index: _Index) -> list[_Mention]:
     """The routes one route value names (none, one, or several for a list).
 
-    A declared name followed by punctuation is looked for in the first ``head_limit``
-    characters only, so a long value costs one pass.
+    A declared name followed by punctuation is looked for in the first
+    ``index.head_limit`` characters only, so a long value costs one pass.
     """
     v = clean_value(value)
     if not v:
         return []
-    key = _key(v, index)
-    if key in index:
-        return [(key, index[key], v)]
+    names = index.names
+    key = index.key(v)
+    if key in names:
+        return [(key, names[key], v)]
     items = _LIST_SEP_RE.split(v, maxsplit=_LIST_ITEMS)
     if len(items) > 1:
-        listed = {k: index[k] for k in (_key(clean_value(i), index) for i in items[:_LIST_ITEMS]) if k in index}
+        listed = {k: names[k] for k in (index.key(clean_value(i)) for i in items[:_LIST_ITEMS]) if k in names}
         if len(listed) > 1:
             return [(k, name, name) for k, name in listed.items()]
-    m = _HEAD_END_RE.search(v, 0, head_limit)
+    m = _HEAD_END_RE.search(v, 0, index.head_limit)
     if m is not None:
-        hkey = _key(clean_value(v[: m.start()]), index)
-        if hkey in index:
-            return [(hkey, index[hkey], v)]
+        hkey = index.key(clean_value(v[: m.start()]))
+        if hkey in names:
+            return [(hkey, names[hkey], v)]
     return [(key, None, v)]
-
-
-def _key(text: str, index: Mapping[str, str]) -> str:
-    """The matching key of ``text``, or ``text`` itself when it cannot match.
-
-    Normalising keeps non-ASCII characters, so with ASCII route names a non-ASCII text
-    never matches: it is returned as it is, saving a pass over it.
-    """
-    if text.isascii() or not _ascii_names(index):
-        return normalize_route_name(text)
-    return text
-
-
-def _ascii_names(index: Mapping[str, str]) -> bool:
-    return all(k.isascii() for k in index)
 
 
 def parse_classification(
@@ -159,16 +161,16 @@ def parse_classification(
 
 
 @lru_cache(maxsize=256)
-def _route_index(routes: tuple[str | RouteSpec, ...]) -> tuple[dict[str, str], int]:
-    """Normalised name -> declared name, and how far into a value a name may end."""
-    index: dict[str, str] = {}
+def _route_index(routes: tuple[str | RouteSpec, ...]) -> _Index:
+    names: dict[str, str] = {}
     for r in routes:
         name = r.name if isinstance(r, RouteSpec) else str(r)
-        index.setdefault(normalize_route_name(name), name)
-    return index, 2 * max((len(n) for n in index.values()), default=0) + 16
+        names.setdefault(normalize_route_name(name), name)
+    longest = max((len(n) for n in names.values()), default=0)
+    return _Index(names, 2 * longest + 16, all(k.isascii() for k in names))
 
 
-def _index(routes: Iterable[str | RouteSpec]) -> tuple[dict[str, str], int]:
+def _index(routes: Iterable[str | RouteSpec]) -> _Index:
     routes_t = routes if isinstance(routes, tuple) else tuple(routes)
     try:
         return _route_index(routes_t)
@@ -181,13 +183,12 @@ def _sources(raw: str) -> tuple[list[Any], list[Any], str | None] | str:
     lines = key_lines(raw)
     if lines is None:
         return f"the reply has more than {MAX_KEY_LINES} key lines; none was used"
-    if any(kl.key == "route" for kl in lines):
-        reasons = [clean_value(kl.value) for kl in lines if kl.key == "reason"]
-        return (
-            [kl.value for kl in lines if kl.key == "route"],
-            [kl.value for kl in lines if kl.key == "confidence"],
-            next((r for r in reasons if r), None),
-        )
+    values: dict[str, list[Any]] = {"route": [], "confidence": [], "reason": []}
+    for kl in lines:
+        values[kl.key].append(kl.value)
+    if values["route"]:
+        reasons = [r for r in map(clean_value, values["reason"]) if r]
+        return values["route"], values["confidence"], reasons[0] if reasons else None
     scan = json_objects(raw, [(kl.start, kl.end) for kl in lines])
     if scan.gave_up:
         return f"the reply has {scan.gave_up}; none was used"
@@ -204,8 +205,8 @@ def _sources(raw: str) -> tuple[list[Any], list[Any], str | None] | str:
 
 def _parse(text: object, routes: Iterable[str | RouteSpec], on_bad: float | None) -> Classification:
     raw = text if isinstance(text, str) else ""
-    index, head_limit = _index(routes)
-    if not raw.strip():
+    index = _index(routes)
+    if not raw or raw.isspace():
         return Classification(None, 0.0, "empty", raw)
     sources = _sources(raw)
     if isinstance(sources, str):
@@ -219,7 +220,7 @@ def _parse(text: object, routes: Iterable[str | RouteSpec], on_bad: float | None
             continue
         if isinstance(rv, str):
             read.add(rv)
-            mentions = _mentions(rv, index, head_limit)
+            mentions = _mentions(rv, index)
         else:
             mentions = [(f"<{json_type(rv)}>", None, f"a JSON {json_type(rv)}")]
         for mention in mentions:

@@ -30,7 +30,8 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from itertools import islice
+from typing import Any, Literal, NamedTuple
 
 __all__ = [
     "KeyLine",
@@ -74,8 +75,7 @@ def ascii_lower(text: str) -> str:
         return text.translate(_LOWER_TABLE)
 
 
-@dataclass(frozen=True, slots=True)
-class KeyLine:
+class KeyLine(NamedTuple):
     """One ``key: value`` line.
 
     Attributes:
@@ -93,13 +93,11 @@ class KeyLine:
 
 def key_lines(text: str) -> list[KeyLine] | None:
     """Every key line of ``text`` in order, or ``None`` when there are more than :data:`MAX_KEY_LINES`."""
-    out: list[KeyLine] = []
-    for m in _KEY_LINE_RE.finditer("\n" + ascii_lower(text)):
-        if len(out) == MAX_KEY_LINES:
-            return None
-        start, end = m.span(4)  # offsets in text are one less (the "\n" put in front)
-        out.append(KeyLine(_KEYS[m.group(2)], text[start - 1 : end - 1], start - 1, end - 1))
-    return out
+    matches = list(islice(_KEY_LINE_RE.finditer("\n" + ascii_lower(text)), MAX_KEY_LINES + 1))
+    if len(matches) > MAX_KEY_LINES:
+        return None
+    # offsets in text are one less than in the searched string (the "\n" put in front)
+    return [KeyLine(_KEYS[m[2]], text[m.start(4) - 1 : m.end(4) - 1], m.start(4) - 1, m.end(4) - 1) for m in matches]
 
 
 def _as_object(pairs: tuple[tuple[str, Any], ...]) -> dict[str, list[Any]]:
