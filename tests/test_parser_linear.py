@@ -18,6 +18,7 @@ Two kinds of checks:
 
 from __future__ import annotations
 
+import importlib
 import json
 import re
 import sys
@@ -29,10 +30,8 @@ import pytest
 from jeeves_router import parse_classification
 from jeeves_router.classify import confidence, parser, reply
 
-try:
-    from re import _parser as sre_parse  # type: ignore[attr-defined]
-except ImportError:  # Python 3.10
-    import sre_parse  # type: ignore[import-not-found,no-redef]
+# The re module's own pattern parser (``sre_parse`` before Python 3.11).
+sre_parse: Any = importlib.import_module("re._parser" if sys.version_info >= (3, 11) else "sre_parse")
 
 ROUTES = ("billing", "technical", "general")
 ALPHABET = [chr(i) for i in range(0x300)] + ["\u2013", "\u2014", "\u200b", "\u2028", "\u3000", "\uff10"]
