@@ -17,7 +17,7 @@ import re
 
 __all__ = ["read_confidence", "VALUE_WRAP", "VALUE_TRAIL", "clean_value", "show"]
 
-#: Characters that may wrap a value: whitespace, markdown emphasis, quotes, brackets.
+#: Characters that may wrap a value: ASCII spaces and tabs, markdown emphasis, quotes, brackets.
 VALUE_WRAP = " \t\f\v*_`\"'\u201c\u201d\u2018\u2019<>[]()"
 #: Trailing punctuation removed from a value (``billing.``, ``0.60.``).
 VALUE_TRAIL = ".,;:!?"
