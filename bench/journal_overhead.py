@@ -16,13 +16,12 @@ import time
 from pathlib import Path
 
 import anyio
-import structlog
 
 from jeeves_router import Agent
 from jeeves_router.journal import JournalRuntime, MemoryJournal, SQLiteJournal
 from tests.journal_helpers import DeskModel, build_desk
 
-structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+logging.basicConfig(level=logging.WARNING)
 
 
 async def timed(desk: Agent, n: int, prefix: str) -> list[float]:

@@ -8,6 +8,7 @@ it uses the real provider (``pip install 'jeeves-router[openai]'`` / ``[anthropi
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 
@@ -99,4 +100,5 @@ async def main(text: str) -> None:
 
 
 if __name__ == "__main__":
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")  # stderr
     anyio.run(main, " ".join(sys.argv[1:]) or "I was charged twice for invoice INV-1001")

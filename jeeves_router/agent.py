@@ -8,9 +8,9 @@ from types import TracebackType
 from typing import Any
 
 import anyio
-import structlog
 
 from ._aio import aclosing
+from ._log import get_logger
 from .architectures.base import Architecture, RunContext
 from .architectures.handoff_chain import HandoffChain
 from .architectures.react import ToolLoop
@@ -26,7 +26,7 @@ from .tools import Tool, as_tool
 
 __all__ = ["Agent", "RunStream"]
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 
 class Agent:
@@ -155,7 +155,7 @@ class Agent:
                     yield ev
         except Exception as exc:
             severity = exc.severity if isinstance(exc, RunError) else None
-            log.warning("run failed", session_id=sid, path=path, error_type=type(exc).__name__)
+            log.info("run failed", session_id=sid, path=path, error_type=type(exc).__name__)
             yield RunFailed(
                 session_id=sid, path=path, error_type=type(exc).__name__, message=str(exc), severity=severity
             )

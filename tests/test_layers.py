@@ -20,6 +20,7 @@ LAYERS: list[tuple[str, int]] = [
     ("results", 1),
     ("events", 1),
     ("_aio", 1),
+    ("_log", 1),
     ("models", 2),
     ("tools", 2),
     ("runtime", 2),

@@ -20,8 +20,8 @@ from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from typing import TypeVar
 
 import anyio
-import structlog
 
+from .._log import get_logger
 from ..errors import ModelError, StreamInterrupted
 from ..policies import RetryPolicy
 
@@ -31,7 +31,7 @@ T = TypeVar("T")
 Sleep = Callable[[float], Awaitable[None]]
 ErrorMapper = Callable[[BaseException], "ModelError | None"]
 
-_log = structlog.get_logger(__name__)
+_log = get_logger(__name__)
 # Closing an abandoned HTTP stream must finish even inside a cancelled scope, but never hang.
 _CLOSE_TIMEOUT_S = 5.0
 

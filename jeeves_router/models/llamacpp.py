@@ -30,9 +30,9 @@ from typing import Any
 
 import anyio
 import anyio.to_thread
-import structlog
 
 from .._aio import aclosing
+from .._log import get_logger
 from ..errors import ModelError, UsageError
 from ..messages import Message, TextPart, ToolCallPart, ToolResultPart
 from ..usage import Usage
@@ -41,7 +41,7 @@ from .base import ModelRequest, ModelResponse, ModelStreamItem, ModelTextDelta, 
 
 __all__ = ["LlamaCppModel", "smollm2_path", "MODEL_ALIASES"]
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 _SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 _FINISH: dict[str, StopReason] = {"stop": "end", "length": "max_tokens"}
