@@ -108,6 +108,12 @@ class Agent:
             self._model = resolve_model(self.model, what=f"model of agent {self.name!r}")
         return self._model
 
+    def graph(self) -> str:
+        """This agent's tree (routes, handoffs, capabilities) as a Mermaid flowchart; see :mod:`jeeves_router.graph`."""
+        from .graph import agent_graph  # the graph module reads the architectures; import it on use
+
+        return agent_graph(self).mermaid()
+
     # -- running -------------------------------------------------------------------------
 
     def _context(

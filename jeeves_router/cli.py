@@ -24,6 +24,7 @@ from rich.console import Console
 from rich.table import Table
 
 from .classify.types import Classifier, RouteSpec
+from .cli_observe import graph_command
 from .errors import UsageError
 from .journal.cli_replay import replay_command
 
@@ -341,6 +342,7 @@ def demo() -> None:
 
 
 app.command("replay")(replay_command)
+app.command("graph")(graph_command)
 
 
 if __name__ == "__main__":
