@@ -24,7 +24,7 @@ from rich.console import Console
 from rich.table import Table
 
 from .classify.types import Classifier, RouteSpec
-from .cli_observe import graph_command
+from .cli_observe import graph_command, trace_command
 from .errors import UsageError
 from .journal.cli_replay import replay_command
 
@@ -343,6 +343,7 @@ def demo() -> None:
 
 app.command("replay")(replay_command)
 app.command("graph")(graph_command)
+app.command("trace")(trace_command)
 
 
 if __name__ == "__main__":

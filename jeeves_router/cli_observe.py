@@ -5,8 +5,10 @@ from __future__ import annotations
 import importlib
 import inspect
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
+import anyio
 import typer
 
 from .errors import UsageError
@@ -14,7 +16,7 @@ from .errors import UsageError
 if TYPE_CHECKING:
     from .agent import Agent
 
-__all__ = ["graph_command", "import_agent"]
+__all__ = ["graph_command", "import_agent", "trace_command"]
 
 
 def import_agent(spec: str, *, option: str = "AGENT") -> Agent:
@@ -61,3 +63,39 @@ def graph_command(
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
     typer.echo(found.graph(), nl=False)
+
+
+def trace_command(
+    journal: Annotated[Path, typer.Argument(help="The SQLite journal file (JournalRuntime(SQLiteJournal(path))).")],
+    session: Annotated[str, typer.Option("--session", "-s", help="The session id to show.")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Where to write the HTML page.")] = Path("trace.html"),
+    agent: Annotated[
+        str | None, typer.Option("--agent", "-a", help="Also draw this agent's graph (module:attribute).")
+    ] = None,
+) -> None:
+    """Write one self-contained HTML page (no network) showing a recorded session step by step."""
+    from .journal.records import JournalError
+    from .journal.sqlite import SQLiteJournal
+    from .journal.trace_data import SessionTrace, load_trace
+    from .journal.trace_html import render_trace_html
+
+    async def read() -> SessionTrace:
+        store = SQLiteJournal(journal, create=False)
+        try:
+            return await load_trace(store, session)
+        finally:
+            await store.aclose()
+
+    try:
+        graph = None
+        if agent is not None:
+            from .graph import agent_graph
+
+            graph = agent_graph(import_agent(agent, option="--agent"))
+        trace = anyio.run(read)
+    except (UsageError, JournalError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    out.write_text(render_trace_html(trace, graph), encoding="utf-8")
+    steps = sum(len(run.root.walk()) for run in trace.runs)
+    typer.echo(f"wrote {out} ({len(trace.runs)} run(s), {steps} steps)")
