@@ -23,6 +23,7 @@ from .models.registry import resolve_model
 from .results import RunResult
 from .runtime import PASS_THROUGH, Runtime
 from .tools import Tool, as_tool
+from .tracing import traced_run
 
 __all__ = ["Agent", "RunStream"]
 
@@ -156,7 +157,7 @@ class Agent:
         sid, path = ctx.session_id, ctx.path
         yield RunStarted(session_id=sid, path=path, agent=self.name, prompt=ctx.prompt)
         try:
-            async with aclosing(self.architecture.run(self, ctx)) as events:
+            async with aclosing(traced_run(self.architecture.run(self, ctx), self, ctx)) as events:
                 async for ev in events:
                     yield ev
         except Exception as exc:
