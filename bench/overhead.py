@@ -8,6 +8,12 @@ Peers (openai-agents, langgraph, pydantic-ai) come from ``bench/peers.py``; inst
 (see ``peers.measure_all``), median of N.
 
 Usage: ``python bench/overhead.py [N]``
+
+``python bench/overhead.py --otel [N]`` instead measures the cost of the OpenTelemetry hooks on
+the same request, in one run: OpenTelemetry absent (its API module not loaded, as when the
+``otel`` extra is not installed or never imported), imported but unconfigured (no tracer
+provider: the hooks must cost nothing measurable, goal within 5%), and configured with the SDK
+(spans built, no exporter). Needs the SDK (``pip install opentelemetry-sdk``).
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from peers import ANSWER, ANSWER_CHUNKS, CLASSIFIER_REPLY, PEERS, measure_all
+from harness import ANSWER, ANSWER_CHUNKS, CLASSIFIER_REPLY, measure_all
 
 from jeeves_router import Agent, Router, RouterRoute
 from jeeves_router.messages import TextPart
@@ -97,6 +103,8 @@ async def jeeves_router_run(text: str) -> str:
 
 
 async def main(n: int) -> None:
+    from peers import PEERS  # the peer frameworks (bench/requirements.txt)
+
     contenders = {"jeeves_router (stream)": jeeves_router_routed, "jeeves_router (run)": jeeves_router_run, **PEERS}
     medians = await measure_all(contenders, n)
     fastest_peer = min(v for k, v in medians.items() if k in PEERS)
@@ -109,5 +117,51 @@ async def main(n: int) -> None:
     print(f"\njeeves_router (stream) / fastest peer = {ours / fastest_peer:.3f} (goal <= 0.1)")
 
 
+async def otel(n: int) -> None:
+    """OpenTelemetry absent vs imported-but-unconfigured vs configured, same run, alternating blocks."""
+    import os
+
+    import opentelemetry.trace as otel_trace
+    from opentelemetry.sdk.trace import TracerProvider
+
+    api = sys.modules["opentelemetry.trace"]
+    sdk_provider = TracerProvider()  # spans are built and ended; no processor exports them
+
+    def state(imported: bool, provider: object) -> None:
+        # every contender pays for the same two assignments before its request
+        if imported:
+            sys.modules["opentelemetry.trace"] = api
+        else:
+            sys.modules.pop("opentelemetry.trace", None)
+        otel_trace._TRACER_PROVIDER = provider  # type: ignore[attr-defined]
+
+    async def absent(text: str) -> str:
+        state(False, None)
+        return await jeeves_router_routed(text)
+
+    async def unconfigured(text: str) -> str:
+        state(True, None)
+        return await jeeves_router_routed(text)
+
+    async def configured(text: str) -> str:
+        state(True, sdk_provider)
+        return await jeeves_router_routed(text)
+
+    contenders = {"otel absent": absent, "otel imported, no provider": unconfigured, "otel SDK provider": configured}
+    medians = await measure_all(contenders, n)
+    state(True, None)
+    base = medians["otel absent"]
+    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    print(f"OpenTelemetry hooks on one routed request, streamed (n={n}, alternating blocks, load average {load})\n")
+    print("| OpenTelemetry | median ms | x absent |")
+    print("|---|---|---|")
+    for name, ms in medians.items():
+        print(f"| {name} | {ms:.4f} | {ms / base:.3f} |")
+    ratio = medians["otel imported, no provider"] / base
+    print(f"\nunconfigured / absent = {ratio:.3f} (goal <= 1.05: {'met' if ratio <= 1.05 else 'NOT met'})")
+
+
 if __name__ == "__main__":
-    asyncio.run(main(int(sys.argv[1]) if len(sys.argv) > 1 else 200))
+    args = [a for a in sys.argv[1:] if a != "--otel"]
+    count = int(args[0]) if args else 200
+    asyncio.run(otel(count) if "--otel" in sys.argv else main(count))
