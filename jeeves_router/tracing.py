@@ -8,8 +8,8 @@ application (the SDK and an exporter are yours to choose); jeeves_router then re
   the run's status, route and token usage. The routing decision is a span event
   ``jeeves_router.route.decision`` (route, confidence, runner-up, threshold, classifier
   kind) and its outcome is on the span (``jeeves_router.route``, ``...fallback_reason``);
-  fallbacks, recovery steps (retry, reclassify, replan, report), handoffs and restarted
-  streams are span events too.
+  fallbacks, recovery steps (retry, reclassify, replan, report), handoffs, capability
+  selection and steps, and restarted streams are span events too.
 - ``chat {model}`` for every model call attempt (``gen_ai.provider.name``,
   ``gen_ai.request.model``, ``gen_ai.response.model``, ``gen_ai.usage.input_tokens`` /
   ``output_tokens``, ``gen_ai.response.finish_reasons``, ``error.type``); a retried call
@@ -35,6 +35,9 @@ from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .events import (
+    CapabilitiesSelected,
+    CapabilityCompleted,
+    CapabilityStarted,
     Event,
     HandoffCompleted,
     HandoffRejected,
@@ -247,6 +250,18 @@ _EVENT_ATTRIBUTES: dict[type, Callable[[Any], dict[str, Any]]] = {
         "jeeves_router.handoff.why": e.why,
     },
     StreamRestarted: lambda e: {"jeeves_router.attempt": e.attempt, "jeeves_router.reason": e.reason},
+    CapabilitiesSelected: lambda e: {
+        "jeeves_router.capabilities": list(e.capabilities),
+        "jeeves_router.capabilities.skipped": list(e.skipped),
+        "jeeves_router.capabilities.bypass": e.bypass,
+    },
+    CapabilityStarted: lambda e: {"jeeves_router.capability": e.capability, "jeeves_router.step": e.step},
+    CapabilityCompleted: lambda e: {
+        "jeeves_router.capability": e.capability,
+        "jeeves_router.step": e.step,
+        "jeeves_router.ok": e.ok,
+        "jeeves_router.duration_s": e.duration_s,
+    },
 }
 
 

@@ -149,3 +149,11 @@ def test_cli_graph_prints_the_flowchart_and_rejects_bad_specs() -> None:
     assert missing.exit_code == 2 and "cannot import" in missing.stderr
     wrong = runner.invoke(app, ["graph", "tests.test_graph:_m"])
     assert wrong.exit_code == 2
+
+
+def test_cli_graph_of_the_support_desk_example() -> None:
+    result = CliRunner().invoke(app, ["graph", "examples.support_desk:desk"])
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith("flowchart TD\n    desk{{")
+    assert '    desk -->|"billing (confidence ≥ 0.6)"| billing\n' in result.stdout
+    assert "tools: lookup_invoice" in result.stdout

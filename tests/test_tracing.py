@@ -313,3 +313,46 @@ def test_no_tracer_without_a_provider_and_nothing_imported_without_opentelemetry
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[]"
+
+
+@pytest.mark.anyio
+async def test_capabilities_runs_nest_their_agent_handlers(spans: InMemorySpanExporter) -> None:
+    from tests.test_capabilities import Brain, Capability, Fn, agent, plan
+
+    writer = Agent("Writes.", name="writer", model=ScriptedModel(["Three rows."], name="writer"))
+    caps = [
+        Capability("sql", Fn("rows: 3", provides={"table": "t1"}), "queries", provides=("table", "rows")),
+        Capability("writer", writer, "writes", requires=("rows",)),
+    ]
+    brain = Brain(yes={"sql", "writer"}, plans=[plan("sql", "writer")])
+    assert (await agent(brain, caps).run("how many rows?", session_id="cap-1")).output == "Three rows."
+    assert tree(spans) == [
+        (0, "invoke_agent desk"),
+        (1, "chat brain"),
+        (1, "chat brain"),
+        (1, "chat brain"),
+        (1, "invoke_agent writer"),
+        (2, "chat writer"),
+    ]
+    [root] = by_name(spans, "invoke_agent desk")
+    steps = [dict(e.attributes or {}) for e in root.events if e.name == "jeeves_router.capability.completed"]
+    assert [(s["jeeves_router.capability"], s["jeeves_router.ok"]) for s in steps] == [("sql", True), ("writer", True)]
+    [selected] = [e for e in root.events if e.name == "jeeves_router.capabilities.selected"]
+    assert tuple((selected.attributes or {})["jeeves_router.capabilities"]) == ("sql", "writer")
+
+
+@pytest.mark.anyio
+async def test_a_journaled_run_gives_the_same_tree(spans: InMemorySpanExporter) -> None:
+    from jeeves_router.journal import JournalRuntime, MemoryJournal
+
+    agent = desk(ROUTED)
+    agent.runtime = JournalRuntime(MemoryJournal())
+    await agent.run("I was charged twice", session_id="j-1")
+    assert [name for _, name in tree(spans)] == [
+        "invoke_agent desk",
+        "chat clf",
+        "invoke_agent billing",
+        "chat billing",
+        "execute_tool lookup_invoice",
+        "chat billing",
+    ]
