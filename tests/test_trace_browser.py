@@ -11,6 +11,7 @@ import os
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -88,3 +89,67 @@ def test_trace_page_renders_without_console_errors_and_shows_the_decision(tmp_pa
     if os.environ.get("JEEVES_UPDATE_DOCS") == "1":
         (ROOT / "docs").mkdir(exist_ok=True)
         shutil.copyfile(shot, ROOT / "docs" / "trace.png")
+
+
+def test_agent_graphs_parse_and_render_in_real_mermaid(tmp_path: Path) -> None:
+    """Optional: ``JEEVES_MERMAID_JS=/path/to/mermaid.min.js`` (``npm install mermaid@11``) renders every graph."""
+    script = os.environ.get("JEEVES_MERMAID_JS")
+    if not script:
+        pytest.skip("set JEEVES_MERMAID_JS to a local mermaid.min.js to render the graphs with Mermaid itself")
+    import json
+
+    from tests import test_graph
+
+    graphs = [test_graph.desk.graph(), 'flowchart TD\n    a{{"x" --> b']  # the second must fail to parse
+    graphs += [g.graph() for g in _every_kind_of_graph()]
+    page = tmp_path / "mermaid.html"
+    page.write_text(
+        "<!DOCTYPE html><div id=out></div>"
+        f"<script src='{Path(script).resolve().as_uri()}'></script><script>"
+        "mermaid.initialize({startOnLoad:false});"
+        f"const graphs = {json.dumps(graphs)};"
+        "(async () => { const out = document.getElementById('out');"
+        " for (let i = 0; i < graphs.length; i++) {"
+        "  try { await mermaid.render('g' + i, graphs[i]); out.insertAdjacentHTML('beforeend', '<i>ok' + i + '</i>'); }"
+        "  catch (e) { out.insertAdjacentHTML('beforeend', '<i>err' + i + '</i>'); } } })();</script>"
+    )
+    proc = run_chromium(
+        tmp_path, page.as_uri(), "--allow-file-access-from-files", "--virtual-time-budget=20000", "--dump-dom"
+    )
+    expected = "<i>ok0</i><i>err1</i>" + "".join(f"<i>ok{i}</i>" for i in range(2, len(graphs)))
+    assert expected in proc.stdout, proc.stdout[-500:]
+
+
+def _every_kind_of_graph() -> list[Any]:
+    from jeeves_router import Agent, HandoffRouter, RouterRoute
+    from jeeves_router.architectures.capabilities import Capabilities, Capability, CapabilityCall
+    from tests.test_graph import _m
+
+    technical = Agent("Tech.", name="technical", model=_m("t"), handoffs=["triage"])
+    billing = Agent("Billing.", name="billing", model=_m("b"))
+    triage = Agent("Triage.", name="triage", model=_m("x"), handoffs=[billing, technical, "nobody"])
+    shared = Agent("Shared.", name="shared", model=_m("s"))
+    front = Agent(
+        "Front",
+        name="front",
+        model=_m("f"),
+        architecture=HandoffRouter(routes=[RouterRoute("one", shared), RouterRoute("two", shared)]),
+    )
+
+    async def fetch(call: CapabilityCall) -> str:
+        return "x"
+
+    writer = Agent("Write.", name="writer", model=_m("w"))
+    analyst = Agent(
+        "A",
+        name="analyst",
+        model=_m("o"),
+        architecture=Capabilities(
+            [
+                Capability("fetch", fetch, "get", provides=("invoices",), always_active=True),
+                Capability("report", writer, "w", requires=("invoices",), provides=("report",)),
+            ]
+        ),
+    )
+    odd = Agent("x", name="root", model=_m('we"ird<>&'), handoffs=[Agent("y", name="end", model=_m("1"))])
+    return [triage, front, analyst, odd]
