@@ -72,7 +72,9 @@ def lookup_invoice(invoice_id: str) -> str:
     return f"{invoice_id}: paid twice"
 
 
-def desk(billing_steps: list[Any], *, recovery: Recovery | None = None) -> Agent:
+def desk(
+    billing_steps: list[Any], *, recovery: Recovery | None = None, reply: str = "route: billing\nconfidence: 0.9"
+) -> Agent:
     billing = Agent(
         "Billing.", name="billing", model=ScriptedModel(billing_steps, name="billing"), tools=[lookup_invoice]
     )
@@ -80,7 +82,7 @@ def desk(billing_steps: list[Any], *, recovery: Recovery | None = None) -> Agent
     return Agent(
         "Desk",
         name="desk",
-        model=ScriptedModel(["route: billing\nconfidence: 0.9"] * 3, name="clf"),
+        model=ScriptedModel([reply] * 3, name="clf"),
         architecture=Router(
             [RouterRoute("billing", billing, "payments"), RouterRoute("general", general, "the rest")],
             fallback_route="general",
@@ -356,3 +358,29 @@ async def test_a_journaled_run_gives_the_same_tree(spans: InMemorySpanExporter) 
         "execute_tool lookup_invoice",
         "chat billing",
     ]
+
+
+@pytest.mark.anyio
+async def test_low_confidence_fallback_is_on_the_span_and_an_event(spans: InMemorySpanExporter) -> None:
+    result = await desk(ROUTED, reply="route: billing\nconfidence: 0.3").run("hmm", session_id="f-1")
+    assert (result.status, result.route) == ("fallback", "general")
+    assert [name for _, name in tree(spans)] == [
+        "invoke_agent desk",
+        "chat clf",
+        "invoke_agent general",
+        "chat general",
+    ]
+    [root] = by_name(spans, "invoke_agent desk")
+    assert attrs(root)["jeeves_router.route"] == "general"
+    assert attrs(root)["jeeves_router.route.fallback_reason"] == "low_confidence"
+    assert attrs(root)["jeeves_router.route.confidence"] == 0.3
+    decision, fallback = (e for e in root.events if e.name != "jeeves_router.router.dispatched")
+    assert decision.name == "jeeves_router.route.decision"
+    assert (decision.attributes or {})["jeeves_router.route"] == "billing"
+    assert fallback.name == "jeeves_router.router.fallback"
+    assert dict(fallback.attributes or {}) == {
+        "jeeves_router.route.fallback_reason": "low_confidence",
+        "jeeves_router.route": "general",
+        "jeeves_router.route.requested": "billing",
+        "jeeves_router.route.confidence": 0.3,
+    }
