@@ -35,6 +35,7 @@ from .._aio import aclosing
 from .._log import get_logger
 from ..errors import ModelError, UsageError
 from ..messages import Message, TextPart, ToolCallPart, ToolResultPart
+from ..tracing import traced_model_stream
 from ..usage import Usage
 from ._gbnf import UnsupportedSchema, schema_to_gbnf
 from .base import ModelRequest, ModelResponse, ModelStreamItem, ModelTextDelta, ResponseFormat, StopReason
@@ -249,7 +250,7 @@ class LlamaCppModel:
 
     def stream(self, request: ModelRequest) -> AsyncIterator[ModelStreamItem]:
         """Stream ``request``: text deltas, then one final :class:`ModelResponse`."""
-        return self._stream(request)
+        return traced_model_stream(self.name, 1, self._stream(request))
 
     async def _stream(self, request: ModelRequest) -> AsyncGenerator[ModelStreamItem, None]:
         async with self._lock:
