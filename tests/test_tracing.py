@@ -384,3 +384,25 @@ async def test_low_confidence_fallback_is_on_the_span_and_an_event(spans: InMemo
         "jeeves_router.route.requested": "billing",
         "jeeves_router.route.confidence": 0.3,
     }
+
+
+def test_unconfigured_check_does_not_call_get_tracer_provider(monkeypatch: pytest.MonkeyPatch) -> None:
+    def expensive() -> None:
+        raise AssertionError("get_tracer_provider() looks the environment up on every call")
+
+    monkeypatch.setattr(trace, "get_tracer_provider", expensive)
+    assert active_tracer() is None
+
+
+def test_a_provider_named_by_the_environment_is_used(monkeypatch: pytest.MonkeyPatch) -> None:
+    from opentelemetry.util._once import Once
+
+    import jeeves_router.tracing as tracing
+
+    monkeypatch.setenv("OTEL_PYTHON_TRACER_PROVIDER", "sdk_tracer_provider")
+    monkeypatch.setattr(tracing, "_env_provider", [])  # read the environment again
+    monkeypatch.setattr(trace, "_TRACER_PROVIDER", None)
+    monkeypatch.setattr(trace, "_TRACER_PROVIDER_SET_ONCE", Once())
+    tracer = active_tracer()
+    assert tracer is not None and isinstance(trace.get_tracer_provider(), TracerProvider)
+    assert active_tracer() is tracer  # found once, then cached
