@@ -23,6 +23,7 @@ from jeeves_router.policies import RetryPolicy
 from jeeves_router.testing import Call, Chunks, ScriptedModel
 from jeeves_router.tracing import CAPTURE_CONTENT_ENV, active_tracer
 from tests.loopback import LoopbackServer, Reply, Status, loopback  # noqa: F401
+from tests.test_local_llm import local_extra, smol  # noqa: F401  (fixtures)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -406,3 +407,20 @@ def test_a_provider_named_by_the_environment_is_used(monkeypatch: pytest.MonkeyP
     tracer = active_tracer()
     assert tracer is not None and isinstance(trace.get_tracer_provider(), TracerProvider)
     assert active_tracer() is tracer  # found once, then cached
+
+
+@pytest.mark.anyio
+@pytest.mark.local_llm
+@pytest.mark.timeout(900)
+async def test_llama_cpp_calls_are_chat_spans(spans: InMemorySpanExporter, smol: Any) -> None:  # noqa: F811
+    from jeeves_router.messages import user
+    from jeeves_router.models.base import ModelRequest
+
+    response = await smol.request(ModelRequest((user("Say hi."),), max_tokens=4, temperature=0.0))
+    [chat] = spans.get_finished_spans()
+    assert chat.name == "chat smollm2"
+    values = attrs(chat)
+    assert (values["gen_ai.provider.name"], values["gen_ai.request.model"]) == ("llamacpp", "smollm2")
+    assert values["gen_ai.usage.output_tokens"] == response.usage.output_tokens > 0
+    assert values["gen_ai.usage.input_tokens"] == response.usage.input_tokens > 0
+    assert len(values["gen_ai.response.finish_reasons"]) == 1
