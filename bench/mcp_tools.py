@@ -12,7 +12,6 @@ Usage: ``python bench/mcp_tools.py [N]``
 
 from __future__ import annotations
 
-import logging
 import os
 import socket
 import statistics
@@ -23,7 +22,6 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import anyio
-import structlog
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -58,7 +56,6 @@ async def timed(fn: Callable[[], Awaitable[None]]) -> float:
 
 
 async def main(n: int) -> None:
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]

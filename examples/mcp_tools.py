@@ -23,7 +23,6 @@ import re
 import sys
 
 import anyio
-import structlog
 
 from jeeves_router import Agent, Router, RouterRoute
 from jeeves_router.events import ToolCalled, ToolResult
@@ -89,7 +88,7 @@ desk = Agent(
 
 
 async def main(prompt: str) -> None:
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+    logging.basicConfig(level=logging.WARNING)
     async with desk.stream(prompt) as events:
         async for ev in events:
             if isinstance(ev, ToolCalled):

@@ -8,9 +8,9 @@ from types import TracebackType
 from typing import Any
 
 import anyio
-import structlog
 
 from ._aio import aclosing
+from ._log import get_logger
 from .architectures.base import Architecture, RunContext
 from .architectures.handoff_chain import HandoffChain
 from .architectures.react import ToolLoop
@@ -23,10 +23,11 @@ from .models.registry import resolve_model
 from .results import RunResult
 from .runtime import PASS_THROUGH, Runtime
 from .tools import Tool, Toolset, ToolsetHost, as_tool, open_toolsets, split_toolsets
+from .tracing import traced_run
 
 __all__ = ["Agent", "RunStream"]
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 
 class Agent:
@@ -110,6 +111,12 @@ class Agent:
             self._model = resolve_model(self.model, what=f"model of agent {self.name!r}")
         return self._model
 
+    def graph(self) -> str:
+        """This agent's tree (routes, handoffs, capabilities) as a Mermaid flowchart; see :mod:`jeeves_router.graph`."""
+        from .graph import agent_graph  # the graph module reads the architectures; import it on use
+
+        return agent_graph(self).mermaid()
+
     # -- running -------------------------------------------------------------------------
 
     def _context(
@@ -153,12 +160,12 @@ class Agent:
         yield RunStarted(session_id=sid, path=path, agent=self.name, prompt=ctx.prompt)
         try:
             # toolsets (MCP servers) stay open for the whole run, and are closed with it
-            async with open_toolsets(self), aclosing(self.architecture.run(self, ctx)) as events:
+            async with open_toolsets(self), aclosing(traced_run(self.architecture.run(self, ctx), self, ctx)) as events:
                 async for ev in events:
                     yield ev
         except Exception as exc:
             severity = exc.severity if isinstance(exc, RunError) else None
-            log.warning("run failed", session_id=sid, path=path, error_type=type(exc).__name__)
+            log.info("run failed", session_id=sid, path=path, error_type=type(exc).__name__)
             yield RunFailed(
                 session_id=sid, path=path, error_type=type(exc).__name__, message=str(exc), severity=severity
             )

@@ -26,6 +26,7 @@ from ..models.base import Model, ModelRequest, ModelResponse, ModelStreamItem
 from ..results import FallbackReason, RunResult
 from ..runtime import Runtime, StepKey
 from ..tools import Handoff, Tool, ToolOutcome
+from ..tracing import traced_run
 from ..usage import Usage
 from .base import Architecture, RunContext
 from .handoff_graph import HandoffGraph, HandoffNode
@@ -248,7 +249,8 @@ class VisitRunner:
                 yield RunStarted(session_id=sid, path=path, agent=node.agent.name, prompt=prompt)
             cut = False
             try:
-                async with aclosing(inner.run(view, child)) as events:
+                run = inner.run(view, child)
+                async with aclosing(traced_run(run, node.agent, child) if own_run else run) as events:
                     async for ev in events:
                         yield ev
                         for extra in self._watch(ev, child, visit):

@@ -34,8 +34,8 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.abc
-import structlog
 
+from .._log import get_logger
 from ..errors import ToolError, UsageError
 from ..models.base import ToolSpec
 from ..tools import Tool, ToolContext, ToolOutcome, ToolsetHost, current_toolset_host
@@ -46,7 +46,7 @@ if TYPE_CHECKING:
 
 __all__ = ["MCPServer", "MCPTool"]
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 _BAD_NAME = re.compile(r"[^A-Za-z0-9_-]")
 _SHUTDOWN_WAIT = 15.0  # seconds; the SDK gives a stdio server 2 s to exit, then 2 s after SIGTERM

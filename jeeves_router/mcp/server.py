@@ -7,8 +7,9 @@ usage) as structured content. A run that ends without an answer (``unresolved``,
 came. From the command line: ``jeeves-router mcp module:attr`` (stdio) or
 ``jeeves-router mcp module:attr --transport http --port 8000``.
 
-Over stdio the protocol owns stdout, so logs must go to stderr: :func:`main` (the CLI)
-configures structlog that way; call :func:`serve` yourself only after doing the same.
+Over stdio the protocol owns stdout, so logs must go to stderr: the library logs through the
+standard :mod:`logging` module and is silent unless configured; configure a handler on stderr
+(as ``jeeves-router -v`` does), never on stdout.
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ import os
 import sys
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-import structlog
 from pydantic import BaseModel, Field
 
 from ..agent import Agent
@@ -168,5 +168,4 @@ def main(spec: str, *, transport: Transport = "stdio", host: str = "127.0.0.1", 
     import anyio
 
     agent = load_agent(spec)
-    structlog.configure(logger_factory=structlog.PrintLoggerFactory(sys.stderr))
     anyio.run(lambda: serve(agent, transport=transport, host=host, port=port))
