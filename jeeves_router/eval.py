@@ -21,6 +21,7 @@ import anyio.to_thread
 
 from .classify.types import Classifier, ClassifyRequest, ClassifyResult, RouteSpec
 from .errors import UsageError
+from .ids import validate_route_names
 
 __all__ = [
     "DataFileError",
@@ -150,10 +151,10 @@ def load_routes(path: str | Path) -> tuple[RouteSpec, ...]:
                 path, f'route {item["name"]!r}: "description" must be a string, "examples" a list of strings'
             )
         routes.append(RouteSpec(item["name"], desc, tuple(examples)))
-    names = [r.name for r in routes]
-    dupes = sorted({n for n in names if names.count(n) > 1})
-    if dupes:
-        raise DataFileError(path, f"duplicate route names {dupes}")
+    try:
+        validate_route_names([r.name for r in routes], owner="route file")
+    except UsageError as exc:
+        raise DataFileError(path, str(exc).removeprefix("route file: ")) from None
     return tuple(routes)
 
 

@@ -20,6 +20,7 @@ from anyio.lowlevel import RunVar
 from numpy.typing import NDArray
 
 from ...errors import UsageError
+from ...ids import validate_route_names
 from ..types import Classification, ClassifyRequest, ClassifyResult, RouteSpec
 from .calibration import Calibrator, ThresholdChoice, calibrator_from_dict, choose_threshold, make_calibrator
 from .encoders import Encoder, MiniLMEncoder, TokenEncoder, blas_single_thread
@@ -119,12 +120,7 @@ class EmbeddingClassifier:
         _fitted_scorer: Scorer | None = None,
     ) -> None:
         self.routes = tuple(routes)
-        names = [r.name for r in self.routes]
-        if not names:
-            raise UsageError("EmbeddingClassifier needs at least one route")
-        dupes = sorted({n for n in names if names.count(n) > 1})
-        if dupes:
-            raise UsageError(f"duplicate route names {dupes}; each route needs a unique name")
+        names = validate_route_names([r.name for r in self.routes], owner="EmbeddingClassifier")
         if threshold is not None and not 0.0 <= threshold <= 1.0:
             raise UsageError(f"threshold must be within [0, 1] or None, got {threshold!r}")
         if offload not in (True, False, "auto"):
