@@ -14,21 +14,23 @@ import json
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
 
 import anyio
 import anyio.to_thread
 
 from .classify.types import Classifier, ClassifyRequest, ClassifyResult, RouteSpec
 from .errors import UsageError
+from .eval_plots import write_plots
 from .ids import validate_route_names
 
 __all__ = [
     "DataFileError",
+    "EvaluationError",
     "LabelledRow",
     "Prediction",
     "Misrouted",
     "EvalReport",
+    "read_text",
     "load_routes",
     "load_negatives",
     "load_labelled",
@@ -37,6 +39,7 @@ __all__ = [
     "evaluate",
     "write_misrouted",
     "write_plots",
+    "risk_coverage_curve",
 ]
 
 
@@ -52,6 +55,10 @@ class DataFileError(UsageError):
         self.path, self.line = str(path), line
         where = f"{path}:{line}" if line is not None else str(path)
         super().__init__(f"{where}: {message}")
+
+
+class EvaluationError(UsageError):
+    """The classifier under evaluation raised on a row (the message names the row)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +112,11 @@ class EvalReport:
         confusion: ``confusion[i][j]`` = rows labelled ``labels[i]`` predicted ``labels[j]``.
         reliability: Per bin: (mean confidence, accuracy, count).
         misrouted: The wrong rows.
+        coverage: Share of rows auto-routed (given a route rather than rejected).
+        misroute: Share of auto-routed rows whose route was wrong, out-of-scope rows
+            included (``None`` when nothing was routed).
+        risk_coverage: The curve of (coverage, misroute) when accepting the most confident
+            rows first, at coverages 1 %, 2 %, ... 100 % (see :func:`risk_coverage_curve`).
     """
 
     rows: int
@@ -118,9 +130,13 @@ class EvalReport:
     confusion: tuple[tuple[int, ...], ...]
     reliability: tuple[tuple[float, float, int], ...]
     misrouted: tuple[Misrouted, ...]
+    coverage: float = 1.0
+    misroute: float | None = None
+    risk_coverage: tuple[tuple[float, float], ...] = ()
 
 
-def _read(path: str | Path) -> str:
+def read_text(path: str | Path) -> str:
+    """A UTF-8 file's text; :class:`DataFileError` when it is missing or unreadable."""
     p = Path(path)
     try:
         return p.read_text(encoding="utf-8")
@@ -132,7 +148,7 @@ def _read(path: str | Path) -> str:
 
 def load_routes(path: str | Path) -> tuple[RouteSpec, ...]:
     """Read a route file (see the module docstring)."""
-    text = _read(path)
+    text = read_text(path)
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -165,7 +181,7 @@ def load_negatives(path: str | Path) -> tuple[str, ...]:
     to reject.
     """
     try:
-        data = json.loads(_read(path))
+        data = json.loads(read_text(path))
     except json.JSONDecodeError as exc:
         raise DataFileError(path, f"invalid JSON: {exc.msg}", line=exc.lineno) from None
     items = data.get("negatives", []) if isinstance(data, dict) else []
@@ -177,7 +193,7 @@ def load_negatives(path: str | Path) -> tuple[str, ...]:
 def load_labelled(path: str | Path, *, text_field: str = "text", label_field: str = "route") -> list[LabelledRow]:
     """Read labelled JSONL rows; blank lines are skipped."""
     rows: list[LabelledRow] = []
-    for n, line in enumerate(_read(path).splitlines(), 1):
+    for n, line in enumerate(read_text(path).splitlines(), 1):
         if not line.strip():
             continue
         try:
@@ -235,6 +251,7 @@ def compute_report(
     in_scope = [i for i, e in enumerate(expected) if e != oos_label]
     oos = [i for i, e in enumerate(expected) if e == oos_label]
     rejected = [i for i, p in enumerate(predicted) if p == oos_label]
+    accepted = [i for i, p in enumerate(predictions) if p.route is not None]
     f1s = []
     for lab in sorted(set(expected)):
         k = idx[lab]
@@ -275,7 +292,34 @@ def compute_report(
         confusion=tuple(tuple(r) for r in matrix),
         reliability=tuple(rel),
         misrouted=wrong,
-    )
+        coverage=(n - len(rejected)) / n,
+        misroute=sum(expected[i] != predicted[i] for i in accepted) / len(accepted) if accepted else None,
+        risk_coverage=risk_coverage_curve([p.top_confidence for p in predictions],
+                                          [p.top_route == e for p, e in zip(predictions, expected, strict=True)]),
+    )  # fmt: skip
+
+
+def risk_coverage_curve(confidence: Sequence[float], correct: Sequence[bool]) -> tuple[tuple[float, float], ...]:
+    """(coverage, misroute among accepted) when accepting the most confident rows first.
+
+    One point per coverage of 1 %, 2 %, ... 100 % of the rows; a row is misrouted when its top
+    route is wrong (every out-of-scope row is). Ties in confidence are accepted together.
+    """
+    order = sorted(range(len(confidence)), key=lambda i: -confidence[i])
+    if not order:
+        return ()
+    points: list[tuple[float, float]] = []
+    wrong = 0
+    taken = 0
+    n = len(order)
+    for pct in range(1, 101):
+        want = max(1, round(pct / 100 * n))
+        while taken < want or (taken < n and confidence[order[taken]] == confidence[order[taken - 1]]):
+            wrong += not correct[order[taken]]
+            taken += 1
+        if not points or points[-1][0] != taken / n:
+            points.append((taken / n, wrong / taken))
+    return tuple(points)
 
 
 async def evaluate(
@@ -314,16 +358,27 @@ async def evaluate(
     else:
         limiter = anyio.CapacityLimiter(max(1, concurrency))
         spec = tuple(routes)
+        failed: list[tuple[int, Exception]] = []
 
-        async def one(i: int) -> None:
+        async def one(i: int, scope: anyio.CancelScope) -> None:
             async with limiter:
-                results[i] = await classifier.classify(ClassifyRequest(rows[i].text, spec))
+                try:
+                    results[i] = await classifier.classify(ClassifyRequest(rows[i].text, spec))
+                except Exception as exc:  # reported once, below, instead of as an exception group
+                    failed.append((i, exc))
+                    scope.cancel()
+                    return
             if on_progress:
                 on_progress(1)
 
         async with anyio.create_task_group() as tg:
             for i in range(len(rows)):
-                tg.start_soon(one, i)
+                tg.start_soon(one, i, tg.cancel_scope)
+        if failed:
+            i, exc = failed[0]
+            raise EvaluationError(
+                f"the classifier failed on line {rows[i].line} ({rows[i].text[:60]!r}): {type(exc).__name__}: {exc}"
+            ) from exc
     preds = [_prediction(r) for r in results if r is not None]
     return compute_report(rows, preds, oos_label=oos_label)
 
@@ -342,47 +397,3 @@ def write_misrouted(report: EvalReport, path: str | Path) -> Path:
     else:
         raise UsageError(f"{p}: misrouted output must end in .csv or .json")
     return p
-
-
-def write_plots(report: EvalReport, directory: str | Path) -> list[Path]:
-    """Write ``confusion_matrix.png`` and ``reliability.png``; returns [] without matplotlib."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return []
-    out = Path(directory)
-    out.mkdir(parents=True, exist_ok=True)
-    size = max(4.0, min(24.0, 0.35 * len(report.labels) + 2))
-    fig: Any
-    fig, ax = plt.subplots(figsize=(size, size))
-    ax.imshow(report.confusion, cmap="Blues")
-    ticks = range(len(report.labels))
-    ax.set_xticks(ticks, report.labels, rotation=90, fontsize=7 if len(report.labels) > 20 else 9)
-    ax.set_yticks(ticks, report.labels, fontsize=7 if len(report.labels) > 20 else 9)
-    ax.set_xlabel("predicted")
-    ax.set_ylabel("expected")
-    if len(report.labels) <= 20:
-        for i, row in enumerate(report.confusion):
-            for j, v in enumerate(row):
-                if v:
-                    ax.text(j, i, str(v), ha="center", va="center", fontsize=8)
-    ax.set_title(f"accuracy {report.accuracy:.3f}")
-    fig.tight_layout()
-    paths = [out / "confusion_matrix.png", out / "reliability.png"]
-    fig.savefig(paths[0], dpi=120)
-    plt.close(fig)
-    fig, ax = plt.subplots(figsize=(5, 5))
-    ax.plot([0, 1], [0, 1], linestyle="--", color="grey", label="perfect")
-    used = [(c, a) for c, a, k in report.reliability if k]
-    ax.plot([c for c, _ in used], [a for _, a in used], marker="o", label="classifier")
-    ax.set_xlabel("confidence of the top route")
-    ax.set_ylabel("accuracy of the top route")
-    ax.set_title(f"reliability (ECE {report.ece:.3f})")
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(paths[1], dpi=120)
-    plt.close(fig)
-    return paths

@@ -188,5 +188,5 @@ def test_write_plots(tmp_path: Path) -> None:
         rows("a", "b", "oos"), [Prediction("a", "a", 0.9), Prediction("a", "a", 0.6), Prediction(None, "b", 0.2)]
     )
     paths = write_plots(r, tmp_path / "plots")
-    assert [p.name for p in paths] == ["confusion_matrix.png", "reliability.png"]
+    assert [p.name for p in paths] == ["confusion_matrix.png", "reliability.png", "risk_coverage.png"]
     assert all(p.read_bytes()[:4] == b"\x89PNG" for p in paths)

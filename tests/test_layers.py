@@ -31,6 +31,8 @@ LAYERS: list[tuple[str, int]] = [
     ("durable", 5),
     ("cli", 6),
     ("eval", 6),
+    ("eval_plots", 6),
+    ("_cli_embed", 6),
     ("testing", 6),
     ("__init__", 6),
 ]
