@@ -41,6 +41,7 @@ __all__ = [
     "check_unit",
     "read_requests",
     "decision_payload",
+    "certify_classifier",
     "DESK_ROUTES",
     "DESK_CLASSIFIER",
 ]
@@ -292,3 +293,48 @@ def progress(console: Console, total: int, label: str) -> Any:
     )  # fmt: skip
     bar.add_task(label, total=total)
     return bar
+
+
+def certify_classifier(
+    spec: str,
+    routes: Path | None,
+    data: Path,
+    save_to: Path | None,
+    *,
+    oos_label: str,
+    max_misroute: float,
+    risk_confidence: float,
+    out: Console,
+    err: Console,
+) -> None:
+    """``fit --classifier module:attr --max-misroute X``: certify any classifier's threshold."""
+    import anyio
+
+    from .classify.risk import choose_risk_threshold
+    from .eval import check_labels, load_labelled, load_routes, predict
+
+    specs = load_routes(routes or data_file(DESK_ROUTES))
+    clf = import_classifier(spec, specs)
+    rows = load_labelled(data)
+    check_labels(rows, [r.name for r in specs], oos_label=oos_label, path=data)
+    with progress(err, len(rows), "classifying") as bar:
+        preds = anyio.run(lambda: predict(clf, specs, rows, on_progress=lambda n: bar.advance(0, n)))
+    correct = [p.top_route == r.label and r.label != oos_label for p, r in zip(preds, rows, strict=True)]
+    risk = choose_risk_threshold(
+        [p.top_confidence for p in preds], correct, max_misroute=max_misroute, confidence=risk_confidence
+    )
+    if not risk.certified:
+        raise UsageError(
+            f"no threshold keeps misroutes at or below {max_misroute:g} with confidence {risk_confidence:g} on these "
+            f"{len(rows)} rows; allow more misroutes or add labelled rows"
+        )
+    out.print(
+        f"require_confidence_above={risk.cut:.6g}: misroute among accepted <= {max_misroute:g} with confidence "
+        f"{risk_confidence:g}; on the {risk.testing_rows} testing rows coverage {risk.coverage:.3f}, misroute "
+        f"{risk.misroute:.4f} (upper bound {risk.upper_bound:.4f})",
+        highlight=False,
+    )
+    if save_to is not None:
+        payload = {"format": "jeeves-router/risk-threshold", "classifier": spec, "threshold": risk.cut,
+                   "risk": {k: getattr(risk, k) for k in risk.__slots__}}  # fmt: skip
+        save_to.write_text(json.dumps(payload, indent=1) + "\n", encoding="utf-8")

@@ -140,9 +140,20 @@ def route(
 @app.command()
 def fit(
     data: Annotated[Path, typer.Option("--data", "-d", help="Labelled validation JSONL {text, route}.")],
-    save_to: Annotated[Path, typer.Option("--out", "-o", help="Where to write the fitted classifier (JSON).")],
+    save_to: Annotated[
+        Path | None, typer.Option("--out", "-o", help="Where to write the fitted classifier (JSON); required.")
+    ] = None,
     routes: RoutesOpt = None,
     scorer: ScorerOpt = None,
+    classifier: Annotated[
+        str | None,
+        typer.Option(
+            "--classifier",
+            "-c",
+            help="module:attr of any Classifier: certify a threshold for it "
+            "(with --max-misroute) instead of fitting the embedded one.",
+        ),
+    ] = None,
     calibration: Annotated[CalibrationName, typer.Option(help="Calibration method.")] = CalibrationName.platt,
     objective: Annotated[ObjectiveName, typer.Option(help="How to choose the threshold.")] = ObjectiveName.balanced,
     target_precision: Annotated[float, typer.Option(help="For --objective precision, within (0, 1].")] = 0.9,
@@ -155,13 +166,25 @@ def fit(
     risk_confidence: Annotated[float, typer.Option(help="Confidence of the --max-misroute guarantee.")] = 0.95,
     oos_label: OosOpt = "oos",
 ) -> None:
-    """Calibrate an embedded classifier and choose its threshold on labelled data; save it."""
+    """Calibrate an embedded classifier and choose its threshold on labelled data; save it.
+
+    With --classifier module:attr and --max-misroute, certify the confidence threshold of any
+    classifier (LLM, cascade, custom) instead: use it as Router(require_confidence_above=...).
+    """
     from .eval import check_labels, load_labelled
 
     with bad_input():
         emb.check_unit("--target-precision", target_precision, low_open=True)
         emb.check_unit("--max-misroute", max_misroute, low_open=True, high_open=True)
         emb.check_unit("--risk-confidence", risk_confidence, low_open=True, high_open=True)
+        if classifier is not None:
+            if scorer is not None or max_misroute is None:
+                raise UsageError("--classifier needs --max-misroute (and no --scorer): fit certifies its threshold")
+            emb.certify_classifier(classifier, routes, data, save_to, oos_label=oos_label, max_misroute=max_misroute,
+                                   risk_confidence=risk_confidence, out=out, err=err)  # fmt: skip
+            return
+        if save_to is None:
+            raise UsageError("fit needs --out FILE.json: where to write the fitted classifier")
         clf = emb.load_embedding(routes or data_file(emb.DESK_ROUTES), scorer, None, None)
         rows = load_labelled(data)
         check_labels(rows, clf.route_names, oos_label=oos_label, path=data)
@@ -265,7 +288,12 @@ def _print_report(report: EvalReport) -> None:
     summary.add_row("macro-F1", f"{report.macro_f1:.3f}")
     summary.add_row("out-of-scope recall", "-" if report.oos_recall is None else f"{report.oos_recall:.3f}")
     summary.add_row("ECE", f"{report.ece:.3f}")
+    summary.add_row("coverage (auto-routed)", f"{report.coverage:.3f}")
+    summary.add_row("misroute among auto-routed", "-" if report.misroute is None else f"{report.misroute:.4f}")
     out.print(summary)
+    marks = {p: min(report.risk_coverage, key=lambda pt: abs(pt[0] - p / 100)) for p in (50, 70, 80, 90, 100)}
+    if report.risk_coverage:
+        out.print("risk-coverage (misroute at coverage): " + ", ".join(f"{c:.0%} {r:.4f}" for c, r in marks.values()))
     if len(report.labels) <= 12:
         cm = Table("expected \\ predicted", *report.labels, title="confusion matrix")
         for label, row in zip(report.labels, report.confusion, strict=True):

@@ -1,10 +1,7 @@
-"""Measure a classifier on labelled data: accuracy, macro-F1, out-of-scope recall, ECE.
+"""Measure a classifier on labelled data: accuracy, coverage, misroutes, OOS recall, ECE.
 
-Route files are JSON: a list of ``{"name", "description", "examples"}`` (or an object with a
-``"routes"`` list and, optionally, a ``"negatives"`` list of out-of-scope requests; ``"utterances"``
-is read as ``"examples"``). Labelled data is JSONL, one
-``{"text": ..., "route": ...}`` per line, with ``route: "oos"`` for out-of-scope rows. Bad
-input raises :class:`DataFileError`, whose message names the file and the line.
+The file formats (route files, labelled JSONL) are read by :mod:`jeeves_router.eval_data`,
+whose names are re-exported here.
 """
 
 from __future__ import annotations
@@ -20,8 +17,16 @@ import anyio.to_thread
 
 from .classify.types import Classifier, ClassifyRequest, ClassifyResult, RouteSpec
 from .errors import UsageError
+from .eval_data import (
+    DataFileError,
+    LabelledRow,
+    check_labels,
+    load_labelled,
+    load_negatives,
+    load_routes,
+    read_text,
+)
 from .eval_plots import write_plots
-from .ids import validate_route_names
 
 __all__ = [
     "DataFileError",
@@ -37,37 +42,15 @@ __all__ = [
     "check_labels",
     "compute_report",
     "evaluate",
+    "predict",
     "write_misrouted",
     "write_plots",
     "risk_coverage_curve",
 ]
 
 
-class DataFileError(UsageError):
-    """A route or data file is missing or malformed.
-
-    Attributes:
-        path: The file.
-        line: The 1-based line, when known.
-    """
-
-    def __init__(self, path: str | Path, message: str, *, line: int | None = None) -> None:
-        self.path, self.line = str(path), line
-        where = f"{path}:{line}" if line is not None else str(path)
-        super().__init__(f"{where}: {message}")
-
-
 class EvaluationError(UsageError):
     """The classifier under evaluation raised on a row (the message names the row)."""
-
-
-@dataclass(frozen=True, slots=True)
-class LabelledRow:
-    """One labelled request: its text, expected route (or the OOS label) and file line."""
-
-    text: str
-    label: str
-    line: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,94 +116,6 @@ class EvalReport:
     coverage: float = 1.0
     misroute: float | None = None
     risk_coverage: tuple[tuple[float, float], ...] = ()
-
-
-def read_text(path: str | Path) -> str:
-    """A UTF-8 file's text; :class:`DataFileError` when it is missing or unreadable."""
-    p = Path(path)
-    try:
-        return p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise DataFileError(p, "file not found") from None
-    except (IsADirectoryError, UnicodeDecodeError, PermissionError) as exc:
-        raise DataFileError(p, f"cannot read the file ({exc.__class__.__name__})") from None
-
-
-def load_routes(path: str | Path) -> tuple[RouteSpec, ...]:
-    """Read a route file (see the module docstring)."""
-    text = read_text(path)
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise DataFileError(path, f"invalid JSON: {exc.msg}", line=exc.lineno) from None
-    items = data.get("routes") if isinstance(data, dict) else data
-    if not isinstance(items, list) or not items:
-        raise DataFileError(path, 'expected a non-empty list of routes (or {"routes": [...]})')
-    routes: list[RouteSpec] = []
-    for i, item in enumerate(items, 1):
-        if not isinstance(item, dict) or not isinstance(item.get("name"), str) or not item["name"].strip():
-            raise DataFileError(path, f'route #{i} needs a "name" string')
-        examples = item.get("examples", item.get("utterances", []))
-        desc = item.get("description", "")
-        if not isinstance(desc, str) or not isinstance(examples, list) or not all(isinstance(e, str) for e in examples):
-            raise DataFileError(
-                path, f'route {item["name"]!r}: "description" must be a string, "examples" a list of strings'
-            )
-        routes.append(RouteSpec(item["name"], desc, tuple(examples)))
-    try:
-        validate_route_names([r.name for r in routes], owner="route file")
-    except UsageError as exc:
-        raise DataFileError(path, str(exc).removeprefix("route file: ")) from None
-    return tuple(routes)
-
-
-def load_negatives(path: str | Path) -> tuple[str, ...]:
-    """The ``"negatives"`` list of a route file in its ``{"routes": [...]}`` form (else empty).
-
-    Negatives are out-of-scope example requests, used by the ``late`` scorer to learn what
-    to reject.
-    """
-    try:
-        data = json.loads(read_text(path))
-    except json.JSONDecodeError as exc:
-        raise DataFileError(path, f"invalid JSON: {exc.msg}", line=exc.lineno) from None
-    items = data.get("negatives", []) if isinstance(data, dict) else []
-    if not isinstance(items, list) or not all(isinstance(t, str) for t in items):
-        raise DataFileError(path, '"negatives" must be a list of strings')
-    return tuple(items)
-
-
-def load_labelled(path: str | Path, *, text_field: str = "text", label_field: str = "route") -> list[LabelledRow]:
-    """Read labelled JSONL rows; blank lines are skipped."""
-    rows: list[LabelledRow] = []
-    for n, line in enumerate(read_text(path).splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise DataFileError(path, f"invalid JSON: {exc.msg} (column {exc.colno})", line=n) from None
-        if not isinstance(obj, dict):
-            raise DataFileError(path, f"expected a JSON object with {text_field!r} and {label_field!r}", line=n)
-        text, label = obj.get(text_field), obj.get(label_field)
-        if not isinstance(text, str) or not isinstance(label, str):
-            raise DataFileError(path, f"{text_field!r} and {label_field!r} must both be strings", line=n)
-        rows.append(LabelledRow(text, label, n))
-    if not rows:
-        raise DataFileError(path, "no rows")
-    return rows
-
-
-def check_labels(rows: Sequence[LabelledRow], routes: Sequence[str], *, oos_label: str, path: str | Path) -> None:
-    """Raise :class:`DataFileError` at the first row whose label is neither a route nor the OOS label."""
-    known = set(routes)
-    for row in rows:
-        if row.label != oos_label and row.label not in known:
-            raise DataFileError(
-                path,
-                f"unknown route {row.label!r} (routes: {', '.join(routes)}; out of scope: {oos_label!r})",
-                line=row.line,
-            )
 
 
 def _prediction(result: ClassifyResult) -> Prediction:
@@ -331,11 +226,7 @@ async def evaluate(
     concurrency: int = 4,
     on_progress: Callable[[int], None] | None = None,
 ) -> EvalReport:
-    """Classify every row and compute the report.
-
-    Classifiers with a ``classify_batch(texts)`` method (the embedded one) are run in
-    batches in a worker thread; others get one ``classify`` call per row, ``concurrency``
-    at a time.
+    """Classify every row (see :func:`predict`) and compute the report.
 
     Args:
         classifier: Any classifier.
@@ -344,6 +235,24 @@ async def evaluate(
         oos_label: The label of out-of-scope rows.
         concurrency: Parallel ``classify`` calls for classifiers without batching.
         on_progress: Called with the number of rows just finished.
+    """
+    preds = await predict(classifier, routes, rows, concurrency=concurrency, on_progress=on_progress)
+    return compute_report(rows, preds, oos_label=oos_label)
+
+
+async def predict(
+    classifier: Classifier,
+    routes: Sequence[RouteSpec],
+    rows: Sequence[LabelledRow],
+    *,
+    concurrency: int = 4,
+    on_progress: Callable[[int], None] | None = None,
+) -> list[Prediction]:
+    """Classify every row; one :class:`Prediction` per row, in order.
+
+    Classifiers with a ``classify_batch(texts)`` method (the embedded one) are run in
+    batches in a worker thread; others get one ``classify`` call per row, ``concurrency``
+    at a time. A classifier that raises stops the run with :class:`EvaluationError`.
     """
     results: list[ClassifyResult | None] = [None] * len(rows)
     batch_fn = getattr(classifier, "classify_batch", None)
@@ -379,8 +288,7 @@ async def evaluate(
             raise EvaluationError(
                 f"the classifier failed on line {rows[i].line} ({rows[i].text[:60]!r}): {type(exc).__name__}: {exc}"
             ) from exc
-    preds = [_prediction(r) for r in results if r is not None]
-    return compute_report(rows, preds, oos_label=oos_label)
+    return [_prediction(r) for r in results if r is not None]
 
 
 def write_misrouted(report: EvalReport, path: str | Path) -> Path:

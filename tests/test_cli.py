@@ -255,3 +255,28 @@ def test_oos_label_is_honoured_by_fit_and_fit_on(tmp_path: Path) -> None:
     )  # fmt: skip
     assert routed.exit_code == 0, routed.output
     assert json.loads(routed.stdout)["route"] is None
+
+
+def desk_embedded(routes: list[object]) -> object:
+    from jeeves_router.classify.embedding import EmbeddingClassifier
+
+    return EmbeddingClassifier.load(DATA / "desk_classifier.json")
+
+
+def test_fit_certifies_the_threshold_of_any_classifier(tmp_path: Path) -> None:
+    saved = tmp_path / "risk.json"
+    args = ["fit", "--data", str(DATA / "desk_test.jsonl"), "--classifier", "tests.test_cli:desk_embedded"]
+    result = runner.invoke(app, [*args, "--max-misroute", "0.2", "--risk-confidence", "0.8", "--out", str(saved)])
+    assert result.exit_code == 0, result.output
+    assert "require_confidence_above=" in result.stdout
+    risk = json.loads(saved.read_text())["risk"]
+    assert risk["certified"] and risk["upper_bound"] <= 0.2 and 0.0 < risk["coverage"] <= 1.0
+    assert "--max-misroute" in one_line_error(runner.invoke(app, args))
+
+
+def test_eval_reports_coverage_and_misroute_among_auto_routed() -> None:
+    result = runner.invoke(app, ["eval", "--data", str(DATA / "desk_test.jsonl")])
+    assert result.exit_code == 0, result.output
+    text = result.stdout
+    assert "coverage (auto-routed)" in text and "misroute among auto-routed" in text
+    assert re.search(r"risk-coverage \(misroute at coverage\): \d+% 0\.\d{4}", text)

@@ -32,6 +32,7 @@ LAYERS: list[tuple[str, int]] = [
     ("cli", 6),
     ("eval", 6),
     ("eval_plots", 6),
+    ("eval_data", 6),
     ("_cli_embed", 6),
     ("testing", 6),
     ("__init__", 6),
