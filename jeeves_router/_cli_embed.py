@@ -249,7 +249,10 @@ def read_requests(path: Path | None, stdin: Callable[[], str]) -> list[tuple[int
     from .eval import DataFileError, read_text
 
     if path is None:
-        return [(n, line.strip()) for n, line in enumerate(stdin().splitlines(), 1) if line.strip()]
+        lines = [(n, line.strip()) for n, line in enumerate(stdin().splitlines(), 1) if line.strip()]
+        if not lines:
+            raise UsageError("route -: no requests on stdin (one per line)")
+        return lines
     found: list[tuple[int, str]] = []
     for n, line in enumerate(read_text(path).splitlines(), 1):
         if not line.strip():

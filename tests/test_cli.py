@@ -222,6 +222,7 @@ def test_route_dash_reads_stdin_and_data_reads_jsonl(tmp_path: Path) -> None:
     assert piped.exit_code == 0, piped.output
     assert [line.split("\t")[0] for line in piped.stdout.splitlines()] == ["billing", "shipping"]
     assert "routing" in piped.stderr and "2/2" in piped.stderr  # the progress bar
+    assert "stdin" in one_line_error(runner.invoke(app, ["route", "-"], input="\n"))
     rows = tmp_path / "requests.jsonl"
     rows.write_text('{"text": "I was charged twice"}\n"what is the capital of Peru"\n')
     batch = runner.invoke(app, ["route", "--data", str(rows), "--json"])
