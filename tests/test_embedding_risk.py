@@ -118,3 +118,13 @@ def test_fit_with_max_misroute_sets_a_threshold_that_keeps_the_cap() -> None:
     assert accepted and sum(r != lab for r, lab in accepted) / len(accepted) <= 0.1
     with pytest.raises(UsageError, match="platt"):
         make().fit(texts, labels, max_misroute=0.1, calibration="isotonic")
+
+
+def test_a_small_clean_validation_set_still_certifies_its_clean_region() -> None:
+    # 60 right answers above 20 wrong ones: too few rows for the ordering third to certify a
+    # cut by itself, so the walk starts where that third saw no misroute.
+    scores = [1.0 - i / 100 for i in range(80)]
+    correct = [i < 60 for i in range(80)]
+    choice = choose_risk_threshold(scores, correct, max_misroute=0.1, confidence=0.9)
+    assert choice.certified and choice.misroute <= 0.1 and choice.coverage > 0.5
+    assert choice.cut > 1.0 - 60 / 100 - 0.05

@@ -14,7 +14,8 @@ binomial tests):
 2. On the ordering part, candidate cuts are the scores at accept-shares 1 %, 2 %, ... 100 %;
    the sequence starts at half the accept-share of the loosest cut that the ordering part
    alone certifies (its exact upper bound is within the cap), so the first test is very
-   likely to pass, and goes on through every looser cut.
+   likely to pass, and goes on through every looser cut. When the ordering part is too small
+   to certify any cut, it starts at the loosest cut with no misroute there.
 3. On the testing part, each cut in turn is tested for "misroute rate > cap" with the exact
    binomial (Clopper-Pearson) test: among the ``n`` testing rows it accepts, ``k`` misrouted,
    p-value ``P(Binomial(n, cap) <= k)``. The walk stops at the first cut whose p-value exceeds
@@ -140,15 +141,17 @@ def choose_risk_threshold(
     ordering, testing = order[:split], order[split:]
     a = sorted(((s[i], ok[i]) for i in ordering), key=lambda t: -t[0])
     cuts: list[float] = []
-    start = 0
-    wrong = 0
+    certified = promising = -1
     for pct in range(1, 101):
         n = max(1, round(pct / 100 * len(a)))
         cuts.append(a[n - 1][0])
         wrong = sum(1 for _, good in a[:n] if not good)
         if binomial_cdf(wrong, n, max_misroute) <= 1.0 - confidence:  # its exact upper bound is within the cap
-            start = pct - 1
-    sequence = sorted(set(cuts[start // 2 :]), reverse=True)
+            certified = pct - 1
+        if wrong == 0:
+            promising = pct - 1
+    start = certified // 2 if certified >= 0 else max(promising, 0)
+    sequence = sorted(set(cuts[start:]), reverse=True)
     b = sorted(((s[i], ok[i]) for i in testing), key=lambda t: -t[0])
     alpha = 1.0 - confidence
     chosen: tuple[float, int, int] | None = None
