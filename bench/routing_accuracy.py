@@ -20,6 +20,7 @@ import argparse
 import asyncio
 import json
 import logging
+import os
 import random
 import statistics
 import sys
@@ -41,7 +42,21 @@ from jeeves_router.classify.embedding.encoders import blas_single_thread
 from jeeves_router.classify.types import RouteSpec
 from jeeves_router.eval import load_routes
 
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "routing" / "clinc150"
+
+def _find_data() -> Path:
+    """$CLINC150_DIR, else ``shared/data/routing/clinc150`` beside the repository or a parent of it."""
+    env = os.environ.get("CLINC150_DIR")
+    if env:
+        return Path(env)
+    here = Path(__file__).resolve().parents[1]
+    for base in here.parents:
+        candidate = base / "shared" / "data" / "routing" / "clinc150"
+        if candidate.is_dir():
+            return candidate
+    return here.parent / "shared" / "data" / "routing" / "clinc150"
+
+
+DATA = _find_data()
 OOS = "oos"
 
 

@@ -82,9 +82,7 @@ def router_app(journal: str | None) -> object:
 def quiet_logs() -> None:
     import logging
 
-    import structlog
-
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+    logging.getLogger("jeeves_router").setLevel(logging.WARNING)
 
 
 def run_server(kind: str, port: int, journal: str | None) -> None:

@@ -7,14 +7,9 @@ and line.
 
 from __future__ import annotations
 
-import importlib
 import json
 import logging
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
-from enum import Enum
-from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -23,7 +18,9 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from .classify.types import Classifier, RouteSpec
+from . import _cli_embed as emb
+from ._cli_embed import CalibrationName, ObjectiveName, ScorerName, bad_input, data_file
+from .classify.types import Classifier
 from .cli_observe import graph_command, trace_command
 from .errors import UsageError
 from .journal.cli_replay import replay_command
@@ -40,26 +37,16 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    cls=emb.OneLineErrors,
 )
 out = Console()
 err = Console(stderr=True)
-
-DESK_ROUTES = "desk_routes.json"
-DESK_CLASSIFIER = "desk_classifier.json"
-
-
-class ScorerName(str, Enum):
-    """The embedded scorers the CLI can build."""
-
-    centroid = "centroid"
-    nearest = "nearest"
-    logreg = "logreg"
-    late = "late"
 
 
 @app.callback()
 def _main(verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show debug logs.")] = False) -> None:
     """Route requests offline with the embedded classifier, fit it, and measure any classifier."""
+    emb.VERBOSE["on"] = verbose
     _configure_logging(verbose)
 
 
@@ -87,67 +74,6 @@ def _configure_logging(verbose: bool) -> None:
     logger.setLevel(logging.DEBUG if verbose else logging.WARNING)
 
 
-@contextmanager
-def _bad_input() -> Iterator[None]:
-    """Turn misuse into a one-line message and exit code 2."""
-    try:
-        yield
-    except UsageError as exc:
-        err.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
-        raise typer.Exit(2) from None
-
-
-def _data_file(name: str) -> Path:
-    return Path(str(resources.files("jeeves_router") / "data" / name))
-
-
-def _is_saved_classifier(path: Path) -> bool:
-    try:
-        head = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return False
-    return isinstance(head, dict) and str(head.get("format", "")).startswith("jeeves-router/")
-
-
-def _load_embedding(
-    routes_path: Path | None, scorer: ScorerName, threshold: float | None, fit_on: Path | None
-) -> EmbeddingClassifier:
-    """A saved classifier, or one built from a route file (and fitted when ``fit_on`` is given)."""
-    from .classify.embedding import EmbeddingClassifier
-    from .eval import check_labels, load_labelled, load_negatives, load_routes
-
-    if routes_path is None:
-        clf = EmbeddingClassifier.load(_data_file(DESK_CLASSIFIER))
-    elif _is_saved_classifier(routes_path):
-        clf = EmbeddingClassifier.load(routes_path)
-    else:
-        negatives = load_negatives(routes_path) if scorer is ScorerName.late else ()
-        clf = EmbeddingClassifier(load_routes(routes_path), scorer=scorer.value, negatives=negatives)
-    if fit_on is not None:
-        rows = load_labelled(fit_on)
-        check_labels(rows, clf.route_names, oos_label="oos", path=fit_on)
-        clf.fit([r.text for r in rows], [r.label for r in rows])
-    if threshold is not None:
-        if not 0.0 <= threshold <= 1.0:
-            raise UsageError(f"--threshold must be within [0, 1], got {threshold}")
-        clf.threshold = threshold
-    return clf
-
-
-def _import_classifier(spec: str, routes: tuple[RouteSpec, ...]) -> Classifier:
-    """``module:attribute`` naming a Classifier, or a factory called with the routes."""
-    module_name, _, attr = spec.partition(":")
-    try:
-        obj: Any = getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError) as exc:
-        raise UsageError(f"--classifier {spec!r}: cannot import it ({exc})") from None
-    if not isinstance(obj, Classifier) and callable(obj):
-        obj = obj(list(routes))
-    if not isinstance(obj, Classifier):
-        raise UsageError(f"--classifier {spec!r} is not a classifier (needs `async classify(request)`)")
-    return obj
-
-
 RoutesOpt = Annotated[
     Path | None,
     typer.Option(
@@ -157,39 +83,22 @@ RoutesOpt = Annotated[
         "Default: the shipped support-desk classifier.",
     ),
 ]
-ScorerOpt = Annotated[ScorerName, typer.Option("--scorer", "-s", help="Scorer when building from a route file.")]
+ScorerOpt = Annotated[
+    ScorerName | None,
+    typer.Option("--scorer", "-s", help="Scorer when building from a route file (default centroid)."),
+]
 ThresholdOpt = Annotated[float | None, typer.Option("--threshold", "-t", help="Override the acceptance threshold.")]
 FitOnOpt = Annotated[
     Path | None, typer.Option("--fit-on", help="Fit calibration and threshold on this labelled JSONL.")
 ]
+OosOpt = Annotated[str, typer.Option("--oos-label", help="Label of out-of-scope rows in the labelled data.")]
 
 
-@app.command()
-def route(
-    text: Annotated[str, typer.Argument(help="The request to route.")],
-    routes: RoutesOpt = None,
-    scorer: ScorerOpt = ScorerName.centroid,
-    threshold: ThresholdOpt = None,
-    fit_on: FitOnOpt = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the decision as JSON.")] = False,
-) -> None:
-    """Route one request and print the decision (offline, no API key)."""
-    with _bad_input():
-        clf = _load_embedding(routes, scorer, threshold, fit_on)
-        result = clf.classify_text(text)
+def _print_one(clf: EmbeddingClassifier, text: str, as_json: bool) -> None:
+    result = clf.classify_text(text)
     c = result.classification
     if as_json:
-        payload = {
-            "route": c.route,
-            "confidence": c.confidence,
-            "status": c.status,
-            "runner_up": c.runner_up,
-            "margin": c.margin,
-            "threshold": clf.threshold,
-            "scores": dict(result.scores),
-            "reason": c.reason,
-        }
-        out.print_json(json.dumps(payload))
+        out.print_json(json.dumps(emb.decision_payload(clf, result)))
         return
     if c.ok:
         margin = f", margin {c.margin:.2f} over {c.runner_up}" if c.margin is not None else ""
@@ -202,36 +111,139 @@ def route(
     out.print(table)
 
 
+def _print_many(clf: EmbeddingClassifier, requests: list[tuple[int, str]], as_json: bool) -> None:
+    """Route in batches of 64 with a progress bar on stderr; one output line per request."""
+    with emb.progress(err, len(requests), "routing") as bar:
+        for start in range(0, len(requests), 64):
+            chunk = requests[start : start + 64]
+            for (line, text), res in zip(chunk, clf.classify_batch([t for _, t in chunk]), strict=True):
+                c = res.classification
+                if as_json:
+                    row = {"line": line, "text": text, **emb.decision_payload(clf, res)}
+                    sys.stdout.write(json.dumps(row, ensure_ascii=False) + "\n")
+                else:
+                    sys.stdout.write(f"{c.route or '-'}\t{c.confidence:.3f}\t{text}\n")
+            bar.advance(0, len(chunk))
+
+
+@app.command()
+def route(
+    text: Annotated[
+        str | None, typer.Argument(help="The request to route; '-' reads one request per line from stdin.")
+    ] = None,
+    routes: RoutesOpt = None,
+    scorer: ScorerOpt = None,
+    threshold: ThresholdOpt = None,
+    fit_on: FitOnOpt = None,
+    oos_label: OosOpt = "oos",
+    data: Annotated[
+        Path | None, typer.Option("--data", "-d", help='Route every {"text": ...} row of this JSONL file.')
+    ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print decisions as JSON (one line each in batch mode).")
+    ] = False,
+) -> None:
+    """Route requests and print the decisions (offline, no API key).
+
+    One request as an argument; many with `-` (stdin, one per line) or --data FILE (JSONL).
+    """
+    with bad_input():
+        if (text is None) == (data is None):
+            raise UsageError("give one request as an argument, '-' to read requests from stdin, or --data FILE.jsonl")
+        requests = emb.read_requests(data, sys.stdin.read) if data is not None or text == "-" else None
+        clf = emb.load_embedding(routes, scorer, threshold, fit_on, oos_label=oos_label)
+        warning = emb.calibration_warning(clf, str(routes or "the classifier"))
+        if warning:
+            err.print(warning, highlight=False, soft_wrap=True, markup=False)
+        if requests is None:
+            _print_one(clf, text or "", as_json)
+        else:
+            _print_many(clf, requests, as_json)
+
+
 @app.command()
 def fit(
     data: Annotated[Path, typer.Option("--data", "-d", help="Labelled validation JSONL {text, route}.")],
-    save_to: Annotated[Path, typer.Option("--out", "-o", help="Where to write the fitted classifier (JSON).")],
+    save_to: Annotated[
+        Path | None, typer.Option("--out", "-o", help="Where to write the fitted classifier (JSON); required.")
+    ] = None,
     routes: RoutesOpt = None,
-    scorer: ScorerOpt = ScorerName.centroid,
-    calibration: Annotated[str, typer.Option(help="platt or isotonic.")] = "platt",
-    objective: Annotated[str, typer.Option(help="balanced or precision.")] = "balanced",
-    target_precision: Annotated[float, typer.Option(help="For --objective precision.")] = 0.9,
+    scorer: ScorerOpt = None,
+    classifier: Annotated[
+        str | None,
+        typer.Option(
+            "--classifier",
+            "-c",
+            help="module:attr of any Classifier: certify a threshold for it "
+            "(with --max-misroute) instead of fitting the embedded one.",
+        ),
+    ] = None,
+    calibration: Annotated[CalibrationName, typer.Option(help="Calibration method.")] = CalibrationName.platt,
+    objective: Annotated[ObjectiveName, typer.Option(help="How to choose the threshold.")] = ObjectiveName.balanced,
+    target_precision: Annotated[float, typer.Option(help="For --objective precision, within (0, 1].")] = 0.9,
+    max_misroute: Annotated[
+        float | None,
+        typer.Option(
+            help="Instead of --objective: certify at most this share of wrong routes among accepted requests."
+        ),
+    ] = None,
+    risk_confidence: Annotated[float, typer.Option(help="Confidence of the --max-misroute guarantee.")] = 0.95,
+    oos_label: OosOpt = "oos",
 ) -> None:
-    """Calibrate an embedded classifier and choose its threshold on labelled data; save it."""
+    """Calibrate an embedded classifier and choose its threshold on labelled data; save it.
+
+    With --classifier module:attr and --max-misroute, certify the confidence threshold of any
+    classifier (LLM, cascade, custom) instead: use it as Router(require_confidence_above=...).
+    """
     from .eval import check_labels, load_labelled
 
-    with _bad_input():
-        clf = _load_embedding(routes or _data_file(DESK_ROUTES), scorer, None, None)
+    with bad_input():
+        emb.check_unit("--target-precision", target_precision, low_open=True)
+        emb.check_unit("--max-misroute", max_misroute, low_open=True, high_open=True)
+        emb.check_unit("--risk-confidence", risk_confidence, low_open=True, high_open=True)
+        if classifier is not None:
+            if scorer is not None or max_misroute is None:
+                raise UsageError("--classifier needs --max-misroute (and no --scorer): fit certifies its threshold")
+            emb.certify_classifier(classifier, routes, data, save_to, oos_label=oos_label, max_misroute=max_misroute,
+                                   risk_confidence=risk_confidence, out=out, err=err)  # fmt: skip
+            return
+        if save_to is None:
+            raise UsageError("fit needs --out FILE.json: where to write the fitted classifier")
+        clf = emb.load_embedding(routes or data_file(emb.DESK_ROUTES), scorer, None, None)
         rows = load_labelled(data)
-        check_labels(rows, clf.route_names, oos_label="oos", path=data)
+        check_labels(rows, clf.route_names, oos_label=oos_label, path=data)
         report = clf.fit(
             [r.text for r in rows],
             [r.label for r in rows],
-            calibration=calibration,  # type: ignore[arg-type]
-            objective=objective,  # type: ignore[arg-type]
+            oos_label=oos_label,
+            calibration=calibration.value,
+            objective=objective.value,
             target_precision=target_precision,
+            max_misroute=max_misroute,
+            risk_confidence=risk_confidence,
         )
         clf.save(save_to)
     t = report.threshold
+    recall = "-" if t.oos_recall is None else f"{t.oos_recall:.3f}"
     out.print(
         f"threshold {t.threshold:.3f} ({report.calibration}): in-scope accuracy {t.in_scope_accuracy:.3f}, "
-        f"out-of-scope recall {t.oos_recall:.3f} on {report.rows} rows -> {save_to}"
+        f"out-of-scope recall {recall} on {report.rows} rows -> {save_to}",
+        highlight=False,
     )
+    if report.risk is not None:
+        r = report.risk
+        out.print(
+            f"misroute among accepted <= {r.max_misroute:g} with confidence {r.confidence:g}: on the "
+            f"{r.testing_rows} testing rows coverage {r.coverage:.3f}, misroute {r.misroute:.4f} "
+            f"(upper bound {r.upper_bound:.4f})",
+            highlight=False,
+        )
+    if not report.oos_tuned:
+        err.print(
+            f"warning: {data} has no out-of-scope rows (label {oos_label!r}), so the threshold was not tuned to "
+            "reject out-of-scope requests; add some to the validation data",
+            highlight=False, soft_wrap=True, markup=False,
+        )  # fmt: skip
 
 
 @app.command("eval")
@@ -240,7 +252,7 @@ def eval_(
         Path, typer.Option("--data", "-d", help="Labelled JSONL {text, route}; route 'oos' = out of scope.")
     ],
     routes: RoutesOpt = None,
-    scorer: ScorerOpt = ScorerName.centroid,
+    scorer: ScorerOpt = None,
     classifier: Annotated[
         str | None,
         typer.Option("--classifier", "-c", help="centroid|nearest|logreg|late, or module:attr of any Classifier."),
@@ -249,40 +261,38 @@ def eval_(
     threshold: ThresholdOpt = None,
     misrouted: Annotated[Path | None, typer.Option("--out", "-o", help="Write misrouted rows (.csv or .json).")] = None,
     plots: Annotated[Path | None, typer.Option("--plots", help="Write PNG plots here (needs matplotlib).")] = None,
-    oos_label: Annotated[str, typer.Option(help="Label of out-of-scope rows.")] = "oos",
+    oos_label: OosOpt = "oos",
 ) -> None:
-    """Measure a classifier on labelled data: accuracy, macro-F1, OOS recall, ECE, confusion."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
-
+    """Measure a classifier on labelled data: accuracy, coverage and misroutes, OOS recall, ECE, confusion."""
     from .eval import check_labels, evaluate, load_labelled, load_routes, write_misrouted, write_plots
 
-    with _bad_input():
+    with bad_input():
         rows = load_labelled(data)
         clf: Classifier
         if classifier is not None and ":" in classifier:
-            route_specs = load_routes(routes or _data_file(DESK_ROUTES))
-            clf = _import_classifier(classifier, route_specs)
-        else:
-            chosen = ScorerName(classifier) if classifier in ScorerName.__members__ else scorer
-            if classifier is not None and classifier not in ScorerName.__members__:
-                raise UsageError(f"--classifier {classifier!r}: use centroid, nearest, logreg or module:attr")
-            emb = _load_embedding(routes, chosen, threshold, fit_on)
-            route_specs, clf = emb.routes, emb
-            if emb.threshold is None:
-                err.print("note: no threshold, so nothing is rejected as out of scope; pass --fit-on VAL.jsonl")
-        check_labels(rows, [r.name for r in route_specs], oos_label=oos_label, path=data)
-        with Progress(
-            "[progress.description]{task.description}",
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            console=err,
-        ) as progress:
-            task = progress.add_task("classifying", total=len(rows))
-            report = anyio.run(
-                lambda: evaluate(
-                    clf, route_specs, rows, oos_label=oos_label, on_progress=lambda n: progress.advance(task, n)
+            if scorer is not None or fit_on is not None or threshold is not None:
+                raise UsageError(
+                    "--scorer, --fit-on and --threshold apply to the embedded classifier, "
+                    "not to --classifier module:attr"
                 )
+            route_specs = load_routes(routes or data_file(emb.DESK_ROUTES))
+            clf = emb.import_classifier(classifier, route_specs)
+        else:
+            if classifier is not None and classifier not in ScorerName.__members__:
+                raise UsageError(f"--classifier {classifier!r}: use centroid, nearest, logreg, late or module:attr")
+            if classifier is not None and scorer is not None:
+                raise UsageError("give the scorer once: --classifier or --scorer")
+            chosen = ScorerName(classifier) if classifier is not None else scorer
+            option = "--classifier" if classifier is not None else "--scorer"
+            model = emb.load_embedding(routes, chosen, threshold, fit_on, oos_label=oos_label, option=option)
+            route_specs, clf = model.routes, model
+            warning = emb.calibration_warning(model, str(routes or "the classifier"))
+            if warning:
+                err.print(warning, highlight=False, soft_wrap=True, markup=False)
+        check_labels(rows, [r.name for r in route_specs], oos_label=oos_label, path=data)
+        with emb.progress(err, len(rows), "classifying") as bar:
+            report = anyio.run(
+                lambda: evaluate(clf, route_specs, rows, oos_label=oos_label, on_progress=lambda n: bar.advance(0, n))
             )
         _print_report(report)
         if misrouted is not None:
@@ -300,7 +310,12 @@ def _print_report(report: EvalReport) -> None:
     summary.add_row("macro-F1", f"{report.macro_f1:.3f}")
     summary.add_row("out-of-scope recall", "-" if report.oos_recall is None else f"{report.oos_recall:.3f}")
     summary.add_row("ECE", f"{report.ece:.3f}")
+    summary.add_row("coverage (auto-routed)", f"{report.coverage:.3f}")
+    summary.add_row("misroute among auto-routed", "-" if report.misroute is None else f"{report.misroute:.4f}")
     out.print(summary)
+    marks = {p: min(report.risk_coverage, key=lambda pt: abs(pt[0] - p / 100)) for p in (50, 70, 80, 90, 100)}
+    if report.risk_coverage:
+        out.print("risk-coverage (misroute at coverage): " + ", ".join(f"{c:.0%} {r:.4f}" for c, r in marks.values()))
     if len(report.labels) <= 12:
         cm = Table("expected \\ predicted", *report.labels, title="confusion matrix")
         for label, row in zip(report.labels, report.confusion, strict=True):
@@ -326,8 +341,8 @@ DEMO_REQUESTS = (
 @app.command()
 def demo() -> None:
     """Route a few sample requests through the shipped support-desk classifier."""
-    with _bad_input():
-        clf = _load_embedding(None, ScorerName.centroid, None, None)
+    with bad_input():
+        clf = emb.load_embedding(None, None, None, None)
         results = clf.classify_batch(list(DEMO_REQUESTS))
     table = Table("request", "route", "confidence", "runner-up", title="support desk (offline, no API key)")
     for text, res in zip(DEMO_REQUESTS, results, strict=True):
@@ -359,7 +374,7 @@ def serve_command(
     """Serve agents over HTTP: OpenAI-compatible chat completions, run event streams, sessions."""
     import sys
 
-    with _bad_input():
+    with bad_input():
         from .serve import load_agents, serve, token_from_env
 
         sys.path.insert(0, str(Path.cwd()))
@@ -378,7 +393,7 @@ def mcp_(
     """Serve an agent or router as an MCP server with one tool, `ask` (needs the mcp extra)."""
     from .mcp.server import main
 
-    with _bad_input():
+    with bad_input():
         if transport not in ("stdio", "http"):
             raise UsageError(f"--transport must be stdio or http, got {transport!r}")
         main(target, transport="http" if transport == "http" else "stdio", host=host, port=port)

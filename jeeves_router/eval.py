@@ -1,10 +1,7 @@
-"""Measure a classifier on labelled data: accuracy, macro-F1, out-of-scope recall, ECE.
+"""Measure a classifier on labelled data: accuracy, coverage, misroutes, OOS recall, ECE.
 
-Route files are JSON: a list of ``{"name", "description", "examples"}`` (or an object with a
-``"routes"`` list and, optionally, a ``"negatives"`` list of out-of-scope requests; ``"utterances"``
-is read as ``"examples"``). Labelled data is JSONL, one
-``{"text": ..., "route": ...}`` per line, with ``route: "oos"`` for out-of-scope rows. Bad
-input raises :class:`DataFileError`, whose message names the file and the line.
+The file formats (route files, labelled JSONL) are read by :mod:`jeeves_router.eval_data`,
+whose names are re-exported here.
 """
 
 from __future__ import annotations
@@ -14,52 +11,46 @@ import json
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
 
 import anyio
 import anyio.to_thread
 
 from .classify.types import Classifier, ClassifyRequest, ClassifyResult, RouteSpec
 from .errors import UsageError
+from .eval_data import (
+    DataFileError,
+    LabelledRow,
+    check_labels,
+    load_labelled,
+    load_negatives,
+    load_routes,
+    read_text,
+)
+from .eval_plots import write_plots
 
 __all__ = [
     "DataFileError",
+    "EvaluationError",
     "LabelledRow",
     "Prediction",
     "Misrouted",
     "EvalReport",
+    "read_text",
     "load_routes",
     "load_negatives",
     "load_labelled",
     "check_labels",
     "compute_report",
     "evaluate",
+    "predict",
     "write_misrouted",
     "write_plots",
+    "risk_coverage_curve",
 ]
 
 
-class DataFileError(UsageError):
-    """A route or data file is missing or malformed.
-
-    Attributes:
-        path: The file.
-        line: The 1-based line, when known.
-    """
-
-    def __init__(self, path: str | Path, message: str, *, line: int | None = None) -> None:
-        self.path, self.line = str(path), line
-        where = f"{path}:{line}" if line is not None else str(path)
-        super().__init__(f"{where}: {message}")
-
-
-@dataclass(frozen=True, slots=True)
-class LabelledRow:
-    """One labelled request: its text, expected route (or the OOS label) and file line."""
-
-    text: str
-    label: str
-    line: int
+class EvaluationError(UsageError):
+    """The classifier under evaluation raised on a row (the message names the row)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +95,11 @@ class EvalReport:
         confusion: ``confusion[i][j]`` = rows labelled ``labels[i]`` predicted ``labels[j]``.
         reliability: Per bin: (mean confidence, accuracy, count).
         misrouted: The wrong rows.
+        coverage: Share of rows auto-routed (given a route rather than rejected).
+        misroute: Share of auto-routed rows whose route was wrong, out-of-scope rows
+            included (``None`` when nothing was routed).
+        risk_coverage: The curve of (coverage, misroute) when accepting the most confident
+            rows first, at coverages 1 %, 2 %, ... 100 % (see :func:`risk_coverage_curve`).
     """
 
     rows: int
@@ -117,93 +113,9 @@ class EvalReport:
     confusion: tuple[tuple[int, ...], ...]
     reliability: tuple[tuple[float, float, int], ...]
     misrouted: tuple[Misrouted, ...]
-
-
-def _read(path: str | Path) -> str:
-    p = Path(path)
-    try:
-        return p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise DataFileError(p, "file not found") from None
-    except (IsADirectoryError, UnicodeDecodeError, PermissionError) as exc:
-        raise DataFileError(p, f"cannot read the file ({exc.__class__.__name__})") from None
-
-
-def load_routes(path: str | Path) -> tuple[RouteSpec, ...]:
-    """Read a route file (see the module docstring)."""
-    text = _read(path)
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise DataFileError(path, f"invalid JSON: {exc.msg}", line=exc.lineno) from None
-    items = data.get("routes") if isinstance(data, dict) else data
-    if not isinstance(items, list) or not items:
-        raise DataFileError(path, 'expected a non-empty list of routes (or {"routes": [...]})')
-    routes: list[RouteSpec] = []
-    for i, item in enumerate(items, 1):
-        if not isinstance(item, dict) or not isinstance(item.get("name"), str) or not item["name"].strip():
-            raise DataFileError(path, f'route #{i} needs a "name" string')
-        examples = item.get("examples", item.get("utterances", []))
-        desc = item.get("description", "")
-        if not isinstance(desc, str) or not isinstance(examples, list) or not all(isinstance(e, str) for e in examples):
-            raise DataFileError(
-                path, f'route {item["name"]!r}: "description" must be a string, "examples" a list of strings'
-            )
-        routes.append(RouteSpec(item["name"], desc, tuple(examples)))
-    names = [r.name for r in routes]
-    dupes = sorted({n for n in names if names.count(n) > 1})
-    if dupes:
-        raise DataFileError(path, f"duplicate route names {dupes}")
-    return tuple(routes)
-
-
-def load_negatives(path: str | Path) -> tuple[str, ...]:
-    """The ``"negatives"`` list of a route file in its ``{"routes": [...]}`` form (else empty).
-
-    Negatives are out-of-scope example requests, used by the ``late`` scorer to learn what
-    to reject.
-    """
-    try:
-        data = json.loads(_read(path))
-    except json.JSONDecodeError as exc:
-        raise DataFileError(path, f"invalid JSON: {exc.msg}", line=exc.lineno) from None
-    items = data.get("negatives", []) if isinstance(data, dict) else []
-    if not isinstance(items, list) or not all(isinstance(t, str) for t in items):
-        raise DataFileError(path, '"negatives" must be a list of strings')
-    return tuple(items)
-
-
-def load_labelled(path: str | Path, *, text_field: str = "text", label_field: str = "route") -> list[LabelledRow]:
-    """Read labelled JSONL rows; blank lines are skipped."""
-    rows: list[LabelledRow] = []
-    for n, line in enumerate(_read(path).splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise DataFileError(path, f"invalid JSON: {exc.msg} (column {exc.colno})", line=n) from None
-        if not isinstance(obj, dict):
-            raise DataFileError(path, f"expected a JSON object with {text_field!r} and {label_field!r}", line=n)
-        text, label = obj.get(text_field), obj.get(label_field)
-        if not isinstance(text, str) or not isinstance(label, str):
-            raise DataFileError(path, f"{text_field!r} and {label_field!r} must both be strings", line=n)
-        rows.append(LabelledRow(text, label, n))
-    if not rows:
-        raise DataFileError(path, "no rows")
-    return rows
-
-
-def check_labels(rows: Sequence[LabelledRow], routes: Sequence[str], *, oos_label: str, path: str | Path) -> None:
-    """Raise :class:`DataFileError` at the first row whose label is neither a route nor the OOS label."""
-    known = set(routes)
-    for row in rows:
-        if row.label != oos_label and row.label not in known:
-            raise DataFileError(
-                path,
-                f"unknown route {row.label!r} (routes: {', '.join(routes)}; out of scope: {oos_label!r})",
-                line=row.line,
-            )
+    coverage: float = 1.0
+    misroute: float | None = None
+    risk_coverage: tuple[tuple[float, float], ...] = ()
 
 
 def _prediction(result: ClassifyResult) -> Prediction:
@@ -234,6 +146,7 @@ def compute_report(
     in_scope = [i for i, e in enumerate(expected) if e != oos_label]
     oos = [i for i, e in enumerate(expected) if e == oos_label]
     rejected = [i for i, p in enumerate(predicted) if p == oos_label]
+    accepted = [i for i, p in enumerate(predictions) if p.route is not None]
     f1s = []
     for lab in sorted(set(expected)):
         k = idx[lab]
@@ -274,7 +187,34 @@ def compute_report(
         confusion=tuple(tuple(r) for r in matrix),
         reliability=tuple(rel),
         misrouted=wrong,
-    )
+        coverage=(n - len(rejected)) / n,
+        misroute=sum(expected[i] != predicted[i] for i in accepted) / len(accepted) if accepted else None,
+        risk_coverage=risk_coverage_curve([p.top_confidence for p in predictions],
+                                          [p.top_route == e for p, e in zip(predictions, expected, strict=True)]),
+    )  # fmt: skip
+
+
+def risk_coverage_curve(confidence: Sequence[float], correct: Sequence[bool]) -> tuple[tuple[float, float], ...]:
+    """(coverage, misroute among accepted) when accepting the most confident rows first.
+
+    One point per coverage of 1 %, 2 %, ... 100 % of the rows; a row is misrouted when its top
+    route is wrong (every out-of-scope row is). Ties in confidence are accepted together.
+    """
+    order = sorted(range(len(confidence)), key=lambda i: -confidence[i])
+    if not order:
+        return ()
+    points: list[tuple[float, float]] = []
+    wrong = 0
+    taken = 0
+    n = len(order)
+    for pct in range(1, 101):
+        want = max(1, round(pct / 100 * n))
+        while taken < want or (taken < n and confidence[order[taken]] == confidence[order[taken - 1]]):
+            wrong += not correct[order[taken]]
+            taken += 1
+        if not points or points[-1][0] != taken / n:
+            points.append((taken / n, wrong / taken))
+    return tuple(points)
 
 
 async def evaluate(
@@ -286,11 +226,7 @@ async def evaluate(
     concurrency: int = 4,
     on_progress: Callable[[int], None] | None = None,
 ) -> EvalReport:
-    """Classify every row and compute the report.
-
-    Classifiers with a ``classify_batch(texts)`` method (the embedded one) are run in
-    batches in a worker thread; others get one ``classify`` call per row, ``concurrency``
-    at a time.
+    """Classify every row (see :func:`predict`) and compute the report.
 
     Args:
         classifier: Any classifier.
@@ -299,6 +235,24 @@ async def evaluate(
         oos_label: The label of out-of-scope rows.
         concurrency: Parallel ``classify`` calls for classifiers without batching.
         on_progress: Called with the number of rows just finished.
+    """
+    preds = await predict(classifier, routes, rows, concurrency=concurrency, on_progress=on_progress)
+    return compute_report(rows, preds, oos_label=oos_label)
+
+
+async def predict(
+    classifier: Classifier,
+    routes: Sequence[RouteSpec],
+    rows: Sequence[LabelledRow],
+    *,
+    concurrency: int = 4,
+    on_progress: Callable[[int], None] | None = None,
+) -> list[Prediction]:
+    """Classify every row; one :class:`Prediction` per row, in order.
+
+    Classifiers with a ``classify_batch(texts)`` method (the embedded one) are run in
+    batches in a worker thread; others get one ``classify`` call per row, ``concurrency``
+    at a time. A classifier that raises stops the run with :class:`EvaluationError`.
     """
     results: list[ClassifyResult | None] = [None] * len(rows)
     batch_fn = getattr(classifier, "classify_batch", None)
@@ -313,18 +267,28 @@ async def evaluate(
     else:
         limiter = anyio.CapacityLimiter(max(1, concurrency))
         spec = tuple(routes)
+        failed: list[tuple[int, Exception]] = []
 
-        async def one(i: int) -> None:
+        async def one(i: int, scope: anyio.CancelScope) -> None:
             async with limiter:
-                results[i] = await classifier.classify(ClassifyRequest(rows[i].text, spec))
+                try:
+                    results[i] = await classifier.classify(ClassifyRequest(rows[i].text, spec))
+                except Exception as exc:  # reported once, below, instead of as an exception group
+                    failed.append((i, exc))
+                    scope.cancel()
+                    return
             if on_progress:
                 on_progress(1)
 
         async with anyio.create_task_group() as tg:
             for i in range(len(rows)):
-                tg.start_soon(one, i)
-    preds = [_prediction(r) for r in results if r is not None]
-    return compute_report(rows, preds, oos_label=oos_label)
+                tg.start_soon(one, i, tg.cancel_scope)
+        if failed:
+            i, exc = failed[0]
+            raise EvaluationError(
+                f"the classifier failed on line {rows[i].line} ({rows[i].text[:60]!r}): {type(exc).__name__}: {exc}"
+            ) from exc
+    return [_prediction(r) for r in results if r is not None]
 
 
 def write_misrouted(report: EvalReport, path: str | Path) -> Path:
@@ -341,47 +305,3 @@ def write_misrouted(report: EvalReport, path: str | Path) -> Path:
     else:
         raise UsageError(f"{p}: misrouted output must end in .csv or .json")
     return p
-
-
-def write_plots(report: EvalReport, directory: str | Path) -> list[Path]:
-    """Write ``confusion_matrix.png`` and ``reliability.png``; returns [] without matplotlib."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return []
-    out = Path(directory)
-    out.mkdir(parents=True, exist_ok=True)
-    size = max(4.0, min(24.0, 0.35 * len(report.labels) + 2))
-    fig: Any
-    fig, ax = plt.subplots(figsize=(size, size))
-    ax.imshow(report.confusion, cmap="Blues")
-    ticks = range(len(report.labels))
-    ax.set_xticks(ticks, report.labels, rotation=90, fontsize=7 if len(report.labels) > 20 else 9)
-    ax.set_yticks(ticks, report.labels, fontsize=7 if len(report.labels) > 20 else 9)
-    ax.set_xlabel("predicted")
-    ax.set_ylabel("expected")
-    if len(report.labels) <= 20:
-        for i, row in enumerate(report.confusion):
-            for j, v in enumerate(row):
-                if v:
-                    ax.text(j, i, str(v), ha="center", va="center", fontsize=8)
-    ax.set_title(f"accuracy {report.accuracy:.3f}")
-    fig.tight_layout()
-    paths = [out / "confusion_matrix.png", out / "reliability.png"]
-    fig.savefig(paths[0], dpi=120)
-    plt.close(fig)
-    fig, ax = plt.subplots(figsize=(5, 5))
-    ax.plot([0, 1], [0, 1], linestyle="--", color="grey", label="perfect")
-    used = [(c, a) for c, a, k in report.reliability if k]
-    ax.plot([c for c, _ in used], [a for _, a in used], marker="o", label="classifier")
-    ax.set_xlabel("confidence of the top route")
-    ax.set_ylabel("accuracy of the top route")
-    ax.set_title(f"reliability (ECE {report.ece:.3f})")
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(paths[1], dpi=120)
-    plt.close(fig)
-    return paths

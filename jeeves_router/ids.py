@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import re
 import uuid
+from collections.abc import Iterable
+from typing import cast
 
 from .errors import UsageError
 
@@ -21,6 +23,8 @@ __all__ = [
     "ROUTE_NAME_PATTERN",
     "SEPARATOR",
     "validate_route_name",
+    "route_name_key",
+    "validate_route_names",
     "child_session_id",
     "split_child_session_id",
     "new_session_id",
@@ -43,6 +47,54 @@ def validate_route_name(name: object, *, what: str = "route name") -> str:
             "optionally joined by single '-' or '_' (e.g. 'billing', 'tech-support')"
         )
     return name
+
+
+def route_name_key(name: str) -> str:
+    """The key two route names collide on: lower case, with ``-``, ``_`` and spaces alike.
+
+    ``Billing`` and ``billing``, or ``tech-support`` and ``tech_support``, share a key: a
+    classifier's answer (or a person) cannot tell them apart, so one table never holds both.
+    """
+    return re.sub(r"[\s_\-]+", "-", name.strip()).strip("-").lower()
+
+
+def validate_route_names(names: Iterable[object], *, owner: str = "route table") -> tuple[str, ...]:
+    """Check a route table's names: each valid (:func:`validate_route_name`), no two colliding.
+
+    The one rule shared by ``Router``, ``HandoffRouter``, route files and the embedded
+    classifier. Every offending name is listed, so one run reports them all.
+
+    Args:
+        names: The route names, in table order.
+        owner: Who owns the table, for the message (``"Router"``, a file name, ...).
+
+    Returns:
+        The names as a tuple.
+
+    Raises:
+        UsageError: For no names, invalid names, or names that collide under
+            :func:`route_name_key` (case-insensitive, ``-``/``_``/space alike).
+    """
+    table = tuple(names)
+    if not table:
+        raise UsageError(f"{owner} needs at least one route")
+    bad = [n for n in table if not isinstance(n, str) or len(n) > _MAX_NAME or _ROUTE_NAME_RE.fullmatch(n) is None]
+    if bad:
+        raise UsageError(
+            f"{owner}: route name{'s' if len(bad) > 1 else ''} {', '.join(map(repr, bad))} not allowed: use "
+            f"1-{_MAX_NAME} letters or digits, optionally joined by single '-' or '_' (e.g. 'billing', 'tech-support')"
+        )
+    groups: dict[str, list[str]] = {}
+    for n in table:
+        groups.setdefault(route_name_key(cast(str, n)), []).append(cast(str, n))
+    clashes = [g for g in groups.values() if len(g) > 1]
+    if clashes:
+        listed = "; ".join(" = ".join(map(repr, g)) for g in clashes)
+        raise UsageError(
+            f"{owner}: duplicate route names {listed} (names are compared case-insensitively, with '-', '_' "
+            "and spaces alike); rename or merge them"
+        )
+    return cast(tuple[str, ...], table)
 
 
 def child_session_id(parent: str, route: str) -> str:

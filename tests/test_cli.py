@@ -2,11 +2,12 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 from importlib import resources
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
+from typer.testing import CliRunner, Result
 
 pytest.importorskip("onnxruntime")  # the CLI routes with the default MiniLM encoder (embed extra)
 
@@ -133,3 +134,150 @@ def test_malformed_negatives_exit_2_naming_the_file(tmp_path: Path) -> None:
     result = runner.invoke(app, ["route", "--routes", str(route_file), "-s", "late", "refund please"])
     assert result.exit_code == 2
     assert "routes.json" in result.output and "negatives" in result.output
+
+
+# -- issue 18: loud calibration and CLI hygiene ---------------------------------------------------
+
+
+def one_line_error(result: Result) -> str:
+    """The stderr of a failed command, checked to be a single ``error:`` line with exit code 2."""
+    assert result.exit_code == 2, result.output
+    progress = re.compile(r"\d+/\d+ \d+:\d\d:\d\d$")
+    lines = [line for line in result.stderr.splitlines() if line.strip() and not progress.search(line)]
+    assert len(lines) == 1 and lines[0].startswith("error: "), lines
+    assert "Traceback" not in result.output
+    return str(lines[0])
+
+
+def test_an_uncalibrated_route_file_routes_with_a_warning() -> None:
+    result = runner.invoke(app, ["route", "--routes", str(DATA / "desk_routes.json"), "--json", "what's the weather"])
+    assert result.exit_code == 0, result.output
+    assert "not calibrated" in result.stderr and "no threshold" in result.stderr
+    payload = json.loads(result.stdout)
+    assert payload["calibrated"] is False and payload["threshold"] is None
+    shipped = runner.invoke(app, ["route", "--json", "I was charged twice"])
+    assert json.loads(shipped.stdout)["calibrated"] is True and "warning" not in shipped.stderr
+
+
+def test_fit_without_oos_rows_says_so_and_prints_a_dash(tmp_path: Path) -> None:
+    data = tmp_path / "in_scope.jsonl"
+    data.write_text(
+        "".join(ln + "\n" for ln in (DATA / "desk_val.jsonl").read_text().splitlines() if '"oos"' not in ln)
+    )
+    result = runner.invoke(app, ["fit", "--data", str(data), "--out", str(tmp_path / "m.json")])
+    assert result.exit_code == 0, result.output
+    assert "out-of-scope recall -" in result.stdout.replace("\n", " ")
+    assert "not tuned to reject out-of-scope" in result.stderr.replace("\n", " ")
+
+
+def test_fit_on_the_routes_own_examples_is_refused(tmp_path: Path) -> None:
+    routes = json.loads((DATA / "desk_routes.json").read_text())
+    data = tmp_path / "own.jsonl"
+    data.write_text("".join(json.dumps({"text": e, "route": r["name"]}) + "\n" for r in routes for e in r["examples"]))
+    msg = one_line_error(runner.invoke(app, ["fit", "--data", str(data), "--out", str(tmp_path / "m.json")]))
+    assert "own examples" in msg and "held-out" in msg
+    assert not (tmp_path / "m.json").exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "named"),
+    [
+        (["--objective", "precision", "--target-precision", "7"], "--target-precision"),
+        (["--target-precision", "0"], "--target-precision"),
+        (["--calibration", "sigmoid"], "--calibration"),
+        (["--objective", "recall"], "--objective"),
+        (["--max-misroute", "1.5"], "--max-misroute"),
+        (["--max-misroute", "0.02", "--risk-confidence", "1"], "--risk-confidence"),
+        (["--scorer", "svm"], "--scorer"),
+    ],
+)
+def test_fit_options_are_validated_in_one_line(tmp_path: Path, args: list[str], named: str) -> None:
+    result = runner.invoke(
+        app, ["fit", "--data", str(DATA / "desk_val.jsonl"), "--out", str(tmp_path / "m.json"), *args]
+    )
+    assert named in one_line_error(result)
+    assert not (tmp_path / "m.json").exists()
+
+
+def test_a_failing_imported_classifier_is_one_line_not_an_exception_group() -> None:
+    data = str(DATA / "desk_test.jsonl")
+    llm = runner.invoke(app, ["eval", "--data", data, "--classifier", "jeeves_router.classify:LLMClassifier"])
+    assert "LLMClassifier" in one_line_error(llm)
+    broken = runner.invoke(app, ["eval", "--data", data, "--classifier", "tests.test_cli:broken_classifier"])
+    msg = one_line_error(broken)
+    assert "failed on line" in msg and "RuntimeError: no model here" in msg
+
+
+class _Broken:
+    async def classify(self, request: object) -> object:
+        raise RuntimeError("no model here")
+
+
+def broken_classifier(routes: list[object]) -> object:
+    return _Broken()
+
+
+def test_route_dash_reads_stdin_and_data_reads_jsonl(tmp_path: Path) -> None:
+    piped = runner.invoke(app, ["route", "-"], input="I was charged twice\n\nmy parcel never arrived\n")
+    assert piped.exit_code == 0, piped.output
+    assert [line.split("\t")[0] for line in piped.stdout.splitlines()] == ["billing", "shipping"]
+    assert "routing" in piped.stderr and "2/2" in piped.stderr  # the progress bar
+    assert "stdin" in one_line_error(runner.invoke(app, ["route", "-"], input="\n"))
+    rows = tmp_path / "requests.jsonl"
+    rows.write_text('{"text": "I was charged twice"}\n"what is the capital of Peru"\n')
+    batch = runner.invoke(app, ["route", "--data", str(rows), "--json"])
+    assert batch.exit_code == 0, batch.output
+    decided = [json.loads(line) for line in batch.stdout.splitlines()]
+    assert [(d["line"], d["route"]) for d in decided] == [(1, "billing"), (2, None)]
+    assert "both" not in one_line_error(runner.invoke(app, ["route", "--data", str(rows), "hello"]))
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"txt": 1}\n')
+    assert f"{bad}:1:" in one_line_error(runner.invoke(app, ["route", "--data", str(bad)]))
+
+
+def test_scorer_options_without_a_route_file_are_refused() -> None:
+    assert "--routes" in one_line_error(runner.invoke(app, ["route", "-s", "late", "hello"]))
+    data = str(DATA / "desk_test.jsonl")
+    assert "--routes" in one_line_error(runner.invoke(app, ["eval", "--data", data, "--classifier", "logreg"]))
+
+
+def test_oos_label_is_honoured_by_fit_and_fit_on(tmp_path: Path) -> None:
+    data = tmp_path / "val.jsonl"
+    data.write_text((DATA / "desk_val.jsonl").read_text().replace('"route": "oos"', '"route": "none"'))
+    plain = runner.invoke(app, ["fit", "--data", str(data), "--out", str(tmp_path / "m.json")])
+    assert "unknown route 'none'" in one_line_error(plain)
+    fitted = runner.invoke(app, ["fit", "--data", str(data), "--out", str(tmp_path / "m.json"), "--oos-label", "none"])
+    assert fitted.exit_code == 0, fitted.output
+    assert "out-of-scope recall -" not in fitted.stdout.replace("\n", " ")
+    routed = runner.invoke(
+        app,
+        ["route", "--routes", str(DATA / "desk_routes.json"), "--fit-on", str(data), "--oos-label", "none", "--json",
+         "what is the capital of Peru"],
+    )  # fmt: skip
+    assert routed.exit_code == 0, routed.output
+    assert json.loads(routed.stdout)["route"] is None
+
+
+def desk_embedded(routes: list[object]) -> object:
+    from jeeves_router.classify.embedding import EmbeddingClassifier
+
+    return EmbeddingClassifier.load(DATA / "desk_classifier.json")
+
+
+def test_fit_certifies_the_threshold_of_any_classifier(tmp_path: Path) -> None:
+    saved = tmp_path / "risk.json"
+    args = ["fit", "--data", str(DATA / "desk_test.jsonl"), "--classifier", "tests.test_cli:desk_embedded"]
+    result = runner.invoke(app, [*args, "--max-misroute", "0.2", "--risk-confidence", "0.8", "--out", str(saved)])
+    assert result.exit_code == 0, result.output
+    assert "require_confidence_above=" in result.stdout
+    risk = json.loads(saved.read_text())["risk"]
+    assert risk["certified"] and risk["upper_bound"] <= 0.2 and 0.0 < risk["coverage"] <= 1.0
+    assert "--max-misroute" in one_line_error(runner.invoke(app, args))
+
+
+def test_eval_reports_coverage_and_misroute_among_auto_routed() -> None:
+    result = runner.invoke(app, ["eval", "--data", str(DATA / "desk_test.jsonl")])
+    assert result.exit_code == 0, result.output
+    text = result.stdout
+    assert "coverage (auto-routed)" in text and "misroute among auto-routed" in text
+    assert re.search(r"risk-coverage \(misroute at coverage\): \d+% 0\.\d{4}", text)

@@ -17,6 +17,7 @@ from jeeves_router.eval import (
     evaluate,
     load_labelled,
     load_routes,
+    risk_coverage_curve,
     write_misrouted,
     write_plots,
 )
@@ -188,5 +189,25 @@ def test_write_plots(tmp_path: Path) -> None:
         rows("a", "b", "oos"), [Prediction("a", "a", 0.9), Prediction("a", "a", 0.6), Prediction(None, "b", 0.2)]
     )
     paths = write_plots(r, tmp_path / "plots")
-    assert [p.name for p in paths] == ["confusion_matrix.png", "reliability.png"]
+    assert [p.name for p in paths] == ["confusion_matrix.png", "reliability.png", "risk_coverage.png"]
     assert all(p.read_bytes()[:4] == b"\x89PNG" for p in paths)
+
+
+def test_coverage_misroute_and_the_risk_coverage_curve() -> None:
+    data = rows("a", "a", "b", "b", "oos")
+    preds = [
+        Prediction("a", "a", 0.9),
+        Prediction("b", "b", 0.8),  # misrouted
+        Prediction("b", "b", 0.7),
+        Prediction(None, "b", 0.3),  # rejected: not auto-routed
+        Prediction("a", "a", 0.6),  # OOS given a route: misrouted
+    ]
+    r = compute_report(data, preds)
+    assert r.coverage == pytest.approx(4 / 5)
+    assert r.misroute == pytest.approx(2 / 4)
+    curve = dict(r.risk_coverage)
+    assert curve[0.2] == 0.0 and curve[0.4] == pytest.approx(1 / 2) and curve[0.6] == pytest.approx(1 / 3)
+    assert curve[1.0] == pytest.approx(2 / 5)  # row 4's top route 'b' is right, so 3 of 5 right
+    assert compute_report(rows("a"), [Prediction(None, "a", 0.1)]).misroute is None
+    tied = risk_coverage_curve([0.5, 0.5, 0.5, 0.1], [True, False, True, True])
+    assert tied[0] == (0.75, pytest.approx(1 / 3))  # ties are accepted together

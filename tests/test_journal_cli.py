@@ -42,4 +42,4 @@ def test_replay_reports_a_missing_file_or_session(tmp_path: Path) -> None:
     assert missing.exit_code == 2 and "does not exist" in missing.output
     assert not (tmp_path / "nope.db").exists()
     unknown = CliRunner().invoke(app, ["replay", str(_copy(tmp_path)), "--session", "no-such-session"])
-    assert unknown.exit_code == 1 and "no recorded events" in unknown.output
+    assert unknown.exit_code == 2 and "no recorded events" in unknown.output

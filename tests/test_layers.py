@@ -38,6 +38,9 @@ LAYERS: list[tuple[str, int]] = [
     ("cli_observe", 6),
     ("eval", 6),
     ("serve", 6),
+    ("eval_plots", 6),
+    ("eval_data", 6),
+    ("_cli_embed", 6),
     ("testing", 6),
     ("__init__", 6),
 ]

@@ -6,10 +6,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from ..classify.parser import normalize_route_name
 from ..classify.types import RouteSpec
 from ..errors import UsageError
-from ..ids import validate_route_name
+from ..ids import validate_route_names
 from ..policies import RetryPolicy
 from ..recovery.classify import ErrorHook
 
@@ -49,18 +48,11 @@ def check_route_table(routes: Sequence[RouterRoute], *, owner: str) -> tuple[Rou
     table = tuple(routes)
     if not table:
         raise UsageError(f"{owner} needs at least one route: {owner}(routes=[RouterRoute('billing', billing_agent)])")
-    seen: dict[str, str] = {}
     for r in table:
         if not isinstance(r, RouterRoute):
             raise UsageError(f"routes must be RouterRoute objects, got {type(r).__name__}")
-        validate_route_name(r.name)
-        key = normalize_route_name(r.name)
-        if key in seen:
-            raise UsageError(
-                f"duplicate route name {r.name!r}: it matches {seen[key]!r} (names are compared "
-                "case-insensitively, with '-', '_' and spaces alike)"
-            )
-        seen[key] = r.name
+    validate_route_names([r.name for r in table], owner=owner)
+    for r in table:
         if not hasattr(r.agent, "_events"):
             raise UsageError(f"route {r.name!r}: agent must be an Agent, got {type(r.agent).__name__}")
     return table

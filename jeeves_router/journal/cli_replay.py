@@ -42,6 +42,6 @@ def replay_command(
         raise typer.Exit(2) from exc
     if not lines:
         typer.echo(f"error: session {session!r} has no recorded events in {journal}", err=True)
-        raise typer.Exit(1)
+        raise typer.Exit(2)
     for line in lines:
         typer.echo(line)

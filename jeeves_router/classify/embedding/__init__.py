@@ -5,8 +5,9 @@ no model; the default encoder is loaded on first use.
 """
 
 from .calibration import IsotonicCalibrator, PlattCalibrator, ThresholdChoice, choose_threshold
-from .classifier import EmbeddingClassifier, FitReport, default_encoder
+from .classifier import EmbeddingClassifier, default_encoder
 from .encoders import Encoder, HashingEncoder, MiniLMEncoder, TokenEncoder, WordLlamaEncoder
+from .fitting import FitReport
 from .late import LateInteractionScorer
 from .scorers import CentroidScorer, LogRegScorer, NearestScorer, Scorer
 

@@ -170,14 +170,15 @@ class ThresholdChoice:
     Attributes:
         threshold: Accept a route when its confidence is >= this.
         in_scope_accuracy: In-scope rows routed to the right route and accepted.
-        oos_recall: Out-of-scope rows rejected.
+        oos_recall: Out-of-scope rows rejected; ``None`` when there were none, in which case
+            the threshold was not tuned to reject out-of-scope requests.
         precision: Accepted rows that were routed right.
         objective: The rule used, ``"balanced"`` or ``"precision"``.
     """
 
     threshold: float
     in_scope_accuracy: float
-    oos_recall: float
+    oos_recall: float | None
     precision: float
     objective: str
 
@@ -213,6 +214,8 @@ def choose_threshold(
         raise UsageError("choose_threshold: confidence, correct and in_scope must be non-empty and equal length")
     if objective not in ("balanced", "precision"):
         raise UsageError(f"unknown objective {objective!r}; choose 'balanced' or 'precision'")
+    if not 0.0 < target_precision <= 1.0:
+        raise UsageError(f"target_precision must be within (0, 1], got {target_precision!r}")
     order = np.argsort(-conf, kind="stable")
     c, good, oos = conf[order], (ok & ins)[order], (~ins)[order]
     n_in, n_oos = max(int(ins.sum()), 1), int((~ins).sum())
@@ -236,4 +239,5 @@ def choose_threshold(
         threshold = float(max(0.0, c[-1] - 1e-6))
     else:
         threshold = float((c[j - 1] + c[j]) / 2)
-    return ThresholdChoice(threshold, float(in_acc[j]), float(oos_rec[j]), float(precision[j]), objective)
+    recall = float(oos_rec[j]) if n_oos else None
+    return ThresholdChoice(threshold, float(in_acc[j]), recall, float(precision[j]), objective)

@@ -7,7 +7,6 @@ import os
 import time
 from collections.abc import Sequence
 from contextlib import nullcontext
-from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal, cast
@@ -20,9 +19,11 @@ from numpy.typing import NDArray
 
 from ..._log import get_logger
 from ...errors import UsageError
+from ...ids import validate_route_names
 from ..types import Classification, ClassifyRequest, ClassifyResult, RouteSpec
-from .calibration import Calibrator, ThresholdChoice, calibrator_from_dict, choose_threshold, make_calibrator
+from .calibration import Calibrator, calibrator_from_dict
 from .encoders import Encoder, MiniLMEncoder, TokenEncoder, blas_single_thread
+from .fitting import FitReport, check_held_out, fit_threshold
 from .scorers import Scorer, make_scorer, scorer_from_dict
 
 __all__ = ["EmbeddingClassifier", "FitReport", "default_encoder"]
@@ -50,25 +51,6 @@ def _encode_limiter() -> anyio.CapacityLimiter:
 def default_encoder() -> Encoder:
     """The shared default encoder (:class:`MiniLMEncoder`), loaded once per process."""
     return MiniLMEncoder()
-
-
-@dataclass(frozen=True, slots=True)
-class FitReport:
-    """What :meth:`EmbeddingClassifier.fit` chose.
-
-    Attributes:
-        calibration: ``"platt"`` or ``"isotonic"``.
-        threshold: The chosen confidence threshold (see :class:`ThresholdChoice`).
-        rows: Validation rows used.
-        oos_rows: How many of them were out of scope.
-        closed_accuracy: In-scope rows whose top route was right, before any threshold.
-    """
-
-    calibration: str
-    threshold: ThresholdChoice
-    rows: int
-    oos_rows: int
-    closed_accuracy: float
 
 
 class EmbeddingClassifier:
@@ -119,12 +101,7 @@ class EmbeddingClassifier:
         _fitted_scorer: Scorer | None = None,
     ) -> None:
         self.routes = tuple(routes)
-        names = [r.name for r in self.routes]
-        if not names:
-            raise UsageError("EmbeddingClassifier needs at least one route")
-        dupes = sorted({n for n in names if names.count(n) > 1})
-        if dupes:
-            raise UsageError(f"duplicate route names {dupes}; each route needs a unique name")
+        names = validate_route_names([r.name for r in self.routes], owner="EmbeddingClassifier")
         if threshold is not None and not 0.0 <= threshold <= 1.0:
             raise UsageError(f"threshold must be within [0, 1] or None, got {threshold!r}")
         if offload not in (True, False, "auto"):
@@ -282,45 +259,52 @@ class EmbeddingClassifier:
         calibration: Literal["platt", "isotonic"] = "platt",
         objective: Literal["balanced", "precision"] = "balanced",
         target_precision: float = 0.9,
+        max_misroute: float | None = None,
+        risk_confidence: float = 0.95,
     ) -> FitReport:
         """Calibrate confidences and choose the threshold on labelled validation rows.
 
         Args:
-            texts: Validation requests.
+            texts: Validation requests, held out from the routes' examples.
             labels: Their route names, or ``oos_label`` for out-of-scope rows.
             oos_label: The label of out-of-scope rows.
             calibration: ``"platt"`` (smooth, robust on small sets) or ``"isotonic"``.
             objective: ``"balanced"`` maximises (in-scope accuracy + OOS recall) / 2;
                 ``"precision"`` takes the lowest threshold reaching ``target_precision``.
-            target_precision: See ``objective``.
+            target_precision: See ``objective``; within (0, 1].
+            max_misroute: Instead of ``objective``: the lowest threshold whose misroute rate
+                among accepted requests is certified to be at most this, with probability
+                ``risk_confidence`` (see :mod:`jeeves_router.classify.risk` for the method and
+                its assumptions).
+            risk_confidence: See ``max_misroute``.
 
         Returns:
-            The chosen calibration and threshold with their validation figures.
+            The chosen calibration and threshold with their validation figures. Without
+            out-of-scope rows the threshold is not tuned to reject them
+            (``report.threshold.oos_recall is None``).
+
+        Raises:
+            UsageError: For unknown labels, validation rows that are mostly the routes' own
+                examples, a degenerate fit (the same confidence for every row), or a
+                ``max_misroute`` that cannot be certified. The classifier is unchanged then.
         """
         if len(texts) != len(labels) or len(texts) < 2:
             raise UsageError("fit needs at least two texts with one label each")
         unknown = sorted({lab for lab in labels if lab != oos_label and lab not in self._index})
         if unknown:
             raise UsageError(f"fit: unknown route labels {unknown[:5]}; known routes are {list(self.route_names)}")
+        check_held_out(texts, [t for r in self.routes for t in (*r.examples, r.description) if t.strip()])
         vectors, tokens = self._encode(list(texts))
         with self._blas():
             features = self.scorer.features(self.scorer.scores(vectors, tokens))
-        top = features.argmax(axis=1)
-        truth = np.asarray([self._index.get(lab, -1) for lab in labels])
-        correct = top == truth
-        calibrator = make_calibrator(calibration)
-        calibrator.fit(features[np.arange(len(top)), top], correct)
-        self.calibrator = calibrator
-        probs = calibrator.predict(features)
-        choice = choose_threshold(
-            probs.max(axis=1), correct, truth >= 0, objective=objective, target_precision=target_precision
-        )
-        self.threshold = choice.threshold
-        in_scope = truth >= 0
-        closed = float(correct[in_scope].mean()) if in_scope.any() else 0.0
-        report = FitReport(calibration, choice, len(texts), int((~in_scope).sum()), closed)
-        log.debug("embedding.fit", threshold=choice.threshold, in_scope_acc=choice.in_scope_accuracy,
-                 oos_recall=choice.oos_recall, rows=len(texts))  # fmt: skip
+        truth = np.asarray([self._index.get(lab, -1) for lab in labels], dtype=np.int64)
+        calibrator, report = fit_threshold(
+            features, truth, calibration=calibration, objective=objective, target_precision=target_precision,
+            max_misroute=max_misroute, risk_confidence=risk_confidence,
+        )  # fmt: skip
+        self.calibrator, self.threshold = calibrator, report.threshold.threshold
+        log.debug("embedding.fit", threshold=self.threshold, in_scope_acc=report.threshold.in_scope_accuracy,
+                  oos_recall=report.threshold.oos_recall, rows=len(texts))  # fmt: skip
         return report
 
     # -- persistence ------------------------------------------------------------------------

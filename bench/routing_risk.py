@@ -1,0 +1,134 @@
+"""CLINC150: risk-controlled thresholds, out-of-scope AUROC and accuracy at the tuned threshold.
+
+Same protocol as bench/routing_accuracy.py (k=10 examples per route from `pool` with
+random.Random(f"{seed}:{route}"), the description as one more item, tuned on `val` only,
+reported on `test`, seeds 0-4), for these embedded scorers on the same vectors:
+centroid (the default), logistic regression (C=10), late interaction, and late interaction
+with the 100 out-of-scope `pool` rows as negatives.
+
+For each route set (intent150, domain10) and scorer it prints, as the mean over seeds:
+
+* OOS AUROC on test: how well the top confidence ranks in-scope rows above out-of-scope ones
+  (Mann-Whitney, ties counted half);
+* overall acc@t on test at the balanced threshold (`fit()` default);
+* risk control: `fit(max_misroute=CAP, risk_confidence=0.95)` on val, then on test the
+  coverage (share auto-routed) and the misroute rate among auto-routed rows (in-scope and
+  out-of-scope together), with the worst seed and whether the cap held on every seed.
+
+Note the validation split has 3 % out-of-scope rows and the test split 18 %: the guarantee
+assumes validation rows and traffic come from one distribution, which this split breaks.
+
+Run from the repository root: `python bench/routing_risk.py [--seeds 5] [--cap 0.02]`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from routing_accuracy import DATA, OOS, CachedEncoder, labelled, level_routes, rows, train_routes
+
+from jeeves_router.classify.embedding import EmbeddingClassifier, MiniLMEncoder
+from jeeves_router.errors import UsageError
+
+
+def auroc(scores: np.ndarray, positive: np.ndarray) -> float:
+    """Area under the ROC curve of ``scores`` for ``positive`` rows (average ranks for ties)."""
+    _, inverse, counts = np.unique(scores, return_inverse=True, return_counts=True)
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    ranks = (starts + (counts + 1) / 2)[inverse]
+    n_pos, n_neg = int(positive.sum()), int((~positive).sum())
+    return float((ranks[positive].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
+
+
+def one_run(enc: Any, routes: Any, val: Any, test: Any, scorer: str, options: dict[str, Any], negatives: Any,
+            cap: float) -> dict[str, float]:  # fmt: skip
+    clf = EmbeddingClassifier(routes, encoder=enc, scorer=scorer, scorer_options=options, negatives=negatives)
+    clf.fit(val[0], val[1])
+    results = clf.classify_batch(test[0])
+    gold = np.asarray(test[1])
+    top = np.asarray([r.scores[0][0] for r in results])
+    conf = np.asarray([r.scores[0][1] for r in results])
+    accepted = conf >= (clf.threshold or 0.0)
+    decided = np.where(accepted, top, OOS)
+    out = {"auroc": auroc(conf, gold != OOS), "overall": float((decided == gold).mean())}
+    try:
+        report = clf.fit(val[0], val[1], max_misroute=cap, risk_confidence=0.95)
+    except UsageError:
+        return {**out, "coverage": 0.0, "misroute": 0.0, "val_coverage": 0.0}
+    conf_after = np.asarray([r.scores[0][1] for r in clf.classify_batch(test[0])])
+    accepted = conf_after >= (clf.threshold or 0.0)
+    wrong = accepted & (top != gold)
+    assert report.risk is not None
+    return {**out, "coverage": float(accepted.mean()), "misroute": float(wrong.sum() / max(1, accepted.sum())),
+            "val_coverage": report.risk.coverage}  # fmt: skip
+
+
+def row(level: str, name: str, runs: list[dict[str, float]], cap: float) -> str:
+    """One table row: means over seeds; risk figures over the seeds where a cut was certified."""
+    mean = {k: float(np.mean([r[k] for r in runs])) for k in runs[0]}
+    certified = [r for r in runs if r["coverage"] > 0]
+    if not certified:
+        return f"| {level} | {name} | {mean['auroc']:.3f} | {mean['overall']:.3f} | 0 of {len(runs)} | - | - | - |"
+    held = sum(r["misroute"] <= cap for r in certified)
+    return (
+        f"| {level} | {name} | {mean['auroc']:.3f} | {mean['overall']:.3f} | {len(certified)} of {len(runs)} "
+        f"| {np.mean([r['coverage'] for r in certified]):.3f} | {np.mean([r['misroute'] for r in certified]):.4f} / "
+        f"{max(r['misroute'] for r in certified):.4f} | {held} of {len(certified)} |"
+    )
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--seeds", type=int, default=5)
+    ap.add_argument("--cap", type=float, default=0.02)
+    ap.add_argument("--levels", default="intent150,domain10")
+    args = ap.parse_args()
+    logging.basicConfig(level=logging.WARNING)
+    if not DATA.is_dir():
+        sys.exit(f"CLINC150 data not found at {DATA}")
+    print(f"start: load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}", file=sys.stderr)
+    pool, val_rows, test_rows = rows("pool"), rows("val"), rows("test")
+    enc = CachedEncoder(MiniLMEncoder(intra_op_threads=0))
+    oos_pool = [r["text"] for r in pool if r["route"] == OOS]
+    t0 = time.perf_counter()
+    enc.encode_tokens([r["text"] for r in val_rows + test_rows] + oos_pool)
+    print(f"encoded val+test in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
+    scorers: dict[str, tuple[str, dict[str, Any], list[str]]] = {
+        "centroid (default)": ("centroid", {}, []),
+        "logistic regression (C=10)": ("logreg", {"c": 10.0}, []),
+        "late interaction": ("late", {}, []),
+        "late interaction + pool OOS negatives": ("late", {}, oos_pool),
+    }
+    table: dict[tuple[str, str], list[dict[str, float]]] = {}
+    for level in args.levels.split(","):
+        _, key = level_routes(level)
+        val, test = labelled(val_rows, key), labelled(test_rows, key)
+        for name, (scorer, options, negatives) in scorers.items():
+            t0 = time.perf_counter()
+            runs = [one_run(enc, train_routes(level, 10, seed, pool), val, test, scorer, options, negatives, args.cap)
+                    for seed in range(args.seeds)]  # fmt: skip
+            table[(level, name)] = runs
+            print(f"{level} {name}: {runs} ({time.perf_counter() - t0:.0f} s)", file=sys.stderr)
+    print(f"\nCLINC150 test, k=10, mean of {args.seeds} seeds, encoder {enc.name}; risk cap {args.cap} "
+          f"(confidence 0.95), tuned on val\n")  # fmt: skip
+    print("| route set | scorer | OOS AUROC | overall acc@t | risk: seeds certified | coverage (mean) "
+          "| misroute among auto-routed (mean / worst seed) | cap held on test, certified seeds |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|")
+    for (level, name), runs in table.items():
+        print(row(level, name, runs, args.cap))
+    print(f"\nend: load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,343 @@
+"""Helpers of the embedded-router commands of ``jeeves-router`` (route, fit, eval).
+
+Kept apart from :mod:`jeeves_router.cli` so the command module stays a list of commands.
+Nothing here imports numpy or onnxruntime at module level: ``--help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from enum import Enum
+from importlib import resources
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NoReturn
+
+import click
+import typer
+from typer.core import TyperGroup
+
+from .classify.types import Classifier, ClassifyResult, RouteSpec
+from .errors import UsageError
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from .classify.embedding import EmbeddingClassifier
+
+__all__ = [
+    "ScorerName",
+    "CalibrationName",
+    "ObjectiveName",
+    "OneLineErrors",
+    "bad_input",
+    "data_file",
+    "load_embedding",
+    "import_classifier",
+    "calibration_warning",
+    "check_unit",
+    "read_requests",
+    "decision_payload",
+    "certify_classifier",
+    "DESK_ROUTES",
+    "DESK_CLASSIFIER",
+]
+
+DESK_ROUTES = "desk_routes.json"
+DESK_CLASSIFIER = "desk_classifier.json"
+
+
+class ScorerName(str, Enum):
+    """The embedded scorers the CLI can build."""
+
+    centroid = "centroid"
+    nearest = "nearest"
+    logreg = "logreg"
+    late = "late"
+
+
+class CalibrationName(str, Enum):
+    """Calibration methods of ``fit``."""
+
+    platt = "platt"
+    isotonic = "isotonic"
+
+
+class ObjectiveName(str, Enum):
+    """Threshold objectives of ``fit``."""
+
+    balanced = "balanced"
+    precision = "precision"
+
+
+def _fail(message: str) -> NoReturn:
+    click.echo(f"error: {' '.join(message.split())}", err=True)
+    sys.exit(2)
+
+
+class OneLineErrors(TyperGroup):
+    """A Typer group whose command-line errors are one line on stderr and exit code 2.
+
+    Click's own usage errors (a bad option value, a missing option) would otherwise print a
+    framed usage block; a script reading stderr gets one ``error: ...`` line instead.
+    """
+
+    def main(  # type: ignore[override]
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,
+    ) -> Any:
+        """Run the group; see :meth:`click.Group.main`."""
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode, **extra)
+        try:
+            rv = super().main(args, prog_name, complete_var, False, **extra)
+        except Exception as exc:
+            # Typer vendors its own copy of click, so its errors are matched by class name.
+            kinds = {k.__name__ for k in type(exc).__mro__}
+            ctx = getattr(exc, "ctx", None)
+            if "NoArgsIsHelpError" in kinds and ctx is not None:
+                click.echo(ctx.get_help())
+                sys.exit(2)
+            if "UsageError" in kinds and "ClickException" in kinds:
+                where = f" (see `{ctx.command_path} --help`)" if ctx is not None else ""
+                _fail(exc.format_message() + where)  # type: ignore[attr-defined]
+            if "ClickException" in kinds:
+                _fail(exc.format_message())  # type: ignore[attr-defined]
+            if "Abort" in kinds:
+                click.echo("aborted", err=True)
+                sys.exit(130)
+            raise
+        sys.exit(rv if isinstance(rv, int) else 0)
+
+
+VERBOSE = {"on": False}
+
+
+@contextmanager
+def bad_input() -> Iterator[None]:
+    """Turn misuse, and any failure of the command, into one ``error:`` line and exit code 2.
+
+    With ``--verbose`` an unexpected exception keeps its traceback.
+    """
+    try:
+        yield
+    except UsageError as exc:
+        _fail(str(exc))
+    except (typer.Exit, click.exceptions.Exit):
+        raise
+    except Exception as exc:  # the CLI's last line of defence
+        if VERBOSE["on"]:
+            raise
+        inner: BaseException = exc
+        subs = getattr(inner, "exceptions", None)  # an exception group: report its first leaf
+        while isinstance(subs, tuple) and subs and isinstance(subs[0], BaseException):
+            inner = subs[0]
+            subs = getattr(inner, "exceptions", None)
+        if isinstance(inner, UsageError):
+            _fail(str(inner))
+        _fail(f"{type(inner).__name__}: {inner} (run with --verbose for the traceback)")
+
+
+def data_file(name: str) -> Path:
+    """A file shipped in ``jeeves_router/data``."""
+    return Path(str(resources.files("jeeves_router") / "data" / name))
+
+
+def _saved_format(path: Path) -> str | None:
+    try:
+        head = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    fmt = head.get("format") if isinstance(head, dict) else None
+    return fmt if isinstance(fmt, str) and fmt.startswith("jeeves-router/") else None
+
+
+def check_unit(label: str, value: float | None, *, low_open: bool = False, high_open: bool = False) -> None:
+    """Raise UsageError unless ``value`` is None or within [0, 1] (open ends as asked)."""
+    if value is None:
+        return
+    lo_ok = value > 0.0 if low_open else value >= 0.0
+    hi_ok = value < 1.0 if high_open else value <= 1.0
+    if not (lo_ok and hi_ok):
+        interval = f"{'(' if low_open else '['}0, 1{')' if high_open else ']'}"
+        raise UsageError(f"{label} must be within {interval}, got {value}")
+
+
+def load_embedding(
+    routes_path: Path | None,
+    scorer: ScorerName | None,
+    threshold: float | None,
+    fit_on: Path | None,
+    *,
+    oos_label: str = "oos",
+    option: str = "--scorer",
+) -> EmbeddingClassifier:
+    """A saved classifier, or one built from a route file (and fitted when ``fit_on`` is given).
+
+    ``scorer`` (``None``: not given) only applies to a route file; giving it with a saved
+    classifier (including the shipped desk, the default) is an error rather than ignored.
+    """
+    from .classify.embedding import EmbeddingClassifier
+    from .eval import check_labels, load_labelled, load_negatives, load_routes
+
+    check_unit("--threshold", threshold)
+    source = routes_path if routes_path is not None else data_file(DESK_CLASSIFIER)
+    saved = _saved_format(source) if source.is_file() else None
+    if saved is not None and scorer is not None:
+        what = "the shipped support-desk classifier" if routes_path is None else f"{source}, a saved classifier"
+        raise UsageError(
+            f"{option} {scorer.value} applies to a route file, but the routes come from {what}; "
+            "pass --routes ROUTES.json to build a new one"
+        )
+    if saved is not None:
+        clf = EmbeddingClassifier.load(source)
+    else:
+        kind = scorer if scorer is not None else ScorerName.centroid
+        negatives = load_negatives(source) if kind is ScorerName.late else ()
+        clf = EmbeddingClassifier(load_routes(source), scorer=kind.value, negatives=negatives)
+    if fit_on is not None:
+        rows = load_labelled(fit_on)
+        check_labels(rows, clf.route_names, oos_label=oos_label, path=fit_on)
+        clf.fit([r.text for r in rows], [r.label for r in rows], oos_label=oos_label)
+    if threshold is not None:
+        clf.threshold = threshold
+    return clf
+
+
+def import_classifier(spec: str, routes: tuple[RouteSpec, ...]) -> Classifier:
+    """``module:attribute`` naming a Classifier, or a factory called with the routes."""
+    module_name, _, attr = spec.partition(":")
+    try:
+        obj: Any = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError, ValueError) as exc:
+        raise UsageError(f"--classifier {spec!r}: cannot import it ({exc})") from None
+    if isinstance(obj, type) or (not isinstance(obj, Classifier) and callable(obj)):
+        try:
+            obj = obj(list(routes))
+        except Exception as exc:  # any failure of user code becomes one line
+            raise UsageError(
+                f"--classifier {spec!r}: calling it with the route list failed ({type(exc).__name__}: {exc}); "
+                "name a Classifier instance or a factory `def make(routes) -> Classifier`"
+            ) from None
+    if not isinstance(obj, Classifier):
+        raise UsageError(f"--classifier {spec!r} is not a classifier (needs `async classify(request)`)")
+    return obj
+
+
+def calibration_warning(clf: EmbeddingClassifier, source: str) -> str | None:
+    """A warning when ``clf`` would accept requests it was never calibrated to judge."""
+    fix = "fit it with `jeeves-router fit --data VAL.jsonl`, or pass --fit-on VAL.jsonl"
+    if clf.threshold is None:
+        return (
+            f"warning: {source} is not calibrated: it has no threshold, so every request gets its best route, "
+            f"even out-of-scope ones; {fix}"
+        )
+    if clf.calibrator is None:
+        return f"warning: {source} is not calibrated: its confidences are raw similarity scores; {fix}"
+    return None
+
+
+def read_requests(path: Path | None, stdin: Callable[[], str]) -> list[tuple[int, str]]:
+    """(line, text) pairs from a JSONL file of ``{"text": ...}`` objects, or stdin lines when ``path`` is None."""
+    from .eval import DataFileError, read_text
+
+    if path is None:
+        lines = [(n, line.strip()) for n, line in enumerate(stdin().splitlines(), 1) if line.strip()]
+        if not lines:
+            raise UsageError("route -: no requests on stdin (one per line)")
+        return lines
+    found: list[tuple[int, str]] = []
+    for n, line in enumerate(read_text(path).splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise DataFileError(path, f"invalid JSON: {exc.msg} (column {exc.colno})", line=n) from None
+        text = obj.get("text") if isinstance(obj, dict) else obj
+        if not isinstance(text, str):
+            raise DataFileError(path, 'expected {"text": "..."} (or a JSON string) per line', line=n)
+        found.append((n, text))
+    if not found:
+        raise DataFileError(path, "no requests")
+    return found
+
+
+def decision_payload(clf: EmbeddingClassifier, result: ClassifyResult) -> dict[str, Any]:
+    """The JSON form of one decision, as ``route --json`` prints it."""
+    c = result.classification
+    return {
+        "route": c.route,
+        "confidence": c.confidence,
+        "status": c.status,
+        "runner_up": c.runner_up,
+        "margin": c.margin,
+        "threshold": clf.threshold,
+        "calibrated": clf.calibrator is not None and clf.threshold is not None,
+        "scores": dict(result.scores),
+        "reason": c.reason,
+    }
+
+
+def progress(console: Console, total: int, label: str) -> Any:
+    """A rich progress bar on ``console`` (the caller enters it and advances task 0)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+    bar = Progress(
+        "[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+        console=console, transient=False,
+    )  # fmt: skip
+    bar.add_task(label, total=total)
+    return bar
+
+
+def certify_classifier(
+    spec: str,
+    routes: Path | None,
+    data: Path,
+    save_to: Path | None,
+    *,
+    oos_label: str,
+    max_misroute: float,
+    risk_confidence: float,
+    out: Console,
+    err: Console,
+) -> None:
+    """``fit --classifier module:attr --max-misroute X``: certify any classifier's threshold."""
+    import anyio
+
+    from .classify.risk import choose_risk_threshold
+    from .eval import check_labels, load_labelled, load_routes, predict
+
+    specs = load_routes(routes or data_file(DESK_ROUTES))
+    clf = import_classifier(spec, specs)
+    rows = load_labelled(data)
+    check_labels(rows, [r.name for r in specs], oos_label=oos_label, path=data)
+    with progress(err, len(rows), "classifying") as bar:
+        preds = anyio.run(lambda: predict(clf, specs, rows, on_progress=lambda n: bar.advance(0, n)))
+    correct = [p.top_route == r.label and r.label != oos_label for p, r in zip(preds, rows, strict=True)]
+    risk = choose_risk_threshold(
+        [p.top_confidence for p in preds], correct, max_misroute=max_misroute, confidence=risk_confidence
+    )
+    if not risk.certified:
+        raise UsageError(
+            f"no threshold keeps misroutes at or below {max_misroute:g} with confidence {risk_confidence:g} on these "
+            f"{len(rows)} rows; allow more misroutes or add labelled rows"
+        )
+    out.print(
+        f"require_confidence_above={risk.cut:.6g}: misroute among accepted <= {max_misroute:g} with confidence "
+        f"{risk_confidence:g}; on the {risk.testing_rows} testing rows coverage {risk.coverage:.3f}, misroute "
+        f"{risk.misroute:.4f} (upper bound {risk.upper_bound:.4f})",
+        highlight=False,
+    )
+    if save_to is not None:
+        payload = {"format": "jeeves-router/risk-threshold", "classifier": spec, "threshold": risk.cut,
+                   "risk": {k: getattr(risk, k) for k in risk.__slots__}}  # fmt: skip
+        save_to.write_text(json.dumps(payload, indent=1) + "\n", encoding="utf-8")

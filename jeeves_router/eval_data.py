@@ -1,0 +1,141 @@
+"""Reading route files and labelled data for evaluation and fitting.
+
+Route files are JSON: a list of ``{"name", "description", "examples"}`` (or an object with a
+``"routes"`` list and, optionally, a ``"negatives"`` list of out-of-scope requests; ``"utterances"``
+is read as ``"examples"``). Labelled data is JSONL, one ``{"text": ..., "route": ...}`` per
+line, with ``route: "oos"`` for out-of-scope rows. Bad input raises :class:`DataFileError`,
+whose message names the file and the line. Route names follow the one route-table rule,
+:func:`jeeves_router.ids.validate_route_names`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from .classify.types import RouteSpec
+from .errors import UsageError
+from .ids import validate_route_names
+
+__all__ = [
+    "DataFileError",
+    "LabelledRow",
+    "read_text",
+    "load_routes",
+    "load_negatives",
+    "load_labelled",
+    "check_labels",
+]
+
+
+class DataFileError(UsageError):
+    """A route or data file is missing or malformed.
+
+    Attributes:
+        path: The file.
+        line: The 1-based line, when known.
+    """
+
+    def __init__(self, path: str | Path, message: str, *, line: int | None = None) -> None:
+        self.path, self.line = str(path), line
+        where = f"{path}:{line}" if line is not None else str(path)
+        super().__init__(f"{where}: {message}")
+
+
+@dataclass(frozen=True, slots=True)
+class LabelledRow:
+    """One labelled request: its text, expected route (or the OOS label) and file line."""
+
+    text: str
+    label: str
+    line: int
+
+
+def read_text(path: str | Path) -> str:
+    """A UTF-8 file's text; :class:`DataFileError` when it is missing or unreadable."""
+    p = Path(path)
+    try:
+        return p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise DataFileError(p, "file not found") from None
+    except (IsADirectoryError, UnicodeDecodeError, PermissionError) as exc:
+        raise DataFileError(p, f"cannot read the file ({exc.__class__.__name__})") from None
+
+
+def load_routes(path: str | Path) -> tuple[RouteSpec, ...]:
+    """Read a route file (see the module docstring)."""
+    text = read_text(path)
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise DataFileError(path, f"invalid JSON: {exc.msg}", line=exc.lineno) from None
+    items = data.get("routes") if isinstance(data, dict) else data
+    if not isinstance(items, list) or not items:
+        raise DataFileError(path, 'expected a non-empty list of routes (or {"routes": [...]})')
+    routes: list[RouteSpec] = []
+    for i, item in enumerate(items, 1):
+        if not isinstance(item, dict) or not isinstance(item.get("name"), str) or not item["name"].strip():
+            raise DataFileError(path, f'route #{i} needs a "name" string')
+        examples = item.get("examples", item.get("utterances", []))
+        desc = item.get("description", "")
+        if not isinstance(desc, str) or not isinstance(examples, list) or not all(isinstance(e, str) for e in examples):
+            raise DataFileError(
+                path, f'route {item["name"]!r}: "description" must be a string, "examples" a list of strings'
+            )
+        routes.append(RouteSpec(item["name"], desc, tuple(examples)))
+    try:
+        validate_route_names([r.name for r in routes], owner="route file")
+    except UsageError as exc:
+        raise DataFileError(path, str(exc).removeprefix("route file: ")) from None
+    return tuple(routes)
+
+
+def load_negatives(path: str | Path) -> tuple[str, ...]:
+    """The ``"negatives"`` list of a route file in its ``{"routes": [...]}`` form (else empty).
+
+    Negatives are out-of-scope example requests, used by the ``late`` scorer to learn what
+    to reject.
+    """
+    try:
+        data = json.loads(read_text(path))
+    except json.JSONDecodeError as exc:
+        raise DataFileError(path, f"invalid JSON: {exc.msg}", line=exc.lineno) from None
+    items = data.get("negatives", []) if isinstance(data, dict) else []
+    if not isinstance(items, list) or not all(isinstance(t, str) for t in items):
+        raise DataFileError(path, '"negatives" must be a list of strings')
+    return tuple(items)
+
+
+def load_labelled(path: str | Path, *, text_field: str = "text", label_field: str = "route") -> list[LabelledRow]:
+    """Read labelled JSONL rows; blank lines are skipped."""
+    rows: list[LabelledRow] = []
+    for n, line in enumerate(read_text(path).splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise DataFileError(path, f"invalid JSON: {exc.msg} (column {exc.colno})", line=n) from None
+        if not isinstance(obj, dict):
+            raise DataFileError(path, f"expected a JSON object with {text_field!r} and {label_field!r}", line=n)
+        text, label = obj.get(text_field), obj.get(label_field)
+        if not isinstance(text, str) or not isinstance(label, str):
+            raise DataFileError(path, f"{text_field!r} and {label_field!r} must both be strings", line=n)
+        rows.append(LabelledRow(text, label, n))
+    if not rows:
+        raise DataFileError(path, "no rows")
+    return rows
+
+
+def check_labels(rows: Sequence[LabelledRow], routes: Sequence[str], *, oos_label: str, path: str | Path) -> None:
+    """Raise :class:`DataFileError` at the first row whose label is neither a route nor the OOS label."""
+    known = set(routes)
+    for row in rows:
+        if row.label != oos_label and row.label not in known:
+            raise DataFileError(
+                path,
+                f"unknown route {row.label!r} (routes: {', '.join(routes)}; out of scope: {oos_label!r})",
+                line=row.line,
+            )
