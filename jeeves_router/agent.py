@@ -219,14 +219,20 @@ class Agent:
         """:meth:`run` from synchronous code (starts an event loop; not from inside one)."""
         return anyio.run(functools.partial(self.run, prompt, **kwargs))
 
-    async def resume(self, session_id: str) -> RunResult:
-        """Finish the last unfinished run of ``session_id`` from this agent's journal.
+    async def resume(self, session_id: str, *, run_id: str | None = None) -> RunResult:
+        """Finish or replay a recorded run of ``session_id`` from this agent's journal.
 
-        The run is started again with the prompt, history, context and options recorded
-        at its start; every step already in the journal is served from it (no model call
-        is repeated) and the rest runs live. A session whose last run completed is
-        replayed from the journal and gives the same result. Tool calls interrupted by the
-        crash follow the runtime's ``on_unknown_tool_outcome`` policy.
+        The only way a run is served from the journal (:meth:`run` always runs live). The
+        run is started again under its recorded run id with the prompt, history, context
+        and options recorded at its start; every step already in the journal is served
+        from it (no model call is repeated) and the rest runs live. A session whose run
+        completed is replayed from the journal and gives the same result with no model
+        call. Tool calls interrupted by the crash follow the runtime's
+        ``on_unknown_tool_outcome`` policy.
+
+        Args:
+            session_id: The session to resume.
+            run_id: Which recorded run (default: the last unfinished one, else the last one).
 
         Raises:
             UsageError: if this agent's runtime does not journal (use
@@ -238,15 +244,14 @@ class Agent:
                 f"agent {self.name!r} cannot resume: its runtime does not journal runs; construct it with "
                 "runtime=JournalRuntime(SQLiteJournal(path))"
             )
-        point = await point_of(self, session_id)
-        return await self.run(
-            point.prompt,
-            session_id=session_id,
-            history=point.history,
-            context=point.context,
-            force_route=point.force_route,
-            options=point.options,
-        )
+        point = await point_of(self, session_id, run_id)
+        ctx = self._context(point.prompt, session_id, point.history, point.context, point.force_route, point.options)
+        ctx.resume_run = point.run_id
+        async with aclosing(self._events(ctx)) as events:
+            async for _ in events:
+                pass
+        assert ctx.result is not None
+        return ctx.result
 
 
 class RunStream:

@@ -196,6 +196,7 @@ class RecoveryRun:
             can_escalate=self.can_escalate,
             output_started=output_started,
             retry_after_s=getattr(exc, "retry_after_s", None),
+            retries_exhausted=bool(getattr(exc, "retries_exhausted", False)),
         )
         self.records.append(
             StepRecord(

@@ -38,6 +38,7 @@ class RunContext:
         options: Architecture-specific per-run options.
         result: Set by the architecture before it finishes.
         handoff: Set by the tool loop when a tool returned a Handoff.
+        resume_run: Set by :meth:`Agent.resume` only: the recorded run to replay.
     """
 
     agent: Agent
@@ -52,6 +53,7 @@ class RunContext:
     options: dict[str, Any] = field(default_factory=dict)
     result: RunResult | None = None
     handoff: Handoff | None = None
+    resume_run: str | None = None
     _step: int = 0
 
     def child(
