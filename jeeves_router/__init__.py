@@ -64,7 +64,6 @@ from .events import (
     RunCompleted,
     RunFailed,
     RunStarted,
-    StreamRestarted,
     TextDelta,
     ToolCalled,
     ToolResult,
@@ -101,7 +100,10 @@ _LAZY = {
 
 
 def __getattr__(name: str) -> object:
-    """Names whose modules need an optional extra are imported on first use."""
+    """Names whose modules need an optional extra are imported on first use.
+
+    They are left out of ``__all__``, so ``from jeeves_router import *`` works without the extra.
+    """
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'jeeves_router' has no attribute {name!r}")
@@ -118,7 +120,6 @@ __all__ = [
     "few_shot_turns",
     "CascadeClassifier",
     "CascadeStats",
-    "EmbeddingClassifier",
     "JournalRuntime",
     "SQLiteJournal",
     "MemoryJournal",
@@ -155,7 +156,6 @@ __all__ = [
     "HistoryMode",
     "InMemorySessionStore",
     "SessionStore",
-    "StreamRestarted",
     "event_adapter",
     "Agent",
     "AnthropicModel",

@@ -209,8 +209,8 @@ class Agent:
         """Handle one request, yielding typed events as they happen.
 
         Use ``async for ev in agent.stream(p)`` or ``async with agent.stream(p) as events``.
-        A failure ends the stream with a ``run.failed`` event (it is not raised); the
-        stream's :attr:`RunStream.result` and :attr:`RunStream.error` tell the outcome.
+        A failed run yields its ``run.failed`` event, then raises the failure from the
+        iteration, exactly as :meth:`run` raises it (also kept in :attr:`RunStream.error`).
         """
         ctx = self._context(prompt, session_id, history, context, force_route, options)
         return RunStream(self, ctx)
@@ -287,9 +287,9 @@ class RunStream:
             return await self._gen.__anext__()
         except StopAsyncIteration:
             raise
-        except Exception as exc:  # already reported as a run.failed event
+        except Exception as exc:  # raised after its run.failed event, as run() raises it
             self.error = exc
-            raise StopAsyncIteration from None
+            raise
 
     async def aclose(self) -> None:
         """Stop the run and release its resources."""

@@ -41,9 +41,7 @@ class Sleeps:
 
 
 def openai_model(server: LoopbackServer, sleeps: Sleeps) -> OpenAIModel:
-    return OpenAIModel(
-        "gpt-4.1-mini", client=server.openai_client(), retry=POLICY, sleep=sleeps, rng=random.Random(0)
-    )
+    return OpenAIModel("gpt-4.1-mini", client=server.openai_client(), retry=POLICY, sleep=sleeps, rng=random.Random(0))
 
 
 # -- 1. retries multiply ------------------------------------------------------------------
@@ -252,11 +250,7 @@ async def test_7_a_generator_route_table_reaches_the_classifier() -> None:
 
 
 def test_7_star_import_works_without_numpy() -> None:
-    code = (
-        "import sys; sys.modules['numpy'] = None\n"
-        "from jeeves_router import *\n"
-        "assert 'Agent' in dir()\n"
-    )
+    code = "import sys; sys.modules['numpy'] = None\nfrom jeeves_router import *\nassert 'Agent' in dir()\n"
     proc = subprocess.run(
         [sys.executable, "-c", code], cwd=ROOT, env={"PYTHONPATH": str(ROOT)}, capture_output=True, text=True
     )

@@ -23,6 +23,7 @@ LAYERS: list[tuple[str, int]] = [
     ("models", 2),
     ("tools", 2),
     ("runtime", 2),
+    ("ledger", 2),
     ("classify", 3),
     ("recovery", 3),
     ("agent", 4),

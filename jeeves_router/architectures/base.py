@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from ..classify.types import Classifier, ClassifyRequest, ClassifyResult
 from ..events import Event
+from ..ledger import Ledger
 from ..messages import Message, ToolCallPart
 from ..models.base import Model, ModelRequest, ModelStreamItem
 from ..results import RunResult
@@ -19,6 +20,8 @@ if TYPE_CHECKING:
     from ..tools import Handoff
 
 __all__ = ["Architecture", "RunContext"]
+
+T = TypeVar("T")
 
 
 @dataclass(slots=True, eq=False)
@@ -39,6 +42,7 @@ class RunContext:
         result: Set by the architecture before it finishes.
         handoff: Set by the tool loop when a tool returned a Handoff.
         resume_run: Set by :meth:`Agent.resume` only: the recorded run to replay.
+        ledger: The root run's attempt ledger, shared by every child run.
     """
 
     agent: Agent
@@ -54,6 +58,7 @@ class RunContext:
     result: RunResult | None = None
     handoff: Handoff | None = None
     resume_run: str | None = None
+    ledger: Ledger = field(default_factory=Ledger)
     _step: int = 0
 
     def child(
@@ -76,6 +81,7 @@ class RunContext:
             run_id=self.run_id,
             runtime=self.runtime,
             options=dict(self.options.get("child_options", {})),
+            ledger=self.ledger,
         )
 
     def next_key(self, name: str) -> StepKey:
@@ -91,16 +97,31 @@ class RunContext:
         return self.runtime.model_stream(self.next_key(name), model, request)
 
     async def call_tool(self, tool: Tool, call: ToolCallPart) -> ToolOutcome:
-        """Run one tool call through the runtime."""
+        """Run one tool call through the runtime, unless it already completed in this run.
+
+        A framework retry runs a step again under the same keys; a call of the same tool
+        with the same arguments that completed under this key is answered from the
+        run's ledger, so a retry never executes a completed side effect twice.
+        """
+        key = self.next_key(f"tool:{tool.name}")
+        done = self.ledger.completed_call(key.session_id, key.index, tool.name, call.arguments)
+        if done is not None:
+            return done
         tctx = ToolContext(self.session_id, self.path, self.context)
 
         async def perform() -> ToolOutcome:
             return await tool.call(call.arguments, tctx)
 
-        key = self.next_key(f"tool:{tool.name}")
-        return await self.runtime.step(
+        outcome = await self.runtime.step(
             key, {"id": call.id, "name": call.name, "arguments": dict(call.arguments)}, perform
         )
+        if not outcome.is_error:
+            self.ledger.complete_call(key.session_id, key.index, tool.name, call.arguments, outcome)
+        return outcome
+
+    async def record(self, name: str, input: Any, fn: Callable[[], Awaitable[T]]) -> T:
+        """Run any other step whose result a replay must see again (e.g. a sticky-session lookup)."""
+        return await self.runtime.step(self.next_key(name), input, fn)
 
     async def classify(
         self, classifier: Classifier, request: ClassifyRequest, *, name: str = "classify"

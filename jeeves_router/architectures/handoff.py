@@ -39,7 +39,8 @@ from .handoff_graph import HandoffGraph, build_graph
 from .handoff_run import ChainRun
 from .handoff_session import SessionStore
 from .handoff_tools import HistoryMode, announces_handoff, classify_tool
-from .routes import RouterRoute, check_fallback, check_route_table, check_unit_interval
+from .router import within_contract
+from .routes import RouterRoute, check_child_runtimes, check_fallback, check_route_table, check_unit_interval
 
 if TYPE_CHECKING:
     from ..agent import Agent
@@ -138,7 +139,8 @@ class HandoffRouter:
     # -- Architecture protocol ------------------------------------------------------------
 
     def validate(self, agent: Agent) -> None:
-        """The router agent needs a model and a name that no route uses."""
+        """The router agent needs a model and a name that no route uses; specialists share its runtime."""
+        check_child_runtimes(agent, self.routes)
         if agent.model is None:
             raise UsageError(f"handoff router agent {agent.name!r} has no model: pass model=... to its Agent")
         if normalize_route_name(agent.name) in {normalize_route_name(n) for n in self._by_name}:
@@ -219,7 +221,7 @@ class HandoffRouter:
         return "\n\n".join(p for p in parts if p), last_turns(ctx.history, self.history_turns), ctx.prompt
 
     def decide(self, handoff: Handoff) -> RouteDecision:
-        """Threshold and fallback applied to a ``classify_as_<route>`` handoff."""
+        """Threshold and fallback applied to a ``classify_as_<route>`` handoff (as the Router decides)."""
         confidence = handoff.confidence if handoff.confidence is not None else self.on_missing_confidence
         route = handoff.target if handoff.target in self._by_name else None
         status: ParseStatus
@@ -237,4 +239,5 @@ class HandoffRouter:
             reason=handoff.reason,
             requested=handoff.target,
         )
+        c = within_contract(c, self._by_name)  # an out-of-range confidence goes to the fallback
         return resolve_route(c, threshold=self.threshold, fallback=self.fallback_route, routes=self._by_name)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import AsyncGenerator
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from .._aio import aclosing
@@ -63,7 +64,10 @@ class ChainRun(VisitRunner):
             if ctx.options.get("reset_sticky"):
                 await store.delete(ctx.session_id)
             else:
-                last = await store.get(ctx.session_id)
+                # Journaled like any step, so resuming a sticky turn follows the recorded
+                # decision instead of asking a session store that a new process has lost.
+                last = await ctx.record("sticky", {"session_id": ctx.session_id}, partial(store.get, ctx.session_id))
+                self.steps[ctx.session_id] = ctx._step
                 if last is not None and last in g.nodes and last != g.entry:
                     current, self.sticky = last, True
                     yield HandoffCompleted(

@@ -17,7 +17,6 @@ from __future__ import annotations
 import copy
 import functools
 import json
-import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -152,16 +151,15 @@ def flatten_tool_turns(messages: Sequence[Message]) -> list[Message]:
     return out
 
 
-def _check_confidence(confidence: float | None) -> None:
-    if confidence is not None and (math.isnan(confidence) or not 0.0 <= confidence <= 1.0):
-        raise ValueError(f"confidence must be a number within [0, 1], got {confidence}")
-
-
 def classify_tool(name: str, description: str = "", examples: Sequence[str] = ()) -> Tool:
-    """The ``classify_as_<name>`` tool: returns ``Handoff(target=name, reason, confidence)``."""
+    """The ``classify_as_<name>`` tool: returns ``Handoff(target=name, reason, confidence)``.
+
+    The confidence is passed on as given: the router's decision (the same contract check
+    and :func:`~jeeves_router.classify.resolve.resolve_route` as :class:`Router`) sends a
+    confidence outside [0, 1] to the fallback instead of re-prompting the model.
+    """
 
     async def classify(reason: str, confidence: float | None = None) -> Handoff:
-        _check_confidence(confidence)
         return Handoff(target=name, reason=reason, confidence=confidence)
 
     text = f"Route the request to '{name}'"

@@ -211,6 +211,7 @@ class ToolLoop:
                 yield rec.retry_event(f)
                 await rec.backoff(f)
                 continue
+            ctx.ledger.spent(ctx.path, response.usage)
             if rec is not None:
                 rec.succeeded("model")
             box.append(response)

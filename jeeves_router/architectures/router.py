@@ -15,7 +15,7 @@ Without recovery a specialist's exception reaches the caller unchanged, with its
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Collection, Mapping, Sequence
 from dataclasses import replace
 from functools import partial
 from typing import TYPE_CHECKING
@@ -43,15 +43,43 @@ from ..results import RunResult
 from ..usage import Usage
 from ._recovery import RecoveryRun, RecoveryStop, recovery_for, retrying
 from .base import RunContext
-from .routes import RouterRoute, check_fallback, check_route_table, check_unit_interval
+from .routes import RouterRoute, check_child_runtimes, check_fallback, check_route_table, check_unit_interval
 
 if TYPE_CHECKING:
     from ..agent import Agent
 
-__all__ = ["Router", "RouterRoute", "CLASSIFIER_USAGE_KEY"]
+__all__ = ["Router", "RouterRoute", "CLASSIFIER_USAGE_KEY", "within_contract"]
 
 #: Key of the classifier's usage in ``RunResult.usage_by_route`` (not a valid route name).
 CLASSIFIER_USAGE_KEY = "<classifier>"
+
+
+def within_contract(c: Classification, allowed: Collection[str]) -> Classification:
+    """``c``, or a failed classification when a classifier answered outside its contract.
+
+    Any classifier may be plugged in (embedded, cascade, tool-call, custom), so its answer is
+    checked before :func:`resolve_route` decides: a route outside the declared set is
+    ``unknown_route``; a confidence that is not a number within [0, 1] is
+    ``invalid_confidence`` — the decision then takes the fallback, never the route.
+    """
+    if c.route is not None and c.route not in allowed:
+        return replace(c, route=None, confidence=0.0, status="unknown_route", requested=c.route)
+    if not c.ok:
+        return c
+    conf = c.confidence
+    if isinstance(conf, bool) or not isinstance(conf, (int, float)) or not 0.0 <= conf <= 1.0:  # NaN fails too
+        return replace(c, route=None, confidence=0.0, status="invalid_confidence", requested=c.route)
+    return c
+
+
+def with_failed_usage(result: RunResult, failed: Mapping[str, Usage]) -> RunResult:
+    """``result`` with the usage of failed attempts added to ``usage`` and ``usage_by_route``."""
+    by_route = dict(result.usage_by_route)
+    total = result.usage
+    for name, u in failed.items():
+        by_route[name] = by_route.get(name, Usage()) + u
+        total = total + u
+    return replace(result, usage=total, usage_by_route=by_route)
 
 
 class Router:
@@ -114,7 +142,7 @@ class Router:
             raise UsageError(f"recovery must be a Recovery(...) object, got {type(recovery).__name__}")
         self.recovery = recovery
         self._classifier: Classifier | None = classifier
-        self.specs: tuple[RouteSpec, ...] = tuple(r.spec for r in routes)
+        self.specs: tuple[RouteSpec, ...] = tuple(r.spec for r in self.routes)
         if classifier is None and classifier_model is not None:
             self._classifier = self._llm_classifier(classifier_model)
 
@@ -130,7 +158,8 @@ class Router:
     # -- Architecture protocol ----------------------------------------------------------
 
     def validate(self, agent: Agent) -> None:
-        """A router agent needs a model unless it has its own classifier."""
+        """A router agent needs a model unless it has its own classifier; specialists share its runtime."""
+        check_child_runtimes(agent, self.routes)
         if self._classifier is None and agent.model is None:
             raise UsageError(
                 f"router agent {agent.name!r} has no model for its classifier: pass model=..., "
@@ -160,13 +189,7 @@ class Router:
         history = ctx.history[-self.history_turns :] if self.history_turns else ()
         request = ClassifyRequest(ctx.prompt, specs, history=history, context=ctx.context, feedback=feedback)
         result = await ctx.classify(self.classifier_for(agent), request)
-        c = result.classification
-        allowed = {s.name for s in specs}
-        if c.route is not None and c.route not in allowed:
-            # A classifier answered outside the declared set: never dispatch it.
-            bad = replace(c, route=None, confidence=0.0, status="unknown_route", requested=c.route)
-            result = replace(result, classification=bad)
-        return result
+        return replace(result, classification=within_contract(result.classification, {s.name for s in specs}))
 
     def decide(self, c: Classification, *, exclude: Sequence[str] = ()) -> RouteDecision:
         """Threshold and fallback applied to ``c``."""
@@ -216,6 +239,7 @@ class Router:
     async def _flow(self, agent: Agent, ctx: RunContext, rec: RecoveryRun | None) -> AsyncGenerator[Event, None]:
         sid, path = ctx.session_id, ctx.path
         usage = Usage()
+        failed_usage: dict[str, Usage] = {}  # what failed dispatch attempts spent, by route
         excluded: list[str] = []
         feedback: str | None = None
         while True:
@@ -234,8 +258,9 @@ class Router:
                             yield ev
                     cres = box[0]
                 usage = usage + cres.usage
+                ctx.ledger.spent((*path, CLASSIFIER_USAGE_KEY), cres.usage)
                 if rec is not None:
-                    rec.usage = usage
+                    rec.usage = usage + sum(failed_usage.values(), Usage())
                 c = cres.classification
                 confidence = c.confidence if c.ok else None
                 yield self.classified_event(ctx, cres)
@@ -279,6 +304,7 @@ class Router:
                 if rec is not None:
                     rec.begin(operation)
                 streamed = False
+                mark = ctx.ledger.mark()
                 try:
                     async with aclosing(self.dispatch(agent, ctx, decision, usage, confidence)) as events:
                         async for ev in events:
@@ -287,6 +313,9 @@ class Router:
                 except Exception as exc:
                     if rec is None:
                         raise
+                    lost = ctx.ledger.since(mark, (*path, route.name))
+                    failed_usage[route.name] = failed_usage.get(route.name, Usage()) + lost
+                    rec.usage = rec.usage + lost
                     f = rec.fail(
                         exc,
                         operation=operation,
@@ -312,6 +341,8 @@ class Router:
                     if excluded and ctx.result is not None:
                         meta = {**ctx.result.metadata, "excluded_routes": tuple(excluded)}
                         ctx.result = replace(ctx.result, metadata=meta)
+                if failed_usage and ctx.result is not None:
+                    ctx.result = with_failed_usage(ctx.result, failed_usage)
                 return
 
     async def dispatch(
