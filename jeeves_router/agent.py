@@ -8,14 +8,13 @@ from types import TracebackType
 from typing import Any
 
 import anyio
-import structlog
 
 from ._aio import aclosing
-from .architectures.base import Architecture, RunContext
+from .architectures.base import Architecture, RunContext, run_child
 from .architectures.handoff_chain import HandoffChain
 from .architectures.react import ToolLoop
-from .errors import RunError, UsageError
-from .events import Event, RunCompleted, RunFailed, RunStarted
+from .errors import UsageError
+from .events import Event
 from .ids import new_session_id, validate_route_name
 from .messages import Message
 from .models.base import Model
@@ -25,8 +24,6 @@ from .runtime import PASS_THROUGH, Runtime
 from .tools import Tool, as_tool
 
 __all__ = ["Agent", "RunStream"]
-
-log = structlog.get_logger(__name__)
 
 
 class Agent:
@@ -139,30 +136,12 @@ class Agent:
             prepare(self, ctx)
         return ctx
 
-    async def _events(self, ctx: RunContext) -> AsyncIterator[Event]:
-        """All events of one run of this agent; sets ``ctx.result``; re-raises failures."""
+    def _events(self, ctx: RunContext) -> AsyncIterator[Event]:
+        """All events of one root run of this agent; sets ``ctx.result``; re-raises failures."""
         observe = getattr(ctx.runtime, "observe_run", None)
-        if observe is not None and ctx.run_id == "0":  # a journaling runtime records root runs (and sets run_id)
-            async with aclosing(observe(ctx, self._events)) as observed:
-                async for ev in observed:
-                    yield ev
-            return
-        sid, path = ctx.session_id, ctx.path
-        yield RunStarted(session_id=sid, path=path, agent=self.name, prompt=ctx.prompt)
-        try:
-            async with aclosing(self.architecture.run(self, ctx)) as events:
-                async for ev in events:
-                    yield ev
-        except Exception as exc:
-            severity = exc.severity if isinstance(exc, RunError) else None
-            log.warning("run failed", session_id=sid, path=path, error_type=type(exc).__name__)
-            yield RunFailed(
-                session_id=sid, path=path, error_type=type(exc).__name__, message=str(exc), severity=severity
-            )
-            raise
-        if ctx.result is None:
-            raise RuntimeError(f"architecture {type(self.architecture).__name__} ended without a result")
-        yield RunCompleted(session_id=sid, path=path, result=ctx.result)
+        if observe is not None:  # a journaling runtime records root runs (and sets run_id)
+            return observe(ctx, run_child)  # type: ignore[no-any-return]
+        return run_child(self, ctx)
 
     async def run(
         self,

@@ -24,6 +24,7 @@ LAYERS: list[tuple[str, int]] = [
     ("tools", 2),
     ("runtime", 2),
     ("ledger", 2),
+    ("actor", 2),
     ("classify", 3),
     ("recovery", 3),
     ("agent", 4),
@@ -120,3 +121,11 @@ def test_library_never_imports_testing(module: str, path: Path) -> None:
 @pytest.mark.parametrize(("module", "path"), MODULES, ids=[m for m, _ in MODULES])
 def test_no_blocking_sleep(module: str, path: Path) -> None:
     assert "time.sleep(" not in path.read_text(), f"{module} calls time.sleep"
+
+
+@pytest.mark.parametrize(("module", "path"), MODULES, ids=[m for m, _ in MODULES])
+def test_architectures_never_import_the_agent(module: str, path: Path) -> None:
+    """No cycle between ``agent`` and the architectures, not even a type-only one: they use ``actor.Actor``."""
+    if module.split(".")[0] != "architectures":
+        return
+    assert all(t.split(".")[0] != "agent" for t, _ in imports_of(module, path)), f"{module} imports agent"

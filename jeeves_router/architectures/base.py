@@ -6,8 +6,12 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
+import structlog
+
+from .._aio import aclosing
 from ..classify.types import Classifier, ClassifyRequest, ClassifyResult
-from ..events import Event
+from ..errors import RunError
+from ..events import Event, RunCompleted, RunFailed, RunStarted
 from ..ledger import Ledger
 from ..messages import Message, ToolCallPart
 from ..models.base import Model, ModelRequest, ModelStreamItem
@@ -16,10 +20,12 @@ from ..runtime import PASS_THROUGH, Runtime, StepKey
 from ..tools import Tool, ToolContext, ToolOutcome
 
 if TYPE_CHECKING:
-    from ..agent import Agent
+    from ..actor import Actor
     from ..tools import Handoff
 
-__all__ = ["Architecture", "RunContext"]
+__all__ = ["Architecture", "RunContext", "run_child"]
+
+log = structlog.get_logger(__name__)
 
 T = TypeVar("T")
 
@@ -45,7 +51,7 @@ class RunContext:
         ledger: The root run's attempt ledger, shared by every child run.
     """
 
-    agent: Agent
+    agent: Actor
     session_id: str
     path: tuple[str, ...]
     prompt: str
@@ -63,7 +69,7 @@ class RunContext:
 
     def child(
         self,
-        agent: Agent,
+        agent: Actor,
         *,
         session_id: str,
         path: tuple[str, ...],
@@ -145,10 +151,50 @@ class Architecture(Protocol):
     ``run`` is an async generator of events; it must set ``ctx.result`` before it ends.
     """
 
-    def validate(self, agent: Agent) -> None:
+    def validate(self, agent: Actor) -> None:
         """Check the architecture fits ``agent``; raise UsageError otherwise."""
         ...
 
-    def run(self, agent: Agent, ctx: RunContext) -> AsyncIterator[Event]:
+    def run(self, agent: Actor, ctx: RunContext) -> AsyncIterator[Event]:
         """Execute one run, yielding its events."""
         ...
+
+
+async def run_child(
+    agent: Actor, ctx: RunContext, *, architecture: Architecture | None = None, announce: bool = True
+) -> AsyncIterator[Event]:
+    """Run ``agent`` on ``ctx`` and emit its run events: the one place that does it.
+
+    Every run — the root run of :meth:`Agent.run`, a routed specialist, a handoff target,
+    a capability agent — goes through here, so ``run.started`` and then ``run.completed``
+    (with the result) or ``run.failed`` (then the exception is re-raised, with its type)
+    are emitted exactly once per run.
+
+    Args:
+        agent: The agent to run.
+        ctx: Its run context; ``ctx.result`` is set when the run completes.
+        architecture: Run this architecture instead of ``agent.architecture`` (a handoff
+            chain runs the architecture its chain wraps).
+        announce: ``False`` for a turn that continues the enclosing run under the same
+            session and path (its events belong to that run).
+    """
+    arch = agent.architecture if architecture is None else architecture
+    if not announce:
+        async with aclosing(arch.run(agent, ctx)) as inner:
+            async for ev in inner:
+                yield ev
+        return
+    sid, path = ctx.session_id, ctx.path
+    yield RunStarted(session_id=sid, path=path, agent=agent.name, prompt=ctx.prompt)
+    try:
+        async with aclosing(arch.run(agent, ctx)) as events:
+            async for ev in events:
+                yield ev
+    except Exception as exc:
+        severity = exc.severity if isinstance(exc, RunError) else None
+        log.warning("run failed", session_id=sid, path=path, error_type=type(exc).__name__)
+        yield RunFailed(session_id=sid, path=path, error_type=type(exc).__name__, message=str(exc), severity=severity)
+        raise
+    if ctx.result is None:
+        raise RuntimeError(f"architecture {type(arch).__name__} ended without a result")
+    yield RunCompleted(session_id=sid, path=path, result=ctx.result)

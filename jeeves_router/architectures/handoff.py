@@ -25,7 +25,6 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ValidationError
 
-from .._aio import aclosing
 from ..classify.parser import normalize_route_name
 from ..classify.resolve import RouteDecision, resolve_route
 from ..classify.types import Classification, ParseStatus
@@ -43,7 +42,7 @@ from .router import within_contract
 from .routes import RouterRoute, check_child_runtimes, check_fallback, check_route_table, check_unit_interval
 
 if TYPE_CHECKING:
-    from ..agent import Agent
+    from ..actor import Actor
 
 __all__ = ["HandoffRouter", "last_turns"]
 
@@ -138,7 +137,7 @@ class HandoffRouter:
 
     # -- Architecture protocol ------------------------------------------------------------
 
-    def validate(self, agent: Agent) -> None:
+    def validate(self, agent: Actor) -> None:
         """The router agent needs a model and a name that no route uses; specialists share its runtime."""
         check_child_runtimes(agent, self.routes)
         if agent.model is None:
@@ -146,7 +145,7 @@ class HandoffRouter:
         if normalize_route_name(agent.name) in {normalize_route_name(n) for n in self._by_name}:
             raise UsageError(f"router agent name {agent.name!r} is also a route name; rename one of them")
 
-    def graph(self, agent: Agent) -> HandoffGraph:
+    def graph(self, agent: Actor) -> HandoffGraph:
         """The chain: the router node, the routes, and every agent they may hand off to."""
         return build_graph(
             agent,
@@ -156,7 +155,7 @@ class HandoffRouter:
             fallback=self.fallback_route,
         )
 
-    def prepare(self, agent: Agent, ctx: RunContext) -> None:
+    def prepare(self, agent: Actor, ctx: RunContext) -> None:
         """Check the per-run options and the context before the run starts."""
         if ctx.force_route is not None and ctx.force_route not in self._by_name:
             raise UsageError(f"force_route {ctx.force_route!r} is not a route; routes: {', '.join(self._by_name)}")
@@ -172,12 +171,9 @@ class HandoffRouter:
         if self.settings.store is not None:
             await self.settings.store.delete(session_id)
 
-    async def run(self, agent: Agent, ctx: RunContext) -> AsyncGenerator[Event, None]:
+    def run(self, agent: Actor, ctx: RunContext) -> AsyncGenerator[Event, None]:
         """Classify by tool call, dispatch, follow handoffs; yields every agent's events."""
-        chain = ChainRun(self.graph(agent), self.settings, agent, ctx, hooks=self)
-        async with aclosing(chain.run()) as events:
-            async for ev in events:
-                yield ev
+        return ChainRun(self.graph(agent), self.settings, agent, ctx, hooks=self).run()
 
     # -- RouterHooks ------------------------------------------------------------------------
 
@@ -196,7 +192,7 @@ class HandoffRouter:
         return json.dumps(data, default=str, ensure_ascii=False, sort_keys=True)
 
     def router_turn(
-        self, agent: Agent, ctx: RunContext, handed_back: tuple[str, str | None] | None, context: Mapping[str, Any]
+        self, agent: Actor, ctx: RunContext, handed_back: tuple[str, str | None] | None, context: Mapping[str, Any]
     ) -> tuple[str, tuple[Message, ...], str]:
         """``(instructions, history, prompt)`` of a router turn."""
         parts = [agent.instructions.strip(), _ROUTER_RULES]

@@ -19,7 +19,6 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator, Callable, Sequence
 from typing import TYPE_CHECKING
 
-from .._aio import aclosing
 from ..errors import UsageError
 from ..events import Event
 from .base import Architecture, RunContext
@@ -31,7 +30,7 @@ from .handoff_visit import ChainSettings
 from .react import ToolLoop
 
 if TYPE_CHECKING:
-    from ..agent import Agent
+    from ..actor import Actor
 
 __all__ = ["HandoffChain", "chain_settings"]
 
@@ -111,11 +110,11 @@ class HandoffChain:
             session_store=session_store,
         )
 
-    def validate(self, agent: Agent) -> None:
+    def validate(self, agent: Actor) -> None:
         """Check the wrapped architecture fits ``agent`` (handoff names resolve per run)."""
         self.wraps.validate(agent)
 
-    def graph(self, agent: Agent) -> HandoffGraph:
+    def graph(self, agent: Actor) -> HandoffGraph:
         """The chain reachable from ``agent``.
 
         Raises:
@@ -123,7 +122,7 @@ class HandoffChain:
         """
         return build_graph(agent, fallback=self.fallback)
 
-    def prepare(self, agent: Agent, ctx: RunContext) -> None:
+    def prepare(self, agent: Actor, ctx: RunContext) -> None:
         """Resolve the chain before the run starts, so naming mistakes fail early."""
         if ctx.force_route is not None:
             raise UsageError("force_route is for routers; a handoff chain starts with its own agent")
@@ -134,9 +133,6 @@ class HandoffChain:
         if self.settings.store is not None:
             await self.settings.store.delete(session_id)
 
-    async def run(self, agent: Agent, ctx: RunContext) -> AsyncGenerator[Event, None]:
+    def run(self, agent: Actor, ctx: RunContext) -> AsyncGenerator[Event, None]:
         """Visit agents until one answers; yields every agent's events and the handoff events."""
-        chain = ChainRun(self.graph(agent), self.settings, agent, ctx)
-        async with aclosing(chain.run()) as events:
-            async for ev in events:
-                yield ev
+        return ChainRun(self.graph(agent), self.settings, agent, ctx).run()

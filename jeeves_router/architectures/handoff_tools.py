@@ -27,7 +27,7 @@ from ..messages import Message, TextPart, ToolCallPart, ToolResultPart, user
 from ..tools import Handoff, Tool, ToolContext, ToolOutcome
 
 if TYPE_CHECKING:
-    from ..agent import Agent
+    from ..actor import Actor
     from .base import Architecture
 
 __all__ = [
@@ -201,13 +201,13 @@ class GuardedTool(Tool):
 
 
 def agent_view(
-    agent: Agent,
+    agent: Actor,
     *,
     tools: Sequence[Tool],
     architecture: Architecture,
     instructions: str | None = None,
     temperature: float | None = None,
-) -> Agent:
+) -> Actor:
     """A shallow copy of ``agent`` with other tools and architecture (``agent`` is untouched)."""
     view = copy.copy(agent)
     view.tool_map = {t.name: t for t in tools}

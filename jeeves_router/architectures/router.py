@@ -41,12 +41,12 @@ from ..recovery.config import Recovery
 from ..recovery.ladder import Action
 from ..results import RunResult
 from ..usage import Usage
-from ._recovery import RecoveryRun, RecoveryStop, recovery_for, retrying
-from .base import RunContext
+from ._recovery import Failure, RecoveryRun, RecoveryStop, recovery_for
+from .base import RunContext, run_child
 from .routes import RouterRoute, check_child_runtimes, check_fallback, check_route_table, check_unit_interval
 
 if TYPE_CHECKING:
-    from ..agent import Agent
+    from ..actor import Actor
 
 __all__ = ["Router", "RouterRoute", "CLASSIFIER_USAGE_KEY", "within_contract"]
 
@@ -157,7 +157,7 @@ class Router:
 
     # -- Architecture protocol ----------------------------------------------------------
 
-    def validate(self, agent: Agent) -> None:
+    def validate(self, agent: Actor) -> None:
         """A router agent needs a model unless it has its own classifier; specialists share its runtime."""
         check_child_runtimes(agent, self.routes)
         if self._classifier is None and agent.model is None:
@@ -166,12 +166,12 @@ class Router:
                 "classifier_model=... or classifier=..."
             )
 
-    def prepare(self, agent: Agent, ctx: RunContext) -> None:
+    def prepare(self, agent: Actor, ctx: RunContext) -> None:
         """Check per-run options before the run starts."""
         if ctx.force_route is not None and ctx.force_route not in self._by_name:
             raise UsageError(f"force_route {ctx.force_route!r} is not a route; routes: {', '.join(self._by_name)}")
 
-    def classifier_for(self, agent: Agent) -> Classifier:
+    def classifier_for(self, agent: Actor) -> Classifier:
         """The classifier used for ``agent`` (built from its model on first use)."""
         if self._classifier is None:
             self._classifier = self._llm_classifier(agent.resolved_model())
@@ -182,7 +182,7 @@ class Router:
         return self._by_name[name]
 
     async def classify(
-        self, agent: Agent, ctx: RunContext, *, exclude: Sequence[str] = (), feedback: str | None = None
+        self, agent: Actor, ctx: RunContext, *, exclude: Sequence[str] = (), feedback: str | None = None
     ) -> ClassifyResult:
         """Classify ``ctx.prompt`` (through the runtime); never returns an undeclared route."""
         specs = self.specs if not exclude else tuple(s for s in self.specs if s.name not in exclude)
@@ -218,7 +218,7 @@ class Router:
             model_calls_saved=result.model_calls_saved,
         )
 
-    def run(self, agent: Agent, ctx: RunContext) -> AsyncGenerator[Event, None]:
+    def run(self, agent: Actor, ctx: RunContext) -> AsyncGenerator[Event, None]:
         """Classify, decide, dispatch; yields router events and the specialist's events."""
         hooks = [agent.classify_error, *(r.classify_error for r in self.routes), *(r.retry_policy for r in self.routes)]
         config = recovery_for(self.recovery, *hooks)
@@ -226,17 +226,15 @@ class Router:
             return self._flow(agent, ctx, None)
         return self._run_recovering(agent, ctx, RecoveryRun(config, ctx, can_escalate=len(ctx.path) > 1))
 
-    async def _run_recovering(self, agent: Agent, ctx: RunContext, rec: RecoveryRun) -> AsyncGenerator[Event, None]:
+    async def _run_recovering(self, agent: Actor, ctx: RunContext, rec: RecoveryRun) -> AsyncGenerator[Event, None]:
         try:
             async with aclosing(self._flow(agent, ctx, rec)) as events:
                 async for ev in events:
                     yield ev
         except RecoveryStop as stop:
-            async with aclosing(rec.stopped(stop, route=stop.failure.route)) as report_events:
-                async for ev in report_events:
-                    yield ev
+            yield await rec.stopped(stop, route=stop.failure.route)
 
-    async def _flow(self, agent: Agent, ctx: RunContext, rec: RecoveryRun | None) -> AsyncGenerator[Event, None]:
+    async def _flow(self, agent: Actor, ctx: RunContext, rec: RecoveryRun | None) -> AsyncGenerator[Event, None]:
         sid, path = ctx.session_id, ctx.path
         usage = Usage()
         failed_usage: dict[str, Usage] = {}  # what failed dispatch attempts spent, by route
@@ -251,12 +249,13 @@ class Router:
                 if rec is None:
                     cres = await classify()
                 else:
-                    box: list[ClassifyResult] = []
-                    steps = retrying(rec, "classify", classify, box, hooks=(agent.classify_error,))
-                    async with aclosing(steps) as cevents:
-                        async for ev in cevents:
-                            yield ev
-                    cres = box[0]
+                    hooks = (agent.classify_error,)
+                    out = await rec.call("classify", classify, hooks=hooks)
+                    while isinstance(out, Failure):
+                        yield rec.retry_event(out)
+                        await rec.backoff(out)
+                        out = await rec.call("classify", classify, after=out, hooks=hooks)
+                    cres = out
                 usage = usage + cres.usage
                 ctx.ledger.spent((*path, CLASSIFIER_USAGE_KEY), cres.usage)
                 if rec is not None:
@@ -346,7 +345,7 @@ class Router:
                 return
 
     async def dispatch(
-        self, agent: Agent, ctx: RunContext, decision: RouteDecision, classifier_usage: Usage, confidence: float | None
+        self, agent: Actor, ctx: RunContext, decision: RouteDecision, classifier_usage: Usage, confidence: float | None
     ) -> AsyncIterator[Event]:
         """Run the decided route's agent under its child session id and set ``ctx.result``."""
         assert decision.route is not None
@@ -360,7 +359,7 @@ class Router:
             forced=ctx.force_route is not None,
         )
         child = ctx.child(route.agent, session_id=child_sid, path=(*ctx.path, route.name))
-        async with aclosing(route.agent._events(child)) as events:
+        async with aclosing(run_child(route.agent, child)) as events:
             async for ev in events:
                 yield ev
         res = child.result

@@ -15,7 +15,7 @@ from ..recovery.classify import ErrorHook
 from ..runtime import Runtime
 
 if TYPE_CHECKING:
-    from ..agent import Agent
+    from ..actor import Actor
 
 __all__ = ["RouterRoute", "check_route_table", "check_fallback", "check_unit_interval", "check_child_runtimes"]
 
@@ -29,7 +29,7 @@ class RouterRoute:
     """
 
     name: str
-    agent: Agent
+    agent: Actor
     description: str = ""
     examples: Sequence[str] = field(default=())
     classify_error: ErrorHook | None = None
@@ -80,7 +80,7 @@ def check_unit_interval(label: str, value: object) -> float:
     return float(value)
 
 
-def check_child_runtimes(agent: Agent, routes: Sequence[RouterRoute]) -> None:
+def check_child_runtimes(agent: Actor, routes: Sequence[RouterRoute]) -> None:
     """Refuse a routed specialist that has a runtime of its own.
 
     A specialist runs as part of its router's run, through the router agent's runtime

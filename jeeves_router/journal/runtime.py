@@ -63,7 +63,7 @@ from .records import (
 )
 
 if TYPE_CHECKING:
-    from ..agent import Agent
+    from ..actor import Actor
     from ..architectures.base import RunContext
 
 __all__ = ["JournalRuntime", "ResumePoint", "UnknownToolPolicy", "current_idempotency_key"]
@@ -157,16 +157,16 @@ class JournalRuntime(Runtime):
     # -- runs -------------------------------------------------------------------------------
 
     async def observe_run(
-        self, ctx: RunContext, events: Callable[[RunContext], AsyncIterator[Event]]
+        self, ctx: RunContext, run: Callable[[Actor, RunContext], AsyncIterator[Event]]
     ) -> AsyncIterator[Event]:
-        """Run ``events(ctx)`` as a journaled root run: record its start, events and end.
+        """Run ``run(ctx.agent, ctx)`` as a journaled root run: record its start, events and end.
 
         Called by :class:`~jeeves_router.Agent` for root runs; sets ``ctx.run_id``.
         """
         state = await self._begin(ctx)
         adapter = event_adapter()
         try:
-            async with aclosing(events(ctx)) as stream:  # type: ignore[type-var]
+            async with aclosing(run(ctx.agent, ctx)) as stream:  # type: ignore[type-var]
                 async for ev in stream:
                     if self.record_events:
                         rec = EventRecord(attempt=state.attempt, event=adapter.dump_python(ev, mode="json"))
@@ -238,7 +238,7 @@ class JournalRuntime(Runtime):
         for key in [k for k in self._indexes if k[1] == run_id]:
             del self._indexes[key]
 
-    async def resume_point(self, agent: Agent, session_id: str, run_id: str | None = None) -> ResumePoint:
+    async def resume_point(self, agent: Actor, session_id: str, run_id: str | None = None) -> ResumePoint:
         """The run :meth:`Agent.resume` should run: ``run_id``, else the last unfinished one, else the last one.
 
         Raises:
