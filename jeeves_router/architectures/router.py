@@ -15,7 +15,7 @@ Without recovery a specialist's exception reaches the caller unchanged, with its
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, AsyncIterator, Collection, Mapping, Sequence
+from collections.abc import AsyncGenerator, Collection, Mapping, Sequence
 from dataclasses import replace
 from functools import partial
 from typing import TYPE_CHECKING
@@ -304,8 +304,11 @@ class Router:
                     rec.begin(operation)
                 streamed = False
                 mark = ctx.ledger.mark()
+                dispatched, child = self.dispatched(ctx, route)
+                yield dispatched
                 try:
-                    async with aclosing(self.dispatch(agent, ctx, decision, usage, confidence)) as events:
+                    # the specialist's events pass straight through (no dispatch generator between)
+                    async with aclosing(run_child(route.agent, child)) as events:
                         async for ev in events:
                             streamed = streamed or isinstance(ev, TextDelta)
                             yield ev
@@ -335,6 +338,7 @@ class Router:
                         yield rec.reclassify_event(f, excluded)
                         break
                     raise f.stop() from exc
+                yield self.completed(ctx, route, child, decision, usage, confidence)
                 if rec is not None:
                     rec.succeeded(operation)
                     if excluded and ctx.result is not None:
@@ -344,29 +348,30 @@ class Router:
                     ctx.result = with_failed_usage(ctx.result, failed_usage)
                 return
 
-    async def dispatch(
-        self, agent: Actor, ctx: RunContext, decision: RouteDecision, classifier_usage: Usage, confidence: float | None
-    ) -> AsyncIterator[Event]:
-        """Run the decided route's agent under its child session id and set ``ctx.result``."""
-        assert decision.route is not None
-        route = self._by_name[decision.route]
+    def dispatched(self, ctx: RunContext, route: RouterRoute) -> tuple[RouterDispatched, RunContext]:
+        """The ``router.dispatched`` event and the specialist's run context."""
         child_sid = child_session_id(ctx.session_id, route.name)
-        yield RouterDispatched(
+        ev = RouterDispatched(
             session_id=ctx.session_id,
             path=ctx.path,
             route=route.name,
             child_session_id=child_sid,
             forced=ctx.force_route is not None,
         )
-        child = ctx.child(route.agent, session_id=child_sid, path=(*ctx.path, route.name))
-        async with aclosing(run_child(route.agent, child)) as events:
-            async for ev in events:
-                yield ev
+        return ev, ctx.child(route.agent, session_id=child_sid, path=(*ctx.path, route.name))
+
+    def completed(
+        self,
+        ctx: RunContext,
+        route: RouterRoute,
+        child: RunContext,
+        decision: RouteDecision,
+        classifier_usage: Usage,
+        confidence: float | None,
+    ) -> RouterCompleted:
+        """Set ``ctx.result`` from the specialist's result; return the ``router.completed`` event."""
         res = child.result
         assert res is not None
-        yield RouterCompleted(
-            session_id=ctx.session_id, path=ctx.path, route=route.name, status=res.status, usage=res.usage
-        )
         status = res.status
         if status == "ok" and decision.used_fallback:
             status = "fallback"
@@ -382,10 +387,13 @@ class Router:
             confidence=confidence,
             used_fallback=decision.used_fallback,
             fallback_reason=decision.reason,
-            specialist_session_id=child_sid,
+            specialist_session_id=child.session_id,
             usage=classifier_usage + res.usage,
             usage_by_route=by_route,
             messages=res.messages,
             report=res.report,
             metadata=res.metadata,
+        )
+        return RouterCompleted(
+            session_id=ctx.session_id, path=ctx.path, route=route.name, status=res.status, usage=res.usage
         )
