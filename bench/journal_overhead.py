@@ -18,6 +18,13 @@ from pathlib import Path
 import anyio
 import structlog
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from _cli import runs_arg
+
+RUNS = runs_arg(__doc__) if __name__ == "__main__" else 200
+
 from jeeves_router import Agent
 from jeeves_router.journal import JournalRuntime, MemoryJournal, SQLiteJournal
 from tests.journal_helpers import DeskModel, build_desk
@@ -57,4 +64,4 @@ async def main(n: int) -> None:
 
 
 if __name__ == "__main__":
-    anyio.run(main, int(sys.argv[1]) if len(sys.argv) > 1 else 200)
+    anyio.run(main, RUNS)

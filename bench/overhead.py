@@ -20,6 +20,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from _cli import runs_arg
+
+# Options first, so --help works before the peers (an optional install) are imported.
+RUNS = runs_arg(__doc__) if __name__ == "__main__" else 200
+
 from peers import ANSWER, ANSWER_CHUNKS, CLASSIFIER_REPLY, PEERS, measure_all
 
 from jeeves_router import Agent, Router, RouterRoute
@@ -110,4 +115,4 @@ async def main(n: int) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main(int(sys.argv[1]) if len(sys.argv) > 1 else 200))
+    asyncio.run(main(RUNS))

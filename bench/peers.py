@@ -515,6 +515,6 @@ async def _main(n: int) -> None:
 
 
 if __name__ == "__main__":
-    import sys
+    from _cli import runs_arg
 
-    asyncio.run(_main(int(sys.argv[1]) if len(sys.argv) > 1 else 200))
+    asyncio.run(_main(runs_arg(__doc__)))

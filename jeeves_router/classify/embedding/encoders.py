@@ -295,7 +295,7 @@ class WordLlamaEncoder:
     def __init__(self, *, dim: int = 256) -> None:
         _set_offline()
         try:
-            from wordllama import WordLlama  # type: ignore[import-untyped]
+            from wordllama import WordLlama
         except ImportError as exc:
             raise UsageError("WordLlamaEncoder needs `pip install wordllama==0.4.0.post1`") from exc
         self._model = WordLlama.load(cache_dir=_package_dir("wordllama"), dim=dim, disable_download=True)
