@@ -23,8 +23,6 @@ import json
 from collections.abc import AsyncGenerator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ValidationError
-
 from ..classify.parser import normalize_route_name
 from ..classify.resolve import RouteDecision, resolve_route
 from ..classify.types import Classification, ParseStatus
@@ -42,6 +40,8 @@ from .router import within_contract
 from .routes import RouterRoute, check_child_runtimes, check_fallback, check_route_table, check_unit_interval
 
 if TYPE_CHECKING:
+    from pydantic import BaseModel
+
     from ..actor import Actor
 
 __all__ = ["HandoffRouter", "last_turns"]
@@ -115,7 +115,7 @@ class HandoffRouter:
         if isinstance(history_turns, bool) or not isinstance(history_turns, int) or history_turns < 0:
             raise UsageError(f"history_turns must be an integer >= 0, got {history_turns!r}")
         if context_schema is not None and not (
-            isinstance(context_schema, type) and issubclass(context_schema, BaseModel)
+            isinstance(context_schema, type) and callable(getattr(context_schema, "model_validate", None))
         ):
             raise UsageError("context_schema must be a pydantic BaseModel subclass")
         self.fallback_route = fallback_route
@@ -162,7 +162,7 @@ class HandoffRouter:
         if self.context_schema is not None:
             try:
                 self.context_schema.model_validate(dict(ctx.context))
-            except ValidationError as exc:
+            except Exception as exc:  # pydantic's ValidationError
                 raise UsageError(f"context does not match {self.context_schema.__name__}: {exc}") from exc
         self.graph(agent)
 
@@ -187,7 +187,7 @@ class HandoffRouter:
         if self.context_schema is not None:
             try:
                 data = self.context_schema.model_validate(data).model_dump(mode="json")
-            except ValidationError:
+            except Exception:  # pydantic's ValidationError
                 pass  # a tool changed it mid-run; show it as it is
         return json.dumps(data, default=str, ensure_ascii=False, sort_keys=True)
 
