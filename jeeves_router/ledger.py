@@ -21,11 +21,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from .tools import ToolOutcome
-from .usage import Usage
+from .usage import NO_USAGE, Usage
 
 __all__ = ["Ledger"]
-
-_NO_USAGE = Usage()
 
 
 class Ledger:
@@ -49,7 +47,7 @@ class Ledger:
 
     def since(self, mark: int, prefix: tuple[str, ...]) -> Usage:
         """The usage entered after ``mark`` under ``prefix`` (the path and every path below it)."""
-        total = _NO_USAGE
+        total = NO_USAGE
         if self._spent is not None:
             n = len(prefix)
             for path, usage in self._spent[mark:]:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import structlog
 
-from .._aio import aclosing
+from .._aio import aclose
 from ..classify.types import Classifier, ClassifyRequest, ClassifyResult
 from ..errors import RunError
 from ..events import Event, RunCompleted, RunFailed, RunStarted
@@ -180,21 +180,26 @@ async def run_child(
     """
     arch = agent.architecture if architecture is None else architecture
     if not announce:
-        async with aclosing(arch.run(agent, ctx)) as inner:
+        inner = arch.run(agent, ctx)
+        try:
             async for ev in inner:
                 yield ev
+        finally:
+            await aclose(inner)
         return
     sid, path = ctx.session_id, ctx.path
     yield RunStarted(session_id=sid, path=path, agent=agent.name, prompt=ctx.prompt)
+    events = arch.run(agent, ctx)
     try:
-        async with aclosing(arch.run(agent, ctx)) as events:
-            async for ev in events:
-                yield ev
+        async for ev in events:
+            yield ev
     except Exception as exc:
         severity = exc.severity if isinstance(exc, RunError) else None
         log.warning("run failed", session_id=sid, path=path, error_type=type(exc).__name__)
         yield RunFailed(session_id=sid, path=path, error_type=type(exc).__name__, message=str(exc), severity=severity)
         raise
+    finally:
+        await aclose(events)
     if ctx.result is None:
         raise RuntimeError(f"architecture {type(arch).__name__} ended without a result")
     yield RunCompleted(session_id=sid, path=path, result=ctx.result)

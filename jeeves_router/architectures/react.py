@@ -23,7 +23,7 @@ from collections.abc import AsyncGenerator
 from functools import partial
 from typing import TYPE_CHECKING
 
-from .._aio import aclosing
+from .._aio import aclose, aclosing
 from ..errors import ModelError
 from ..events import Event, TextDelta, ToolCalled, ToolResult
 from ..messages import Message, TextPart, ToolCallPart, ToolResultPart
@@ -32,7 +32,7 @@ from ..recovery.config import Recovery
 from ..recovery.ladder import Action
 from ..results import RunResult
 from ..tools import ToolOutcome
-from ..usage import Usage
+from ..usage import NO_USAGE
 from ._recovery import Failure, RecoveryRun, RecoveryStop, recovery_for
 from .base import RunContext
 
@@ -74,9 +74,9 @@ class ToolLoop:
     async def _loop(self, agent: Actor, ctx: RunContext, rec: RecoveryRun | None) -> AsyncGenerator[Event, None]:
         model = agent.resolved_model()  # a bad model string fails here, before any model call
         specs = tuple(t.spec for t in agent.tool_map.values())
-        new_messages: list[Message] = [Message("user", (TextPart(ctx.prompt),))]
-        messages: list[Message] = [*ctx.history, *new_messages]
-        usage = Usage()
+        messages: list[Message] = [*ctx.history, Message("user", (TextPart(ctx.prompt),))]
+        first_new = len(ctx.history)  # the messages this run adds start here
+        usage = NO_USAGE
         sid, path = ctx.session_id, ctx.path
         for _turn in range(agent.max_turns):
             request = ModelRequest(
@@ -95,8 +95,9 @@ class ToolLoop:
                     rec.begin("model")
                 streamed = False
                 response: ModelResponse | None = None
+                stream = ctx.model_stream(model, request)
                 try:
-                    async with aclosing(ctx.model_stream(model, request)) as stream:
+                    try:
                         async for item in stream:
                             if isinstance(item, ModelTextDelta):
                                 if item.text:
@@ -104,6 +105,8 @@ class ToolLoop:
                                     yield TextDelta(session_id=sid, path=path, text=item.text)
                             else:
                                 response = item
+                    finally:
+                        await aclose(stream)
                     if response is None:
                         raise ModelError(f"model {model.name} ended its stream without a response", path=path)
                 except Exception as exc:
@@ -131,7 +134,6 @@ class ToolLoop:
                 rec.usage = usage
             reply = response.as_message()
             messages.append(reply)
-            new_messages.append(reply)
             calls = response.tool_calls
             if not calls:
                 ctx.result = RunResult(
@@ -141,7 +143,7 @@ class ToolLoop:
                     path=path,
                     usage=usage,
                     usage_by_route={},
-                    messages=tuple(new_messages),
+                    messages=tuple(messages[first_new:]),
                 )
                 return
             results: list[ToolResultPart] = []
@@ -180,7 +182,6 @@ class ToolLoop:
                 results.append(ToolResultPart(call.id, call.name, outcome.content, outcome.is_error))
             tool_msg = Message("tool", tuple(results))
             messages.append(tool_msg)
-            new_messages.append(tool_msg)
             if ctx.handoff is not None:
                 ctx.result = RunResult(
                     output=None,
@@ -188,7 +189,7 @@ class ToolLoop:
                     session_id=sid,
                     path=path,
                     usage=usage,
-                    messages=tuple(new_messages),
+                    messages=tuple(messages[first_new:]),
                     metadata={"handoff": ctx.handoff.target},
                 )
                 return
@@ -198,7 +199,7 @@ class ToolLoop:
             session_id=sid,
             path=path,
             usage=usage,
-            messages=tuple(new_messages),
+            messages=tuple(messages[first_new:]),
             metadata={"max_turns": agent.max_turns},
         )
 

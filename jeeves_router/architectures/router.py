@@ -20,7 +20,7 @@ from dataclasses import replace
 from functools import partial
 from typing import TYPE_CHECKING
 
-from .._aio import aclosing
+from .._aio import aclose, aclosing
 from ..classify.llm import LLMClassifier
 from ..classify.prompt import validate_prompt_template
 from ..classify.resolve import RouteDecision, resolve_route
@@ -40,7 +40,7 @@ from ..models.base import Model
 from ..recovery.config import Recovery
 from ..recovery.ladder import Action
 from ..results import RunResult
-from ..usage import Usage
+from ..usage import NO_USAGE, Usage
 from ._recovery import Failure, RecoveryRun, RecoveryStop, recovery_for
 from .base import RunContext, run_child
 from .routes import RouterRoute, check_child_runtimes, check_fallback, check_route_table, check_unit_interval
@@ -122,6 +122,7 @@ class Router:
     ) -> None:
         self.routes: tuple[RouterRoute, ...] = check_route_table(routes, owner="Router")
         self._by_name = {r.name: r for r in self.routes}
+        self._names = frozenset(self._by_name)
         check_fallback(fallback_route, self._by_name)
         check_unit_interval("require_confidence_above", require_confidence_above)
         if classifier is not None and (classifier_model is not None or classifier_prompt is not None):
@@ -189,7 +190,8 @@ class Router:
         history = ctx.history[-self.history_turns :] if self.history_turns else ()
         request = ClassifyRequest(ctx.prompt, specs, history=history, context=ctx.context, feedback=feedback)
         result = await ctx.classify(self.classifier_for(agent), request)
-        return replace(result, classification=within_contract(result.classification, {s.name for s in specs}))
+        checked = within_contract(result.classification, self._names if not exclude else {s.name for s in specs})
+        return result if checked is result.classification else replace(result, classification=checked)
 
     def decide(self, c: Classification, *, exclude: Sequence[str] = ()) -> RouteDecision:
         """Threshold and fallback applied to ``c``."""
@@ -236,7 +238,7 @@ class Router:
 
     async def _flow(self, agent: Actor, ctx: RunContext, rec: RecoveryRun | None) -> AsyncGenerator[Event, None]:
         sid, path = ctx.session_id, ctx.path
-        usage = Usage()
+        usage = NO_USAGE
         failed_usage: dict[str, Usage] = {}  # what failed dispatch attempts spent, by route
         excluded: list[str] = []
         feedback: str | None = None
@@ -245,10 +247,10 @@ class Router:
             if ctx.force_route is not None:
                 decision = RouteDecision(ctx.force_route, False, None)
             else:
-                classify = partial(self.classify, agent, ctx, exclude=tuple(excluded), feedback=feedback)
                 if rec is None:
-                    cres = await classify()
+                    cres = await self.classify(agent, ctx, exclude=tuple(excluded), feedback=feedback)
                 else:
+                    classify = partial(self.classify, agent, ctx, exclude=tuple(excluded), feedback=feedback)
                     hooks = (agent.classify_error,)
                     out = await rec.call("classify", classify, hooks=hooks)
                     while isinstance(out, Failure):
@@ -306,12 +308,11 @@ class Router:
                 mark = ctx.ledger.mark()
                 dispatched, child = self.dispatched(ctx, route)
                 yield dispatched
+                events = run_child(route.agent, child)  # its events pass straight through
                 try:
-                    # the specialist's events pass straight through (no dispatch generator between)
-                    async with aclosing(run_child(route.agent, child)) as events:
-                        async for ev in events:
-                            streamed = streamed or isinstance(ev, TextDelta)
-                            yield ev
+                    async for ev in events:
+                        streamed = streamed or isinstance(ev, TextDelta)
+                        yield ev
                 except Exception as exc:
                     if rec is None:
                         raise
@@ -338,6 +339,8 @@ class Router:
                         yield rec.reclassify_event(f, excluded)
                         break
                     raise f.stop() from exc
+                finally:
+                    await aclose(events)
                 yield self.completed(ctx, route, child, decision, usage, confidence)
                 if rec is not None:
                     rec.succeeded(operation)
