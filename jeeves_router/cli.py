@@ -320,5 +320,27 @@ def demo() -> None:
 app.command("replay")(replay_command)
 
 
+@app.command("serve")
+def serve_command(
+    target: Annotated[str, typer.Argument(help="module:attr of an Agent, a list or a mapping of agents.")],
+    host: Annotated[str, typer.Option(help="Address to listen on (not loopback: needs a token).")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="TCP port.")] = 8000,
+    journal: Annotated[str | None, typer.Option(help="Sessions journal: a SQLite file or a postgresql:// URL.")] = None,
+    token_env: Annotated[str | None, typer.Option(help="Environment variable holding the bearer token.")] = None,
+    max_concurrency: Annotated[int, typer.Option(help="Runs in flight at once; more get 429.")] = 64,
+    grace: Annotated[int, typer.Option(help="Seconds runs may finish in after SIGTERM.")] = 30,
+) -> None:
+    """Serve agents over HTTP: OpenAI-compatible chat completions, run event streams, sessions."""
+    import sys
+
+    with _bad_input():
+        from .serve import load_agents, serve, token_from_env
+
+        sys.path.insert(0, str(Path.cwd()))
+        token = token_from_env(token_env)
+        options: dict[str, Any] = {"journal": journal, "max_concurrency": max_concurrency}
+        serve(load_agents(target), host=host, port=port, token=token, grace_s=grace, **options)
+
+
 if __name__ == "__main__":
     app()

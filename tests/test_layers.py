@@ -33,6 +33,7 @@ LAYERS: list[tuple[str, int]] = [
     ("durable", 5),
     ("cli", 6),
     ("eval", 6),
+    ("serve", 6),
     ("testing", 6),
     ("__init__", 6),
 ]

@@ -10,6 +10,7 @@
 from .base import Journal
 from .idempotency import current_idempotency_key
 from .memory import MemoryJournal
+from .postgres import PostgresJournal
 from .records import (
     SCHEMA_VERSION,
     Entry,
@@ -20,6 +21,7 @@ from .records import (
 )
 from .replay import format_event, recorded_events
 from .runtime import JournalRuntime, ResumePoint, UnknownToolPolicy
+from .sessions import SessionHistory, Turn, session_turns
 from .sqlite import SQLiteJournal
 
 __all__ = [
@@ -30,12 +32,16 @@ __all__ = [
     "JournalError",
     "JournalRuntime",
     "MemoryJournal",
+    "PostgresJournal",
     "ResumePoint",
     "SQLiteJournal",
+    "SessionHistory",
     "ToolOutcomeUnknown",
+    "Turn",
     "UnknownToolPolicy",
     "current_idempotency_key",
     "format_event",
     "recorded_events",
     "register_step_type",
+    "session_turns",
 ]

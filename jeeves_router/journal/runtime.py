@@ -61,6 +61,7 @@ from .records import (
     jsonable_mapping,
     to_json,
 )
+from .sessions import SessionHistory, load_history
 
 if TYPE_CHECKING:
     from ..actor import Actor
@@ -126,6 +127,9 @@ class JournalRuntime(Runtime):
         on_unknown_tool_outcome: What resume does with a tool call whose outcome is
             unknown: ``"fail"`` (default), ``"retry"`` or ``"skip"`` (see module docs).
         record_events: Also record each run's event stream (for ``jeeves-router replay``).
+        session_history: Give a root run called without ``history`` the earlier answered
+            turns of its session, within these limits (see ``jeeves_router.journal.sessions``);
+            ``None`` (default): a run sees only the history it is given.
 
     Example:
         >>> runtime = JournalRuntime(SQLiteJournal("runs.db"))
@@ -139,7 +143,10 @@ class JournalRuntime(Runtime):
         strict: bool = False,
         on_unknown_tool_outcome: UnknownToolPolicy = "fail",
         record_events: bool = True,
+        session_history: SessionHistory | None = None,
     ) -> None:
+        if session_history is not None and not record_events:
+            raise UsageError("session_history needs record_events=True: a turn's answer is read from its events")
         if on_unknown_tool_outcome not in ("fail", "retry", "skip"):
             raise UsageError(
                 f"on_unknown_tool_outcome must be 'fail', 'retry' or 'skip', got {on_unknown_tool_outcome!r}"
@@ -148,6 +155,7 @@ class JournalRuntime(Runtime):
         self.strict = strict
         self.on_unknown_tool_outcome: UnknownToolPolicy = on_unknown_tool_outcome
         self.record_events = record_events
+        self.session_history = session_history
         self._runs: dict[str, _RunState] = {}
         self._indexes: dict[tuple[str, str], _Index] = {}
 
@@ -163,6 +171,9 @@ class JournalRuntime(Runtime):
 
         Called by :class:`~jeeves_router.Agent` for root runs; sets ``ctx.run_id``.
         """
+        limits = self.session_history
+        if limits is not None and not ctx.history and ctx.session_id not in self._resume_hints:
+            ctx.history = await load_history(self.journal, ctx.session_id, ctx.agent.name, limits)
         state = await self._begin(ctx)
         adapter = event_adapter()
         try:

@@ -1,0 +1,156 @@
+"""A journal in PostgreSQL, for sessions and durable runs shared by many machines.
+
+Needs ``psycopg`` 3 (``pip install 'jeeves-router[postgres]'``). Entries go to one table
+(default ``jeeves_journal``, created when missing) as the same versioned JSON the SQLite
+journal stores; ``seq`` is a ``BIGSERIAL``, so entries keep their append order across
+writers. Every process holds one connection, used by one query at a time; an append is one
+transaction and is shielded from cancellation, so a step that completed is recorded even if
+its run is cancelled right after.
+
+Integrity rests on the database's access control: unlike :class:`SQLiteJournal`, entries
+carry no checksum chain.
+
+Example:
+    >>> journal = PostgresJournal("postgresql://jeeves@db.internal/jeeves")
+    >>> runtime = JournalRuntime(journal, session_history=SessionHistory())
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Collection, Sequence
+from types import TracebackType
+from typing import Any
+
+import anyio
+from pydantic import ValidationError
+
+from .records import _READABLE_VERSIONS, Entry, JournalCorrupt, JournalError
+
+__all__ = ["PostgresJournal"]
+
+_TABLE = re.compile(r"[a-z_][a-z0-9_]{0,62}")
+
+
+class PostgresJournal:
+    """A journal in a PostgreSQL table.
+
+    Args:
+        url: A libpq connection string (``postgresql://user@host:port/db``); it may hold a
+            password, so it is never shown in ``repr`` or errors.
+        table: The table's name (lower-case letters, digits, ``_``).
+    """
+
+    def __init__(self, url: str, *, table: str = "jeeves_journal") -> None:
+        if not isinstance(url, str) or not url:
+            raise JournalError("PostgresJournal needs a connection URL, e.g. postgresql://user@host/db")
+        if not _TABLE.fullmatch(table):
+            raise JournalError(f"table must be lower-case letters, digits and '_' (at most 63), got {table!r}")
+        self._url = url
+        self.table = table
+        self._conn: Any = None
+        self._lock = anyio.Lock()
+
+    def __repr__(self) -> str:
+        return f"PostgresJournal(table={self.table!r})"
+
+    async def _connection(self) -> Any:
+        if self._conn is not None and not self._conn.closed:
+            return self._conn
+        try:
+            import psycopg
+        except ImportError as exc:
+            raise JournalError("PostgresJournal needs psycopg 3: pip install 'jeeves-router[postgres]'") from exc
+        try:
+            conn = await psycopg.AsyncConnection.connect(self._url, autocommit=True)
+            async with conn.transaction():
+                await conn.execute(
+                    f"CREATE TABLE IF NOT EXISTS {self.table} (seq BIGSERIAL PRIMARY KEY, session_id TEXT NOT NULL, "
+                    "run_id TEXT NOT NULL, type TEXT NOT NULL, body TEXT NOT NULL)"
+                )
+                await conn.execute(
+                    f"CREATE INDEX IF NOT EXISTS {self.table}_by_session ON {self.table} (session_id, run_id, seq)"
+                )
+        except psycopg.Error as exc:
+            raise JournalError(
+                f"{self!r}: cannot connect or create the table ({type(exc).__name__}); check that the server in the "
+                "URL is running and the user may create tables"
+            ) from None
+        self._conn = conn
+        return conn
+
+    async def _query(self, sql: str, args: Sequence[Any]) -> list[tuple[Any, ...]]:
+        import psycopg
+
+        async with self._lock:
+            conn = await self._connection()
+            try:
+                cur = await conn.execute(sql, args)
+                return list(await cur.fetchall()) if cur.description is not None else []
+            except psycopg.Error as exc:
+                raise JournalError(f"{self!r}: query failed: {type(exc).__name__}: {exc.sqlstate}") from None
+
+    async def append(self, entries: Sequence[Entry]) -> None:
+        """Store ``entries`` in one transaction, in order (not interrupted by cancellation)."""
+        if not entries:
+            return
+        import psycopg
+
+        rows = [(e.session_id, e.run_id, e.record.type, e.body()) for e in entries]
+        with anyio.CancelScope(shield=True):
+            async with self._lock:
+                conn = await self._connection()
+                try:
+                    async with conn.transaction(), conn.cursor() as cur:
+                        await cur.executemany(
+                            f"INSERT INTO {self.table} (session_id, run_id, type, body) VALUES (%s, %s, %s, %s)", rows
+                        )
+                except psycopg.Error as exc:
+                    raise JournalError(
+                        f"{self!r}: cannot write {len(rows)} entries: {type(exc).__name__}: {exc.sqlstate}"
+                    ) from None
+
+    async def read(
+        self, session_id: str, *, run_id: str | None = None, types: Collection[str] | None = None
+    ) -> list[Entry]:
+        """The entries of a session (optionally one run, optionally some record types), in order."""
+        sql = f"SELECT seq, body FROM {self.table} WHERE session_id = %s"
+        args: list[Any] = [session_id]
+        if run_id is not None:
+            sql += " AND run_id = %s"
+            args.append(run_id)
+        if types is not None:
+            sql += " AND type = ANY(%s)"
+            args.append(sorted(types))
+        entries = []
+        for seq, body in await self._query(sql + " ORDER BY seq", args):
+            try:
+                entry = Entry.model_validate_json(body)
+            except ValidationError as exc:
+                raise JournalCorrupt(
+                    f"{self!r}: entry {seq} (session {session_id!r}) is not a valid entry: {exc.errors()[0]['msg']}"
+                ) from None
+            if entry.v not in _READABLE_VERSIONS:
+                raise JournalError(f"{self!r}: entry {seq} has schema version {entry.v}; upgrade jeeves-router")
+            entries.append(entry.model_copy(update={"seq": seq}))
+        return entries
+
+    async def sessions(self) -> list[str]:
+        """Every session id that has entries, in order of first appearance."""
+        rows = await self._query(f"SELECT session_id FROM {self.table} GROUP BY session_id ORDER BY MIN(seq)", [])
+        return [r[0] for r in rows]
+
+    async def aclose(self) -> None:
+        """Close the connection (a later call reopens it)."""
+        async with self._lock:
+            if self._conn is not None:
+                await self._conn.close()
+                self._conn = None
+
+    async def __aenter__(self) -> PostgresJournal:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()

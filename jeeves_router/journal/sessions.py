@@ -1,0 +1,162 @@
+"""Multi-turn sessions read back from the journal: a session's turns and the history they make.
+
+The journal already records every root run of a session (``run.start`` with its prompt, the
+run's events, ``run.end``), so it is also the session store: a later turn's history is the
+earlier turns' prompts and answers, read back from it. Turn it on with
+``JournalRuntime(journal, session_history=SessionHistory())``; then
+``agent.run(text, session_id=sid)`` called without ``history`` sees the session's earlier
+turns (a run given an explicit ``history`` uses that instead).
+
+History limits (:class:`SessionHistory`): only turns of the same agent that ended with an
+answer count (``ok``/``fallback``; failed, unresolved and interrupted turns are left out);
+at most the last ``max_turns`` of them; and the oldest are dropped until the history's
+text is at most ``max_chars`` characters (the newest turn is always kept whole). Answers
+need the run's events in the journal (``record_events=True``, the default).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import UsageError
+from ..messages import Message, assistant, user
+from .base import Journal
+from .records import EventRecord, RunEndRecord, RunStartRecord
+
+__all__ = ["SessionHistory", "Turn", "session_turns", "history_from_turns"]
+
+
+@dataclass(frozen=True, slots=True)
+class SessionHistory:
+    """How much of a session's past a new turn sees.
+
+    Args:
+        max_turns: At most this many earlier answered turns (a turn is a user message
+            and the answer to it).
+        max_chars: Drop the oldest turns until the text of the history is at most this
+            many characters; the newest turn is always kept.
+    """
+
+    max_turns: int = 20
+    max_chars: int = 32_000
+
+    def __post_init__(self) -> None:
+        for name in ("max_turns", "max_chars"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise UsageError(f"SessionHistory.{name} must be a positive integer, got {value!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    """One root run of a session, as the journal recorded it.
+
+    Attributes:
+        run_id: The run's id in the journal.
+        agent: The agent that ran it.
+        prompt: The request text.
+        output: The answer (``None`` when the run gave none).
+        status: The run's status (``ok``, ``fallback``, ``unresolved``, ...), ``failed``
+            when it raised, ``incomplete`` when it never ended (interrupted or running).
+        route: The route that answered (routed runs).
+        confidence: The classifier's confidence for that route.
+        fallback_reason: Why the fallback route answered, if it did.
+        ts: When the run started (seconds since the epoch).
+    """
+
+    run_id: str
+    agent: str
+    prompt: str
+    output: str | None
+    status: str
+    route: str | None = None
+    confidence: float | None = None
+    fallback_reason: str | None = None
+    ts: float = 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        """The turn as JSON-ready data."""
+        return {
+            "run_id": self.run_id,
+            "agent": self.agent,
+            "prompt": self.prompt,
+            "output": self.output,
+            "status": self.status,
+            "route": self.route,
+            "confidence": self.confidence,
+            "fallback_reason": self.fallback_reason,
+            "ts": self.ts,
+        }
+
+
+async def session_turns(journal: Journal, session_id: str, *, agent: str | None = None) -> list[Turn]:
+    """The root runs of ``session_id`` in the order they started (optionally one agent's).
+
+    A run replayed or resumed (several attempts) is one turn, described by its last
+    attempt.
+    """
+    entries = await journal.read(session_id, types=("run.start", "run.end", "event"))
+    starts: dict[str, tuple[RunStartRecord, float]] = {}
+    results: dict[str, Mapping[str, Any]] = {}
+    ends: dict[str, RunEndRecord] = {}
+    for e in entries:
+        rec = e.record
+        if isinstance(rec, RunStartRecord):
+            starts.setdefault(e.run_id, (rec, e.ts))
+        elif isinstance(rec, RunEndRecord):
+            ends[e.run_id] = rec
+        elif isinstance(rec, EventRecord) and rec.event.get("kind") == "run.completed":
+            first = starts.get(e.run_id)
+            if first is not None and list(rec.event.get("path", ())) == [first[0].agent]:
+                results[e.run_id] = rec.event.get("result") or {}
+    turns: list[Turn] = []
+    for run_id, (start, ts) in starts.items():
+        if agent is not None and start.agent != agent:
+            continue
+        end = ends.get(run_id)
+        result = results.get(run_id, {})
+        if end is None:
+            status = "incomplete"
+        elif end.status == "failed":
+            status = "failed"
+        else:
+            status = str(result.get("status", "ok"))
+        confidence = result.get("confidence")
+        turns.append(
+            Turn(
+                run_id=run_id,
+                agent=start.agent,
+                prompt=start.prompt,
+                output=result.get("output") if status not in ("failed", "incomplete") else None,
+                status=status,
+                route=result.get("route"),
+                confidence=float(confidence) if isinstance(confidence, (int, float)) else None,
+                fallback_reason=result.get("fallback_reason"),
+                ts=ts,
+            )
+        )
+    return turns
+
+
+def history_from_turns(turns: list[Turn], limits: SessionHistory) -> tuple[Message, ...]:
+    """The conversation the answered ``turns`` make, within ``limits`` (see module docs)."""
+    answered = [t for t in turns if t.status in ("ok", "fallback") and t.output is not None]
+    kept: list[Turn] = []
+    chars = 0
+    for t in reversed(answered[-limits.max_turns :]):
+        size = len(t.prompt) + len(t.output or "")
+        if kept and chars + size > limits.max_chars:
+            break
+        kept.append(t)
+        chars += size
+    messages: list[Message] = []
+    for t in reversed(kept):
+        messages += [user(t.prompt), assistant(t.output or "")]
+    return tuple(messages)
+
+
+async def load_history(journal: Journal, session_id: str, agent: str, limits: SessionHistory) -> tuple[Message, ...]:
+    """The history a new turn of ``agent`` in ``session_id`` sees."""
+    return history_from_turns(await session_turns(journal, session_id, agent=agent), limits)

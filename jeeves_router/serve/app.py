@@ -1,0 +1,235 @@
+"""The ASGI app: an OpenAI-compatible chat endpoint, run event streams, sessions, models.
+
+Endpoints (all JSON errors in OpenAI's shape ``{"error": {"message", "type", "param", "code"}}``):
+
+- ``POST /v1/chat/completions`` — OpenAI chat completions, whole or streamed (SSE).
+  ``model`` names the served agent; the reply is its answer. The routing decision travels
+  in the ``jeeves`` extension object of the completion (and of the last streamed chunk):
+  ``{"route", "confidence", "fallback_reason", "used_fallback", "status", "session_id"}``,
+  and in the ``X-Jeeves-Route``, ``X-Jeeves-Confidence`` and ``X-Jeeves-Fallback-Reason``
+  headers (a streamed reply sends them with the routing known at its first token).
+  ``session_id`` (a body field, or the ``X-Session-Id`` header) names the conversation: a
+  request whose ``messages`` hold only the new user message then continues the session's
+  stored history; earlier messages in the request replace it.
+- ``POST /v1/runs`` — ``{"model", "input", "session_id"?, "history"?, "force_route"?,
+  "context"?}``; streams every typed event as ``event: <kind>`` / ``id: <n>`` /
+  ``data: <json>``.
+- ``GET /v1/sessions/{id}`` — the session's turns from the journal.
+- ``GET /v1/models`` — the served agents.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+from starlette.types import ASGIApp
+
+from ..agent import Agent
+from ..errors import UsageError
+from ..journal import Journal, JournalRuntime, PostgresJournal, SQLiteJournal
+from ..journal.sessions import SessionHistory, session_turns
+from ..runtime import PASS_THROUGH
+from .guard import BearerAuth, Drain, Slots, read_body
+from .runs import chat_reply, events_reply
+from .wire import SESSION_ID, ApiError, parse_chat, parse_json, parse_run
+
+__all__ = ["create_app", "open_journal", "served_agents"]
+
+log = logging.getLogger("jeeves_router.serve")
+
+#: The history limits of the sessions a served journal keeps, unless told otherwise.
+DEFAULT_HISTORY = SessionHistory()
+
+Handler = Callable[[Request], Awaitable[Response]]
+
+
+def served_agents(agents: Agent | Sequence[Agent] | Mapping[str, Agent]) -> dict[str, Agent]:
+    """The agents to serve, by model id (the agent's name unless a mapping gives another)."""
+    if isinstance(agents, Agent):
+        agents = [agents]
+    if isinstance(agents, (str, bytes)) or not isinstance(agents, (Sequence, Mapping)):
+        raise UsageError(f"serve an Agent, a list or a mapping of agents, not a {type(agents).__name__}")
+    pairs = (
+        list(agents.items())
+        if isinstance(agents, Mapping)
+        else [(getattr(a, "name", f"#{i}"), a) for i, a in enumerate(agents)]
+    )
+    for name, agent in pairs:
+        if not isinstance(agent, Agent):
+            raise UsageError(f"served model {name!r} must be an Agent, not a {type(agent).__name__}")
+    table = dict(pairs)
+    if not table:
+        raise UsageError("serve at least one agent")
+    if not isinstance(agents, Mapping) and len(table) != len(agents):
+        raise UsageError("two served agents have the same name; serve a mapping {model id: agent} instead")
+    return table
+
+
+def open_journal(spec: str | os.PathLike[str]) -> Journal:
+    """A ``postgresql://`` URL as a :class:`PostgresJournal`, anything else as a SQLite file."""
+    if isinstance(spec, str) and spec.startswith(("postgresql://", "postgres://")):
+        return PostgresJournal(spec)
+    return SQLiteJournal(spec)
+
+
+def _journals(
+    agents: Mapping[str, Agent], journal: Journal | str | os.PathLike[str] | None, history: SessionHistory | None
+) -> list[Journal]:
+    """Give agents without a runtime a journaling one on ``journal``; every journal in use."""
+    store = open_journal(journal) if isinstance(journal, (str, os.PathLike)) else journal
+    found: list[Journal] = []
+    for name, agent in agents.items():
+        runtime = agent.runtime
+        if isinstance(runtime, JournalRuntime):
+            if all(runtime.journal is not j for j in found):
+                found.append(runtime.journal)
+        elif store is not None:
+            if runtime is not PASS_THROUGH:
+                raise UsageError(
+                    f"agent {name!r} already has the runtime {runtime!r}; serve it without journal=... or give it "
+                    "a JournalRuntime yourself"
+                )
+            agent.runtime = JournalRuntime(store, session_history=history)
+    if store is not None and all(store is not j for j in found):
+        found.insert(0, store)
+    return found
+
+
+def _api(handler: Handler) -> Handler:
+    """Turn :class:`ApiError` into its reply and any other failure into a bare 500."""
+
+    async def endpoint(request: Request) -> Response:
+        try:
+            return await handler(request)
+        except ApiError as err:
+            return JSONResponse(err.body(), status_code=err.status, headers=err.headers)
+        except Exception as exc:  # never send a traceback or an exception's text
+            log.error("request failed", extra={"path": request.url.path, "error_type": type(exc).__name__})
+            bug = ApiError(500, f"internal error ({type(exc).__name__})", code="internal_error", type="server_error")
+            return JSONResponse(bug.body(), status_code=500)
+
+    return endpoint
+
+
+def create_app(
+    agents: Agent | Sequence[Agent] | Mapping[str, Agent],
+    *,
+    token: str | None = None,
+    journal: Journal | str | os.PathLike[str] | None = None,
+    session_history: SessionHistory | None = DEFAULT_HISTORY,
+    max_concurrency: int = 64,
+    max_body_bytes: int = 1_048_576,
+    retry_after_s: int = 1,
+    drain: Drain | None = None,
+) -> ASGIApp:
+    """An ASGI app serving ``agents`` (see the module docs for the endpoints).
+
+    Args:
+        agents: An agent, a list of agents (model id: the agent's name) or a mapping
+            ``{model id: agent}``.
+        token: Require ``Authorization: Bearer <token>`` on every request.
+        journal: A journal, a SQLite file path or a ``postgresql://`` URL, for sessions: agents without a runtime
+            get ``JournalRuntime(journal, session_history=session_history)``. Agents that
+            already have a ``JournalRuntime`` keep it (and their sessions are served too).
+        session_history: History limits for the runtimes this creates (``None``: a
+            request sees only the history it sends).
+        max_concurrency: Runs in flight at once; more are refused with 429 and ``Retry-After``.
+        max_body_bytes: Larger request bodies are refused with 413.
+        retry_after_s: The ``Retry-After`` of a 429.
+        drain: Shutdown control shared with the server (:func:`~jeeves_router.serve.serve`
+            passes one; by default the app makes its own).
+
+    Raises:
+        UsageError: for bad arguments.
+    """
+    table = served_agents(agents)
+    for name, value in (("max_concurrency", max_concurrency), ("max_body_bytes", max_body_bytes)):
+        if not isinstance(value, int) or value < 1:
+            raise UsageError(f"{name} must be a positive integer, got {value!r}")
+    if token is not None and (not isinstance(token, str) or len(token) < 8):
+        raise UsageError("token must be a string of at least 8 characters")
+    journals = _journals(table, journal, session_history)
+    slots = Slots(max_concurrency, retry_after_s)
+    drain = drain if drain is not None else Drain()
+
+    def agent_for(model: str) -> Agent:
+        agent = table.get(model)
+        if agent is None:
+            msg = f"unknown model {model!r}; this server serves {sorted(table)}"
+            raise ApiError(404, msg, param="model", code="model_not_found")
+        return agent
+
+    async def chat(request: Request) -> Response:
+        req = parse_chat(parse_json(await read_body(request, max_body_bytes)), session_header=_sid_header(request))
+        agent = agent_for(req.model)
+        drain.check()
+        slots.acquire()
+        try:
+            return chat_reply(agent, req, slots.release, drain)
+        except BaseException:
+            slots.release()
+            raise
+
+    async def runs(request: Request) -> Response:
+        req = parse_run(parse_json(await read_body(request, max_body_bytes)), session_header=_sid_header(request))
+        agent = agent_for(req.model)
+        drain.check()
+        slots.acquire()
+        try:
+            return events_reply(agent, req, slots.release, drain)
+        except BaseException:
+            slots.release()
+            raise
+
+    async def session(request: Request) -> Response:
+        sid = request.path_params["session_id"]
+        if not SESSION_ID.fullmatch(sid):
+            raise ApiError(400, "malformed session id", param="session_id")
+        if not journals:
+            raise ApiError(404, "this server keeps no sessions: start it with a journal", code="no_journal")
+        for j in journals:
+            turns = await session_turns(j, sid)
+            if turns:
+                return JSONResponse({"object": "session", "id": sid, "turns": [t.as_dict() for t in turns]})
+        raise ApiError(404, f"no session {sid!r} in the journal", param="session_id", code="session_not_found")
+
+    async def models(request: Request) -> Response:
+        data = [{"id": m, "object": "model", "created": 0, "owned_by": "jeeves-router"} for m in table]
+        return JSONResponse({"object": "list", "data": data})
+
+    async def http_error(request: Request, exc: Exception) -> Response:
+        status = exc.status_code if isinstance(exc, HTTPException) else 500
+        message = {404: f"no endpoint {request.url.path}", 405: f"method {request.method} not allowed here"}
+        err = ApiError(status, message.get(status, "request refused"))
+        return JSONResponse(err.body(), status_code=status, headers=getattr(exc, "headers", None))
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        yield
+        for j in journals:
+            await j.aclose()
+
+    app = Starlette(
+        routes=[
+            Route("/v1/chat/completions", _api(chat), methods=["POST"]),
+            Route("/v1/runs", _api(runs), methods=["POST"]),
+            Route("/v1/sessions/{session_id}", _api(session), methods=["GET"]),
+            Route("/v1/models", _api(models), methods=["GET"]),
+        ],
+        exception_handlers={HTTPException: http_error},
+        lifespan=lifespan,
+    )
+    app.state.slots = slots
+    return BearerAuth(app, token) if token is not None else app
+
+
+def _sid_header(request: Request) -> str | None:
+    return request.headers.get("x-session-id")

@@ -1,0 +1,153 @@
+"""What stands in front of every run: bearer-token auth, the body limit, the concurrency limit.
+
+The auth check is a pure ASGI middleware (it never buffers a streamed reply); the token is
+compared in constant time with :func:`hmac.compare_digest` and never logged.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import logging
+
+import anyio
+from starlette.requests import Request
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from .wire import ApiError
+
+__all__ = ["BearerAuth", "Drain", "Slots", "read_body", "send_error"]
+
+log = logging.getLogger("jeeves_router.serve")
+
+
+async def send_error(send: Send, err: ApiError) -> None:
+    """Send ``err`` as a complete JSON reply."""
+    body = json.dumps(err.body()).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    headers += [(k.lower().encode(), v.encode()) for k, v in err.headers.items()]
+    await send({"type": "http.response.start", "status": err.status, "headers": headers})
+    await send({"type": "http.response.body", "body": body, "more_body": False})
+
+
+class BearerAuth:
+    """Refuse HTTP requests without ``Authorization: Bearer <token>`` (401, OpenAI error shape)."""
+
+    def __init__(self, app: ASGIApp, token: str) -> None:
+        self.app = app
+        self._token = token.encode()
+
+    def _ok(self, scope: Scope) -> bool:
+        for name, value in scope.get("headers", ()):
+            if name == b"authorization":
+                scheme, _, given = value.partition(b" ")
+                return scheme.lower() == b"bearer" and hmac.compare_digest(given.strip(), self._token)
+        return False
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Pass authorised HTTP requests (and every lifespan message) on to the app."""
+        if scope["type"] == "http" and not self._ok(scope):
+            log.info("refused a request without a valid bearer token", extra={"path": scope.get("path")})
+            err = ApiError(
+                401,
+                "missing or invalid bearer token: send 'Authorization: Bearer <token>'",
+                code="invalid_api_key",
+                headers={"www-authenticate": "Bearer"},
+            )
+            await send_error(send, err)
+            return
+        await self.app(scope, receive, send)
+
+
+class Slots:
+    """A non-blocking concurrency limit: a run either gets a slot now or is refused (429).
+
+    Args:
+        limit: Runs in flight at once.
+        retry_after_s: The ``Retry-After`` a refused client is given.
+    """
+
+    def __init__(self, limit: int, retry_after_s: int = 1) -> None:
+        self.limit = limit
+        self.retry_after_s = retry_after_s
+        self.in_flight = 0
+
+    def acquire(self) -> None:
+        """Take a slot, or raise a 429 :class:`ApiError` carrying ``Retry-After``."""
+        if self.in_flight >= self.limit:
+            raise ApiError(
+                429,
+                f"the server is running its limit of {self.limit} concurrent runs; retry after {self.retry_after_s} s",
+                code="rate_limit_exceeded",
+                type="rate_limit_error",
+                headers={"retry-after": str(self.retry_after_s)},
+            )
+        self.in_flight += 1
+
+    def release(self) -> None:
+        """Give a slot back."""
+        self.in_flight -= 1
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    """The request body, refusing (413) one over ``limit`` bytes before reading all of it."""
+    declared = request.headers.get("content-length")
+    too_big = ApiError(
+        413, f"the request body is larger than the server's limit of {limit} bytes", code="request_too_large"
+    )
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise too_big
+    parts: list[bytes] = []
+    size = 0
+    async for part in request.stream():
+        size += len(part)
+        if size > limit:
+            raise too_big
+        parts.append(part)
+    return b"".join(parts)
+
+
+class Drain:
+    """Graceful shutdown of the runs in flight: refuse new ones, cancel the rest on demand.
+
+    :func:`~jeeves_router.serve.serve` calls :meth:`start` when a shutdown signal
+    arrives and :meth:`cancel_all` when the grace period is over; each cancelled reply ends
+    its response properly (an error chunk for a stream, 503 before any byte was sent).
+    """
+
+    def __init__(self) -> None:
+        self.draining = False
+        self._scopes: set[anyio.CancelScope] = set()
+
+    def __len__(self) -> int:
+        return len(self._scopes)
+
+    def check(self) -> None:
+        """Refuse a new run (503) once draining started."""
+        if self.draining:
+            raise ApiError(
+                503,
+                "the server is shutting down; retry on another instance",
+                code="shutting_down",
+                type="server_error",
+                headers={"retry-after": "1"},
+            )
+
+    def start(self) -> None:
+        """Stop accepting runs."""
+        self.draining = True
+
+    def add(self, scope: anyio.CancelScope) -> None:
+        """Track the cancel scope of a run in flight."""
+        self._scopes.add(scope)
+
+    def discard(self, scope: anyio.CancelScope) -> None:
+        """Forget a finished run."""
+        self._scopes.discard(scope)
+
+    def cancel_all(self) -> None:
+        """Cancel every run still in flight."""
+        if self._scopes:
+            log.warning("grace period over; cancelling runs in flight", extra={"runs": len(self._scopes)})
+        for scope in list(self._scopes):
+            scope.cancel()

@@ -1,0 +1,246 @@
+"""The replies that run an agent: a chat completion (whole or streamed) and a run's event stream.
+
+Each is an ASGI response that runs the agent while it answers, under a watcher of the
+client's connection: a client that disconnects cancels its run at the run's current await
+point (the stream is closed, so the steps already journaled stay in the journal and
+nothing runs on). The run's slot of the concurrency limit is released when the reply
+ends, however it ends. A failed run is reported by its error type only: exception messages
+and tracebacks stay out of replies and logs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import time
+from collections.abc import Awaitable, Callable
+
+import anyio
+from starlette.responses import Response
+from starlette.types import Message, Receive, Scope, Send
+
+from ..agent import Agent, RunStream
+from ..errors import UsageError
+from ..events import RouterClassified, RouterDispatched, RouterFallback, RunFailed, TextDelta
+from .guard import Drain
+from .wire import (
+    DONE,
+    ApiError,
+    ChatRequest,
+    RunRequest,
+    chunk,
+    completion,
+    content_chunks,
+    new_completion_id,
+    routing_headers,
+    sse_data,
+    sse_event,
+)
+
+__all__ = ["RunReply", "chat_reply", "events_reply"]
+
+log = logging.getLogger("jeeves_router.serve")
+
+Produce = Callable[[Send], Awaitable[None]]
+_SSE_HEADERS = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache"), (b"x-accel-buffering", b"no")]
+
+
+def _failure(error_type: str) -> ApiError:
+    return ApiError(500, f"the run failed ({error_type}); see the server log", code="run_failed", type="server_error")
+
+
+def _headers(extra: dict[str, str]) -> list[tuple[bytes, bytes]]:
+    return [(k.encode(), v.encode()) for k, v in extra.items()]
+
+
+class RunReply(Response):
+    """An ASGI reply that runs ``produce(send)`` while watching for the client to disconnect.
+
+    Args:
+        produce: Runs the agent and sends the whole response.
+        release: Called once the reply is over (gives the concurrency slot back).
+        drain: Where the reply registers itself, so a shutdown can cancel it.
+        cut: What ends a response that was started when its run is cancelled by a
+            shutdown (an error chunk in the stream's format).
+    """
+
+    def __init__(self, produce: Produce, release: Callable[[], None], drain: Drain, cut: bytes) -> None:
+        super().__init__()
+        self._produce = produce
+        self._release = release
+        self._drain = drain
+        self._cut = cut
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Run the reply; cancel it if the client disconnects; release the slot at the end."""
+        sent = {"started": False, "done": False}
+
+        async def tracked(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                sent["started"] = True
+            elif not message.get("more_body", False):
+                sent["done"] = True
+            await send(message)
+
+        shutdown = anyio.CancelScope()
+        self._drain.add(shutdown)
+        try:
+            with shutdown:
+                async with anyio.create_task_group() as tg:
+
+                    async def watch() -> None:
+                        while (await receive())["type"] != "http.disconnect":
+                            pass
+                        if not tg.cancel_scope.cancel_called:
+                            log.info("client disconnected; cancelling its run")
+                        tg.cancel_scope.cancel()
+
+                    tg.start_soon(watch)
+                    await self._guarded(tracked, sent)
+                    tg.cancel_scope.cancel()
+            if shutdown.cancelled_caught:
+                log.info("run cancelled by the server's shutdown")
+                if not sent["started"]:
+                    err = ApiError(503, "the server shut down before the run ended", code="shutting_down")
+                    await _send_json(send, err.status, err.body())
+                elif not sent["done"]:
+                    await send(_body(self._cut, more=False))
+        finally:
+            self._drain.discard(shutdown)
+            self._release()
+
+    async def _guarded(self, send: Send, sent: dict[str, bool]) -> None:
+        try:
+            await self._produce(send)
+        except Exception as exc:  # a server bug: report its type only, never its text or traceback
+            log.error("reply failed", extra={"error_type": type(exc).__name__})
+            if not sent["started"]:
+                msg = f"internal error ({type(exc).__name__})"
+                err = ApiError(500, msg, code="internal_error", type="server_error")
+                await _send_json(send, err.status, err.body())
+
+
+def _start(status: int, headers: list[tuple[bytes, bytes]]) -> dict[str, object]:
+    return {"type": "http.response.start", "status": status, "headers": headers}
+
+
+def _body(data: bytes, more: bool = True) -> dict[str, object]:
+    return {"type": "http.response.body", "body": data, "more_body": more}
+
+
+async def _send_json(send: Send, status: int, payload: object, headers: dict[str, str] | None = None) -> None:
+    body = json.dumps(payload, separators=(",", ":")).encode()
+    await send(_start(status, [(b"content-type", b"application/json"), *_headers(headers or {})]))
+    await send(_body(body, more=False))
+
+
+def _open(agent: Agent, prompt: str, req: ChatRequest | RunRequest, force_route: str | None = None) -> RunStream:
+    try:
+        return agent.stream(
+            prompt,
+            session_id=req.session_id,
+            history=req.history or None,
+            context=getattr(req, "context", None),
+            force_route=force_route,
+        )
+    except UsageError as exc:
+        raise ApiError(400, str(exc)) from None
+
+
+_CUT = _failure("ServerShutdown").body()
+
+
+def chat_reply(agent: Agent, req: ChatRequest, release: Callable[[], None], drain: Drain) -> RunReply:
+    """The reply to a chat completion request (raises :class:`ApiError` for bad arguments)."""
+    stream = _open(agent, req.prompt, req)
+    produce = _chat_stream if req.stream else _chat_whole
+    return RunReply(lambda send: produce(agent, req, stream, send), release, drain, sse_data(_CUT) + DONE)
+
+
+async def _chat_whole(agent: Agent, req: ChatRequest, stream: RunStream, send: Send) -> None:
+    async with stream:
+        async for _ in stream:
+            pass
+    result = stream.result
+    if result is None:
+        error_type = type(stream.error).__name__
+        log.warning("run failed", extra={"agent": agent.name, "error_type": error_type})
+        err = _failure(error_type)
+        await _send_json(send, err.status, err.body())
+        return
+    headers = routing_headers(result.route, result.confidence, result.fallback_reason)
+    headers["x-jeeves-session-id"] = result.session_id
+    await _send_json(send, 200, completion(req.model, result), headers)
+
+
+async def _chat_stream(agent: Agent, req: ChatRequest, stream: RunStream, send: Send) -> None:
+    async with stream:
+        route: str | None = None
+        confidence: float | None = None
+        reason: str | None = None
+        first: str | None = None
+        async for ev in stream:  # up to the first text: the routing decision goes in the headers
+            if isinstance(ev, TextDelta):
+                first = ev.text
+                break
+            if len(ev.path) == 1 and isinstance(ev, RouterClassified):
+                route, confidence = ev.route, ev.confidence
+            elif len(ev.path) == 1 and isinstance(ev, RouterFallback):
+                route, reason = ev.fallback_route, ev.reason
+            elif len(ev.path) == 1 and isinstance(ev, RouterDispatched):
+                route = ev.route
+        if first is None and stream.error is not None:
+            error_type = type(stream.error).__name__
+            log.warning("run failed", extra={"agent": agent.name, "error_type": error_type})
+            err = _failure(error_type)
+            await _send_json(send, err.status, err.body())
+            return
+        done = stream.result
+        if done is not None:
+            route, confidence, reason = done.route, done.confidence, done.fallback_reason
+        headers = routing_headers(route, confidence, reason)
+        headers["x-jeeves-session-id"] = stream.session_id
+        await send(_start(200, [*_SSE_HEADERS, *_headers(headers)]))
+        cid, created = new_completion_id(), int(time.time())
+        opening = sse_data(chunk(cid, req.model, created, delta={"role": "assistant", "content": ""}))
+        text = content_chunks(cid, req.model, created)
+        if first is not None:  # one write for the opening and the first text
+            await send(_body(opening + text(first)))
+            opening = b""
+            async for ev in stream:
+                if isinstance(ev, TextDelta):
+                    await send(_body(text(ev.text)))
+        result = stream.result
+        if result is None:
+            error_type = type(stream.error).__name__
+            log.warning("run failed mid-stream", extra={"agent": agent.name, "error_type": error_type})
+            tail = opening + sse_data(_failure(error_type).body())
+        else:
+            tail = opening
+            if first is None and result.output:  # an answer that was not streamed (e.g. a recovery report)
+                tail += text(result.output)
+            tail += sse_data(chunk(cid, req.model, created, finish=True, result=result))
+            if req.include_usage:
+                tail += sse_data(chunk(cid, req.model, created, result=result, usage_only=True))
+        await send(_body(tail + DONE, more=False))  # one write for the end
+
+
+def events_reply(agent: Agent, req: RunRequest, release: Callable[[], None], drain: Drain) -> RunReply:
+    """The reply to ``POST /v1/runs``: every event of the run as a named server-sent event."""
+    stream = _open(agent, req.prompt, req, req.force_route)
+
+    async def produce(send: Send) -> None:
+        async with stream:
+            await send(_start(200, [*_SSE_HEADERS, (b"x-jeeves-session-id", stream.session_id.encode())]))
+            seq = 0
+            async for ev in stream:
+                seq += 1
+                if isinstance(ev, RunFailed):
+                    log.warning("run failed", extra={"agent": agent.name, "error_type": ev.error_type})
+                    ev = dataclasses.replace(ev, message=f"the run failed ({ev.error_type}); see the server log")
+                await send(_body(sse_event(seq, ev)))
+            await send(_body(b"", more=False))
+
+    cut = b"event: error\ndata: " + json.dumps(_CUT).encode() + b"\n\n"
+    return RunReply(produce, release, drain, cut)

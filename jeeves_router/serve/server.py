@@ -1,0 +1,137 @@
+"""Run the app under uvicorn: loopback unless a token is set, graceful SIGTERM.
+
+On SIGTERM (or Ctrl-C) uvicorn stops accepting connections, lets the runs in flight finish
+for ``grace_s`` seconds, then cancels the rest (each cancelled run stops at its current
+await point; what it journaled stays in the journal) and closes the journals.
+"""
+
+from __future__ import annotations
+
+import importlib
+import ipaddress
+import os
+import socket
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import anyio
+
+from ..agent import Agent
+from ..errors import UsageError
+from .app import create_app
+from .guard import Drain
+
+__all__ = ["serve", "is_loopback", "load_agents", "token_from_env"]
+
+#: uvicorn's own cancellation, should a cancelled run not end in time, comes this much later.
+_BACKSTOP_S = 5
+
+
+def is_loopback(host: str) -> bool:
+    """True for ``localhost`` and loopback addresses (127.0.0.0/8, ::1)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def load_agents(spec: str) -> Agent | Sequence[Agent] | Mapping[str, Agent]:
+    """Import ``module:attr`` naming an agent, a list of agents or a mapping of them.
+
+    A callable attribute is called with no arguments and must return one of those.
+    """
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        raise UsageError(f"expected module:attribute (e.g. examples.serve_desk:desk), got {spec!r}")
+    try:
+        obj: Any = importlib.import_module(module_name)
+        for part in attr.split("."):
+            obj = getattr(obj, part)
+    except (ImportError, AttributeError) as exc:
+        raise UsageError(f"cannot import {spec!r}: {exc}") from None
+    if callable(obj) and not isinstance(obj, Agent):
+        obj = obj()
+    if not isinstance(obj, (Agent, Sequence, Mapping)):
+        raise UsageError(f"{spec!r} is a {type(obj).__name__}, not an Agent, a list or a mapping of agents")
+    return obj
+
+
+def serve(
+    agents: Agent | Sequence[Agent] | Mapping[str, Agent],
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    token: str | None = None,
+    grace_s: int = 30,
+    log_level: str = "warning",
+    **options: Any,
+) -> None:
+    """Serve ``agents`` over HTTP until SIGTERM/SIGINT (blocks).
+
+    Args:
+        agents: What :func:`~jeeves_router.serve.create_app` serves.
+        host: Address to listen on; a non-loopback address needs ``token``.
+        port: TCP port (0: any free port).
+        token: Bearer token every request must carry.
+        grace_s: On SIGTERM, how long runs in flight may take before they are cancelled.
+        log_level: uvicorn's log level (access logs are off).
+        **options: Passed to :func:`~jeeves_router.serve.create_app` (``journal``,
+            ``max_concurrency``, ``max_body_bytes``, ...).
+
+    Raises:
+        UsageError: for a non-loopback host without a token, or bad options.
+    """
+    import uvicorn
+
+    if not is_loopback(host) and not token:
+        raise UsageError(
+            f"refusing to listen on {host!r} without a token: anyone who can reach it could run your agents; "
+            "set a token (jeeves-router serve --token-env VAR) or listen on 127.0.0.1"
+        )
+    if not isinstance(grace_s, int) or grace_s < 0:
+        raise UsageError(f"grace_s must be a whole number of seconds >= 0, got {grace_s!r}")
+    drain = Drain()
+    app = create_app(agents, token=token, drain=drain, **options)
+    config = uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        log_level=log_level,
+        access_log=False,
+        lifespan="on",
+        timeout_graceful_shutdown=grace_s + _BACKSTOP_S,
+        server_header=False,
+    )
+
+    class DrainingServer(uvicorn.Server):
+        """uvicorn, cancelling the runs in flight itself once the grace period is over."""
+
+        async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+            drain.start()
+            async with anyio.create_task_group() as tg:
+
+                async def cancel_late_runs() -> None:
+                    await anyio.sleep(grace_s)
+                    drain.cancel_all()
+
+                tg.start_soon(cancel_late_runs)
+                await super().shutdown(sockets)
+                tg.cancel_scope.cancel()
+
+    DrainingServer(config).run()
+
+
+def token_from_env(name: str | None) -> str | None:
+    """The token held by environment variable ``name`` (``None`` when no name is given).
+
+    Raises:
+        UsageError: if the variable is unset or empty.
+    """
+    if name is None:
+        return None
+    value = os.environ.get(name, "")
+    if not value:
+        raise UsageError(f"--token-env {name}: the environment variable is unset or empty")
+    return value

@@ -1,0 +1,342 @@
+"""The HTTP wire format: request validation, OpenAI-shaped replies and errors, SSE framing.
+
+Pure functions over JSON-ready data; no I/O. Everything a client can get wrong raises
+:class:`ApiError`, which becomes a 4xx reply in OpenAI's error shape
+(``{"error": {"message", "type", "param", "code"}}``) naming the field at fault.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..events import Event as RunEvent
+from ..events import event_adapter
+from ..messages import Message, assistant, user
+from ..results import RunResult
+
+__all__ = [
+    "ApiError",
+    "ChatRequest",
+    "RunRequest",
+    "error_body",
+    "parse_json",
+    "parse_chat",
+    "parse_run",
+    "routing_of",
+    "routing_headers",
+    "completion",
+    "chunk",
+    "content_chunks",
+    "sse_data",
+    "sse_event",
+    "DONE",
+]
+
+#: Session ids: 1-128 characters, letters, digits and ``. _ : -``.
+SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
+DONE = b"data: [DONE]\n\n"
+_IGNORED_ROLES = ("system", "developer")
+
+
+class ApiError(Exception):
+    """A request the server refuses, as an HTTP status and an OpenAI-shaped error."""
+
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        param: str | None = None,
+        code: str | None = None,
+        type: str = "invalid_request_error",
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.param = param
+        self.code = code
+        self.type = type
+        self.headers = dict(headers or {})
+
+    def body(self) -> dict[str, Any]:
+        """The JSON error body."""
+        return error_body(self.message, param=self.param, code=self.code, type=self.type)
+
+
+def error_body(
+    message: str, *, param: str | None = None, code: str | None = None, type: str = "invalid_request_error"
+) -> dict[str, Any]:
+    """OpenAI's error shape."""
+    return {"error": {"message": message, "type": type, "param": param, "code": code}}
+
+
+def parse_json(raw: bytes) -> dict[str, Any]:
+    """The request body as a JSON object."""
+    try:
+        data = json.loads(raw)
+    except RecursionError:
+        raise ApiError(400, "the request body's JSON is nested too deeply", code="invalid_json") from None
+    except (UnicodeDecodeError, ValueError) as exc:
+        where = f" at line {exc.lineno} column {exc.colno}" if isinstance(exc, json.JSONDecodeError) else ""
+        raise ApiError(400, f"the request body is not valid JSON{where}", code="invalid_json") from None
+    if not isinstance(data, dict):
+        raise ApiError(400, f"the request body must be a JSON object, got a JSON {type(data).__name__}")
+    return data
+
+
+def _field(data: Mapping[str, Any], name: str, kind: type | tuple[type, ...], *, required: bool = False) -> Any:
+    value = data.get(name)
+    if value is None:
+        if required:
+            raise ApiError(400, f"missing required field {name!r}", param=name, code="missing_field")
+        return None
+    if not isinstance(value, kind) or (isinstance(value, bool) and bool not in _types(kind)):
+        names = " or ".join(t.__name__ for t in _types(kind))
+        raise ApiError(400, f"field {name!r} must be {names}, got {type(value).__name__}", param=name)
+    return value
+
+
+def _types(kind: type | tuple[type, ...]) -> tuple[type, ...]:
+    return kind if isinstance(kind, tuple) else (kind,)
+
+
+def _session_id(data: Mapping[str, Any], header: str | None) -> str | None:
+    sid: str | None = _field(data, "session_id", str)
+    if sid is None:
+        sid = header
+    if sid is not None and not SESSION_ID.fullmatch(sid):
+        raise ApiError(
+            400,
+            "session_id must be 1-128 characters: letters, digits and '.', '_', ':', '-', starting with a letter or "
+            "digit",
+            param="session_id",
+        )
+    return sid
+
+
+def _content(value: Any, where: str) -> str:
+    """Message content: a string or a list of text parts."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        texts = []
+        for i, part in enumerate(value):
+            if not isinstance(part, dict) or part.get("type") != "text" or not isinstance(part.get("text"), str):
+                msg = f"{where}.content[{i}] must be a text part {{'type': 'text', 'text': ...}}"
+                raise ApiError(400, msg, param=where)
+            texts.append(part["text"])
+        return "".join(texts)
+    raise ApiError(400, f"{where}.content must be a string or a list of text parts", param=where)
+
+
+def _messages(value: Any, name: str) -> list[tuple[str, str]]:
+    if not isinstance(value, list):
+        raise ApiError(400, f"field {name!r} must be a list of messages", param=name)
+    out: list[tuple[str, str]] = []
+    for i, m in enumerate(value):
+        where = f"{name}[{i}]"
+        if not isinstance(m, dict):
+            raise ApiError(400, f"{where} must be an object with 'role' and 'content'", param=where)
+        role = m.get("role")
+        if role in _IGNORED_ROLES:
+            continue
+        if role not in ("user", "assistant"):
+            raise ApiError(
+                400, f"{where}.role must be 'system', 'developer', 'user' or 'assistant', got {role!r}", param=where
+            )
+        out.append((role, _content(m.get("content"), where)))
+    return out
+
+
+def _history(turns: list[tuple[str, str]]) -> tuple[Message, ...]:
+    return tuple(user(text) if role == "user" else assistant(text) for role, text in turns)
+
+
+@dataclass(frozen=True, slots=True)
+class ChatRequest:
+    """A validated ``POST /v1/chat/completions`` body."""
+
+    model: str
+    prompt: str
+    history: tuple[Message, ...]
+    stream: bool
+    include_usage: bool
+    session_id: str | None
+
+
+_UNSUPPORTED = ("tools", "functions", "tool_choice", "function_call", "response_format", "logprobs")
+
+
+def parse_chat(data: Mapping[str, Any], *, session_header: str | None = None) -> ChatRequest:
+    """Validate a chat completion request.
+
+    ``system``/``developer`` messages are ignored (the served agent has its own
+    instructions); the last message must be the user's request and the earlier ones are
+    the history (none given: the session's stored history is used).
+    """
+    model = _field(data, "model", str, required=True)
+    turns = _messages(_field(data, "messages", list, required=True), "messages")
+    if not turns or turns[-1][0] != "user":
+        raise ApiError(400, "the last non-system message must have role 'user' (the request)", param="messages")
+    for name in _UNSUPPORTED:
+        if data.get(name) not in (None, False, [], {}, "none", "auto", {"type": "text"}):
+            raise ApiError(
+                400, f"field {name!r} is not supported: the served agent brings its own tools and format", param=name
+            )
+    n = _field(data, "n", int)
+    if n is not None and n != 1:
+        raise ApiError(400, f"field 'n' must be 1 (one answer per request), got {n}", param="n")
+    stream = bool(_field(data, "stream", bool))
+    options = _field(data, "stream_options", dict) or {}
+    include_usage = options.get("include_usage", False)
+    if not isinstance(include_usage, bool):
+        raise ApiError(400, "stream_options.include_usage must be a boolean", param="stream_options")
+    return ChatRequest(
+        model=model,
+        prompt=turns[-1][1],
+        history=_history(turns[:-1]),
+        stream=stream,
+        include_usage=include_usage,
+        session_id=_session_id(data, session_header),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class RunRequest:
+    """A validated ``POST /v1/runs`` body."""
+
+    model: str
+    prompt: str
+    history: tuple[Message, ...]
+    session_id: str | None
+    force_route: str | None
+    context: dict[str, Any] = field(default_factory=dict)
+
+
+def parse_run(data: Mapping[str, Any], *, session_header: str | None = None) -> RunRequest:
+    """Validate a run request: ``model`` (the agent), ``input`` and optional extras."""
+    model = _field(data, "model", str, required=True)
+    prompt = _field(data, "input", str, required=True)
+    history = data.get("history")
+    return RunRequest(
+        model=model,
+        prompt=prompt,
+        history=_history(_messages(history, "history")) if history is not None else (),
+        session_id=_session_id(data, session_header),
+        force_route=_field(data, "force_route", str),
+        context=dict(_field(data, "context", dict) or {}),
+    )
+
+
+# -- replies --------------------------------------------------------------------------------
+
+
+def routing_of(result: RunResult) -> dict[str, Any]:
+    """The ``jeeves`` extension object: the routing decision and the run's outcome."""
+    return {
+        "route": result.route,
+        "confidence": result.confidence,
+        "fallback_reason": result.fallback_reason,
+        "used_fallback": result.used_fallback,
+        "status": result.status,
+        "session_id": result.session_id,
+    }
+
+
+def routing_headers(route: str | None, confidence: float | None, fallback_reason: str | None) -> dict[str, str]:
+    """The routing decision as ``X-Jeeves-*`` response headers (absent parts left out)."""
+    out = {}
+    if route is not None:
+        out["x-jeeves-route"] = route
+    if confidence is not None:
+        out["x-jeeves-confidence"] = f"{confidence:.4f}"
+    if fallback_reason is not None:
+        out["x-jeeves-fallback-reason"] = fallback_reason
+    return out
+
+
+def _usage(result: RunResult) -> dict[str, int]:
+    u = result.usage
+    return {"prompt_tokens": u.input_tokens, "completion_tokens": u.output_tokens, "total_tokens": u.total_tokens}
+
+
+def new_completion_id() -> str:
+    """An id for one chat completion."""
+    return f"chatcmpl-{uuid.uuid4().hex}"
+
+
+def completion(model: str, result: RunResult) -> dict[str, Any]:
+    """A ``chat.completion`` object for a finished run."""
+    return {
+        "id": new_completion_id(),
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": result.output},
+                "finish_reason": "stop",
+                "logprobs": None,
+            }
+        ],
+        "usage": _usage(result),
+        "jeeves": routing_of(result),
+    }
+
+
+def chunk(
+    cid: str,
+    model: str,
+    created: int,
+    *,
+    delta: Mapping[str, Any] | None = None,
+    finish: bool = False,
+    result: RunResult | None = None,
+    usage_only: bool = False,
+) -> dict[str, Any]:
+    """One ``chat.completion.chunk``; the last one carries ``finish_reason`` and ``jeeves``."""
+    body: dict[str, Any] = {"id": cid, "object": "chat.completion.chunk", "created": created, "model": model}
+    if usage_only:
+        assert result is not None
+        body["choices"] = []
+        body["usage"] = _usage(result)
+        return body
+    body["choices"] = [
+        {"index": 0, "delta": dict(delta or {}), "finish_reason": "stop" if finish else None, "logprobs": None}
+    ]
+    if result is not None:
+        body["jeeves"] = routing_of(result)
+    return body
+
+
+def content_chunks(cid: str, model: str, created: int) -> Callable[[str], bytes]:
+    """A fast encoder of text-delta chunks: ``sse_data(chunk(..., delta={"content": text}))``.
+
+    Only the text changes from one chunk to the next, so the rest is serialised once.
+    """
+    marker = "\x00content\x00"
+    head, tail = sse_data(chunk(cid, model, created, delta={"content": marker})).split(json.dumps(marker).encode())
+
+    def encode(text: str) -> bytes:
+        return head + json.dumps(text).encode() + tail
+
+    return encode
+
+
+def sse_data(payload: Mapping[str, Any]) -> bytes:
+    """One ``data:`` server-sent event."""
+    return b"data: " + json.dumps(payload, separators=(",", ":")).encode() + b"\n\n"
+
+
+def sse_event(seq: int, ev: RunEvent) -> bytes:
+    """A run event as a named server-sent event (``event: <kind>``, ``id: <seq>``)."""
+    data = event_adapter().dump_json(ev)
+    return b"event: " + ev.kind.encode() + b"\nid: " + str(seq).encode() + b"\ndata: " + data + b"\n\n"

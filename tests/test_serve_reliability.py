@@ -1,0 +1,219 @@
+"""The server under pressure: the concurrency limit, a client that disconnects, SIGTERM."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import anyio
+import httpx2 as httpx
+import openai
+import pytest
+
+from jeeves_router.errors import UsageError
+from jeeves_router.journal import MemoryJournal, SQLiteJournal, session_turns
+from jeeves_router.serve import create_app, serve
+from jeeves_router.serve.guard import Drain
+from tests.serve_apps import SLOW_CHUNKS, GatedModel, desk_with, free_port, running, subprocess_env
+
+CHAT = "/v1/chat/completions"
+
+
+def body(text: str = "refund please", *, stream: bool = True, session: str | None = None) -> dict[str, object]:
+    out: dict[str, object] = {"model": "desk", "messages": [{"role": "user", "content": text}], "stream": stream}
+    if session is not None:
+        out["session_id"] = session
+    return out
+
+
+def contents(lines: Iterator[str]) -> Iterator[str]:
+    """The content deltas of a streamed chat completion, until [DONE]."""
+    for line in lines:
+        if not line.startswith("data: "):
+            continue
+        if line == "data: [DONE]":
+            return
+        data = json.loads(line[6:])
+        for choice in data.get("choices", ()):
+            if choice["delta"].get("content"):
+                yield choice["delta"]["content"]
+
+
+def test_saturated_server_answers_429_with_retry_after_and_frees_the_slot_after() -> None:
+    model = GatedModel()
+    with running(create_app(desk_with(model), max_concurrency=1, retry_after_s=3)) as server:
+        with httpx.stream("POST", server.url + CHAT, json=body()) as first:
+            assert first.status_code == 200
+            pieces = contents(first.iter_lines())  # one iterator: dropping it would close the response
+            assert next(pieces) == "first "
+            refused = httpx.post(server.url + CHAT, json=body(stream=False))
+            assert refused.status_code == 429
+            assert refused.headers["retry-after"] == "3"
+            assert refused.json()["error"]["code"] == "rate_limit_exceeded"
+            model.gate.set()
+            assert "".join(pieces) == "rest."
+        again = httpx.post(server.url + CHAT, json=body(stream=False))
+        assert again.status_code == 200 and again.json()["choices"][0]["message"]["content"] == "first rest."
+
+
+def test_a_client_that_disconnects_mid_stream_cancels_its_run_and_the_journal_keeps_what_completed() -> None:
+    model = GatedModel()
+    journal = MemoryJournal()
+    with running(create_app(desk_with(model), journal=journal, max_concurrency=1)) as server:
+        with httpx.stream("POST", server.url + CHAT, json=body(session="gone")) as r:
+            assert next(contents(r.iter_lines())) == "first "
+        # the client is gone: the specialist's stream is closed, not left running
+        assert model.cancelled.wait(10)
+        assert not model.finished.is_set()
+        # its slot is free again (max_concurrency=1)
+        for _ in range(200):
+            if httpx.post(server.url + CHAT, json=body("hello", stream=False)).status_code == 200:
+                break
+            threading.Event().wait(0.05)
+        else:
+            pytest.fail("the disconnected run never released its slot")
+    entries = anyio.run(journal.read, "gone")
+    kinds = [e.record.type for e in entries]
+    assert kinds.count("run.start") == 1 and "run.end" not in kinds
+    assert "step" in kinds  # the classification completed before the disconnect and stays recorded
+    turns = anyio.run(session_turns, journal, "gone")
+    assert [(t.prompt, t.status) for t in turns] == [("refund please", "incomplete")]
+
+
+def test_refuses_a_non_loopback_host_without_a_token() -> None:
+    desk = desk_with(GatedModel())
+    with pytest.raises(UsageError, match=r"refusing to listen on '0\.0\.0\.0' without a token"):
+        serve(desk, host="0.0.0.0", port=free_port())
+
+
+def _spawn(
+    tmp_path: Path, target: str, grace: int, extra: tuple[str, ...] = (), env: dict[str, str] | None = None
+) -> tuple[subprocess.Popen[bytes], str]:
+    port = free_port()
+    cmd = [sys.executable, "-m", "jeeves_router.cli", "serve", target, "--port", str(port)]
+    cmd += ["--grace", str(grace), "--journal", str(tmp_path / "runs.db"), *extra]
+    with open(tmp_path / "stderr.txt", "wb") as stderr:
+        proc = subprocess.Popen(cmd, env={**subprocess_env(), **(env or {})}, stdout=subprocess.DEVNULL, stderr=stderr)
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(600):
+        try:
+            httpx.get(url + "/v1/models", timeout=1)
+            return proc, url
+        except httpx.TransportError:
+            pass
+        assert proc.poll() is None, (tmp_path / "stderr.txt").read_text()
+        threading.Event().wait(0.05)
+    proc.kill()
+    pytest.fail("the server did not start")
+
+
+def _refused(url: str) -> bool:
+    for _ in range(200):
+        try:
+            httpx.get(url + "/v1/models", timeout=1)
+        except httpx.TransportError:
+            return True
+        threading.Event().wait(0.05)
+    return False
+
+
+@pytest.mark.slow
+def test_sigterm_stops_accepting_and_lets_the_stream_in_flight_finish(tmp_path: Path) -> None:
+    proc, url = _spawn(tmp_path, "tests.serve_apps:slow_desk", grace=20)
+    try:
+        with httpx.stream("POST", url + CHAT, json=body(session="s-term"), timeout=30) as r:
+            pieces = contents(r.iter_lines())
+            assert next(pieces) == "part-first "
+            proc.send_signal(signal.SIGTERM)
+            assert _refused(url), "the server kept accepting connections after SIGTERM"
+            assert "".join(pieces) == "".join(SLOW_CHUNKS)
+        # after its graceful shutdown uvicorn re-raises the signal, so supervisors see SIGTERM
+        assert proc.wait(30) == -signal.SIGTERM
+    finally:
+        proc.kill()
+        proc.wait()
+    turns = anyio.run(session_turns, SQLiteJournal(tmp_path / "runs.db"), "s-term")
+    assert [(t.status, t.route) for t in turns] == [("ok", "billing")]
+
+
+@pytest.mark.slow
+def test_sigterm_cancels_runs_still_going_after_the_grace_period(tmp_path: Path) -> None:
+    proc, url = _spawn(tmp_path, "tests.serve_apps:stuck_desk", grace=1)
+    try:
+        with httpx.stream("POST", url + CHAT, json=body(session="s-stuck"), timeout=30) as r:
+            lines = r.iter_lines()
+            assert next(contents(lines)) == "stuck-first "
+            proc.send_signal(signal.SIGTERM)
+            rest = [line for line in lines if line]  # the stream ends with an error once the run is cancelled
+        assert rest[-1] == "data: [DONE]"
+        assert json.loads(rest[-2][6:])["error"]["message"] == "the run failed (ServerShutdown); see the server log"
+        assert proc.wait(30) == -signal.SIGTERM
+    finally:
+        proc.kill()
+        proc.wait()
+    stderr = (tmp_path / "stderr.txt").read_text()
+    assert "Traceback" not in stderr and "ERROR" not in stderr
+    turns = anyio.run(session_turns, SQLiteJournal(tmp_path / "runs.db"), "s-stuck")
+    assert [(t.prompt, t.status) for t in turns] == [("refund please", "incomplete")]
+
+
+def test_a_draining_server_refuses_new_runs_with_503() -> None:
+    drain = Drain()
+    with running(create_app(desk_with(GatedModel()), drain=drain)) as server:
+        drain.start()
+        r = httpx.post(server.url + CHAT, json=body(stream=False))
+        assert r.status_code == 503 and r.headers["retry-after"] == "1"
+        assert r.json()["error"]["code"] == "shutting_down"
+        assert httpx.get(server.url + "/v1/models").status_code == 200  # reads still answer while draining
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "needle"),
+    [
+        (["tests.serve_apps:slow_desk", "--host", "0.0.0.0"], {}, "refusing to listen on '0.0.0.0' without a token"),
+        (["tests.serve_apps:slow_desk", "--token-env", "NO_SUCH_VAR_XYZ"], {}, "NO_SUCH_VAR_XYZ"),
+        (["tests.serve_apps:nothing_here"], {}, "cannot import 'tests.serve_apps:nothing_here'"),
+        (["tests.serve_apps"], {}, "expected module:attribute"),
+        (["tests.serve_apps:SLOW_CHUNKS"], {}, "must be an Agent, not a str"),
+        (["tests.serve_apps:slow_desk", "--grace", "-1"], {}, "grace_s must be"),
+    ],
+)
+def test_serve_command_refuses_bad_arguments_before_listening(
+    args: list[str], env: dict[str, str], needle: str
+) -> None:
+    from typer.testing import CliRunner
+
+    from jeeves_router.cli import app
+
+    result = CliRunner().invoke(app, ["serve", *args], env=env)
+    assert result.exit_code == 2, result.output
+    assert needle in " ".join(result.output.split())
+
+
+@pytest.mark.slow
+def test_the_example_desk_served_by_the_cli_with_a_token(tmp_path: Path) -> None:
+    token = "example-t0ken-123456"
+    extra = ("--token-env", "DESK_TOKEN")
+    proc, url = _spawn(tmp_path, "examples.serve_desk:desk", grace=5, extra=extra, env={"DESK_TOKEN": token})
+    try:
+        assert httpx.get(url + "/v1/models").status_code == 401
+        client = openai.OpenAI(base_url=url + "/v1", api_key=token, max_retries=0)
+        for seen, text in enumerate(("I was charged twice", "the API returns 500")):
+            reply = client.chat.completions.create(
+                model="desk", messages=[{"role": "user", "content": text}], extra_body={"session_id": "ex-1"}
+            )
+            assert (reply.choices[0].message.content or "").endswith(f"(I see {2 * seen} earlier messages).")
+        assert [m.id for m in client.models.list()] == ["desk"]
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == -signal.SIGTERM
+    finally:
+        proc.kill()
+        proc.wait()
+    assert token not in (tmp_path / "stderr.txt").read_text()
+    turns = anyio.run(session_turns, SQLiteJournal(tmp_path / "runs.db"), "ex-1")
+    assert [t.route for t in turns] == ["billing", "technical"]
