@@ -25,8 +25,7 @@ from .architectures.capabilities import (
     ClassifierExample,
     ClassifierGuide,
 )
-from .architectures.handoff import HandoffRouter
-from .architectures.handoff_chain import HandoffChain
+from .architectures.handoffs import HandoffChain, HandoffRouter
 from .architectures.react import ToolLoop
 from .architectures.router import Router, RouterRoute
 from .errors import (
@@ -114,8 +113,7 @@ _MOVED = {
     "jeeves_router.messages": ("TextPart", "ToolCallPart", "ToolResultPart"),
     "jeeves_router.runtime": ("Runtime",),
     "jeeves_router.architectures.base": ("Architecture", "RunContext"),
-    "jeeves_router.architectures.handoff_session": ("InMemorySessionStore", "SessionStore"),
-    "jeeves_router.architectures.handoff_tools": ("HandoffInput", "HistoryMode"),
+    "jeeves_router.architectures.handoffs": ("InMemorySessionStore", "SessionStore", "HandoffInput", "HistoryMode"),
 }
 _LAZY = {name: module for module, names in _MOVED.items() for name in names}
 _LAZY.update({name: "jeeves_router.testing" for name in _TESTING})

@@ -11,7 +11,7 @@ import anyio
 
 from ._aio import aclosing
 from .architectures.base import Architecture, RunContext, run_child
-from .architectures.handoff_chain import HandoffChain
+from .architectures.handoffs.chain import HandoffChain
 from .architectures.react import ToolLoop
 from .errors import UsageError
 from .events import Event
@@ -42,7 +42,7 @@ class Agent:
         runtime: Durability port (default: pass-through, nothing recorded).
         handoffs: Agents (or agent names, for cycles) this one may hand the conversation to
             with generated ``transfer_to_<name>`` tools; without ``architecture`` the agent
-            then runs as a :class:`~jeeves_router.architectures.handoff_chain.HandoffChain`.
+            then runs as a :class:`~jeeves_router.architectures.handoffs.chain.HandoffChain`.
         classify_error: Optional hook ``(exc, context) -> ErrorClassification | None``
             used by the recovery layer.
 

@@ -11,7 +11,7 @@ import anyio
 import pytest
 
 from jeeves_router import Agent
-from jeeves_router.architectures.capabilities import (
+from jeeves_router.architectures.capabilities.architecture import (
     Capabilities,
     Capability,
     CapabilityCall,

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from jeeves_router import Agent, Handoff, Message, UsageError, child_session_id, tool
-from jeeves_router.architectures.handoff_chain import HandoffChain
-from jeeves_router.architectures.handoff_tools import HandoffInput, announces_handoff
+from jeeves_router.architectures.handoffs.chain import HandoffChain
+from jeeves_router.architectures.handoffs.tools import HandoffInput, announces_handoff
 from jeeves_router.errors import ScriptExhausted
 from jeeves_router.events import (
     Event,

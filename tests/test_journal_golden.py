@@ -19,7 +19,7 @@ import anyio
 import pytest
 
 from jeeves_router import Agent
-from jeeves_router.architectures.router import Router, RouterRoute
+from jeeves_router.architectures.router.router import Router, RouterRoute
 from jeeves_router.events import RunCompleted
 from jeeves_router.journal import JournalRuntime, MemoryJournal, SQLiteJournal, recorded_events
 from jeeves_router.journal.base import Journal

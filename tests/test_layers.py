@@ -130,3 +130,23 @@ def test_architectures_never_import_the_agent(module: str, path: Path) -> None:
     if module.split(".")[0] != "architectures":
         return
     assert all(t.split(".")[0] != "agent" for t, _ in imports_of(module, path)), f"{module} imports agent"
+
+
+# Inside the actors layer: the engine core (base, react, routes) never imports an
+# architecture subpackage; the Router never imports handoffs or capabilities; capabilities
+# import neither router nor handoffs (handoffs reuse the Router's decision: router only).
+ACTOR_RULES: dict[str, tuple[str, ...]] = {
+    "architectures.base": ("architectures.router", "architectures.handoffs", "architectures.capabilities"),
+    "architectures.react": ("architectures.router", "architectures.handoffs", "architectures.capabilities"),
+    "architectures.routes": ("architectures.router", "architectures.handoffs", "architectures.capabilities"),
+    "architectures.router": ("architectures.handoffs", "architectures.capabilities"),
+    "architectures.capabilities": ("architectures.router", "architectures.handoffs"),
+    "architectures.handoffs": ("architectures.capabilities",),
+}
+
+
+@pytest.mark.parametrize(("module", "path"), MODULES, ids=[m for m, _ in MODULES])
+def test_architecture_subpackages_keep_to_their_side(module: str, path: Path) -> None:
+    banned = next((b for prefix, b in ACTOR_RULES.items() if module == prefix or module.startswith(prefix + ".")), ())
+    for target, _ in imports_of(module, path):
+        assert not any(target == b or target.startswith(b + ".") for b in banned), f"{module} imports {target}"

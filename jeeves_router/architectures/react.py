@@ -30,10 +30,10 @@ from ..messages import Message, TextPart, ToolCallPart, ToolResultPart
 from ..models.base import ModelRequest, ModelResponse, ModelTextDelta
 from ..recovery.config import Recovery
 from ..recovery.ladder import Action
+from ..recovery.run import Failure, RecoveryRun, RecoveryStop, recovery_for
 from ..results import RunResult
 from ..tools import ToolOutcome
 from ..usage import NO_USAGE
-from ._recovery import Failure, RecoveryRun, RecoveryStop, recovery_for
 from .base import RunContext
 
 if TYPE_CHECKING:

@@ -172,7 +172,7 @@ class JournalRuntime(Runtime):
         Called by :class:`~jeeves_router.Agent` for root runs; sets ``ctx.run_id``.
         """
         limits = self.session_history
-        if limits is not None and not ctx.history and ctx.session_id not in self._resume_hints:
+        if limits is not None and not ctx.history and ctx.resume_run is None:
             ctx.history = await load_history(self.journal, ctx.session_id, ctx.agent.name, limits)
         state = await self._begin(ctx)
         adapter = event_adapter()

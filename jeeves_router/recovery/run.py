@@ -29,16 +29,16 @@ import structlog
 
 from ..events import RecoveryReclassify, RecoveryReplan, RecoveryReport, RecoveryRetry
 from ..policies import RetryPolicy
-from ..recovery.classify import ErrorContext, ErrorHook, classify_failure, mark_fatal
-from ..recovery.config import Recovery
-from ..recovery.ladder import Action, Counters, Decision, budget_exceeded, next_action
-from ..recovery.report import StepRecord, build_report, explain_report
-from ..recovery.severity import ErrorClassification, ErrorSeverity
 from ..results import RunResult
 from ..usage import Usage
+from .classify import ErrorContext, ErrorHook, classify_failure, mark_fatal
+from .config import Recovery
+from .ladder import Action, Counters, Decision, budget_exceeded, next_action
+from .report import StepRecord, build_report, explain_report
+from .severity import ErrorClassification, ErrorSeverity
 
 if TYPE_CHECKING:
-    from .base import RunContext
+    from ..architectures.base import RunContext
 
 __all__ = ["RecoveryRun", "RecoveryStop", "RecoveryRedirect", "Failure", "recovery_for"]
 

@@ -26,17 +26,19 @@ from collections.abc import AsyncGenerator, Awaitable, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Literal
 
-from .._aio import aclosing
-from ..errors import UsageError
-from ..events import CapabilitiesSelected, CapabilityCompleted, CapabilityStarted, Event, TextDelta
-from ..ids import child_session_id
-from ..messages import assistant, user
-from ..models.base import Model, ModelRequest, ModelResponse
-from ..models.registry import resolve_model
-from ..recovery.config import Recovery
-from ..recovery.severity import ErrorSeverity, ExecutionError
-from ..results import RunResult
-from ._capability import (
+from ..._aio import aclosing
+from ...errors import UsageError
+from ...events import CapabilitiesSelected, CapabilityCompleted, CapabilityStarted, Event, TextDelta
+from ...ids import child_session_id
+from ...messages import assistant, user
+from ...models.base import Model, ModelRequest, ModelResponse
+from ...models.registry import resolve_model
+from ...recovery.config import Recovery
+from ...recovery.run import Failure, RecoveryRedirect, RecoveryRun, RecoveryStop
+from ...recovery.severity import ErrorSeverity, ExecutionError
+from ...results import RunResult
+from ..base import RunContext, run_child
+from .capability import (
     Capability,
     CapabilityCall,
     CapabilityFunction,
@@ -45,13 +47,11 @@ from ._capability import (
     ClassifierGuide,
     RunState,
 )
-from ._orchestrate import orchestrate
-from ._recovery import Failure, RecoveryRedirect, RecoveryRun, RecoveryStop
-from ._selection import Selection, select_capabilities
-from .base import RunContext, run_child
+from .orchestrate import orchestrate
+from .selection import Selection, select_capabilities
 
 if TYPE_CHECKING:
-    from ..actor import Actor
+    from ...actor import Actor
 
 __all__ = [
     "Capabilities",
@@ -175,7 +175,7 @@ class Capabilities:
         orchestrator = self._model(agent, self.orchestrator_model, "orchestrator_model")
         hooks = (agent.classify_error,)
         if self.task_extraction:
-            from ._planning import extraction_request
+            from .planning import extraction_request
 
             req = extraction_request(ctx.history, ctx.prompt)
             extract = partial(self.request, ctx, rec, st, orchestrator, req, "extract_task")

@@ -12,18 +12,18 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator
 from typing import TYPE_CHECKING
 
-from .._aio import aclosing
-from ..events import Event
-from ..models.base import Model
-from ..recovery.ladder import Action
-from ._planning import PlanStep, ReactChoice, parse_plan, parse_react_choice, plan_request, react_request
-from ._recovery import Failure, RecoveryRedirect, RecoveryRun
-from .base import RunContext
+from ..._aio import aclosing
+from ...events import Event
+from ...models.base import Model
+from ...recovery.ladder import Action
+from ...recovery.run import Failure, RecoveryRedirect, RecoveryRun
+from ..base import RunContext
+from .planning import PlanStep, ReactChoice, parse_plan, parse_react_choice, plan_request, react_request
 
 if TYPE_CHECKING:
-    from ..actor import Actor
-    from ._capability import RunState
-    from .capabilities import Capabilities
+    from ...actor import Actor
+    from .architecture import Capabilities
+    from .capability import RunState
 
 __all__ = ["orchestrate"]
 

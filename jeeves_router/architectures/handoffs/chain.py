@@ -19,18 +19,18 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator, Callable, Sequence
 from typing import TYPE_CHECKING
 
-from ..errors import UsageError
-from ..events import Event
-from .base import Architecture, RunContext
-from .handoff_graph import HandoffGraph, build_graph
-from .handoff_run import ChainRun
-from .handoff_session import InMemorySessionStore, SessionStore
-from .handoff_tools import HistoryMode, announces_handoff, validate_history_mode
-from .handoff_visit import ChainSettings
-from .react import ToolLoop
+from ...errors import UsageError
+from ...events import Event
+from ..base import Architecture, RunContext
+from ..react import ToolLoop
+from .graph import HandoffGraph, build_graph
+from .run import ChainRun
+from .session import InMemorySessionStore, SessionStore
+from .tools import HistoryMode, announces_handoff, validate_history_mode
+from .visit import ChainSettings
 
 if TYPE_CHECKING:
-    from ..actor import Actor
+    from ...actor import Actor
 
 __all__ = ["HandoffChain", "chain_settings"]
 
@@ -77,7 +77,7 @@ class HandoffChain:
         max_edge_traversals: How often one edge (from, to) may be taken in one run; one
             more ends it with ``handoff_cycle`` (catches A→B→C→A as well as A→B→A).
         history: What a target sees: ``"all"``, ``"last"`` or a callable (see
-            :class:`~jeeves_router.architectures.handoff_tools.HandoffInput`).
+            :class:`~jeeves_router.architectures.handoffs.tools.HandoffInput`).
         detect_announced: ``(text, targets) -> bool``: does a text reply announce a handoff?
             ``None`` disables the check.
         sticky: Remember per session id which agent answered last and start the next turn
@@ -118,7 +118,7 @@ class HandoffChain:
         """The chain reachable from ``agent``.
 
         Raises:
-            UsageError: see :func:`~jeeves_router.architectures.handoff_graph.build_graph`.
+            UsageError: see :func:`~jeeves_router.architectures.handoffs.graph.build_graph`.
         """
         return build_graph(agent, fallback=self.fallback)
 

@@ -13,11 +13,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..classify.parser import normalize_route_name
-from ..errors import UsageError
+from ...classify.parser import normalize_route_name
+from ...errors import UsageError
 
 if TYPE_CHECKING:
-    from ..actor import Actor
+    from ...actor import Actor
 
 __all__ = ["HandoffNode", "HandoffGraph", "build_graph", "describe_agent"]
 

@@ -23,26 +23,26 @@ import json
 from collections.abc import AsyncGenerator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..classify.parser import normalize_route_name
-from ..classify.resolve import RouteDecision, resolve_route
-from ..classify.types import Classification, ParseStatus
-from ..errors import UsageError
-from ..events import Event
-from ..messages import Message, TextPart
-from ..tools import Handoff, Tool
-from .base import RunContext
-from .handoff_chain import Detector, chain_settings
-from .handoff_graph import HandoffGraph, build_graph
-from .handoff_run import ChainRun
-from .handoff_session import SessionStore
-from .handoff_tools import HistoryMode, announces_handoff, classify_tool
-from .router import within_contract
-from .routes import RouterRoute, check_child_runtimes, check_fallback, check_route_table, check_unit_interval
+from ...classify.parser import normalize_route_name
+from ...classify.resolve import RouteDecision, resolve_route
+from ...classify.types import Classification, ParseStatus
+from ...errors import UsageError
+from ...events import Event
+from ...messages import Message, TextPart
+from ...tools import Handoff, Tool
+from ..base import RunContext
+from ..router.router import within_contract
+from ..routes import RouterRoute, check_child_runtimes, check_fallback, check_route_table, check_unit_interval
+from .chain import Detector, chain_settings
+from .graph import HandoffGraph, build_graph
+from .run import ChainRun
+from .session import SessionStore
+from .tools import HistoryMode, announces_handoff, classify_tool
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
-    from ..actor import Actor
+    from ...actor import Actor
 
 __all__ = ["HandoffRouter", "last_turns"]
 

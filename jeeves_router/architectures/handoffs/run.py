@@ -16,16 +16,16 @@ from collections.abc import AsyncGenerator
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from .._aio import aclosing
-from ..events import Event, HandoffCompleted, HandoffRejected, HandoffRequested
-from ..messages import user
-from ..results import FallbackReason, RunResult, RunStatus
-from .base import RunContext
-from .handoff_graph import HandoffGraph
-from .handoff_visit import ChainSettings, RouterHooks, Visit, VisitRunner
+from ..._aio import aclosing
+from ...events import Event, HandoffCompleted, HandoffRejected, HandoffRequested
+from ...messages import user
+from ...results import FallbackReason, RunResult, RunStatus
+from ..base import RunContext
+from .graph import HandoffGraph
+from .visit import ChainSettings, RouterHooks, Visit, VisitRunner
 
 if TYPE_CHECKING:
-    from ..actor import Actor
+    from ...actor import Actor
 
 __all__ = ["ChainRun"]
 

@@ -22,13 +22,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Union
 
-from ..errors import UsageError
-from ..messages import Message, TextPart, ToolCallPart, ToolResultPart, user
-from ..tools import Handoff, Tool, ToolContext, ToolOutcome
+from ...errors import UsageError
+from ...messages import Message, TextPart, ToolCallPart, ToolResultPart, user
+from ...tools import Handoff, Tool, ToolContext, ToolOutcome
 
 if TYPE_CHECKING:
-    from ..actor import Actor
-    from .base import Architecture
+    from ...actor import Actor
+    from ..base import Architecture
 
 __all__ = [
     "CLASSIFY_PREFIX",

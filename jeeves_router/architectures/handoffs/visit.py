@@ -16,19 +16,20 @@ from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from .._aio import aclosing
-from ..classify.resolve import RouteDecision
-from ..errors import UsageError
-from ..events import Event, HandoffRejected, ToolResult
-from ..ids import child_session_id
-from ..messages import Message
-from ..results import FallbackReason, RunResult
-from ..tools import Handoff, Tool, ToolOutcome
-from ..usage import Usage
-from .base import Architecture, RunContext, run_child
-from .handoff_graph import HandoffGraph, HandoffNode
-from .handoff_session import SessionStore
-from .handoff_tools import (
+from ..._aio import aclosing
+from ...classify.resolve import RouteDecision
+from ...errors import UsageError
+from ...events import Event, HandoffRejected, ToolResult
+from ...ids import child_session_id
+from ...messages import Message
+from ...results import FallbackReason, RunResult
+from ...tools import Handoff, Tool, ToolOutcome
+from ...usage import Usage
+from ..base import Architecture, RunContext, run_child
+from ..react import ToolLoop
+from .graph import HandoffGraph, HandoffNode
+from .session import SessionStore
+from .tools import (
     CLASSIFY_PREFIX,
     TRANSFER_PREFIX,
     GuardedTool,
@@ -38,10 +39,9 @@ from .handoff_tools import (
     target_conversation,
     transfer_tool,
 )
-from .react import ToolLoop
 
 if TYPE_CHECKING:
-    from ..actor import Actor
+    from ...actor import Actor
 
 __all__ = ["CLASSIFIER_KEY", "ChainSettings", "RouterHooks", "Visit", "VisitRunner"]
 

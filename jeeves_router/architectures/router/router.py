@@ -20,13 +20,13 @@ from dataclasses import replace
 from functools import partial
 from typing import TYPE_CHECKING
 
-from .._aio import aclose, aclosing
-from ..classify.llm import LLMClassifier
-from ..classify.prompt import validate_prompt_template
-from ..classify.resolve import RouteDecision, resolve_route
-from ..classify.types import Classification, Classifier, ClassifyRequest, ClassifyResult, RouteSpec
-from ..errors import UsageError
-from ..events import (
+from ..._aio import aclose, aclosing
+from ...classify.llm import LLMClassifier
+from ...classify.prompt import validate_prompt_template
+from ...classify.resolve import RouteDecision, resolve_route
+from ...classify.types import Classification, Classifier, ClassifyRequest, ClassifyResult, RouteSpec
+from ...errors import UsageError
+from ...events import (
     Event,
     RouterClassified,
     RouterCompleted,
@@ -35,18 +35,18 @@ from ..events import (
     RouterUnresolved,
     TextDelta,
 )
-from ..ids import child_session_id
-from ..models.base import Model
-from ..recovery.config import Recovery
-from ..recovery.ladder import Action
-from ..results import RunResult
-from ..usage import NO_USAGE, Usage
-from ._recovery import Failure, RecoveryRun, RecoveryStop, recovery_for
-from .base import RunContext, run_child
-from .routes import RouterRoute, check_child_runtimes, check_fallback, check_route_table, check_unit_interval
+from ...ids import child_session_id
+from ...models.base import Model
+from ...recovery.config import Recovery
+from ...recovery.ladder import Action
+from ...recovery.run import Failure, RecoveryRun, RecoveryStop, recovery_for
+from ...results import RunResult
+from ...usage import NO_USAGE, Usage
+from ..base import RunContext, run_child
+from ..routes import RouterRoute, check_child_runtimes, check_fallback, check_route_table, check_unit_interval
 
 if TYPE_CHECKING:
-    from ..actor import Actor
+    from ...actor import Actor
 
 __all__ = ["Router", "RouterRoute", "CLASSIFIER_USAGE_KEY", "within_contract"]
 
