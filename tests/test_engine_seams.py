@@ -309,3 +309,21 @@ async def test_8_a_handoff_router_confidence_out_of_range_goes_to_the_fallback()
     assert result.fallback_reason == "invalid_confidence"
     assert len(router_model.requests) == 1
     assert any(isinstance(e, HandoffRejected) and e.reason == "invalid_confidence" for e in events)
+
+
+# -- import weight (no timing: which modules load) ----------------------------------------------
+
+
+def test_importing_the_package_loads_no_journal_pydantic_or_provider_sdk() -> None:
+    code = (
+        "import sys, jeeves_router\n"
+        "from jeeves_router import Agent, Router, RouterRoute, tool\n"
+        "heavy = ('jeeves_router.journal', 'sqlite3', 'pydantic', 'openai', 'anthropic', 'numpy',\n"
+        "         'jeeves_router.testing')\n"
+        "print(','.join(m for m in heavy if m in sys.modules))\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env={"PYTHONPATH": str(ROOT)}, capture_output=True, text=True
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == ""

@@ -31,7 +31,7 @@ from ...events import Event
 from ...messages import Message, TextPart
 from ...tools import Handoff, Tool
 from ..base import RunContext
-from ..router.router import within_contract
+from ..router.contract import within_contract
 from ..routes import RouterRoute, check_child_runtimes, check_fallback, check_route_table, check_unit_interval
 from .chain import Detector, chain_settings
 from .graph import HandoffGraph, build_graph

@@ -15,7 +15,7 @@ Without recovery a specialist's exception reaches the caller unchanged, with its
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Collection, Mapping, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from dataclasses import replace
 from functools import partial
 from typing import TYPE_CHECKING
@@ -44,42 +44,15 @@ from ...results import RunResult
 from ...usage import NO_USAGE, Usage
 from ..base import RunContext, run_child
 from ..routes import RouterRoute, check_child_runtimes, check_fallback, check_route_table, check_unit_interval
+from .contract import with_failed_usage, within_contract
 
 if TYPE_CHECKING:
     from ...actor import Actor
 
-__all__ = ["Router", "RouterRoute", "CLASSIFIER_USAGE_KEY", "within_contract"]
+__all__ = ["Router", "RouterRoute", "CLASSIFIER_USAGE_KEY"]
 
 #: Key of the classifier's usage in ``RunResult.usage_by_route`` (not a valid route name).
 CLASSIFIER_USAGE_KEY = "<classifier>"
-
-
-def within_contract(c: Classification, allowed: Collection[str]) -> Classification:
-    """``c``, or a failed classification when a classifier answered outside its contract.
-
-    Any classifier may be plugged in (embedded, cascade, tool-call, custom), so its answer is
-    checked before :func:`resolve_route` decides: a route outside the declared set is
-    ``unknown_route``; a confidence that is not a number within [0, 1] is
-    ``invalid_confidence`` — the decision then takes the fallback, never the route.
-    """
-    if c.route is not None and c.route not in allowed:
-        return replace(c, route=None, confidence=0.0, status="unknown_route", requested=c.route)
-    if not c.ok:
-        return c
-    conf = c.confidence
-    if isinstance(conf, bool) or not isinstance(conf, (int, float)) or not 0.0 <= conf <= 1.0:  # NaN fails too
-        return replace(c, route=None, confidence=0.0, status="invalid_confidence", requested=c.route)
-    return c
-
-
-def with_failed_usage(result: RunResult, failed: Mapping[str, Usage]) -> RunResult:
-    """``result`` with the usage of failed attempts added to ``usage`` and ``usage_by_route``."""
-    by_route = dict(result.usage_by_route)
-    total = result.usage
-    for name, u in failed.items():
-        by_route[name] = by_route.get(name, Usage()) + u
-        total = total + u
-    return replace(result, usage=total, usage_by_route=by_route)
 
 
 class Router:
