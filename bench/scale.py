@@ -16,7 +16,7 @@ Reported per framework and N:
 The in-flight figures come from a separate round where the fake specialist waits on an
 event instead of sleeping, so every run is parked at the same point when measured.
 
-Usage: ``python bench/scale.py [--n 1000 10000] [--repeat 3]``; LangGraph comes from
+Usage: ``python bench/scale.py [--n 1000 10000] [--repeat 3] [--no-peers]``; LangGraph comes from
 ``bench/requirements.txt``.
 """
 
@@ -223,12 +223,13 @@ async def census(one: One, n: int) -> tuple[float, float]:
     return size / n, objects / n
 
 
-async def main(ns: list[int], repeat: int) -> None:
+async def main(ns: list[int], repeat: int, peers: bool) -> None:
     global _LG
     contenders: dict[str, One] = {"jeeves_router (stream)": jeeves_router_one}
     try:
-        _LG = build_langgraph()
-        contenders["langgraph"] = langgraph_one
+        if peers:
+            _LG = build_langgraph()
+            contenders["langgraph"] = langgraph_one
     except ImportError:
         print("langgraph is not installed (pip install -r bench/requirements.txt): jeeves_router only\n")
     for one in contenders.values():  # warm up
@@ -252,7 +253,8 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, nargs="+", default=[1000, 10000], help="concurrent runs (default 1000 10000)")
     parser.add_argument("--repeat", type=int, default=3, help="timed rounds per N (default 3)")
+    parser.add_argument("--no-peers", action="store_true", help="jeeves_router only (no LangGraph)")
     args = parser.parse_args()
     if any(n < 1 for n in args.n) or args.repeat < 1:
         parser.error("--n and --repeat must be positive")
-    asyncio.run(main(args.n, args.repeat))
+    asyncio.run(main(args.n, args.repeat, not args.no_peers))
