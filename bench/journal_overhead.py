@@ -16,7 +16,6 @@ import time
 from pathlib import Path
 
 import anyio
-import structlog
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -29,7 +28,7 @@ from jeeves_router import Agent
 from jeeves_router.journal import JournalRuntime, MemoryJournal, SQLiteJournal
 from tests.journal_helpers import DeskModel, build_desk
 
-structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+logging.basicConfig(level=logging.WARNING)
 
 
 async def timed(desk: Agent, n: int, prefix: str) -> list[float]:

@@ -30,7 +30,6 @@ from typing import Any
 
 import anyio
 import numpy as np
-import structlog
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -208,7 +207,7 @@ def main() -> None:
     ap.add_argument("--latency-threads", type=int, default=2, help="onnxruntime threads for the latency runs")
     ap.add_argument("--encoder", choices=["minilm", "wordllama"], default="minilm")
     args = ap.parse_args()
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+    logging.basicConfig(level=logging.WARNING)
     if not DATA.is_dir():
         sys.exit(f"CLINC150 data not found at {DATA}")
     try:

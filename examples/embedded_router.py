@@ -16,7 +16,6 @@ import sys
 from importlib import resources
 
 import anyio
-import structlog
 
 from jeeves_router.classify.embedding import EmbeddingClassifier
 from jeeves_router.eval import evaluate, load_labelled, load_routes
@@ -59,5 +58,5 @@ async def main(queries: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")  # stderr
     anyio.run(main, sys.argv[1:] or ["I was charged twice", "what's the capital of Peru"])

@@ -12,6 +12,7 @@ it uses the real provider (``pip install 'jeeves-router[openai]'`` / ``[anthropi
 
 from __future__ import annotations
 
+import logging
 import os
 
 import anyio
@@ -117,4 +118,5 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")  # stderr
     anyio.run(main)

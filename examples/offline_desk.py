@@ -16,6 +16,7 @@ Swap in any instruct GGUF with ``LlamaCppModel("/path/to/model.gguf")``.
 
 from __future__ import annotations
 
+import logging
 import sys
 
 import anyio
@@ -85,4 +86,5 @@ async def main(text: str) -> None:
 
 
 if __name__ == "__main__":
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")  # stderr
     anyio.run(main, " ".join(sys.argv[1:]) or "The API returns 500 when I upload a file")

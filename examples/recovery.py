@@ -16,7 +16,6 @@ import logging
 from typing import Any
 
 import anyio
-import structlog
 
 from jeeves_router import Agent, Router, RouterRoute
 from jeeves_router.architectures.capabilities.architecture import Capabilities, Capability, CapabilityCall
@@ -68,7 +67,6 @@ def show(title: str, events: list[Event]) -> None:
 
 
 async def main() -> None:
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.ERROR))
     # 1. RETRIABLE: a timeout is retried with backoff.
     show("RETRIABLE", await capture_events(desk(ScriptedModel([TimeoutError("slow"), "Refund issued."])), "refund?"))
 
@@ -119,4 +117,6 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
+    # the failures are the point of this demo: show only errors of the library
+    logging.basicConfig(level=logging.ERROR, format="%(levelname)s %(name)s: %(message)s")  # stderr
     anyio.run(main)

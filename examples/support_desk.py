@@ -8,6 +8,7 @@ it uses the real provider (``pip install 'jeeves-router[openai]'`` / ``[anthropi
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 
@@ -82,10 +83,14 @@ def models_from_environment() -> tuple[Model | str, Model | str, Model | str, Mo
     )
 
 
+def desk() -> Agent:
+    """The desk on this environment's models (``jeeves-router graph examples.support_desk:desk``)."""
+    return build_desk(*models_from_environment())
+
+
 async def main(text: str) -> None:
     """Stream one request through the desk and print what happens."""
-    desk = build_desk(*models_from_environment())
-    async with desk.stream(text, session_id="demo-1") as events:
+    async with desk().stream(text, session_id="demo-1") as events:
         async for ev in events:
             if isinstance(ev, RouterClassified):
                 print(f"[routed to {ev.route} with confidence {ev.confidence:.2f}]")
@@ -101,4 +106,5 @@ async def main(text: str) -> None:
 
 
 if __name__ == "__main__":
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")  # stderr
     anyio.run(main, " ".join(sys.argv[1:]) or "I was charged twice for invoice INV-1001")

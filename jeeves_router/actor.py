@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from .models.base import Model
 from .runtime import Runtime
-from .tools import Tool
+from .tools import Tool, Toolset
 
 if TYPE_CHECKING:
     from .architectures.base import Architecture
@@ -29,6 +29,7 @@ class Actor(Protocol):
         instructions: Its system prompt.
         model: Its model, or a ``"provider:model"`` string resolved by :meth:`resolved_model`.
         tools: Its tools, in order; ``tool_map`` by name.
+        toolsets: Its toolsets (MCP servers), opened for each run.
         architecture: How it handles a request.
         max_turns: Bound on the tool loop's model turns.
         temperature: Sampling temperature (``None``: the model's default).
@@ -43,6 +44,7 @@ class Actor(Protocol):
     model: Model | str | None
     tools: tuple[Tool, ...]
     tool_map: dict[str, Tool]
+    toolsets: tuple[Toolset, ...]
     architecture: Architecture
     max_turns: int
     temperature: float | None

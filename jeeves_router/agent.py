@@ -21,7 +21,7 @@ from .models.base import Model
 from .models.registry import resolve_model
 from .results import RunResult
 from .runtime import PASS_THROUGH, Runtime
-from .tools import Tool, as_tool
+from .tools import Tool, Toolset, ToolsetHost, as_tool, split_toolsets
 
 __all__ = ["Agent", "RunStream"]
 
@@ -34,7 +34,8 @@ class Agent:
         name: A name used in route paths and events (letters/digits joined by '-' or '_').
         model: A :class:`~jeeves_router.models.Model` or a ``"provider:model"`` string,
             resolved at first use. A router agent's model is its classifier's model.
-        tools: Tools the model may call (functions are wrapped with ``@tool``).
+        tools: Tools the model may call (functions are wrapped with ``@tool``), and
+            toolsets such as MCP servers (:mod:`jeeves_router.mcp`), opened for each run.
         architecture: How requests are handled; default: :class:`ToolLoop`.
         max_turns: Bound on model turns of the tool loop.
         temperature: Sampling temperature for this agent's turns (``None``: model default).
@@ -57,7 +58,7 @@ class Agent:
         *,
         name: str = "agent",
         model: Model | str | None = None,
-        tools: Iterable[Tool | Callable[..., Any]] = (),
+        tools: Iterable[Tool | Toolset | Callable[..., Any]] = (),
         architecture: Architecture | None = None,
         max_turns: int = 10,
         temperature: float | None = None,
@@ -77,7 +78,8 @@ class Agent:
         self.name = name
         self.model = model
         self._model: Model | None = None if isinstance(model, str) or model is None else resolve_model(model)
-        tool_list = [as_tool(t) for t in tools]
+        plain, self.toolsets = split_toolsets(tools)  # toolsets: MCP servers, opened per run
+        tool_list = [as_tool(t) for t in plain]
         self.tool_map: dict[str, Tool] = {}
         for t in tool_list:
             if t.name in self.tool_map:
@@ -104,6 +106,12 @@ class Agent:
         if self._model is None:
             self._model = resolve_model(self.model, what=f"model of agent {self.name!r}")
         return self._model
+
+    def graph(self) -> str:
+        """This agent's tree (routes, handoffs, capabilities) as a Mermaid flowchart; see :mod:`jeeves_router.graph`."""
+        from .graph import agent_graph  # the graph module reads the architectures; import it on use
+
+        return agent_graph(self).mermaid()
 
     # -- running -------------------------------------------------------------------------
 
@@ -246,6 +254,7 @@ class RunStream:
     def __init__(self, agent: Agent, ctx: RunContext) -> None:
         self._ctx = ctx
         self._gen = agent._events(ctx)
+        self._host = ToolsetHost()  # where MCP connections of the run live under `async with`
         self.error: BaseException | None = None
 
     @property
@@ -275,9 +284,13 @@ class RunStream:
         await self._gen.aclose()  # type: ignore[attr-defined]
 
     async def __aenter__(self) -> RunStream:
+        await self._host.__aenter__()
         return self
 
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        await self.aclose()
+        try:
+            await self.aclose()
+        finally:
+            await self._host.__aexit__(exc_type, exc, tb)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 import json
 import logging
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from enum import Enum
@@ -18,12 +19,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import anyio
-import structlog
 import typer
 from rich.console import Console
 from rich.table import Table
 
 from .classify.types import Classifier, RouteSpec
+from .cli_observe import graph_command, trace_command
 from .errors import UsageError
 from .journal.cli_replay import replay_command
 
@@ -59,8 +60,31 @@ class ScorerName(str, Enum):
 @app.callback()
 def _main(verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show debug logs.")] = False) -> None:
     """Route requests offline with the embedded classifier, fit it, and measure any classifier."""
-    level = logging.DEBUG if verbose else logging.WARNING
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(level))
+    _configure_logging(verbose)
+
+
+class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes to whatever ``sys.stderr`` is now (test runners swap it)."""
+
+    jeeves_cli = True
+
+    @property  # type: ignore[override]
+    def stream(self) -> Any:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value: Any) -> None:
+        pass
+
+
+def _configure_logging(verbose: bool) -> None:
+    """Readable log lines of this library on stderr: warnings, or everything with ``-v``."""
+    logger = logging.getLogger("jeeves_router")
+    if not any(getattr(h, "jeeves_cli", False) for h in logger.handlers):
+        handler = _StderrHandler()  # stderr: stdout is the command's output
+        handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+        logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG if verbose else logging.WARNING)
 
 
 @contextmanager
@@ -318,6 +342,8 @@ def demo() -> None:
 
 
 app.command("replay")(replay_command)
+app.command("graph")(graph_command)
+app.command("trace")(trace_command)
 
 
 @app.command("serve")
@@ -340,6 +366,22 @@ def serve_command(
         token = token_from_env(token_env)
         options: dict[str, Any] = {"journal": journal, "max_concurrency": max_concurrency}
         serve(load_agents(target), host=host, port=port, token=token, grace_s=grace, **options)
+
+
+@app.command("mcp")
+def mcp_(
+    target: Annotated[str, typer.Argument(help="The agent (router) to serve, as module:attribute.")],
+    transport: Annotated[str, typer.Option("--transport", help="stdio or http (streamable HTTP).")] = "stdio",
+    host: Annotated[str, typer.Option("--host", help="HTTP: interface to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", help="HTTP: port.")] = 8000,
+) -> None:
+    """Serve an agent or router as an MCP server with one tool, `ask` (needs the mcp extra)."""
+    from .mcp.server import main
+
+    with _bad_input():
+        if transport not in ("stdio", "http"):
+            raise UsageError(f"--transport must be stdio or http, got {transport!r}")
+        main(target, transport="http" if transport == "http" else "stdio", host=host, port=port)
 
 
 if __name__ == "__main__":

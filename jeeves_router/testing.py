@@ -21,6 +21,7 @@ from .events import Event
 from .messages import Part, TextPart, ToolCallPart
 from .models.base import ModelRequest, ModelResponse, ModelStreamItem, ModelTextDelta
 from .settings import block_real_model_calls, real_model_calls_blocked
+from .tracing import traced_model_call, traced_model_stream
 from .usage import Usage
 
 __all__ = [
@@ -150,10 +151,17 @@ class ScriptedModel:
 
     async def request(self, request: ModelRequest) -> ModelResponse:
         """Answer with the next step."""
-        return self._response(self._take(request), self._next)
 
-    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelStreamItem]:
+        async def once(_: int) -> ModelResponse:
+            return self._response(self._take(request), self._next)
+
+        return await traced_model_call(self.name, 1, once)  # type: ignore[no-any-return]
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[ModelStreamItem]:
         """Stream the next step (chunks one by one), then the full response."""
+        return traced_model_stream(self.name, 1, self._stream(request))
+
+    async def _stream(self, request: ModelRequest) -> AsyncIterator[ModelStreamItem]:
         reply = self._take(request)
         if isinstance(reply, Reply):
             chunks = reply.text.chunks if isinstance(reply.text, Chunks) else ((reply.text,) if reply.text else ())
@@ -195,10 +203,17 @@ class FunctionModel:
 
     async def request(self, request: ModelRequest) -> ModelResponse:
         """Answer with the function's reply."""
-        return ScriptedModel._response(await self._call(request), len(self.requests))
 
-    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelStreamItem]:
+        async def once(_: int) -> ModelResponse:
+            return ScriptedModel._response(await self._call(request), len(self.requests))
+
+        return await traced_model_call(self.name, 1, once)  # type: ignore[no-any-return]
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[ModelStreamItem]:
         """Stream the function's reply."""
+        return traced_model_stream(self.name, 1, self._stream(request))
+
+    async def _stream(self, request: ModelRequest) -> AsyncIterator[ModelStreamItem]:
         reply = await self._call(request)
         if isinstance(reply, Reply) and isinstance(reply.text, Chunks):
             for ch in reply.text.chunks:

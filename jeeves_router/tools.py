@@ -9,16 +9,23 @@ A parameter annotated :class:`ToolContext` is injected (not shown to the model).
 return :class:`Handoff` to pass the conversation to another agent, or
 :class:`ContextUpdate` to change the run's context variables (copy on write: the caller's
 mapping is never modified).
+
+A :class:`Toolset` (e.g. :class:`jeeves_router.mcp.MCPServerStdio`) is a source of tools
+that must be opened first; an agent opens its toolsets around each run with
+:func:`open_toolsets` and its tool loop then sees their tools like any other.
 """
 
 from __future__ import annotations
 
 import inspect
 import json
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager, nullcontext
+from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, get_type_hints, overload
+from typing import TYPE_CHECKING, Any, Protocol, get_type_hints, overload, runtime_checkable
 
+import anyio.abc
 import anyio.to_thread
 
 from .errors import UsageError
@@ -27,7 +34,18 @@ from .models.base import ToolSpec
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
-__all__ = ["Tool", "tool", "ToolContext", "ToolOutcome", "Handoff", "ContextUpdate"]
+__all__ = [
+    "Tool",
+    "tool",
+    "ToolContext",
+    "ToolOutcome",
+    "Handoff",
+    "ContextUpdate",
+    "Toolset",
+    "ToolsetHost",
+    "open_toolsets",
+    "split_toolsets",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,3 +218,118 @@ ToolLike = "Tool | Callable[..., Any]"
 def as_tool(obj: Tool | Callable[..., Any] | Callable[..., Awaitable[Any]]) -> Tool:
     """Accept a Tool or a plain function (wrapped with :func:`tool`)."""
     return obj if isinstance(obj, Tool) else Tool(obj)
+
+
+@runtime_checkable
+class Toolset(Protocol):
+    """A source of tools that must be opened before its tools can be called (an MCP server).
+
+    ``open()`` returns an async context manager that connects (or joins a connection
+    already open) and yields the tools; leaving it releases the connection.
+    """
+
+    def open(self) -> AbstractAsyncContextManager[Sequence[Tool]]:
+        """Open the toolset for one user (a run, or an explicit ``async with``)."""
+        ...
+
+
+class _ToolOwner(Protocol):
+    name: str
+    tools: tuple[Tool, ...]
+    tool_map: dict[str, Tool]
+    toolsets: tuple[Toolset, ...]
+
+
+def open_toolsets(owner: _ToolOwner) -> AbstractAsyncContextManager[None]:
+    """Open ``owner``'s toolsets for one run and put their tools next to its own tools.
+
+    The toolsets' tools stay in ``owner.tools`` and ``owner.tool_map`` after the run
+    (a call outside a run reports that the toolset is closed); the next run lists them
+    again.
+
+    Raises:
+        UsageError: if a toolset's tool has the name of another tool of ``owner``.
+        ToolError: if a toolset cannot be opened (it says which and why).
+    """
+    return _open_toolsets(owner) if owner.toolsets else nullcontext()
+
+
+@asynccontextmanager
+async def _open_toolsets(owner: _ToolOwner) -> AsyncIterator[None]:
+    async with AsyncExitStack() as stack:
+        listed = [await stack.enter_async_context(ts.open()) for ts in owner.toolsets]
+        own = [t for t in owner.tools if getattr(t, "toolset", None) is None]
+        merged: dict[str, Tool] = {t.name: t for t in own}
+        for ts, tools in zip(owner.toolsets, listed, strict=True):
+            for t in tools:
+                if t.name in merged:
+                    raise UsageError(
+                        f"agent {owner.name!r}: {ts!r} has a tool named {t.name!r}, like another tool of the agent; "
+                        "give the toolset a tool_prefix"
+                    )
+                merged[t.name] = t
+        owner.tool_map = merged
+        owner.tools = tuple(merged.values())
+        yield
+
+
+_HOST: ContextVar[ToolsetHost | None] = ContextVar("jeeves_toolset_host", default=None)
+_toolsets_in_use = False  # set once an agent gets a toolset: until then a host costs nothing
+
+
+def split_toolsets(items: Iterable[Any]) -> tuple[list[Any], tuple[Toolset, ...]]:
+    """Split an agent's ``tools`` argument into plain tools (or functions) and toolsets."""
+    global _toolsets_in_use
+    given = list(items)
+    toolsets = tuple(t for t in given if isinstance(t, Toolset))
+    if toolsets:
+        _toolsets_in_use = True
+    return [t for t in given if not isinstance(t, Toolset)], toolsets
+
+
+def current_toolset_host() -> ToolsetHost | None:
+    """The innermost entered :class:`ToolsetHost` of this task, if any (for toolset connections)."""
+    return _HOST.get()
+
+
+class ToolsetHost:
+    """Hosts the connections toolsets open inside it (an async context manager).
+
+    A toolset connection (an MCP client) runs a task group of its own. Opened inside a run
+    that is a chain of async generators, that task group would stay entered in the
+    consumer's task between events, and a cancel scope the consumer enters around part of
+    the iteration would then exit out of order. :class:`~jeeves_router.agent.RunStream`
+    enters a host in its ``async with``, so connections opened during the stream live in a
+    task of this task group instead. Toolsets still close their connections when their run
+    ends; on exit the host cancels whatever is left and waits for it. While no agent has a
+    toolset, entering a host does nothing.
+    """
+
+    def __init__(self) -> None:
+        self._tg: anyio.abc.TaskGroup | None = None
+        self._token: Any = None
+        self._used = False
+
+    def start_soon(self, fn: Callable[..., Coroutine[Any, Any, Any]], *args: Any) -> None:
+        """Run ``fn(*args)`` in the host's task group."""
+        assert self._tg is not None, "ToolsetHost.start_soon outside its async with"
+        self._used = True
+        self._tg.start_soon(fn, *args)
+
+    async def __aenter__(self) -> ToolsetHost:
+        if _toolsets_in_use:
+            tg = anyio.create_task_group()
+            await tg.__aenter__()
+            self._tg = tg
+            self._token = _HOST.set(self)
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        tg, self._tg = self._tg, None
+        if tg is None:
+            return
+        _HOST.reset(self._token)
+        if self._used:
+            tg.cancel_scope.cancel()
+        # the body's own exception is not passed in: the task group would wrap it in a group
+        await tg.__aexit__(None, None, None)

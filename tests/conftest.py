@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import logging
 import os
+from collections.abc import Iterator
 
 import pytest
 
@@ -21,10 +23,10 @@ def anyio_backend() -> str:
 
 
 @pytest.fixture(autouse=True)
-def _restore_structlog_config():  # type: ignore[no-untyped-def]
-    """The CLI configures structlog for its process; keep one test's configuration out of the next."""
-    import structlog
-
-    saved = structlog.get_config()
+def _restore_library_log_level() -> Iterator[None]:
+    """The CLI sets the library logger's level for its process; keep it out of the next test."""
+    logger = logging.getLogger("jeeves_router")
+    level, handlers = logger.level, list(logger.handlers)
     yield
-    structlog.configure(**saved)
+    logger.setLevel(level)
+    logger.handlers[:] = handlers

@@ -7,9 +7,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from jeeves_router import UsageError, child_session_id, split_child_session_id
-from jeeves_router.ids import ROUTE_NAME_PATTERN
+from jeeves_router.ids import validate_route_name
+from tests.strategies import route_names as routes
 
-routes = st.from_regex(rf"\A{ROUTE_NAME_PATTERN}\Z", fullmatch=True).filter(lambda s: len(s) <= 48)
 parents = st.text(min_size=1, alphabet=st.sampled_from("abxyz_-r0uote")) | st.text(min_size=1)
 
 
@@ -28,6 +28,12 @@ def test_injective(p1: str, r1: str, p2: str, r2: str) -> None:
 @given(parents, routes)
 def test_split_inverts(parent: str, route: str) -> None:
     assert split_child_session_id(child_session_id(parent, route)) == (parent, route)
+
+
+@settings(max_examples=300)
+@given(routes)
+def test_generated_names_are_valid(route: str) -> None:
+    assert validate_route_name(route) == route and len(route) <= 48
 
 
 def test_classic_collision_is_impossible() -> None:

@@ -4,24 +4,13 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-import structlog
 from typer.testing import CliRunner
 
 from jeeves_router.cli import app
 
 GOLDEN = Path(__file__).parent / "fixtures" / "journals" / "v1" / "desk.db"
-
-
-@pytest.fixture(autouse=True)
-def _keep_structlog_config() -> Iterator[None]:
-    """The CLI's callback configures structlog globally; leave other tests' logging as it was."""
-    saved = structlog.get_config()
-    yield
-    structlog.configure(**saved)
 
 
 def _copy(tmp_path: Path) -> Path:

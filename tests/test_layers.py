@@ -20,18 +20,24 @@ LAYERS: list[tuple[str, int]] = [
     ("results", 1),
     ("events", 1),
     ("_aio", 1),
+    ("_log", 1),
+    ("tracing", 2),
     ("models", 2),
     ("tools", 2),
+    ("mcp.server", 6),  # serves an Agent: the front
+    ("mcp", 2),  # the client side: a toolset next to tools
     ("runtime", 2),
     ("ledger", 2),
     ("actor", 2),
     ("classify", 3),
     ("recovery", 3),
     ("agent", 4),
+    ("graph", 4),
     ("architectures", 4),
     ("journal", 5),
     ("durable", 5),
     ("cli", 6),
+    ("cli_observe", 6),
     ("eval", 6),
     ("serve", 6),
     ("testing", 6),
@@ -40,9 +46,8 @@ LAYERS: list[tuple[str, int]] = [
 
 
 def layer_of(module: str) -> int:
-    first = module.split(".")[0]
-    for prefix, layer in LAYERS:
-        if first == prefix:
+    for prefix, layer in LAYERS:  # a dotted prefix (a subpackage's module) comes before its package
+        if module == prefix or module.startswith(prefix + "."):
             return layer
     raise AssertionError(f"module {module!r} has no layer: add it to LAYERS")
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 from hypothesis import given, settings
@@ -11,6 +12,7 @@ from hypothesis import strategies as st
 from jeeves_router import format_classification, parse_classification, resolve_route
 from jeeves_router.classify.parser import normalize_route_name
 from jeeves_router.ids import ROUTE_NAME_PATTERN
+from tests.strategies import route_names
 
 ROUTES = ["billing", "tech-support", "general"]
 
@@ -82,7 +84,6 @@ def test_non_string_input_is_empty() -> None:
     assert parse_classification(42, ROUTES).status == "empty"
 
 
-route_names = st.from_regex(rf"\A{ROUTE_NAME_PATTERN}\Z", fullmatch=True).filter(lambda s: len(s) <= 48)
 unit_floats = st.floats(min_value=0.0, max_value=1.0, allow_nan=False, allow_subnormal=True)
 
 
@@ -135,6 +136,7 @@ def test_total_on_near_miss_text(tokens: list[str]) -> None:
 @settings(max_examples=300)
 @given(st.lists(route_names, min_size=1, max_size=6, unique_by=normalize_route_name), st.data(), unit_floats)
 def test_round_trip(names: list[str], data: st.DataObject, confidence: float) -> None:
+    assert all(re.fullmatch(ROUTE_NAME_PATTERN, n) and len(n) <= 48 for n in names)
     route = data.draw(st.sampled_from(names))
     c = parse_classification(format_classification(route, confidence), names)
     assert c.status == "ok"

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import email.utils
+import logging
 import random
 from collections.abc import AsyncGenerator, AsyncIterator
 
 import anyio
 import pytest
-import structlog
 
 from jeeves_router.errors import ModelError, StreamInterrupted, UsageError
 from jeeves_router.models import prices
@@ -232,15 +232,15 @@ async def test_abandoned_stream_is_closed() -> None:
 
 
 @pytest.mark.anyio
-async def test_retries_and_failures_are_logged() -> None:
+async def test_retries_and_failures_are_logged(caplog: pytest.LogCaptureFixture) -> None:
     retrier, _ = make_retrier(RetryPolicy(max_attempts=2, initial_delay_s=0.1, multiplier=1.0, jitter=0.0))
 
     async def op(attempt: int) -> str:
         raise ProviderFailure("retriable")
 
-    with structlog.testing.capture_logs() as logs, pytest.raises(ModelError):
+    with caplog.at_level(logging.DEBUG, logger="jeeves_router"), pytest.raises(ModelError):
         await retrier.call(op)
-    events = [(entry["event"], entry["attempt"]) for entry in logs]
+    events = [(r.event, r.fields["attempt"]) for r in caplog.records]  # type: ignore[attr-defined]
     assert events == [("model.retry", 1), ("model.call_failed", 2)]
 
 

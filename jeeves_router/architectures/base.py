@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-import structlog
-
 from .._aio import aclose
+from .._log import get_logger
 from ..classify.types import Classifier, ClassifyRequest, ClassifyResult
 from ..errors import RunError
 from ..events import Event, RunCompleted, RunFailed, RunStarted
@@ -17,7 +17,8 @@ from ..messages import Message, ToolCallPart
 from ..models.base import Model, ModelRequest, ModelStreamItem
 from ..results import RunResult
 from ..runtime import PASS_THROUGH, Runtime, StepKey
-from ..tools import Tool, ToolContext, ToolOutcome
+from ..tools import Tool, ToolContext, ToolOutcome, open_toolsets
+from ..tracing import traced_run
 
 if TYPE_CHECKING:
     from ..actor import Actor
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Architecture", "RunContext", "run_child"]
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 T = TypeVar("T")
 
@@ -189,17 +190,20 @@ async def run_child(
         return
     sid, path = ctx.session_id, ctx.path
     yield RunStarted(session_id=sid, path=path, agent=agent.name, prompt=ctx.prompt)
-    events = arch.run(agent, ctx)
     try:
-        async for ev in events:
-            yield ev
+        # an agent run as itself opens its toolsets (MCP servers) for the run, and closes them with it
+        async with open_toolsets(agent) if architecture is None else nullcontext():
+            events = traced_run(arch.run(agent, ctx), agent, ctx)
+            try:
+                async for ev in events:
+                    yield ev
+            finally:
+                await aclose(events)
     except Exception as exc:
         severity = exc.severity if isinstance(exc, RunError) else None
-        log.warning("run failed", session_id=sid, path=path, error_type=type(exc).__name__)
+        log.info("run failed", session_id=sid, path=path, error_type=type(exc).__name__)
         yield RunFailed(session_id=sid, path=path, error_type=type(exc).__name__, message=str(exc), severity=severity)
         raise
-    finally:
-        await aclose(events)
     if ctx.result is None:
         raise RuntimeError(f"architecture {type(arch).__name__} ended without a result")
     yield RunCompleted(session_id=sid, path=path, result=ctx.result)

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-import structlog
-
+from .._log import get_logger
 from ..errors import ModelError, UsageError
 from ..messages import Message, TextPart, assistant, text_of, user
 from ..models.base import Model, ModelRequest
@@ -22,7 +21,7 @@ from .types import ClassifyRequest, ClassifyResult, RouteSpec
 
 __all__ = ["LLMClassifier"]
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 #: HTTP statuses with which a server rejects a ``response_format`` it does not support.
 _FORMAT_REJECTED = (400, 422)

@@ -1,59 +1,83 @@
 """The classification parser: any text -> :class:`Classification`.
 
-:func:`parse_classification` is pure and total: it never raises, and the confidence it
-returns is always within [0, 1]. It reads either ``key: value`` lines or a JSON object.
+:func:`parse_classification` is pure, total and linear in the length of the reply: it
+never raises, the confidence it returns is always within [0, 1], the route is always a
+declared one (or ``None``), and anything it cannot read unambiguously fails closed.
 
-Lines:
-    One key per line, anchored at the line start, so ``reroute: billing`` is not a route.
-    Keys are ``route``, ``confidence`` and ``reason``, case-insensitive, separated from the
-    value by ``:`` or ``=``. Markdown emphasis (``**``, ``*``, ``_``), backticks, quotes,
-    list bullets and heading marks around keys and values are ignored, as is trailing
-    punctuation on values.
+Precedence (one rule, applied in this order):
 
-JSON:
-    An object with ``route`` / ``confidence`` / ``reason`` keys, bare or inside a
-    ```` ```json ```` fence, anywhere in the text.
+1. **Key lines.** If the reply has at least one ``route:`` key line (see
+   :mod:`.reply`: one key per line, anchored at the line start, ``:`` or ``=``, markdown
+   around keys and values ignored), the key lines are the only source. JSON anywhere in
+   the reply is then ignored, including a fragment inside a value
+   (``reason: user pasted {"route": "x"}``).
+2. **JSON objects.** Otherwise every top-level JSON object with a ``route`` key is read —
+   bare, inside a ```` ```json ```` fence, before or after prose — except an object that
+   starts inside the value of a ``confidence:`` / ``reason:`` line.
+3. Otherwise the status is ``missing_route``.
 
-Route names match declared routes case-insensitively, with spaces, ``-`` and ``_``
-interchangeable (``Tech Support`` matches ``tech-support``). A value that starts with a
-declared name followed by other words (``billing, because ...``) matches that name.
+Within the chosen source, every ``route`` and every ``confidence`` counts:
 
-Confidence accepts decimals, scientific notation and percentages (``85%`` is 0.85).
+- Two different routes (two route lines, two objects, a repeated JSON key, or a value that
+  lists declared routes such as ``billing, technical``) give ``ambiguous_route``, whatever
+  their order and whether or not they are declared. Repeating the same route is fine.
+- Each confidence must be one number (see :mod:`.confidence`); fractions, ranges,
+  ``x out of y``, words, several numbers, NaN, infinities and values outside [0, 1] give
+  ``invalid_confidence``, as do two confidences that differ.
 
-Policy for a missing or bad confidence (worded, NaN, infinite, negative, above 1): by
-default it **fails closed** — the status is ``missing_confidence`` or
-``invalid_confidence``, the confidence is 0.0, and the Router treats it like any other
-non-``ok`` status (fallback, else unresolved). Pass ``on_bad_confidence=<value>`` to accept
-the route with that confidence instead (the status is then ``ok``).
+Route names: a value matches a declared route when both are equal after ASCII case
+folding and treating runs of ASCII whitespace, ``-`` and ``_`` as one separator
+(``Tech Support`` matches ``tech-support``). There is no Unicode normalisation: a value
+with look-alike letters (Cyrillic ``\u0430``, fullwidth ``\uff42``, the Kelvin sign) or invisible
+characters (zero-width space, joiners, BOM) inside it does not match (``unknown_route``).
+A declared name followed by punctuation and other words (``billing, because ...``,
+``tech support (api errors)``) matches that name.
+
+On a non-``ok`` status, ``reason`` says what was seen (``"confidence '1/5' is a
+fraction, not one number"``) instead of the reply's own reason.
+
+Policy for a missing or bad confidence: by default it **fails closed** — the status is
+``missing_confidence`` or ``invalid_confidence``, the confidence is 0.0, and the Router
+treats it like any other non-``ok`` status (fallback, else unresolved). Pass
+``on_bad_confidence=<value>`` to accept the route with that confidence instead (the
+status is then ``ok``).
 """
 
 from __future__ import annotations
 
-import json
-import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from functools import lru_cache
-from typing import Any
+from typing import Any, NamedTuple
 
+from .confidence import clean_value, read_confidence, show
+from .reply import MAX_KEY_LINES, ascii_lower, json_objects, json_type, key_lines
 from .types import Classification, ParseStatus, RouteSpec
 
 __all__ = ["parse_classification", "normalize_route_name", "format_classification"]
 
-_SEP_RE = re.compile(r"[\s_\-]+")
-_LINE_RE = re.compile(r"^(route|confidence|reason)\s*[:=]\s*(.*)$", re.IGNORECASE)
-# list bullets, quote marks, headings and emphasis that may precede a key
-_LEAD_RE = re.compile(r"^(?:[-*+>#]+\s+|\d+[.)]\s+)*[\s*_`\"']*")
-_STRIP_CHARS = " \t*_`\"'\u201c\u201d\u2018\u2019<>[]()"
-_TRAIL_PUNCT = ".,;:!?"
-_NUM_RE = re.compile(r"^[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
-_FENCE_RE = re.compile(r"```(?:json|JSON)?\s*(\{.*?\})\s*```", re.DOTALL)
-_KEY_AT_END_RE = re.compile(r"[\s*_`\"']+$")
+_SEP_RE = re.compile(r"[ \t\n\r\f\v_\-]+")
+_ASCII_SPACE = " \t\n\r\f\v"
+# Where a declared name may end inside a longer value: "billing, because ...".
+_HEAD_END_RE = re.compile(r"[,;:(\[{]|[ \t][-\u2013\u2014][ \t]|\.[ \t]")
+_LIST_SEP_RE = re.compile(r"[,;/|]")
+_LIST_ITEMS = 8  # list items checked for "billing, technical"
+
+# (identity, declared name or None, the value as written)
+_Mention = tuple[str, str | None, str]
 
 
 def normalize_route_name(name: str) -> str:
-    """The matching key of a route name: lower case, runs of spaces/``-``/``_`` as ``-``."""
-    return _SEP_RE.sub("-", name.strip()).strip("-").lower()
+    """The matching key of a route name.
+
+    ASCII letters are lower-cased and runs of ASCII whitespace, ``-`` and ``_`` become
+    one ``-``; any other character is kept as it is (no Unicode normalisation).
+
+    Example:
+        >>> normalize_route_name("Tech_Support")
+        'tech-support'
+    """
+    return ascii_lower(_SEP_RE.sub("-", name.strip(_ASCII_SPACE)).strip("-"))
 
 
 def format_classification(route: str, confidence: float) -> str:
@@ -61,71 +85,46 @@ def format_classification(route: str, confidence: float) -> str:
     return f"route: {route}\nconfidence: {confidence!r}"
 
 
-def _clean_value(value: str) -> str:
-    v = value.strip().strip(_STRIP_CHARS)
-    while v and v[-1] in _TRAIL_PUNCT:
-        v = v[:-1].rstrip(_STRIP_CHARS)
-    return v
+class _Index(NamedTuple):
+    """The declared routes, ready for matching."""
+
+    names: dict[str, str]  # normalised name -> declared name
+    head_limit: int  # how far into a value a declared name may end ("billing, because ...")
+    ascii: bool  # every declared name is ASCII
+
+    def key(self, text: str) -> str:
+        """The matching key of ``text``, or ``text`` itself when it cannot match.
+
+        Normalising keeps non-ASCII characters, so with ASCII route names a non-ASCII text
+        never matches: it is returned as it is, saving a pass over it.
+        """
+        return normalize_route_name(text) if text.isascii() or not self.ascii else text
 
 
-_HEAD_SPLIT_RE = re.compile(r"\s*(?:[,;:(\[{]|\s[-\u2013\u2014]\s|\.\s)")
+def _mentions(value: str, index: _Index) -> list[_Mention]:
+    """The routes one route value names (none, one, or several for a list).
 
-
-def _match_route(value: str, index: Mapping[str, str]) -> str | None:
-    key = normalize_route_name(value)
-    if key in index:
-        return index[key]
-    # A declared name followed by punctuation and other words: "billing, because ..."
-    # or "tech support (api errors)". Words without punctuation are not guessed at.
-    head = _HEAD_SPLIT_RE.split(value, maxsplit=1)[0]
-    if head != value:
-        hkey = normalize_route_name(_clean_value(head))
-        if hkey in index:
-            return index[hkey]
-    return None
-
-
-def _parse_confidence(value: Any) -> float | None:
-    """A confidence in [0, 1], or None when missing, worded or out of range."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, (int, float)):
-        x = float(value)
-        return x if math.isfinite(x) and 0.0 <= x <= 1.0 else None
-    if not isinstance(value, str):
-        return None
-    v = value.strip().strip(_STRIP_CHARS)
-    m = _NUM_RE.match(v)
-    if m is None:
-        return None
-    try:
-        x = float(m.group(0))
-    except (ValueError, OverflowError):
-        return None
-    rest = v[m.end() :].lstrip()
-    if rest.startswith("%"):
-        x = x / 100.0
-    if not math.isfinite(x) or x < 0.0 or x > 1.0:
-        return None
-    return x
-
-
-def _from_json(text: str) -> dict[str, Any] | None:
-    candidates: list[str] = [m.group(1) for m in _FENCE_RE.finditer(text)]
-    start = text.find("{")
-    end = text.rfind("}")
-    if start >= 0 and end > start:
-        candidates.append(text[start : end + 1])
-    for c in candidates:
-        try:
-            obj = json.loads(c)
-        except (ValueError, RecursionError):
-            continue
-        if isinstance(obj, dict):
-            lowered = {str(k).strip().lower(): v for k, v in obj.items()}
-            if "route" in lowered:
-                return lowered
-    return None
+    A declared name followed by punctuation is looked for in the first
+    ``index.head_limit`` characters only, so a long value costs one pass.
+    """
+    v = clean_value(value)
+    if not v:
+        return []
+    names = index.names
+    key = index.key(v)
+    if key in names:
+        return [(key, names[key], v)]
+    items = _LIST_SEP_RE.split(v, maxsplit=_LIST_ITEMS)
+    if len(items) > 1:
+        listed = {k: names[k] for k in (index.key(clean_value(i)) for i in items[:_LIST_ITEMS]) if k in names}
+        if len(listed) > 1:
+            return [(k, name, name) for k, name in listed.items()]
+    m = _HEAD_END_RE.search(v, 0, index.head_limit)
+    if m is not None:
+        hkey = index.key(clean_value(v[: m.start()]))
+        if hkey in names:
+            return [(hkey, names[hkey], v)]
+    return [(key, None, v)]
 
 
 def parse_classification(
@@ -134,7 +133,10 @@ def parse_classification(
     *,
     on_bad_confidence: float | None = None,
 ) -> Classification:
-    """Read a route and a confidence from a classifier's reply.
+    r"""Read a route and a confidence from a classifier's reply.
+
+    See the module documentation for the precedence between key lines and JSON, the
+    ambiguity rule and how route names are compared.
 
     Args:
         text: The reply. Any value is accepted; non-strings are treated as empty.
@@ -144,84 +146,124 @@ def parse_classification(
 
     Returns:
         A :class:`Classification`; never raises.
+
+    Example:
+        >>> parse_classification("route: billing\\nconfidence: 85%", ["billing"]).confidence
+        0.85
+        >>> parse_classification("route: billing\\nconfidence: 1/5", ["billing"]).status
+        'invalid_confidence'
     """
     try:
         return _parse(text, routes, on_bad_confidence)
     except Exception:  # totality: a bug here must not crash a run
         raw = text if isinstance(text, str) else ""
-        return Classification(None, 0.0, "missing_route", raw)
+        return Classification(None, 0.0, "missing_route", raw, "the reply could not be read")
 
 
 @lru_cache(maxsize=256)
-def _route_index(routes: tuple[str | RouteSpec, ...]) -> dict[str, str]:
-    index: dict[str, str] = {}
+def _route_index(routes: tuple[str | RouteSpec, ...]) -> _Index:
+    names: dict[str, str] = {}
     for r in routes:
         name = r.name if isinstance(r, RouteSpec) else str(r)
-        index.setdefault(normalize_route_name(name), name)
-    return index
+        names.setdefault(normalize_route_name(name), name)
+    longest = max((len(n) for n in names.values()), default=0)
+    return _Index(names, 2 * longest + 16, all(k.isascii() for k in names))
+
+
+def _index(routes: Iterable[str | RouteSpec]) -> _Index:
+    routes_t = routes if isinstance(routes, tuple) else tuple(routes)
+    try:
+        return _route_index(routes_t)
+    except TypeError:  # unhashable route objects: build the index without the cache
+        return _route_index.__wrapped__(routes_t)
+
+
+def _sources(raw: str) -> tuple[list[Any], list[Any], str | None] | str:
+    """(route values, confidence values, stated reason) by the precedence, or a problem."""
+    lines = key_lines(raw)
+    if lines is None:
+        return f"the reply has more than {MAX_KEY_LINES} key lines; none was used"
+    values: dict[str, list[Any]] = {"route": [], "confidence": [], "reason": []}
+    for kl in lines:
+        values[kl.key].append(kl.value)
+    if values["route"]:
+        reasons = [r for r in map(clean_value, values["reason"]) if r]
+        return values["route"], values["confidence"], reasons[0] if reasons else None
+    scan = json_objects(raw, [(kl.start, kl.end) for kl in lines])
+    if scan.gave_up:
+        return f"the reply has {scan.gave_up}; none was used"
+    objects = [o for o in scan.objects if "route" in o]
+    if not objects:
+        return "no 'route:' line and no JSON object with a \"route\" key"
+    stated = [v for o in objects for v in o.get("reason", ()) if isinstance(v, str) and v.strip()]
+    return (
+        [v for o in objects for v in o["route"]],
+        [v for o in objects for v in o.get("confidence", ())],
+        stated[0] if stated else None,
+    )
 
 
 def _parse(text: object, routes: Iterable[str | RouteSpec], on_bad: float | None) -> Classification:
     raw = text if isinstance(text, str) else ""
-    routes_t = routes if isinstance(routes, tuple) else tuple(routes)
-    try:
-        index = _route_index(routes_t)
-    except TypeError:  # unhashable route objects: build the index without the cache
-        index = _route_index.__wrapped__(routes_t)
-    if not raw.strip():
+    index = _index(routes)
+    if not raw or raw.isspace():
         return Classification(None, 0.0, "empty", raw)
+    sources = _sources(raw)
+    if isinstance(sources, str):
+        return Classification(None, 0.0, "missing_route", raw, sources)
+    route_values, conf_values, stated = sources
 
-    route_values: list[str] = []
-    conf_values: list[Any] = []
-    reason: str | None = None
-    obj = _from_json(raw) if "{" in raw else None
-    if obj is not None:
-        rv = obj.get("route")
-        route_values = [str(rv)] if rv is not None else []
-        if "confidence" in obj:
-            conf_values = [obj["confidence"]]
-        if obj.get("reason") is not None:
-            reason = str(obj["reason"])
-    else:
-        for line in raw.splitlines():
-            stripped = _LEAD_RE.sub("", line.strip(), count=1)
-            m = _LINE_RE.match(stripped)
-            if m is None:
-                # tolerate "**route**: x" — emphasis between key and separator
-                m2 = re.match(r"^(route|confidence|reason)[\s*_`\"']*\s*[:=]\s*(.*)$", stripped, re.IGNORECASE)
-                if m2 is None:
-                    continue
-                m = m2
-            key = m.group(1).lower()
-            value = m.group(2)
-            if key == "route":
-                route_values.append(value)
-            elif key == "confidence":
-                conf_values.append(value)
-            elif reason is None:
-                reason = _clean_value(value) or None
+    named: dict[str, _Mention] = {}
+    read: set[str] = set()
+    for rv in route_values:
+        if rv is None or (isinstance(rv, str) and rv in read):
+            continue
+        if isinstance(rv, str):
+            read.add(rv)
+            mentions = _mentions(rv, index)
+        else:
+            mentions = [(f"<{json_type(rv)}>", None, f"a JSON {json_type(rv)}")]
+        for mention in mentions:
+            named.setdefault(mention[0], mention)
+        if len(named) > 1:
+            first, second = list(named.values())[:2]
+            why = f"several routes named: {show(first[2])} and {show(second[2])}"
+            return Classification(None, 0.0, "ambiguous_route", raw, why, requested=first[2])
+    if not named:
+        return Classification(None, 0.0, "missing_route", raw, "the route is empty")
+    _, route, requested = next(iter(named.values()))
+    if route is None:
+        why = f"route {show(requested)} is not a declared route"
+        if not requested.isascii():
+            why += " (it has non-ASCII characters; route names are compared as ASCII)"
+        return Classification(None, 0.0, "unknown_route", raw, why, requested=requested)
 
-    if not route_values:
-        return Classification(None, 0.0, "missing_route", raw, reason)
-    matched: list[str | None] = [_match_route(_clean_value(v), index) for v in route_values]
-    found = {m for m in matched if m is not None}
-    if len(found) > 1:
-        return Classification(None, 0.0, "ambiguous_route", raw, reason, requested=_clean_value(route_values[0]))
-    if not found:
-        requested = _clean_value(route_values[0])
-        status: ParseStatus = "unknown_route" if requested else "missing_route"
-        return Classification(None, 0.0, status, raw, reason, requested=requested or None)
-    route = found.pop()
-
-    confidence: float | None = None
-    conf_status: ParseStatus = "missing_confidence"
-    for cv in conf_values:
-        confidence = _parse_confidence(cv)
-        conf_status = "invalid_confidence"
-        if confidence is not None:
-            break
+    confidence, problem = _confidence(conf_values)
     if confidence is None:
         if on_bad is not None and isinstance(on_bad, (int, float)) and 0.0 <= on_bad <= 1.0:
-            return Classification(route, float(on_bad), "ok", raw, reason)
-        return Classification(route, 0.0, conf_status, raw, reason)
-    return Classification(route, confidence, "ok", raw, reason)
+            return Classification(route, float(on_bad), "ok", raw, stated)
+        status: ParseStatus = "missing_confidence" if not conf_values else "invalid_confidence"
+        return Classification(route, 0.0, status, raw, problem)
+    return Classification(route, confidence, "ok", raw, stated)
+
+
+def _confidence(values: list[Any]) -> tuple[float | None, str]:
+    """One confidence from every value given, or the first problem."""
+    if not values:
+        return None, "no confidence given"
+    found: float | None = None
+    seen: set[str] = set()
+    for v in values:
+        if isinstance(v, str):
+            if v in seen:
+                continue
+            seen.add(v)
+        if isinstance(v, (list, tuple)):  # a JSON list or object
+            return None, f"confidence is a JSON {json_type(v)}, not a number"
+        x, problem = read_confidence(v)
+        if x is None:
+            return None, problem
+        if found is not None and x != found:
+            return None, f"two different confidences: {found!r} and {x!r}"
+        found = x
+    return found, ""

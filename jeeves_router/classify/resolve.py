@@ -1,14 +1,22 @@
-"""From a classification to a decision: dispatch, fallback or unresolved (pure)."""
+"""From a classification to a decision: dispatch, fallback or unresolved (pure).
+
+:func:`resolve_route` is the decision boundary every router goes through, whatever
+classifier produced the :class:`Classification` (the parser, a classify tool call, the
+embedded classifier, a cascade or a custom classifier). It validates the classification
+there, once, the same way for all of them.
+"""
 
 from __future__ import annotations
 
+import math
+import numbers
 from collections.abc import Collection
 from dataclasses import dataclass
 
 from ..results import FallbackReason
 from .types import Classification
 
-__all__ = ["RouteDecision", "resolve_route"]
+__all__ = ["RouteDecision", "resolve_route", "valid_confidence"]
 
 _STATUS_REASON: dict[str, FallbackReason] = {
     "empty": "empty_reply",
@@ -40,6 +48,14 @@ class RouteDecision:
         return self.route is None
 
 
+def valid_confidence(confidence: object) -> bool:
+    """True for a real number (not a bool) that is finite and within [0, 1]."""
+    if isinstance(confidence, bool) or not isinstance(confidence, numbers.Real):
+        return False
+    x = float(confidence)
+    return math.isfinite(x) and 0.0 <= x <= 1.0
+
+
 def resolve_route(
     c: Classification,
     *,
@@ -50,13 +66,29 @@ def resolve_route(
 ) -> RouteDecision:
     """Decide where a classified request goes.
 
-    A declared, non-excluded route with status ``ok`` and confidence >= ``threshold`` is
-    dispatched directly; anything else goes to ``fallback`` with the reason, or is
-    unresolved when there is no fallback. Never returns a route outside ``routes``.
+    A declared, non-excluded route with status ``ok`` and a valid confidence >=
+    ``threshold`` is dispatched directly; anything else goes to ``fallback`` with the
+    reason, or is unresolved when there is no fallback. Never returns a route outside
+    ``routes``.
+
+    Validation, in this order: a non-``ok`` status gives its own reason (``ambiguous_route``
+    for two routes in one reply, ...); a route that is not a string is ``unknown_route``; a
+    confidence that is not a real number, or is NaN, infinite or outside [0, 1], is
+    ``invalid_confidence`` — whichever classifier produced it (a :class:`Classification`
+    can be built with any value).
+
+    Example:
+        >>> c = Classification("billing", float("nan"), "ok", "custom")
+        >>> resolve_route(c, threshold=0.5, fallback="general", routes=["billing", "general"])
+        RouteDecision(route='general', used_fallback=True, reason='invalid_confidence')
     """
     reason: FallbackReason | None
     if not c.ok or c.route is None:
         reason = _STATUS_REASON.get(c.status, "missing_route")
+    elif not isinstance(c.route, str):
+        reason = "unknown_route"
+    elif not valid_confidence(c.confidence):
+        reason = "invalid_confidence"
     elif c.route not in routes:
         reason = "unknown_route"
     elif c.route in excluded:

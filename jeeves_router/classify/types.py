@@ -20,11 +20,15 @@ __all__ = [
 
 #: ``ok`` — a declared route and a valid confidence were found.
 #: ``empty`` — the text was empty or blank.
-#: ``missing_route`` — no route could be found.
+#: ``missing_route`` — no route could be found (or the reply was too malformed to read).
 #: ``unknown_route`` — a route was named but it is not declared (see ``requested``).
-#: ``ambiguous_route`` — several different routes were named.
+#: ``ambiguous_route`` — the reply named two different routes (two ``route:`` lines, two
+#: JSON objects, a repeated JSON key or a list such as ``billing, technical``), in any
+#: order. This is the "ambiguous" outcome: the Router never dispatches it and falls back
+#: with the reason ``ambiguous_route``.
 #: ``missing_confidence`` — a route was found but no confidence.
-#: ``invalid_confidence`` — the confidence was worded, NaN, infinite, negative or above 1.
+#: ``invalid_confidence`` — the confidence was not one number in [0, 1]: a word, a
+#: fraction, a range, ``x out of y``, several numbers, NaN, infinite, negative or above 1.
 ParseStatus = Literal[
     "ok",
     "empty",
@@ -42,11 +46,16 @@ class Classification:
 
     Attributes:
         route: The declared route name (canonical spelling) or ``None``.
-        confidence: Always within [0, 1]; 0.0 when the status is not ``ok`` unless a
-            policy supplied a value.
+        confidence: Within [0, 1] from the parser and the built-in classifiers; 0.0 when
+            the status is not ``ok`` unless a policy supplied a value. Nothing stops a
+            custom classifier from building one with NaN or 1.5:
+            :func:`~jeeves_router.classify.resolve.resolve_route` treats any confidence
+            that is not a finite number in [0, 1] as ``invalid_confidence``.
         status: See :data:`ParseStatus`.
         raw: The text the decision was read from (or a summary for non-text classifiers).
-        reason: The classifier's stated reason, if any.
+        reason: The classifier's stated reason when the status is ``ok``; for another
+            status, what was wrong, e.g. ``"confidence '1/5' is a fraction, not one
+            number"``.
         requested: The route text as written, when it did not match a declared route.
         runner_up: The second-best route, when the classifier ranks routes.
         runner_up_confidence: Its confidence.

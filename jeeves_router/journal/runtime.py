@@ -34,9 +34,9 @@ from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-import structlog
 from pydantic import TypeAdapter
 
+from .._log import get_logger
 from ..errors import ReplayDivergence, UsageError
 from ..events import Event, event_adapter
 from ..messages import Message
@@ -69,7 +69,7 @@ if TYPE_CHECKING:
 
 __all__ = ["JournalRuntime", "ResumePoint", "UnknownToolPolicy", "current_idempotency_key"]
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 T = TypeVar("T")
 
 UnknownToolPolicy = Literal["fail", "retry", "skip"]

@@ -29,14 +29,14 @@ from types import TracebackType
 from typing import TypeVar
 
 import anyio.to_thread
-import structlog
 from pydantic import ValidationError
 
+from .._log import get_logger
 from .records import _READABLE_VERSIONS, SCHEMA_VERSION, Entry, JournalCorrupt, JournalError
 
 __all__ = ["SQLiteJournal"]
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 T = TypeVar("T")
 
 _DEFAULT_KEY = b"jeeves-router journal v1"

@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import email.utils
 import json
-import re
 import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from .._log import redact
 from ..errors import ModelError
 
 __all__ = ["map_sdk_error", "redact", "parse_retry_after"]
@@ -42,18 +42,7 @@ _ERROR_TYPE_STATUS = {
 }
 _CONTEXT_MARKERS = ("context_length_exceeded", "maximum context length", "prompt is too long", "context window")
 _FILTER_MARKERS = ("content_filter", "content_policy_violation", "content management policy", "content filter")
-_KEY_PATTERN = re.compile(r"(sk-(?:ant-)?[A-Za-z0-9_\-]{4})[A-Za-z0-9_\-]{4,}")
-_BEARER_PATTERN = re.compile(r"(?i)(bearer\s+)\S+")
 _MAX_MESSAGE = 500
-
-
-def redact(text: str, secrets: Iterable[str] = ()) -> str:
-    """``text`` with the given secrets and anything shaped like an API key masked."""
-    for secret in secrets:
-        if secret and len(secret) >= 4:
-            text = text.replace(secret, "***")
-    text = _KEY_PATTERN.sub(r"\1***", text)
-    return _BEARER_PATTERN.sub(r"\1***", text)
 
 
 def parse_retry_after(headers: Mapping[str, str] | None, *, now: float | None = None) -> float | None:

@@ -20,10 +20,11 @@ from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from typing import TypeVar
 
 import anyio
-import structlog
 
+from .._log import get_logger
 from ..errors import ModelError, StreamInterrupted
 from ..policies import RetryPolicy
+from ..tracing import traced_model_call, traced_model_stream
 
 __all__ = ["Retrier", "Sleep", "ErrorMapper"]
 
@@ -31,7 +32,7 @@ T = TypeVar("T")
 Sleep = Callable[[float], Awaitable[None]]
 ErrorMapper = Callable[[BaseException], "ModelError | None"]
 
-_log = structlog.get_logger(__name__)
+_log = get_logger(__name__)
 # Closing an abandoned HTTP stream must finish even inside a cancelled scope, but never hang.
 _CLOSE_TIMEOUT_S = 5.0
 
@@ -112,7 +113,7 @@ class Retrier:
         while True:
             attempt += 1
             try:
-                return await op(attempt)
+                return await traced_model_call(self.model_name, attempt, op)  # type: ignore[no-any-return]
             except Exception as exc:
                 err = self._classify(exc, attempt)
                 if err is None:
@@ -130,7 +131,7 @@ class Retrier:
         attempt = 0
         while True:
             attempt += 1
-            inner = open_stream(attempt)
+            inner = traced_model_stream(self.model_name, attempt, open_stream(attempt))
             yielded = False
             failure: tuple[ModelError, Exception] | None = None
             try:

@@ -30,18 +30,19 @@ from typing import Any
 
 import anyio
 import anyio.to_thread
-import structlog
 
 from .._aio import aclosing
+from .._log import get_logger
 from ..errors import ModelError, UsageError
 from ..messages import Message, TextPart, ToolCallPart, ToolResultPart
+from ..tracing import traced_model_stream
 from ..usage import Usage
 from ._gbnf import UnsupportedSchema, schema_to_gbnf
 from .base import ModelRequest, ModelResponse, ModelStreamItem, ModelTextDelta, ResponseFormat, StopReason
 
 __all__ = ["LlamaCppModel", "smollm2_path", "MODEL_ALIASES"]
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 _SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 _FINISH: dict[str, StopReason] = {"stop": "end", "length": "max_tokens"}
@@ -249,7 +250,7 @@ class LlamaCppModel:
 
     def stream(self, request: ModelRequest) -> AsyncIterator[ModelStreamItem]:
         """Stream ``request``: text deltas, then one final :class:`ModelResponse`."""
-        return self._stream(request)
+        return traced_model_stream(self.name, 1, self._stream(request))
 
     async def _stream(self, request: ModelRequest) -> AsyncGenerator[ModelStreamItem, None]:
         async with self._lock:

@@ -24,8 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import structlog
-
+from .._log import get_logger
 from ..errors import RunError, UsageError
 from .severity import ErrorClassification, ErrorSeverity, as_severity
 
@@ -38,7 +37,7 @@ __all__ = [
     "is_marked_fatal",
 ]
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 #: ``(exc, context) -> ErrorClassification | None``.
 ErrorHook = Callable[[BaseException, "ErrorContext"], "ErrorClassification | None"]

@@ -14,15 +14,15 @@ from dataclasses import dataclass
 from typing import Any
 
 import anyio
-import structlog
 
+from .._log import get_logger
 from ..messages import user
 from ..models.base import Model, ModelRequest
 from .severity import ErrorClassification, ErrorSeverity
 
 __all__ = ["StepRecord", "build_report", "user_message_for", "explain_report", "GENERIC_USER_MESSAGE"]
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 GENERIC_USER_MESSAGE = "Sorry, I could not complete your request. Please try again later."
 _USER_MESSAGES = {

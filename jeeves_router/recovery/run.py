@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
-import structlog
 
+from .._log import get_logger
 from ..events import RecoveryReclassify, RecoveryReplan, RecoveryReport, RecoveryRetry
 from ..policies import RetryPolicy
 from ..results import RunResult
@@ -42,7 +42,7 @@ if TYPE_CHECKING:
 
 __all__ = ["RecoveryRun", "RecoveryStop", "RecoveryRedirect", "Failure", "recovery_for"]
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 T = TypeVar("T")
 
 

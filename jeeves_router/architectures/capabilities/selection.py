@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import anyio
-import structlog
 
+from ..._log import get_logger
 from ...messages import user
 from ...models.base import Model, ModelRequest
 from ...recovery.classify import default_classification, mark_fatal
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Selection", "selection_prompt", "parse_yes_no", "select_capabilities", "expand_requirements"]
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 _YES_NO = re.compile(r"\b(yes|no|true|false)\b", re.IGNORECASE)
 

@@ -31,7 +31,6 @@ from ...events import Event
 from ...messages import Message, TextPart
 from ...tools import Handoff, Tool
 from ..base import RunContext
-from ..router.contract import within_contract
 from ..routes import RouterRoute, check_child_runtimes, check_fallback, check_route_table, check_unit_interval
 from .chain import Detector, chain_settings
 from .graph import HandoffGraph, build_graph
@@ -235,5 +234,4 @@ class HandoffRouter:
             reason=handoff.reason,
             requested=handoff.target,
         )
-        c = within_contract(c, self._by_name)  # an out-of-range confidence goes to the fallback
         return resolve_route(c, threshold=self.threshold, fallback=self.fallback_route, routes=self._by_name)

@@ -23,18 +23,14 @@ def with_failed_usage(result: RunResult, failed: Mapping[str, Usage]) -> RunResu
 
 
 def within_contract(c: Classification, allowed: Collection[str]) -> Classification:
-    """``c``, or a failed classification when a classifier answered outside its contract.
+    """``c``, or a failed classification when a classifier named a route outside ``allowed``.
 
     Any classifier may be plugged in (embedded, cascade, tool-call, custom), so its answer is
-    checked before :func:`resolve_route` decides: a route outside the declared set is
-    ``unknown_route``; a confidence that is not a number within [0, 1] is
-    ``invalid_confidence`` — the decision then takes the fallback, never the route.
+    checked before :func:`~jeeves_router.classify.resolve.resolve_route` decides: a route
+    outside the declared (and not excluded) set is ``unknown_route``. Confidences are
+    validated by ``resolve_route`` itself (NaN, infinite or outside [0, 1]:
+    ``invalid_confidence``, the fallback), whichever path the classification took.
     """
     if c.route is not None and c.route not in allowed:
         return replace(c, route=None, confidence=0.0, status="unknown_route", requested=c.route)
-    if not c.ok:
-        return c
-    conf = c.confidence
-    if isinstance(conf, bool) or not isinstance(conf, (int, float)) or not 0.0 <= conf <= 1.0:  # NaN fails too
-        return replace(c, route=None, confidence=0.0, status="invalid_confidence", requested=c.route)
     return c

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from ..._aio import aclose, aclosing
 from ...classify.llm import LLMClassifier
 from ...classify.prompt import validate_prompt_template
-from ...classify.resolve import RouteDecision, resolve_route
+from ...classify.resolve import RouteDecision, resolve_route, valid_confidence
 from ...classify.types import Classification, Classifier, ClassifyRequest, ClassifyResult, RouteSpec
 from ...errors import UsageError
 from ...events import (
@@ -236,7 +236,7 @@ class Router:
                 if rec is not None:
                     rec.usage = usage + sum(failed_usage.values(), Usage())
                 c = cres.classification
-                confidence = c.confidence if c.ok else None
+                confidence = c.confidence if c.ok and valid_confidence(c.confidence) else None
                 yield self.classified_event(ctx, cres)
                 decision = self.decide(c, exclude=excluded)
                 if decision.unresolved:

@@ -21,13 +21,12 @@ import os
 import tempfile
 from pathlib import Path
 
-import structlog
-
+from ..._log import get_logger
 from ...errors import UsageError
 
 __all__ = ["cache_dir", "quantized_model"]
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 
 def cache_dir() -> Path:

@@ -15,10 +15,10 @@ from typing import Any, Literal, cast
 import anyio
 import anyio.to_thread
 import numpy as np
-import structlog
 from anyio.lowlevel import RunVar
 from numpy.typing import NDArray
 
+from ..._log import get_logger
 from ...errors import UsageError
 from ..types import Classification, ClassifyRequest, ClassifyResult, RouteSpec
 from .calibration import Calibrator, ThresholdChoice, calibrator_from_dict, choose_threshold, make_calibrator
@@ -27,7 +27,7 @@ from .scorers import Scorer, make_scorer, scorer_from_dict
 
 __all__ = ["EmbeddingClassifier", "FitReport", "default_encoder"]
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 FILE_FORMAT = "jeeves-router/embedding-classifier"
 FILE_VERSION = 1

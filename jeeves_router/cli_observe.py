@@ -1,0 +1,101 @@
+"""The observability commands: ``jeeves-router graph`` and ``jeeves-router trace``."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import anyio
+import typer
+
+from .errors import UsageError
+
+if TYPE_CHECKING:
+    from .agent import Agent
+
+__all__ = ["graph_command", "import_agent", "trace_command"]
+
+
+def import_agent(spec: str, *, option: str = "AGENT") -> Agent:
+    """The agent named by ``module:attribute`` (an Agent, or a function of no arguments returning one).
+
+    Raises:
+        UsageError: when it cannot be imported or is not an agent.
+    """
+    from .agent import Agent
+
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        raise UsageError(f"{option} {spec!r}: write it as module:attribute, e.g. examples.support_desk:desk")
+    if "" not in sys.path:
+        sys.path.insert(0, "")  # like `python -m`: modules of the current directory are importable
+    try:
+        obj: Any = importlib.import_module(module_name)
+        for part in attr.split("."):
+            obj = getattr(obj, part)
+    except (ImportError, AttributeError) as exc:
+        raise UsageError(f"{option} {spec!r}: cannot import it ({exc})") from None
+    if not isinstance(obj, Agent) and callable(obj):
+        try:
+            inspect.signature(obj).bind()
+        except TypeError:
+            raise UsageError(
+                f"{option} {spec!r} needs arguments; name an Agent or a function of no arguments"
+            ) from None
+        except ValueError:  # no signature (a builtin): let the call decide
+            pass
+        obj = obj()
+    if not isinstance(obj, Agent):
+        raise UsageError(f"{option} {spec!r} is a {type(obj).__name__}, not an Agent (or a function returning one)")
+    return obj
+
+
+def graph_command(
+    agent: Annotated[str, typer.Argument(help="The agent as module:attribute (an Agent or a function returning one).")],
+) -> None:
+    """Print the agent tree as a Mermaid flowchart (routes, thresholds, fallbacks, handoffs, capabilities)."""
+    try:
+        found = import_agent(agent)
+    except UsageError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    typer.echo(found.graph(), nl=False)
+
+
+def trace_command(
+    journal: Annotated[Path, typer.Argument(help="The SQLite journal file (JournalRuntime(SQLiteJournal(path))).")],
+    session: Annotated[str, typer.Option("--session", "-s", help="The session id to show.")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Where to write the HTML page.")] = Path("trace.html"),
+    agent: Annotated[
+        str | None, typer.Option("--agent", "-a", help="Also draw this agent's graph (module:attribute).")
+    ] = None,
+) -> None:
+    """Write one self-contained HTML page (no network) showing a recorded session step by step."""
+    from .journal.records import JournalError
+    from .journal.sqlite import SQLiteJournal
+    from .journal.trace_data import SessionTrace, load_trace
+    from .journal.trace_html import render_trace_html
+
+    async def read() -> SessionTrace:
+        store = SQLiteJournal(journal, create=False)
+        try:
+            return await load_trace(store, session)
+        finally:
+            await store.aclose()
+
+    try:
+        graph = None
+        if agent is not None:
+            from .graph import agent_graph
+
+            graph = agent_graph(import_agent(agent, option="--agent"))
+        trace = anyio.run(read)
+    except (UsageError, JournalError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    out.write_text(render_trace_html(trace, graph), encoding="utf-8")
+    steps = sum(len(run.root.walk()) for run in trace.runs)
+    typer.echo(f"wrote {out} ({len(trace.runs)} run(s), {steps} steps)")

@@ -1,0 +1,348 @@
+"""Tools from MCP servers: an agent lists a server's tools and calls them like its own.
+
+:class:`MCPServerStdio` starts a server as a subprocess and talks to it over its
+stdin/stdout; :class:`MCPServerHTTP` connects to a streamable-HTTP endpoint. Pass either in
+``Agent(tools=[...])``: the agent opens it around each run, lists its tools, and closes it
+when the run ends. ``async with server:`` keeps one connection (one process) open across many
+runs instead; runs inside it, concurrent ones too, share it.
+
+The ``mcp`` SDK's client runs in a task of its own: in the task group of the stream's
+:class:`~jeeves_router.tools.ToolsetHost` under ``async with agent.stream(...)``, else in a
+task group the run enters. In that last case (``agent.stream()`` iterated without
+``async with``), do not wrap part of the iteration in a cancel scope of your own unless the
+server is already open (``async with server:``): the scopes would exit out of order.
+
+Every call goes through the run's runtime like a function tool's call, so ``tool.called`` /
+``tool.result`` events, usage and the journal are the same (a journaled call is not repeated
+on resume). Failures never reach the run as exceptions: a tool error, a server that crashed,
+hangs past ``timeout`` or answers malformed data all come back to the model as an error
+result naming the server and what happened. A server that cannot be started or does not
+answer its handshake within ``connect_timeout`` fails the run with a
+:class:`~jeeves_router.errors.ToolError` before the first model call.
+
+Needs the ``mcp`` extra (``pip install 'jeeves-router[mcp]'``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator, Collection, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import anyio.abc
+
+from .._log import get_logger
+from ..errors import ToolError, UsageError
+from ..models.base import ToolSpec
+from ..tools import Tool, ToolContext, ToolOutcome, ToolsetHost, current_toolset_host
+from ._content import content_text, describe, failure
+
+if TYPE_CHECKING:
+    from mcp import Client
+
+__all__ = ["MCPServer", "MCPTool"]
+
+log = get_logger(__name__)
+
+_BAD_NAME = re.compile(r"[^A-Za-z0-9_-]")
+_SHUTDOWN_WAIT = 15.0  # seconds; the SDK gives a stdio server 2 s to exit, then 2 s after SIGTERM
+
+
+def _require_mcp() -> None:
+    try:
+        import mcp  # noqa: F401
+    except ImportError as exc:
+        raise UsageError("MCP servers need the 'mcp' package: pip install 'jeeves-router[mcp]'") from exc
+
+
+@dataclass(eq=False)
+class _Connection:
+    """One live connection, owned by the host task that opened it."""
+
+    scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
+    ready: anyio.Event = field(default_factory=anyio.Event)
+    stop: anyio.Event = field(default_factory=anyio.Event)
+    done: anyio.Event = field(default_factory=anyio.Event)  # the client has shut down
+    client: Client | None = None
+    tools: tuple[MCPTool, ...] = ()
+    error: BaseException | None = None
+    closed: bool = False
+    lost: str | None = None  # why calls can no longer reach the server
+
+
+class MCPTool(Tool):
+    """One tool of an MCP server, as the tool loop sees it (schema from the server).
+
+    Attributes:
+        remote_name: The tool's name on the server (``name`` may add a prefix and replace
+            characters a model provider does not accept).
+        toolset: The server it belongs to.
+    """
+
+    def __init__(self, server: MCPServer, remote_name: str, description: str, schema: Mapping[str, Any]) -> None:
+        name = _BAD_NAME.sub("_", f"{server.tool_prefix}{remote_name}")[:64]
+        self.fn = server.call
+        self.name = name
+        self.remote_name = remote_name
+        self.toolset = server
+        self.description = description
+        params = dict(schema) if isinstance(schema, Mapping) else {}
+        params.setdefault("type", "object")
+        params.setdefault("properties", {})
+        params.pop("title", None)
+        self.parameters = params
+        self.spec = ToolSpec(name, description, params)
+
+    def __repr__(self) -> str:
+        return f"MCPTool({self.name!r}, server={self.toolset.name!r})"
+
+    async def call(self, arguments: Mapping[str, Any], ctx: ToolContext) -> ToolOutcome:
+        """Call the tool on its server; every failure is an error outcome (never raises)."""
+        return await self.toolset.call(self.remote_name, arguments)
+
+
+class MCPServer:
+    """Tools from one MCP server (base of :class:`MCPServerStdio` and :class:`MCPServerHTTP`).
+
+    A toolset: pass it in ``Agent(tools=[...])``. Use ``async with server:`` to keep it
+    open across runs; otherwise each run opens and closes it.
+
+    Args:
+        name: A name for logs and error messages.
+        timeout: Seconds a tool call may take before the model is told the server did not
+            answer.
+        connect_timeout: Seconds to start the server and list its tools.
+        tool_prefix: Put before every tool name (to tell two servers' tools apart).
+        allowed_tools: Only these tools (server names) are offered to the model.
+    """
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        timeout: float = 30.0,
+        connect_timeout: float = 30.0,
+        tool_prefix: str = "",
+        allowed_tools: Collection[str] | None = None,
+    ) -> None:
+        for what, value in (("timeout", timeout), ("connect_timeout", connect_timeout)):
+            if not isinstance(value, (int, float)) or not value > 0:
+                raise UsageError(f"MCP server {name!r}: {what} must be a positive number of seconds, got {value!r}")
+        if _BAD_NAME.search(tool_prefix):
+            raise UsageError(f"MCP server {name!r}: tool_prefix {tool_prefix!r} may only use letters, digits, '_', '-'")
+        self.name = name
+        self.timeout = float(timeout)
+        self.connect_timeout = float(connect_timeout)
+        self.tool_prefix = tool_prefix
+        self.allowed_tools = frozenset(allowed_tools) if allowed_tools is not None else None
+        self._conn: _Connection | None = None
+        self._users = 0
+        self._cond: anyio.Condition | None = None
+        self._entered: list[AbstractAsyncContextManager[Sequence[Tool]]] = []
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name!r})"
+
+    def _client(self, stack: AsyncExitStack) -> Client:
+        """A not yet entered ``mcp.Client`` for this server (resources go on ``stack``)."""
+        raise NotImplementedError
+
+    @property
+    def tools(self) -> tuple[MCPTool, ...]:
+        """The tools listed when the server was opened (empty while it is closed)."""
+        return self._conn.tools if self._conn is not None else ()
+
+    @property
+    def is_open(self) -> bool:
+        """True while a connection is open."""
+        return self._conn is not None and self._conn.client is not None and not self._conn.closed
+
+    # -- lifetime ---------------------------------------------------------------------------
+
+    async def __aenter__(self) -> MCPServer:
+        cm = self.open()
+        await cm.__aenter__()
+        self._entered.append(cm)
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self._entered.pop().__aexit__(exc_type, exc, tb)
+
+    @asynccontextmanager
+    async def open(self) -> AsyncIterator[Sequence[Tool]]:
+        """Connect, or join the connection already open, for as long as the block lasts.
+
+        The first user owns the connection (its task hosts the ``mcp`` client): when it
+        leaves, it waits for the others to leave, then closes it (for a subprocess: stdin
+        is closed, then the process group is terminated, and killed if it does not exit).
+        Joining an open connection enters no task group or cancel scope.
+
+        Raises:
+            ToolError: the server could not be started or did not answer its handshake
+                within ``connect_timeout``.
+        """
+        _require_mcp()
+        if self._cond is None:
+            self._cond = anyio.Condition()
+        cond = self._cond
+        async with cond:
+            conn = self._conn
+            owner = conn is None
+            if conn is None:
+                conn = self._conn = _Connection()
+            self._users += 1
+        try:
+            host = current_toolset_host()
+            if owner and host is not None:  # the host's task group runs the client: no scope of ours stays open
+                async with self._own_hosted(host, conn) as tools:
+                    yield tools
+            elif owner:
+                async with self._own(conn) as tools:
+                    yield tools
+            else:
+                await conn.ready.wait()  # the owner sets it within its connect_timeout
+                if conn.client is None:
+                    raise ToolError(
+                        f"MCP server {self.name!r} could not be started (see the first run that opened it)",
+                        metadata={"mcp_server": self.name},
+                    )
+                yield conn.tools
+        finally:
+            with anyio.CancelScope(shield=True):
+                async with cond:
+                    self._users -= 1
+                    cond.notify_all()
+
+    @asynccontextmanager
+    async def _own(self, conn: _Connection) -> AsyncIterator[Sequence[Tool]]:
+        """Host the connection in a task of this task group, for as long as anyone uses it."""
+        # Nothing may raise through the task group (it would wrap the error in an
+        # exception group): failures are kept and raised again once it has exited.
+        failure: BaseException | None = None
+        async with anyio.create_task_group() as tg:
+            try:
+                await self._connect(tg, conn)
+                yield conn.tools
+            except BaseException as exc:  # GeneratorExit of a closed stream too
+                failure = exc
+            finally:
+                try:
+                    await self._last_user_left()
+                finally:
+                    self._conn = None
+                    conn.stop.set()
+                    conn.ready.set()  # joiners waiting for a start that failed or was cancelled
+        if failure is not None:
+            raise failure
+
+    @asynccontextmanager
+    async def _own_hosted(self, host: ToolsetHost, conn: _Connection) -> AsyncIterator[Sequence[Tool]]:
+        """Like :meth:`_own`, with the client's task in ``host`` (a :class:`ToolsetHost`)."""
+        try:
+            await self._connect(host, conn)
+            yield conn.tools
+        finally:
+            try:
+                await self._last_user_left()
+            finally:
+                self._conn = None
+                conn.stop.set()
+                conn.ready.set()
+                # the SDK's shutdown is bounded (stdin closed, then terminate, then kill)
+                with anyio.CancelScope(shield=True, deadline=anyio.current_time() + _SHUTDOWN_WAIT):
+                    await conn.done.wait()
+
+    async def _last_user_left(self) -> None:
+        assert self._cond is not None
+        async with self._cond:  # other users (concurrent runs) finish first
+            while self._users > 1:
+                await self._cond.wait()
+
+    async def _connect(self, tg: anyio.abc.TaskGroup | ToolsetHost, conn: _Connection) -> None:
+        tg.start_soon(self._host, conn)
+        with anyio.move_on_after(self.connect_timeout) as waited:
+            await conn.ready.wait()
+        if waited.cancelled_caught:
+            conn.scope.cancel()
+            raise ToolError(
+                f"MCP server {self.name!r} did not start within {self.connect_timeout:g}s (connect_timeout)",
+                metadata={"mcp_server": self.name},
+            )
+        if conn.client is None:
+            err = conn.error
+            why = describe(err) if err is not None else "the connection closed"
+            raise ToolError(
+                f"MCP server {self.name!r} could not be started: {why}", metadata={"mcp_server": self.name}
+            ) from err
+        log.debug("mcp server open", server=self.name, tools=[t.name for t in conn.tools])
+
+    async def _host(self, conn: _Connection) -> None:
+        """Own the ``mcp`` client (and its task group) in a task of its own; never raises."""
+        try:
+            with conn.scope:
+                async with AsyncExitStack() as stack:
+                    client = await stack.enter_async_context(self._client(stack))
+                    conn.tools = await self._list(client)
+                    conn.client = client
+                    conn.ready.set()
+                    await conn.stop.wait()
+        except Exception as exc:
+            conn.error = exc
+            log.warning("mcp server connection ended", server=self.name, error=describe(exc))
+        finally:
+            conn.closed = True
+            conn.ready.set()
+            conn.done.set()
+
+    async def _list(self, client: Client) -> tuple[MCPTool, ...]:
+        tools: list[MCPTool] = []
+        cursor: str | None = None
+        for _ in range(100):  # a server whose pages never end cannot hang the start
+            page = await client.list_tools(cursor=cursor)
+            for t in page.tools:
+                if self.allowed_tools is None or t.name in self.allowed_tools:
+                    tools.append(MCPTool(self, t.name, t.description or t.title or "", t.input_schema))
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+        return tuple(tools)
+
+    # -- calls ------------------------------------------------------------------------------
+
+    async def call(self, tool: str, arguments: Mapping[str, Any]) -> ToolOutcome:
+        """Call ``tool`` (its name on the server) and map the answer to a tool outcome.
+
+        Never raises (cancellation excepted): a tool error, a dead connection, no answer
+        within ``timeout`` and a malformed answer are error outcomes the model can read.
+        """
+        conn = self._conn
+        if conn is None or conn.client is None:
+            return self._error(tool, "is not open (tools of an MCP server can only be called during a run)")
+        if conn.lost is not None:
+            return self._error(tool, conn.lost)
+        if conn.closed:
+            return self._error(tool, f"is not running ({describe(conn.error) if conn.error else 'connection closed'})")
+        try:
+            with anyio.move_on_after(self.timeout) as waited:
+                result = await conn.client.call_tool(tool, dict(arguments))
+        except Exception as exc:
+            why = failure(exc)
+            if why.startswith("is not running"):
+                conn.lost = why
+            return self._error(tool, why)
+        if waited.cancelled_caught:
+            return self._error(tool, f"did not answer within {self.timeout:g}s")
+        text = content_text(result.content, result.structured_content)
+        if result.is_error:
+            return ToolOutcome(f"{tool} failed: {text or 'the MCP server reported an error'}", is_error=True)
+        return ToolOutcome(text)
+
+    def _error(self, tool: str, what: str) -> ToolOutcome:
+        log.warning("mcp tool call failed", server=self.name, tool=tool, why=what)
+        return ToolOutcome(f"{tool} failed: MCP server {self.name!r} {what}", is_error=True)

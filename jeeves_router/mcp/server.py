@@ -1,0 +1,171 @@
+"""Serve an agent (typically a router desk) as an MCP server, so MCP clients can call it.
+
+The server has one tool, ``ask``: the request (and an optional session id) in; the answer
+out as text, and the routing decision (route, confidence, fallback, status, session ids,
+usage) as structured content. A run that ends without an answer (``unresolved``,
+``max_turns``, ...) or fails is an error result, so the client's model sees that no answer
+came. From the command line: ``jeeves-router mcp module:attr`` (stdio) or
+``jeeves-router mcp module:attr --transport http --port 8000``.
+
+Over stdio the protocol owns stdout, so logs must go to stderr: the library logs through the
+standard :mod:`logging` module and is silent unless configured; configure a handler on stderr
+(as ``jeeves-router -v`` does), never on stdout.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from typing import TYPE_CHECKING, Annotated, Any, Literal
+
+from pydantic import BaseModel, Field
+
+from ..agent import Agent
+from ..errors import UsageError
+from ..results import RunResult
+
+if TYPE_CHECKING:
+    from mcp.server.mcpserver import MCPServer
+
+__all__ = ["RoutedAnswer", "router_server", "serve", "load_agent", "main"]
+
+Transport = Literal["stdio", "http"]
+
+
+class RoutedAnswer(BaseModel):
+    """The structured content of an ``ask`` result: the answer and how it was routed."""
+
+    output: str | None = Field(description="The answer, or null when the run ended without one.")
+    status: str = Field(description="ok, fallback, unresolved, max_turns, critical, ...")
+    route: str | None = Field(default=None, description="The route that answered.")
+    confidence: float | None = Field(default=None, description="The classifier's confidence for that route.")
+    used_fallback: bool = False
+    fallback_reason: str | None = None
+    session_id: str
+    specialist_session_id: str | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float | None = None
+
+
+def _answer(result: RunResult) -> RoutedAnswer:
+    return RoutedAnswer(
+        output=result.output,
+        status=result.status,
+        route=result.route,
+        confidence=result.confidence,
+        used_fallback=result.used_fallback,
+        fallback_reason=result.fallback_reason,
+        session_id=result.session_id,
+        specialist_session_id=result.specialist_session_id,
+        input_tokens=result.usage.input_tokens,
+        output_tokens=result.usage.output_tokens,
+        cost_usd=result.usage.cost_usd,
+    )
+
+
+def router_server(agent: Agent, *, name: str | None = None, tool_name: str = "ask") -> MCPServer[Any]:
+    """An ``mcp`` server (not started) whose one tool runs ``agent``.
+
+    Args:
+        agent: The agent to serve; usually a router desk.
+        name: The server's name (default: the agent's name).
+        tool_name: The tool's name.
+
+    Raises:
+        UsageError: if ``agent`` is not an Agent or the ``mcp`` package is missing.
+    """
+    if not isinstance(agent, Agent):
+        raise UsageError(f"can only serve an Agent over MCP, got {type(agent).__name__}")
+    try:
+        import mcp_types as types
+        from mcp.server.mcpserver import MCPServer
+    except ImportError as exc:
+        raise UsageError("serving over MCP needs the 'mcp' package: pip install 'jeeves-router[mcp]'") from exc
+
+    server: MCPServer[Any] = MCPServer(name or agent.name, instructions=agent.instructions, log_level="WARNING")
+
+    async def ask(request: str, session_id: str | None = None) -> Any:
+        try:
+            result = await agent.run(request, session_id=session_id or None)
+        except Exception as exc:
+            text = f"the run failed: {type(exc).__name__}: {exc}"
+            return types.CallToolResult(content=[types.TextContent(text=text)], is_error=True)
+        answer = _answer(result)
+        text = result.output if result.output is not None else f"no answer (status: {result.status})"
+        return types.CallToolResult(
+            content=[types.TextContent(text=text)],
+            structured_content=answer.model_dump(mode="json"),
+            is_error=not result.ok,
+        )
+
+    # Set explicitly: the SDK reads the hints to build the schemas, and this module's
+    # annotations are strings (``from __future__ import annotations``).
+    ask.__annotations__ = {
+        "request": str,
+        "session_id": str | None,
+        "return": Annotated[types.CallToolResult, RoutedAnswer],
+    }
+    description = (
+        f"Ask {agent.name!r}: {agent.instructions.strip().splitlines()[0] if agent.instructions.strip() else ''}. "
+        "The request is routed to the right specialist; the text is its answer and the structured "
+        "content says which route answered and how confident the routing was. A session_id, when "
+        "given, files the request under that session (journal, events)."
+    )
+    server.add_tool(ask, name=tool_name, description=description)
+    return server
+
+
+async def serve(
+    agent: Agent, *, transport: Transport = "stdio", host: str = "127.0.0.1", port: int = 8000, path: str = "/mcp"
+) -> None:
+    """Serve ``agent`` over MCP until cancelled (stdio) or the HTTP server stops.
+
+    Args:
+        agent: The agent (router) to serve.
+        transport: ``"stdio"`` or ``"http"`` (streamable HTTP).
+        host: HTTP only: the interface to listen on.
+        port: HTTP only: the port.
+        path: HTTP only: the endpoint path.
+    """
+    if transport not in ("stdio", "http"):
+        raise UsageError(f"transport must be 'stdio' or 'http', got {transport!r}")
+    server = router_server(agent)
+    if transport == "stdio":
+        await server.run_stdio_async()
+    else:
+        await server.run_streamable_http_async(host=host, port=port, streamable_http_path=path)
+
+
+def load_agent(spec: str) -> Agent:
+    """Import ``module:attr`` (from the current directory too): an Agent, or a function making one.
+
+    Raises:
+        UsageError: if it cannot be imported or is not an Agent.
+    """
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        raise UsageError(f"expected module:attribute (e.g. 'desk:desk'), got {spec!r}")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        obj: Any = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as exc:
+        raise UsageError(f"{spec!r}: cannot import it ({exc})") from None
+    if not isinstance(obj, Agent) and callable(obj):
+        try:
+            obj = obj()
+        except TypeError as exc:
+            raise UsageError(f"{spec!r} is not an Agent, and calling it with no arguments failed ({exc})") from None
+    if not isinstance(obj, Agent):
+        raise UsageError(f"{spec!r} is {type(obj).__name__}, not an Agent (or a function returning one)")
+    return obj
+
+
+def main(spec: str, *, transport: Transport = "stdio", host: str = "127.0.0.1", port: int = 8000) -> None:
+    """The ``jeeves-router mcp`` command: load ``spec`` and serve it (logs go to stderr)."""
+    import anyio
+
+    agent = load_agent(spec)
+    anyio.run(lambda: serve(agent, transport=transport, host=host, port=port))

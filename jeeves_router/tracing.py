@@ -1,0 +1,359 @@
+"""OpenTelemetry spans for runs, model calls and tool calls (GenAI semantic conventions).
+
+Install the ``otel`` extra (``opentelemetry-api``) and configure a tracer provider in your
+application (the SDK and an exporter are yours to choose); jeeves_router then reports:
+
+- ``invoke_agent {agent}`` for every agent run — router, specialist, capability handler,
+  handoff target — nested as they ran, with the session id as ``gen_ai.conversation.id``,
+  the run's status, route and token usage. The routing decision is a span event
+  ``jeeves_router.route.decision`` (route, confidence, runner-up, threshold, classifier
+  kind) and its outcome is on the span (``jeeves_router.route``, ``...fallback_reason``);
+  fallbacks, recovery steps (retry, reclassify, replan, report), handoffs, capability
+  selection and steps, and restarted streams are span events too.
+- ``chat {model}`` for every model call attempt (``gen_ai.provider.name``,
+  ``gen_ai.request.model``, ``gen_ai.response.model``, ``gen_ai.usage.input_tokens`` /
+  ``output_tokens``, ``gen_ai.response.finish_reasons``, ``error.type``); a retried call
+  gives one span per attempt (``jeeves_router.attempt``).
+- ``execute_tool {tool}`` for every tool call (``gen_ai.tool.name``, ``gen_ai.tool.call.id``,
+  ``error.type`` when the tool failed).
+
+Prompt, completion, tool argument and tool result text are recorded only when you opt in
+with ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true``.
+
+Cost when off: each run and model call asks :func:`active_tracer`, which returns ``None``
+after one dictionary lookup when the application never imported OpenTelemetry (nothing is
+imported here), and after one call and one identity check when it did but configured no
+tracer provider. The spans nest under whatever span is current when a run starts.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import AsyncIterator, Callable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from .events import (
+    CapabilitiesSelected,
+    CapabilityCompleted,
+    CapabilityStarted,
+    Event,
+    HandoffCompleted,
+    HandoffRejected,
+    HandoffRequested,
+    RecoveryReclassify,
+    RecoveryReplan,
+    RecoveryReport,
+    RecoveryRetry,
+    RouterClassified,
+    RouterDispatched,
+    RouterFallback,
+    RouterUnresolved,
+    ToolCalled,
+    ToolResult,
+)
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import Span, Tracer
+
+__all__ = ["CAPTURE_CONTENT_ENV", "active_tracer", "traced_model_call", "traced_model_stream", "traced_run"]
+
+CAPTURE_CONTENT_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
+T = TypeVar("T")
+
+_cache: list[Any] = [None, None]  # [provider, its tracer or None]: the no-op check runs once per provider
+_UNSET = object()
+_env_provider: list[bool] = []  # whether OTEL_PYTHON_TRACER_PROVIDER names a provider (read once)
+
+
+def active_tracer() -> Tracer | None:
+    """jeeves_router's tracer when the application configured a tracer provider, else ``None``."""
+    trace = sys.modules.get("opentelemetry.trace")
+    if trace is None:  # the application never imported OpenTelemetry: nothing can be configured
+        return None
+    # The API's global is read directly: with no provider set, get_tracer_provider() looks the
+    # environment up on every call (a caught KeyError, 1-5 us), which alone cost 5% of a routed
+    # request. It is still called when a provider is set, or named by OTEL_PYTHON_TRACER_PROVIDER
+    # (checked once), and whenever the global is not where this expects it.
+    provider = getattr(trace, "_TRACER_PROVIDER", _UNSET)
+    if provider is None:
+        if not _env_provider:
+            _env_provider.append("OTEL_PYTHON_TRACER_PROVIDER" in os.environ)
+        if not _env_provider[0]:
+            return None
+    if provider is not _cache[0]:
+        provider = trace.get_tracer_provider()
+        if provider is not _cache[0]:
+            noop = isinstance(provider, (trace.ProxyTracerProvider, trace.NoOpTracerProvider))
+            _cache[:] = [provider, None if noop else provider.get_tracer("jeeves_router")]
+    tracer: Tracer | None = _cache[1]
+    return tracer
+
+
+def _capture_content() -> bool:
+    return os.environ.get(CAPTURE_CONTENT_ENV, "").strip().lower() in ("1", "true", "yes")
+
+
+def _messages(role: str, text: str | None) -> str:
+    return json.dumps([{"role": role, "parts": [{"type": "text", "content": text or ""}]}], ensure_ascii=False)
+
+
+def _fail(span: Span, exc: BaseException) -> None:
+    from opentelemetry.trace import Status, StatusCode
+
+    span.set_attribute("error.type", type(exc).__qualname__)
+    span.record_exception(exc)
+    span.set_status(Status(StatusCode.ERROR, str(exc)[:300]))
+
+
+# -- agent runs ------------------------------------------------------------------------------
+
+
+def traced_run(events: AsyncIterator[Event], agent: Any, ctx: Any) -> AsyncIterator[Event]:
+    """``events`` (one agent run's architecture events) inside an ``invoke_agent`` span.
+
+    Returns ``events`` unchanged when no tracer provider is configured.
+    """
+    tracer = active_tracer()
+    if tracer is None:
+        return events
+    return _run_span(tracer, events, agent, ctx)
+
+
+async def _run_span(tracer: Tracer, events: AsyncIterator[Event], agent: Any, ctx: Any) -> AsyncIterator[Event]:
+    from opentelemetry import context as otel_context
+    from opentelemetry import trace
+
+    model = agent.model if isinstance(agent.model, str) or agent.model is None else getattr(agent.model, "name", None)
+    attributes: dict[str, Any] = {
+        "gen_ai.operation.name": "invoke_agent",
+        "gen_ai.agent.name": agent.name,
+        "gen_ai.conversation.id": ctx.session_id,
+        "jeeves_router.path": "/".join(ctx.path),
+        "jeeves_router.architecture": type(agent.architecture).__name__,
+    }
+    if model:
+        attributes["gen_ai.request.model"] = str(model).partition(":")[2] or str(model)
+    content = _capture_content()
+    if content:
+        attributes["gen_ai.input.messages"] = _messages("user", ctx.prompt)
+    span = tracer.start_span(f"invoke_agent {agent.name}", kind=trace.SpanKind.INTERNAL, attributes=attributes)
+    current = trace.set_span_in_context(span)
+    tools: dict[str, Span] = {}
+    finished = False
+    try:
+        while True:
+            token = otel_context.attach(current)  # the run's steps (models, tools, child runs) nest under it
+            try:
+                ev = await events.__anext__()
+            except StopAsyncIteration:
+                break
+            finally:
+                otel_context.detach(token)
+            if ev.path == ctx.path:
+                _on_event(tracer, span, current, tools, ev, content)
+            yield ev
+        finished = True
+        result = ctx.result
+        if result is not None:
+            span.set_attribute("jeeves_router.run.status", result.status)
+            if result.route is not None:
+                span.set_attribute("jeeves_router.route", result.route)
+            if result.fallback_reason is not None:
+                span.set_attribute("jeeves_router.route.fallback_reason", result.fallback_reason)
+            span.set_attribute("gen_ai.usage.input_tokens", result.usage.input_tokens)
+            span.set_attribute("gen_ai.usage.output_tokens", result.usage.output_tokens)
+            if content and result.output is not None:
+                span.set_attribute("gen_ai.output.messages", _messages("assistant", result.output))
+    except Exception as exc:
+        finished = True
+        _fail(span, exc)
+        raise
+    finally:
+        if not finished:  # the consumer closed the stream early (or the run was cancelled)
+            span.set_attribute("jeeves_router.run.status", "closed_early")
+            aclose = getattr(events, "aclose", None)
+            if aclose is not None:
+                token = otel_context.attach(current)
+                try:
+                    await aclose()  # the run's own cleanup (closing model streams) still nests under it
+                finally:
+                    otel_context.detach(token)
+        for tool_span in tools.values():
+            tool_span.end()
+        span.end()
+
+
+def _on_event(tracer: Tracer, span: Span, current: Any, tools: dict[str, Span], ev: Event, content: bool) -> None:
+    """Reflect one of the run's own events on its span (tool spans, decision and recovery events)."""
+    from opentelemetry import trace
+
+    if isinstance(ev, ToolCalled):
+        attrs: dict[str, Any] = {
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": ev.tool,
+            "gen_ai.tool.call.id": ev.call_id,
+            "gen_ai.tool.type": "function",
+        }
+        if content:
+            attrs["gen_ai.tool.call.arguments"] = json.dumps(dict(ev.arguments), ensure_ascii=False, default=str)
+        tools[ev.call_id] = tracer.start_span(
+            f"execute_tool {ev.tool}", context=current, kind=trace.SpanKind.INTERNAL, attributes=attrs
+        )
+    elif isinstance(ev, ToolResult):
+        tool = tools.pop(ev.call_id, None)
+        if tool is not None:
+            if ev.is_error:
+                from opentelemetry.trace import Status, StatusCode
+
+                tool.set_attribute("error.type", "tool_error")
+                tool.set_status(Status(StatusCode.ERROR))
+            if content:
+                tool.set_attribute("gen_ai.tool.call.result", ev.content)
+            tool.end()
+    elif isinstance(ev, RouterClassified):
+        decision: dict[str, Any] = {
+            "jeeves_router.route": ev.route or "",
+            "jeeves_router.route.confidence": ev.confidence,
+            "jeeves_router.route.threshold": ev.threshold,
+            "jeeves_router.route.status": ev.status,
+            "jeeves_router.classifier.kind": ev.stage,
+            "jeeves_router.classifier.attempts": ev.attempts,
+        }
+        if ev.runner_up is not None:
+            decision["jeeves_router.route.runner_up"] = ev.runner_up
+        if ev.runner_up_confidence is not None:
+            decision["jeeves_router.route.runner_up_confidence"] = ev.runner_up_confidence
+        span.add_event("jeeves_router.route.decision", decision)
+        span.set_attribute("jeeves_router.route.confidence", ev.confidence)
+        span.set_attribute("jeeves_router.route.threshold", ev.threshold)
+        span.set_attribute("jeeves_router.classifier.kind", ev.stage)
+    else:
+        attrs_of = _EVENT_ATTRIBUTES.get(type(ev))
+        if attrs_of is not None:
+            span.add_event(f"jeeves_router.{ev.kind}", {k: v for k, v in attrs_of(ev).items() if v is not None})
+
+
+_EVENT_ATTRIBUTES: dict[type, Callable[[Any], dict[str, Any]]] = {
+    RouterDispatched: lambda e: {"jeeves_router.route": e.route, "jeeves_router.forced": e.forced},
+    RouterFallback: lambda e: {
+        "jeeves_router.route.fallback_reason": e.reason,
+        "jeeves_router.route": e.fallback_route,
+        "jeeves_router.route.requested": e.requested_route,
+        "jeeves_router.route.confidence": e.confidence,
+    },
+    RouterUnresolved: lambda e: {"jeeves_router.route.fallback_reason": e.reason},
+    RecoveryRetry: lambda e: {
+        "jeeves_router.operation": e.operation,
+        "jeeves_router.attempt": e.attempt,
+        "jeeves_router.retry.delay_s": e.delay_s,
+        "jeeves_router.severity": e.severity,
+        "error.type": e.error.partition(":")[0],
+    },
+    RecoveryReclassify: lambda e: {"jeeves_router.attempt": e.attempt, "jeeves_router.excluded": list(e.excluded)},
+    RecoveryReplan: lambda e: {"jeeves_router.attempt": e.attempt},
+    RecoveryReport: lambda e: {"jeeves_router.severity": e.severity},
+    HandoffRequested: lambda e: {"jeeves_router.handoff.from": e.from_agent, "jeeves_router.handoff.to": e.to_agent},
+    HandoffCompleted: lambda e: {"jeeves_router.handoff.from": e.from_agent, "jeeves_router.handoff.to": e.to_agent},
+    HandoffRejected: lambda e: {
+        "jeeves_router.handoff.from": e.from_agent,
+        "jeeves_router.handoff.to": e.to_agent,
+        "jeeves_router.handoff.why": e.why,
+    },
+    CapabilitiesSelected: lambda e: {
+        "jeeves_router.capabilities": list(e.capabilities),
+        "jeeves_router.capabilities.skipped": list(e.skipped),
+        "jeeves_router.capabilities.bypass": e.bypass,
+    },
+    CapabilityStarted: lambda e: {"jeeves_router.capability": e.capability, "jeeves_router.step": e.step},
+    CapabilityCompleted: lambda e: {
+        "jeeves_router.capability": e.capability,
+        "jeeves_router.step": e.step,
+        "jeeves_router.ok": e.ok,
+        "jeeves_router.duration_s": e.duration_s,
+    },
+}
+
+
+# -- model calls -----------------------------------------------------------------------------
+
+_FINISH = {"end": "stop", "stop_sequence": "stop", "max_tokens": "length", "tool_calls": "tool_calls"}
+
+
+def _chat_span(tracer: Tracer, model_name: str, attempt: int) -> Span:
+    from opentelemetry import trace
+
+    provider, _, model = model_name.partition(":")
+    attributes: dict[str, Any] = {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.provider.name": provider if model else "unknown",
+        "gen_ai.request.model": model or provider,
+        "jeeves_router.attempt": attempt,
+    }
+    return tracer.start_span(f"chat {model or provider}", kind=trace.SpanKind.CLIENT, attributes=attributes)
+
+
+def _chat_response(span: Span, response: Any) -> None:
+    if getattr(response, "model_name", None):
+        span.set_attribute("gen_ai.response.model", response.model_name)
+    usage = getattr(response, "usage", None)
+    if usage is not None:
+        span.set_attribute("gen_ai.usage.input_tokens", usage.input_tokens)
+        span.set_attribute("gen_ai.usage.output_tokens", usage.output_tokens)
+        if usage.cost_usd is not None:
+            span.set_attribute("jeeves_router.cost_usd", usage.cost_usd)
+    stop = getattr(response, "stop_reason", None)
+    if stop is not None:
+        span.set_attribute("gen_ai.response.finish_reasons", [_FINISH.get(stop, stop)])
+    if _capture_content():
+        span.set_attribute("gen_ai.output.messages", _messages("assistant", getattr(response, "text", "")))
+
+
+def _chat_failed(span: Span, exc: BaseException) -> None:
+    _fail(span, exc)
+    status = getattr(exc, "status_code", None)
+    if isinstance(status, int):  # HTTP failures are known by their status (low cardinality)
+        span.set_attribute("error.type", str(status))
+
+
+async def traced_model_call(model_name: str, attempt: int, call: Callable[[int], Any]) -> Any:
+    """``await call(attempt)`` — one model request — inside a ``chat {model}`` span when tracing is on."""
+    tracer = active_tracer()
+    if tracer is None:
+        return await call(attempt)
+    span = _chat_span(tracer, model_name, attempt)
+    try:
+        response = await call(attempt)
+    except BaseException as exc:
+        _chat_failed(span, exc)
+        span.end()
+        raise
+    _chat_response(span, response)
+    span.end()
+    return response
+
+
+def traced_model_stream(model_name: str, attempt: int, stream: AsyncIterator[T]) -> AsyncIterator[T]:
+    """``stream`` — one streamed model call — inside a ``chat {model}`` span when tracing is on."""
+    tracer = active_tracer()
+    if tracer is None:
+        return stream
+    return _stream_span(tracer, model_name, attempt, stream)
+
+
+async def _stream_span(tracer: Tracer, model_name: str, attempt: int, stream: AsyncIterator[T]) -> AsyncIterator[T]:
+    span = _chat_span(tracer, model_name, attempt)
+    try:
+        async for item in stream:
+            if hasattr(item, "stop_reason"):  # the final ModelResponse
+                _chat_response(span, item)
+            yield item
+    except Exception as exc:
+        _chat_failed(span, exc)
+        raise
+    finally:
+        aclose = getattr(stream, "aclose", None)
+        if aclose is not None:
+            await aclose()
+        span.end()

@@ -1,0 +1,151 @@
+"""`jeeves-router mcp module:attr`: a router desk served as an MCP server, called by MCP clients."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+
+import pytest
+
+from jeeves_router import Agent
+from jeeves_router.errors import UsageError
+from jeeves_router.events import ToolResult
+from jeeves_router.mcp import MCPServerHTTP, MCPServerStdio
+from jeeves_router.mcp.server import load_agent, router_server
+from jeeves_router.testing import Call, ScriptedModel, capture_events
+from tests.mcp_helpers import ENV, ROOT, child_pids, http_process
+
+pytest.importorskip("mcp")
+
+CLI = ["-m", "jeeves_router.cli", "mcp"]
+
+
+@pytest.fixture(autouse=True)
+def _no_process_left() -> Iterator[None]:
+    before = child_pids()
+    yield
+    assert child_pids() - before == set(), "a served desk outlived its test"
+
+
+@pytest.mark.anyio
+async def test_the_mcp_client_calls_a_desk_served_over_stdio() -> None:
+    from mcp import Client, StdioServerParameters
+
+    params = StdioServerParameters(
+        command=sys.executable, args=[*CLI, "tests.mcp_servers.desk:desk"], env=ENV, cwd=str(ROOT)
+    )
+    async with Client(params) as client:
+        listed = await client.list_tools()
+        assert [t.name for t in listed.tools] == ["ask"]
+        ask = listed.tools[0]
+        assert ask.input_schema["required"] == ["request"]
+        assert "Customer support desk" in (ask.description or "")
+        assert ask.output_schema is not None and "route" in ask.output_schema["properties"]
+
+        billed = await client.call_tool("ask", {"request": "I was charged twice", "session_id": "s-9"})
+        assert not billed.is_error
+        assert billed.content[0].text == "Refund issued."  # type: ignore[union-attr]
+        decision = billed.structured_content
+        assert decision["route"] == "billing" and decision["confidence"] == 0.9 and decision["status"] == "ok"
+        assert decision["session_id"] == "s-9" and decision["specialist_session_id"] == "s-9__route_billing"
+        assert decision["input_tokens"] == 20  # classifier + specialist
+
+        fallback = await client.call_tool("ask", {"request": "hello there"})
+        assert fallback.content[0].text == "Happy to help."  # type: ignore[union-attr]
+        assert fallback.structured_content["used_fallback"] is True
+        assert fallback.structured_content["fallback_reason"] == "low_confidence"
+
+
+@pytest.mark.anyio
+async def test_an_unresolved_run_is_an_error_result_with_its_decision() -> None:
+    from mcp import Client, StdioServerParameters
+
+    params = StdioServerParameters(
+        command=sys.executable, args=[*CLI, "tests.mcp_servers.desk:make_unresolved_desk"], env=ENV, cwd=str(ROOT)
+    )
+    async with Client(params) as client:
+        res = await client.call_tool("ask", {"request": "hello"})
+    assert res.is_error
+    assert res.content[0].text == "no answer (status: unresolved)"  # type: ignore[union-attr]
+    assert res.structured_content["status"] == "unresolved" and res.structured_content["output"] is None
+
+
+@pytest.mark.anyio
+async def test_an_agent_uses_a_desk_served_over_http_as_a_tool() -> None:
+    args = ("-m", "jeeves_router.cli", "mcp", "tests.mcp_servers.desk:desk", "--transport", "http", "--port", "{port}")
+    async with http_process(*args) as (_, port):
+        desk = MCPServerHTTP(f"http://127.0.0.1:{port}/mcp", name="desk", tool_prefix="desk_")
+        model = ScriptedModel([Call("desk_ask", {"request": "the API returns error 500"}), "They say: retry."])
+        assistant = Agent("You delegate support questions.", model=model, tools=[desk])
+        events = await capture_events(assistant, "help me with a 500")
+    (result,) = [ev for ev in events if isinstance(ev, ToolResult)]
+    assert result.content == "Retry with backoff." and not result.is_error
+
+
+@pytest.mark.anyio
+async def test_our_stdio_client_and_the_served_desk_together() -> None:
+    desk = MCPServerStdio(sys.executable, [*CLI, "tests.mcp_servers.desk:desk"], env=ENV, cwd=ROOT, name="desk")
+    model = ScriptedModel([Call("ask", {"request": "invoice INV-7 charged twice"}), "Refund is on its way."])
+    events = await capture_events(Agent("x", model=model, tools=[desk]), "go")
+    (result,) = [ev for ev in events if isinstance(ev, ToolResult)]
+    assert result.content == "Refund issued."
+
+
+def test_cli_rejects_bad_targets() -> None:
+    run = subprocess.run(
+        [sys.executable, *CLI, "tests.mcp_servers.desk:nothing"],
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": str(ROOT), "PATH": ""},
+        cwd=ROOT,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
+    assert run.returncode == 2
+    assert "cannot import it" in run.stderr and run.stdout == ""
+    bad = subprocess.run(
+        [sys.executable, *CLI, "tests.mcp_servers.desk:desk", "--transport", "sse"],
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": str(ROOT), "PATH": ""},
+        cwd=ROOT,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
+    assert bad.returncode == 2 and "--transport must be stdio or http" in bad.stderr
+
+
+def test_load_agent_and_router_server_check_their_input() -> None:
+    assert load_agent("tests.mcp_servers.desk:desk").name == "desk"
+    assert load_agent("tests.mcp_servers.desk:make_unresolved_desk").name == "strict"
+    with pytest.raises(UsageError, match="expected module:attribute"):
+        load_agent("desk")
+    with pytest.raises(UsageError, match="is not an Agent"):
+        load_agent("tests.mcp_servers.desk:_classify")
+    with pytest.raises(UsageError, match="can only serve an Agent"):
+        router_server("desk")  # type: ignore[arg-type]
+
+
+def test_the_example_runs_offline() -> None:
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")}
+    env.update(PYTHONPATH=str(ROOT), PYTHONWARNINGS="error")
+    run = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "mcp_tools.py"), "I was charged twice for INV-7"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=240,
+        stdin=subprocess.DEVNULL,
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.splitlines() == [
+        "  -> lookup_invoice({'invoice': 'INV-7'})",
+        "  <- INV-7: 42.00 EUR, charged 2 times",
+        "  -> refund({'invoice': 'INV-7', 'amount': 42.0})",
+        "  <- refunded 42.00 EUR on INV-7",
+        "[billing] Done: refunded 42.00 EUR on INV-7.",
+        "[INV-8] Done: refunded 19.50 EUR on INV-8.",
+        "[INV-9] I could not find that invoice.",
+    ]
