@@ -24,7 +24,7 @@ import uuid
 from dbos import DBOS
 
 from jeeves_router import Agent
-from jeeves_router.architectures.router import Router, RouterRoute
+from jeeves_router.architectures.router.router import Router, RouterRoute
 from jeeves_router.durable.dbos import DBOSRuntime, DurableAgents, dbos_client, dbos_config, enqueue_run, run_result
 from jeeves_router.journal import current_idempotency_key
 from jeeves_router.models.base import ModelRequest

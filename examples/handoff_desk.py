@@ -17,9 +17,10 @@ import os
 
 import anyio
 
-from jeeves_router import Agent, Message, Model, RouterRoute, TextDelta, tool
-from jeeves_router.architectures.handoff import HandoffRouter
-from jeeves_router.events import HandoffCompleted, HandoffRejected
+from jeeves_router import Agent, Message, RouterRoute, tool
+from jeeves_router.architectures.handoffs.router import HandoffRouter
+from jeeves_router.events import HandoffCompleted, HandoffRejected, TextDelta
+from jeeves_router.models import Model
 from jeeves_router.testing import Call, Chunks, ScriptedModel
 
 INVOICES = {"INV-1001": {"amount": 42.0, "status": "paid twice"}}

@@ -21,10 +21,11 @@ import sys
 
 import anyio
 
-from jeeves_router import Agent, Router, RouterClassified, RouterRoute, TextDelta
+from jeeves_router import Agent, Router, RouterRoute
 from jeeves_router.classify.cascade import CascadeClassifier
 from jeeves_router.classify.embedding import EmbeddingClassifier
 from jeeves_router.classify.llm import LLMClassifier
+from jeeves_router.events import RouterClassified, TextDelta
 from jeeves_router.models.llamacpp import LlamaCppModel
 
 ROUTES = {

@@ -18,7 +18,7 @@ from typing import Any
 import anyio
 
 from jeeves_router import Agent, Router, RouterRoute
-from jeeves_router.architectures.capabilities import Capabilities, Capability, CapabilityCall
+from jeeves_router.architectures.capabilities.architecture import Capabilities, Capability, CapabilityCall
 from jeeves_router.events import (
     CapabilityStarted,
     Event,

@@ -14,7 +14,9 @@ import sys
 
 import anyio
 
-from jeeves_router import Agent, Model, Router, RouterClassified, RouterRoute, TextDelta, tool
+from jeeves_router import Agent, Router, RouterRoute, tool
+from jeeves_router.events import RouterClassified, TextDelta
+from jeeves_router.models import Model
 from jeeves_router.testing import Call, Chunks, ScriptedModel
 
 INVOICES = {"INV-1001": {"amount": 42.0, "status": "paid twice"}}

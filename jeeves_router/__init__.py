@@ -1,5 +1,15 @@
 """jeeves_router: compose specialist agents in code and put a router in front of them.
 
+The top-level namespace holds what an application writes every day: agents and their
+architectures, routes, tools and handoffs, results, recovery settings, the errors, and the
+test kit's entry points. Everything else is imported from its subpackage::
+
+    from jeeves_router import Agent, Router, RouterRoute, tool
+    from jeeves_router.events import TextDelta, RouterClassified      # typed events
+    from jeeves_router.journal import JournalRuntime, SQLiteJournal   # durability
+    from jeeves_router.models import OpenAIModel, ModelRequest        # model adapters
+    from jeeves_router.classify import LLMClassifier, parse_classification  # classifiers
+
 Example:
     >>> from jeeves_router import Agent, Router, RouterRoute
     >>> desk = Agent("Support desk", name="desk", model="openai:gpt-4.1-nano",
@@ -7,7 +17,6 @@ Example:
 """
 
 from .agent import Agent, RunStream
-from .architectures import Architecture, Router, RouterRoute, RunContext, ToolLoop
 from .architectures.capabilities import (
     Capabilities,
     Capability,
@@ -16,23 +25,9 @@ from .architectures.capabilities import (
     ClassifierExample,
     ClassifierGuide,
 )
-from .architectures.handoff import HandoffRouter
-from .architectures.handoff_chain import HandoffChain
-from .architectures.handoff_session import InMemorySessionStore, SessionStore
-from .architectures.handoff_tools import HandoffInput, HistoryMode
-from .classify import (
-    Classification,
-    Classifier,
-    ClassifyRequest,
-    ClassifyResult,
-    LLMClassifier,
-    RouteSpec,
-    format_classification,
-    parse_classification,
-    resolve_route,
-)
-from .classify.cascade import CascadeClassifier, CascadeStats
-from .classify.constrained import classification_format, classification_schema, few_shot_turns
+from .architectures.handoffs import HandoffChain, HandoffRouter
+from .architectures.react import ToolLoop
+from .architectures.router import Router, RouterRoute
 from .errors import (
     JeevesError,
     ModelError,
@@ -44,179 +39,139 @@ from .errors import (
     ToolError,
     UsageError,
 )
-from .events import (
-    CapabilitiesSelected,
-    CapabilityCompleted,
-    CapabilityStarted,
-    Event,
-    HandoffCompleted,
-    HandoffRejected,
-    HandoffRequested,
-    RecoveryReclassify,
-    RecoveryReplan,
-    RecoveryReport,
-    RecoveryRetry,
-    RouterClassified,
-    RouterCompleted,
-    RouterDispatched,
-    RouterFallback,
-    RouterUnresolved,
-    RunCompleted,
-    RunFailed,
-    RunStarted,
-    StreamRestarted,
-    TextDelta,
-    ToolCalled,
-    ToolResult,
-    event_adapter,
-)
-from .ids import child_session_id, split_child_session_id
-from .journal import (
-    JournalCorrupt,
-    JournalError,
-    JournalRuntime,
-    MemoryJournal,
-    SQLiteJournal,
-    ToolOutcomeUnknown,
-    current_idempotency_key,
-)
-from .messages import Message, TextPart, ToolCallPart, ToolResultPart
-from .models import Model, ModelRequest, ModelResponse, ModelTextDelta, resolve_model
-from .models.anthropic import AnthropicModel
-from .models.llamacpp import LlamaCppModel, smollm2_path
-from .models.openai import OpenAIModel
-from .models.prices import Price, set_price
-from .policies import DEFAULT_RETRY, FRAMEWORK_RETRY, RetryPolicy
+from .messages import Message
+from .policies import RetryPolicy
 from .recovery import ErrorClassification, ErrorContext, ErrorSeverity, ExecutionError, Recovery
 from .results import RunResult, RunStatus
-from .runtime import Runtime
 from .tools import ContextUpdate, Handoff, Tool, ToolContext, tool
 from .usage import Usage
 
 __version__ = "0.1.0"
 
-_LAZY = {
-    "EmbeddingClassifier": "jeeves_router.classify.embedding",
+#: The test kit, imported on first use (library code never imports it).
+_TESTING = ("ScriptedModel", "FunctionModel", "StaticClassifier", "capture_events", "block_real_model_calls")
+
+#: Names that moved to their subpackages in 0.2. They still resolve here, lazily, so code
+#: written for 0.1 keeps working for now; they are not part of ``__all__`` and the docs
+#: import them from the subpackage named here.
+_MOVED = {
+    "jeeves_router.events": (
+        "Event",
+        "event_adapter",
+        "RunStarted",
+        "RunCompleted",
+        "RunFailed",
+        "TextDelta",
+        "ToolCalled",
+        "ToolResult",
+        "RouterClassified",
+        "RouterDispatched",
+        "RouterFallback",
+        "RouterUnresolved",
+        "RouterCompleted",
+        "HandoffRequested",
+        "HandoffCompleted",
+        "HandoffRejected",
+        "RecoveryRetry",
+        "RecoveryReclassify",
+        "RecoveryReplan",
+        "RecoveryReport",
+        "CapabilitiesSelected",
+        "CapabilityStarted",
+        "CapabilityCompleted",
+    ),
+    "jeeves_router.journal": (
+        "JournalRuntime",
+        "SQLiteJournal",
+        "MemoryJournal",
+        "JournalError",
+        "JournalCorrupt",
+        "ToolOutcomeUnknown",
+        "current_idempotency_key",
+    ),
+    "jeeves_router.models": ("Model", "ModelRequest", "ModelResponse", "ModelTextDelta", "resolve_model"),
+    "jeeves_router.models.openai": ("OpenAIModel",),
+    "jeeves_router.models.anthropic": ("AnthropicModel",),
+    "jeeves_router.models.llamacpp": ("LlamaCppModel", "smollm2_path"),
+    "jeeves_router.models.prices": ("Price", "set_price"),
+    "jeeves_router.classify": (
+        "Classification",
+        "Classifier",
+        "ClassifyRequest",
+        "ClassifyResult",
+        "LLMClassifier",
+        "RouteSpec",
+        "format_classification",
+        "parse_classification",
+        "resolve_route",
+    ),
+    "jeeves_router.classify.cascade": ("CascadeClassifier", "CascadeStats"),
+    "jeeves_router.classify.constrained": ("classification_format", "classification_schema", "few_shot_turns"),
+    "jeeves_router.classify.embedding": ("EmbeddingClassifier",),
+    "jeeves_router.ids": ("child_session_id", "split_child_session_id"),
+    "jeeves_router.policies": ("DEFAULT_RETRY", "FRAMEWORK_RETRY"),
+    "jeeves_router.messages": ("TextPart", "ToolCallPart", "ToolResultPart"),
+    "jeeves_router.runtime": ("Runtime",),
+    "jeeves_router.architectures.base": ("Architecture", "RunContext"),
+    "jeeves_router.architectures.handoffs": ("InMemorySessionStore", "SessionStore", "HandoffInput", "HistoryMode"),
 }
+_LAZY = {name: module for module, names in _MOVED.items() for name in names}
+_LAZY.update({name: "jeeves_router.testing" for name in _TESTING})
 
 
 def __getattr__(name: str) -> object:
-    """Names whose modules need an optional extra are imported on first use."""
+    """The test kit and the names that moved to subpackages, imported on first use."""
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'jeeves_router' has no attribute {name!r}")
     import importlib
 
-    return getattr(importlib.import_module(module), name)
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
 
 
 __all__ = [
-    "LlamaCppModel",
-    "smollm2_path",
-    "classification_format",
-    "classification_schema",
-    "few_shot_turns",
-    "CascadeClassifier",
-    "CascadeStats",
-    "EmbeddingClassifier",
-    "JournalRuntime",
-    "SQLiteJournal",
-    "MemoryJournal",
-    "JournalError",
-    "JournalCorrupt",
-    "ToolOutcomeUnknown",
-    "current_idempotency_key",
+    "Agent",
     "Capabilities",
     "Capability",
     "CapabilityCall",
     "CapabilityOutput",
     "ClassifierExample",
     "ClassifierGuide",
-    "CapabilitiesSelected",
-    "CapabilityCompleted",
-    "CapabilityStarted",
-    "RecoveryReclassify",
-    "RecoveryReplan",
-    "RecoveryReport",
-    "RecoveryRetry",
-    "DEFAULT_RETRY",
-    "FRAMEWORK_RETRY",
+    "ContextUpdate",
     "ErrorClassification",
     "ErrorContext",
     "ErrorSeverity",
     "ExecutionError",
-    "Recovery",
-    "HandoffChain",
-    "HandoffCompleted",
-    "HandoffInput",
-    "HandoffRejected",
-    "HandoffRequested",
-    "HandoffRouter",
-    "HistoryMode",
-    "InMemorySessionStore",
-    "SessionStore",
-    "StreamRestarted",
-    "event_adapter",
-    "Agent",
-    "AnthropicModel",
-    "OpenAIModel",
-    "Price",
-    "set_price",
-    "Architecture",
-    "Classification",
-    "Classifier",
-    "ClassifyRequest",
-    "ClassifyResult",
-    "ContextUpdate",
-    "Event",
+    "FunctionModel",
     "Handoff",
+    "HandoffChain",
+    "HandoffRouter",
     "JeevesError",
-    "LLMClassifier",
     "Message",
-    "Model",
     "ModelError",
-    "ModelRequest",
-    "ModelResponse",
-    "ModelTextDelta",
     "RealModelCallBlocked",
+    "Recovery",
     "ReplayDivergence",
     "RetryPolicy",
-    "RouteSpec",
     "Router",
-    "RouterClassified",
-    "RouterCompleted",
-    "RouterDispatched",
-    "RouterFallback",
     "RouterRoute",
-    "RouterUnresolved",
-    "RunCompleted",
-    "RunContext",
     "RunError",
-    "RunFailed",
     "RunResult",
-    "RunStarted",
     "RunStatus",
     "RunStream",
-    "Runtime",
     "ScriptExhausted",
+    "ScriptedModel",
+    "StaticClassifier",
     "StreamInterrupted",
-    "TextDelta",
-    "TextPart",
     "Tool",
-    "ToolCallPart",
-    "ToolCalled",
     "ToolContext",
     "ToolError",
     "ToolLoop",
-    "ToolResult",
-    "ToolResultPart",
     "Usage",
     "UsageError",
-    "child_session_id",
-    "format_classification",
-    "parse_classification",
-    "resolve_model",
-    "resolve_route",
-    "split_child_session_id",
+    "block_real_model_calls",
+    "capture_events",
     "tool",
 ]

@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator
 from types import TracebackType
 from typing import Generic, TypeVar
 
-__all__ = ["aclosing"]
+__all__ = ["aclosing", "aclose"]
 
 T = TypeVar("T")
 
@@ -32,3 +32,15 @@ class aclosing(Generic[T]):
         aclose = getattr(self._it, "aclose", None)
         if aclose is not None:
             await aclose()
+
+
+async def aclose(it: AsyncIterator[T]) -> None:
+    """Await ``it.aclose()`` if it has one.
+
+    For the hot paths of a run: ``try: ... finally: await aclose(it)`` does what
+    ``async with aclosing(it)`` does without keeping a context-manager object alive for
+    the whole run (fewer GC-tracked objects per in-flight run).
+    """
+    close = getattr(it, "aclose", None)
+    if close is not None:
+        await close()

@@ -10,24 +10,20 @@ from typing import Any
 import anyio
 
 from ._aio import aclosing
-from ._log import get_logger
-from .architectures.base import Architecture, RunContext
-from .architectures.handoff_chain import HandoffChain
+from .architectures.base import Architecture, RunContext, run_child
+from .architectures.handoffs.chain import HandoffChain
 from .architectures.react import ToolLoop
-from .errors import RunError, UsageError
-from .events import Event, RunCompleted, RunFailed, RunStarted
+from .errors import UsageError
+from .events import Event
 from .ids import new_session_id, validate_route_name
 from .messages import Message
 from .models.base import Model
 from .models.registry import resolve_model
 from .results import RunResult
 from .runtime import PASS_THROUGH, Runtime
-from .tools import Tool, Toolset, ToolsetHost, as_tool, open_toolsets, split_toolsets
-from .tracing import traced_run
+from .tools import Tool, Toolset, ToolsetHost, as_tool, split_toolsets
 
 __all__ = ["Agent", "RunStream"]
-
-log = get_logger(__name__)
 
 
 class Agent:
@@ -47,7 +43,7 @@ class Agent:
         runtime: Durability port (default: pass-through, nothing recorded).
         handoffs: Agents (or agent names, for cycles) this one may hand the conversation to
             with generated ``transfer_to_<name>`` tools; without ``architecture`` the agent
-            then runs as a :class:`~jeeves_router.architectures.handoff_chain.HandoffChain`.
+            then runs as a :class:`~jeeves_router.architectures.handoffs.chain.HandoffChain`.
         classify_error: Optional hook ``(exc, context) -> ErrorClassification | None``
             used by the recovery layer.
 
@@ -148,31 +144,12 @@ class Agent:
             prepare(self, ctx)
         return ctx
 
-    async def _events(self, ctx: RunContext) -> AsyncIterator[Event]:
-        """All events of one run of this agent; sets ``ctx.result``; re-raises failures."""
+    def _events(self, ctx: RunContext) -> AsyncIterator[Event]:
+        """All events of one root run of this agent; sets ``ctx.result``; re-raises failures."""
         observe = getattr(ctx.runtime, "observe_run", None)
-        if observe is not None and ctx.run_id == "0":  # a journaling runtime records root runs (and sets run_id)
-            async with aclosing(observe(ctx, self._events)) as observed:
-                async for ev in observed:
-                    yield ev
-            return
-        sid, path = ctx.session_id, ctx.path
-        yield RunStarted(session_id=sid, path=path, agent=self.name, prompt=ctx.prompt)
-        try:
-            # toolsets (MCP servers) stay open for the whole run, and are closed with it
-            async with open_toolsets(self), aclosing(traced_run(self.architecture.run(self, ctx), self, ctx)) as events:
-                async for ev in events:
-                    yield ev
-        except Exception as exc:
-            severity = exc.severity if isinstance(exc, RunError) else None
-            log.info("run failed", session_id=sid, path=path, error_type=type(exc).__name__)
-            yield RunFailed(
-                session_id=sid, path=path, error_type=type(exc).__name__, message=str(exc), severity=severity
-            )
-            raise
-        if ctx.result is None:
-            raise RuntimeError(f"architecture {type(self.architecture).__name__} ended without a result")
-        yield RunCompleted(session_id=sid, path=path, result=ctx.result)
+        if observe is not None:  # a journaling runtime records root runs (and sets run_id)
+            return observe(ctx, run_child)  # type: ignore[no-any-return]
+        return run_child(self, ctx)
 
     async def run(
         self,
@@ -219,8 +196,8 @@ class Agent:
         """Handle one request, yielding typed events as they happen.
 
         Use ``async for ev in agent.stream(p)`` or ``async with agent.stream(p) as events``.
-        A failure ends the stream with a ``run.failed`` event (it is not raised); the
-        stream's :attr:`RunStream.result` and :attr:`RunStream.error` tell the outcome.
+        A failed run yields its ``run.failed`` event, then raises the failure from the
+        iteration, exactly as :meth:`run` raises it (also kept in :attr:`RunStream.error`).
         """
         ctx = self._context(prompt, session_id, history, context, force_route, options)
         return RunStream(self, ctx)
@@ -229,14 +206,20 @@ class Agent:
         """:meth:`run` from synchronous code (starts an event loop; not from inside one)."""
         return anyio.run(functools.partial(self.run, prompt, **kwargs))
 
-    async def resume(self, session_id: str) -> RunResult:
-        """Finish the last unfinished run of ``session_id`` from this agent's journal.
+    async def resume(self, session_id: str, *, run_id: str | None = None) -> RunResult:
+        """Finish or replay a recorded run of ``session_id`` from this agent's journal.
 
-        The run is started again with the prompt, history, context and options recorded
-        at its start; every step already in the journal is served from it (no model call
-        is repeated) and the rest runs live. A session whose last run completed is
-        replayed from the journal and gives the same result. Tool calls interrupted by the
-        crash follow the runtime's ``on_unknown_tool_outcome`` policy.
+        The only way a run is served from the journal (:meth:`run` always runs live). The
+        run is started again under its recorded run id with the prompt, history, context
+        and options recorded at its start; every step already in the journal is served
+        from it (no model call is repeated) and the rest runs live. A session whose run
+        completed is replayed from the journal and gives the same result with no model
+        call. Tool calls interrupted by the crash follow the runtime's
+        ``on_unknown_tool_outcome`` policy.
+
+        Args:
+            session_id: The session to resume.
+            run_id: Which recorded run (default: the last unfinished one, else the last one).
 
         Raises:
             UsageError: if this agent's runtime does not journal (use
@@ -248,15 +231,14 @@ class Agent:
                 f"agent {self.name!r} cannot resume: its runtime does not journal runs; construct it with "
                 "runtime=JournalRuntime(SQLiteJournal(path))"
             )
-        point = await point_of(self, session_id)
-        return await self.run(
-            point.prompt,
-            session_id=session_id,
-            history=point.history,
-            context=point.context,
-            force_route=point.force_route,
-            options=point.options,
-        )
+        point = await point_of(self, session_id, run_id)
+        ctx = self._context(point.prompt, session_id, point.history, point.context, point.force_route, point.options)
+        ctx.resume_run = point.run_id
+        async with aclosing(self._events(ctx)) as events:
+            async for _ in events:
+                pass
+        assert ctx.result is not None
+        return ctx.result
 
 
 class RunStream:
@@ -293,9 +275,9 @@ class RunStream:
             return await self._gen.__anext__()
         except StopAsyncIteration:
             raise
-        except Exception as exc:  # already reported as a run.failed event
+        except Exception as exc:  # raised after its run.failed event, as run() raises it
             self.error = exc
-            raise StopAsyncIteration from None
+            raise
 
     async def aclose(self) -> None:
         """Stop the run and release its resources."""

@@ -85,6 +85,8 @@ class ModelError(RunError):
         status_code: The HTTP status, when the failure came from an HTTP answer.
         retry_after_s: The delay the provider asked for (``Retry-After``), if any.
         provider: ``"openai"``, ``"anthropic"``, ``"llamacpp"``, ... when known.
+        retries_exhausted: True when the adapter's retry policy (the one owner of model-call
+            retries) already spent every attempt on this failure; no other layer retries it.
     """
 
     def __init__(
@@ -103,6 +105,7 @@ class ModelError(RunError):
         self.status_code = status_code
         self.retry_after_s = retry_after_s
         self.provider = provider
+        self.retries_exhausted = False
 
 
 class StreamInterrupted(ModelError):

@@ -53,7 +53,6 @@ __all__ = [
     "CapabilitiesSelected",
     "CapabilityStarted",
     "CapabilityCompleted",
-    "StreamRestarted",
     "event_adapter",
 ]
 
@@ -299,15 +298,6 @@ class CapabilityCompleted(EventBase):
     kind: Literal["capability.completed"] = "capability.completed"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class StreamRestarted(EventBase):
-    """A model stream was restarted; text already shown for this attempt is void."""
-
-    attempt: int
-    reason: str
-    kind: Literal["stream.restarted"] = "stream.restarted"
-
-
 Event = Union[
     RunStarted,
     RunCompleted,
@@ -330,7 +320,6 @@ Event = Union[
     CapabilitiesSelected,
     CapabilityStarted,
     CapabilityCompleted,
-    StreamRestarted,
 ]
 
 

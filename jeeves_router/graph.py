@@ -20,12 +20,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from .architectures.capabilities import Capabilities
-from .architectures.handoff import HandoffRouter
-from .architectures.handoff_chain import HandoffChain
+from .architectures.handoffs import HandoffChain, HandoffRouter
 from .architectures.router import Router
 
 if TYPE_CHECKING:
-    from .agent import Agent
+    from .actor import Actor
 
 __all__ = ["AgentGraph", "GraphEdge", "GraphNode", "agent_graph"]
 
@@ -141,7 +140,7 @@ class _Builder:
         self.taken.add(nid)
         return nid
 
-    def agent(self, agent: Agent) -> str:
+    def agent(self, agent: Actor) -> str:
         known = self.ids.get(id(agent))
         if known is not None:
             return known
@@ -174,7 +173,7 @@ class _Builder:
         self.nodes[index] = GraphNode(nid, agent.name, kind, tuple(details))
         return nid
 
-    def _architecture(self, nid: str, agent: Agent, arch: Any) -> None:
+    def _architecture(self, nid: str, agent: Actor, arch: Any) -> None:
         if isinstance(arch, (Router, HandoffRouter)):
             for route in arch.routes:
                 target = self.agent(route.agent)
@@ -224,7 +223,7 @@ class _Builder:
                 self.edges.append(edge)
 
 
-def agent_graph(agent: Agent) -> AgentGraph:
+def agent_graph(agent: Actor) -> AgentGraph:
     """The graph of ``agent`` and every agent and capability reachable from it.
 
     Example:

@@ -262,7 +262,7 @@ class StaticClassifier:
 
 
 async def capture_events(agent: Any, prompt: str, **kwargs: Any) -> list[Event]:
-    """Stream ``agent`` on ``prompt`` and return every event."""
+    """Stream ``agent`` on ``prompt`` and return every event (a failed run raises, like ``run()``)."""
     events: list[Event] = []
     async with agent.stream(prompt, **kwargs) as stream:
         async for ev in stream:

@@ -23,14 +23,16 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Itera
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager, nullcontext
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any, Protocol, get_type_hints, overload, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, get_type_hints, overload, runtime_checkable
 
 import anyio.abc
 import anyio.to_thread
-from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 from .errors import UsageError
 from .models.base import ToolSpec
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
 
 __all__ = [
     "Tool",
@@ -98,8 +100,9 @@ class ToolOutcome:
 def _to_text(value: Any) -> str:
     if isinstance(value, str):
         return value
-    if isinstance(value, BaseModel):
-        return value.model_dump_json()
+    dump = getattr(value, "model_dump_json", None)  # a pydantic model (pydantic loads on first tool)
+    if callable(dump):
+        return str(dump())
     try:
         return json.dumps(value, default=str, ensure_ascii=False)
     except (TypeError, ValueError):
@@ -140,6 +143,8 @@ class Tool:
                 continue
             default = ... if param.default is inspect.Parameter.empty else param.default
             fields[pname] = (ann, default)
+        from pydantic import ConfigDict, create_model  # imported with the first tool, not with the package
+
         self._args_model: type[BaseModel] = create_model(  # type: ignore[call-overload]
             f"{self.name}_args", __config__=ConfigDict(extra="forbid"), **fields
         )
@@ -156,6 +161,8 @@ class Tool:
 
         Cancellation is not caught: it propagates.
         """
+        from pydantic import ValidationError
+
         try:
             parsed = self._args_model.model_validate(dict(arguments))
         except ValidationError as exc:

@@ -50,7 +50,6 @@ from .events import (
     RouterDispatched,
     RouterFallback,
     RouterUnresolved,
-    StreamRestarted,
     ToolCalled,
     ToolResult,
 )
@@ -262,7 +261,6 @@ _EVENT_ATTRIBUTES: dict[type, Callable[[Any], dict[str, Any]]] = {
         "jeeves_router.handoff.to": e.to_agent,
         "jeeves_router.handoff.why": e.why,
     },
-    StreamRestarted: lambda e: {"jeeves_router.attempt": e.attempt, "jeeves_router.reason": e.reason},
     CapabilitiesSelected: lambda e: {
         "jeeves_router.capabilities": list(e.capabilities),
         "jeeves_router.capabilities.skipped": list(e.skipped),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["Usage"]
+__all__ = ["Usage", "NO_USAGE"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,3 +42,7 @@ class Usage:
     def total_tokens(self) -> int:
         """Input plus output tokens."""
         return self.input_tokens + self.output_tokens
+
+
+#: Zero usage, shared (``Usage`` is immutable): a starting point that allocates nothing.
+NO_USAGE = Usage()

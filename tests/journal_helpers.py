@@ -17,7 +17,7 @@ import anyio
 import anyio.lowlevel
 
 from jeeves_router import Agent
-from jeeves_router.architectures.router import Router, RouterRoute
+from jeeves_router.architectures.router.router import Router, RouterRoute
 from jeeves_router.events import Event, event_adapter
 from jeeves_router.messages import TextPart, ToolCallPart
 from jeeves_router.models.base import ModelRequest, ModelResponse, ModelStreamItem, ModelTextDelta

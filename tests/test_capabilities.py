@@ -11,7 +11,7 @@ import anyio
 import pytest
 
 from jeeves_router import Agent
-from jeeves_router.architectures.capabilities import (
+from jeeves_router.architectures.capabilities.architecture import (
     Capabilities,
     Capability,
     CapabilityCall,
@@ -473,6 +473,6 @@ async def test_a_journaled_capability_run_replays_without_calls() -> None:
         runtime=JournalRuntime(journal),
         architecture=Capabilities(caps, recovery=Recovery(sleep=Sleeps())),
     )
-    again = await replay.run("how many rows?", session_id="cap-1")
+    again = await replay.resume("cap-1")
     assert again.output == first.output == "rows: 3"
     assert silent.requests == [] and len(sql.calls) == 1

@@ -45,7 +45,6 @@ SAMPLES: dict[type, dict[str, object]] = {
     ev.CapabilitiesSelected: {"capabilities": ("a", "b")},
     ev.CapabilityStarted: {"capability": "a"},
     ev.CapabilityCompleted: {"capability": "a", "duration_s": 0.1},
-    ev.StreamRestarted: {"attempt": 2, "reason": "reset"},
 }
 
 

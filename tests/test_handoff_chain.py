@@ -8,8 +8,9 @@ from typing import Any
 import pytest
 
 from jeeves_router import Agent, Handoff, Message, UsageError, child_session_id, tool
-from jeeves_router.architectures.handoff_chain import HandoffChain
-from jeeves_router.architectures.handoff_tools import HandoffInput, announces_handoff
+from jeeves_router.architectures.handoffs.chain import HandoffChain
+from jeeves_router.architectures.handoffs.tools import HandoffInput, announces_handoff
+from jeeves_router.errors import ScriptExhausted
 from jeeves_router.events import (
     Event,
     HandoffCompleted,
@@ -383,7 +384,10 @@ async def test_specialist_failure_is_reported_in_the_parent_and_raised() -> None
     billing = agent("billing", [])  # its script is empty: the model call fails
     triage = agent("triage", [to("billing")], handoffs=[billing])
     stream = triage.stream("x")
-    events = [ev async for ev in stream]
+    events: list[Any] = []
+    with pytest.raises(ScriptExhausted):
+        async for ev in stream:
+            events.append(ev)
     failed = [e for e in events if e.kind == "run.failed"]
     assert [f.path for f in failed] == [("triage", "billing"), ("triage",)]
     assert stream.error is not None and stream.result is None
@@ -418,7 +422,7 @@ async def test_a_journaled_chain_replays_without_calling_a_model() -> None:
         )
 
     first = await build(True).run("x", session_id="s")
-    replayed = await build(False).run("x", session_id="s")  # any model call would raise ScriptExhausted
+    replayed = await build(False).resume("s")  # any model call would raise ScriptExhausted
     assert (first.output, replayed.output) == ("A again", "A again")
     assert replayed.metadata["handoffs"] == first.metadata["handoffs"]
 

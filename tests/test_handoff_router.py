@@ -8,8 +8,8 @@ import pytest
 from pydantic import BaseModel
 
 from jeeves_router import Agent, ContextUpdate, RouterRoute, ToolContext, UsageError, child_session_id, tool
-from jeeves_router.architectures.handoff import HandoffRouter, last_turns
-from jeeves_router.architectures.handoff_session import InMemorySessionStore
+from jeeves_router.architectures.handoffs.router import HandoffRouter, last_turns
+from jeeves_router.architectures.handoffs.session import InMemorySessionStore
 from jeeves_router.events import (
     Event,
     HandoffCompleted,
@@ -151,12 +151,13 @@ async def test_below_threshold_without_fallback_is_unresolved() -> None:
 
 
 @pytest.mark.anyio
-async def test_out_of_range_confidence_is_a_tool_error_the_model_can_fix() -> None:
-    desk, _models = desk_with([classify("billing", 1.5), classify("billing", 0.9)], billing=["Paid."])
-    events = await capture_events(desk, "x")
-    errors = [r for r in kinds(events, ToolResult) if r.is_error]
-    assert len(errors) == 1 and "confidence" in errors[0].content
-    assert kinds(events, RunCompleted)[-1].result.route == "billing"
+async def test_out_of_range_confidence_goes_to_the_fallback_like_the_router() -> None:
+    desk, models = desk_with([classify("billing", 1.5)], general=["Hello."])
+    result = await desk.run("x")
+    assert (result.route, result.status, result.fallback_reason) == ("general", "fallback", "invalid_confidence")
+    assert len(models["router"].requests) == 1 and models["billing"].requests == []
+    none, _ = desk_with([classify("billing", float("nan"))], fallback_route=None)
+    assert (await none.run("x")).status == "unresolved"
 
 
 @pytest.mark.anyio

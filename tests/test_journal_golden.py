@@ -19,12 +19,14 @@ import anyio
 import pytest
 
 from jeeves_router import Agent
-from jeeves_router.architectures.router import Router, RouterRoute
+from jeeves_router.architectures.router.router import Router, RouterRoute
 from jeeves_router.events import RunCompleted
 from jeeves_router.journal import JournalRuntime, MemoryJournal, SQLiteJournal, recorded_events
+from jeeves_router.journal.base import Journal
 from jeeves_router.journal.records import Entry
 from jeeves_router.messages import Message, TextPart, ToolCallPart
 from jeeves_router.models.base import ModelRequest, ModelResponse, ModelStreamItem, ModelTextDelta
+from jeeves_router.results import RunResult
 from jeeves_router.runtime import Runtime
 from jeeves_router.testing import capture_events
 from jeeves_router.tools import tool
@@ -102,6 +104,15 @@ async def _turns(runtime: Runtime, model: GoldenModel) -> list[list[dict[str, ob
     return [strip_ts(first), strip_ts(second)]
 
 
+async def _replay(journal: Journal, model: GoldenModel) -> list[RunResult]:
+    """Replay every recorded turn of the session through ``resume`` (the only replay path)."""
+    desk = golden_desk(JournalRuntime(journal, strict=True), model)
+    starts = await journal.read("golden-1", types=("run.start",))
+    run_ids = list(dict.fromkeys(e.run_id for e in starts))
+    assert len(run_ids) == 2
+    return [await desk.resume("golden-1", run_id=rid) for rid in run_ids]
+
+
 def _load_jsonl() -> list[Entry]:
     return [Entry.model_validate_json(line) for line in (CORPUS / "desk.jsonl").read_text().splitlines() if line]
 
@@ -116,10 +127,11 @@ async def test_the_v1_sqlite_corpus_replays_without_calling_a_model(tmp_path: Pa
     shutil.copy(CORPUS / "desk.db", tmp_path / "desk.db")
     journal = SQLiteJournal(tmp_path / "desk.db")
     recorded = strip_ts(await recorded_events(journal, "golden-1"))
-    turns = await _turns(JournalRuntime(journal, strict=True), _Silent())
-    assert turns[0] + turns[1] == recorded
-    assert turns[0][-1]["result"]["output"] == "INV-42 was paid twice; a refund is on its way."  # type: ignore[index]
-    assert turns[1][-1]["result"]["route"] == "general"  # type: ignore[index]
+    first, second = await _replay(journal, _Silent())
+    assert first.output == "INV-42 was paid twice; a refund is on its way."
+    assert second.route == "general"
+    # the replay recorded its events again (a new attempt of each run): the same stream
+    assert strip_ts(await recorded_events(journal, "golden-1")) == recorded
     await journal.aclose()
 
 
@@ -130,8 +142,10 @@ async def test_the_v1_json_lines_corpus_reads_back_and_replays() -> None:
     journal = MemoryJournal()
     await journal.append(entries)
     recorded = strip_ts(await recorded_events(journal, "golden-1"))
-    turns = await _turns(JournalRuntime(journal, strict=True), _Silent())
-    assert turns[0] + turns[1] == recorded
+    first, second = await _replay(journal, _Silent())
+    assert first.output == "INV-42 was paid twice; a refund is on its way."
+    assert second.route == "general"
+    assert strip_ts(await recorded_events(journal, "golden-1")) == recorded
 
 
 async def _generate() -> None:

@@ -78,7 +78,7 @@ async def test_one_hundred_concurrent_sessions_lose_and_mix_nothing(tmp_path: Pa
     replayed: dict[int, str | None] = {}
 
     async def again(i: int) -> None:
-        replayed[i] = (await replay.run(f"charged twice for INV-{i}", session_id=f"s{i}")).output
+        replayed[i] = (await replay.resume(f"s{i}")).output
 
     async with anyio.create_task_group() as tg:
         for i in range(100):
@@ -96,7 +96,7 @@ async def test_a_tampered_entry_is_reported_with_file_and_entry(tmp_path: Path) 
         conn.execute("UPDATE entries SET body = replace(body, 'Refund', 'Rebate') WHERE seq = ?", (seq,))
     journal = SQLiteJournal(path)
     with pytest.raises(JournalCorrupt) as info:
-        await build_desk(JournalRuntime(journal), DeskModel()).run(PROMPT, session_id="s1")
+        await build_desk(JournalRuntime(journal), DeskModel()).resume("s1")
     assert str(path) in str(info.value) and f"entry {seq}" in str(info.value)
     await journal.aclose()
 

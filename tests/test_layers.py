@@ -27,6 +27,8 @@ LAYERS: list[tuple[str, int]] = [
     ("mcp.server", 6),  # serves an Agent: the front
     ("mcp", 2),  # the client side: a toolset next to tools
     ("runtime", 2),
+    ("ledger", 2),
+    ("actor", 2),
     ("classify", 3),
     ("recovery", 3),
     ("agent", 4),
@@ -128,3 +130,31 @@ def test_library_never_imports_testing(module: str, path: Path) -> None:
 @pytest.mark.parametrize(("module", "path"), MODULES, ids=[m for m, _ in MODULES])
 def test_no_blocking_sleep(module: str, path: Path) -> None:
     assert "time.sleep(" not in path.read_text(), f"{module} calls time.sleep"
+
+
+@pytest.mark.parametrize(("module", "path"), MODULES, ids=[m for m, _ in MODULES])
+def test_architectures_never_import_the_agent(module: str, path: Path) -> None:
+    """No cycle between ``agent`` and the architectures, not even a type-only one: they use ``actor.Actor``."""
+    if module.split(".")[0] != "architectures":
+        return
+    assert all(t.split(".")[0] != "agent" for t, _ in imports_of(module, path)), f"{module} imports agent"
+
+
+# Inside the actors layer: the engine core (base, react, routes) never imports an
+# architecture subpackage; the Router never imports handoffs or capabilities; capabilities
+# import neither router nor handoffs (handoffs reuse the Router's decision: router only).
+ACTOR_RULES: dict[str, tuple[str, ...]] = {
+    "architectures.base": ("architectures.router", "architectures.handoffs", "architectures.capabilities"),
+    "architectures.react": ("architectures.router", "architectures.handoffs", "architectures.capabilities"),
+    "architectures.routes": ("architectures.router", "architectures.handoffs", "architectures.capabilities"),
+    "architectures.router": ("architectures.handoffs", "architectures.capabilities"),
+    "architectures.capabilities": ("architectures.router", "architectures.handoffs"),
+    "architectures.handoffs": ("architectures.capabilities",),
+}
+
+
+@pytest.mark.parametrize(("module", "path"), MODULES, ids=[m for m, _ in MODULES])
+def test_architecture_subpackages_keep_to_their_side(module: str, path: Path) -> None:
+    banned = next((b for prefix, b in ACTOR_RULES.items() if module == prefix or module.startswith(prefix + ".")), ())
+    for target, _ in imports_of(module, path):
+        assert not any(target == b or target.startswith(b + ".") for b in banned), f"{module} imports {target}"

@@ -194,9 +194,12 @@ async def test_fatal_aborts_at_once_with_the_original_exception() -> None:
     with pytest.raises(ExecutionError, match="credentials revoked"):
         await agent.run("x")
     assert len(billing.requests) == 1
-    events = await capture_events(
-        desk(ScriptedModel([ROUTE]), ScriptedModel([ExecutionError("fatal", "again")]), recovery=Recovery()), "x"
-    )
+    events: list[Event] = []
+    with pytest.raises(ExecutionError, match="again"):
+        async for ev in desk(
+            ScriptedModel([ROUTE]), ScriptedModel([ExecutionError("fatal", "again")]), recovery=Recovery()
+        ).stream("x"):
+            events.append(ev)
     assert [e.path for e in kinds(events, RunFailed)] == [("desk", "billing"), ("desk",)]
     assert not kinds(events, RecoveryReport)
 
@@ -415,5 +418,5 @@ async def test_a_retried_step_replays_from_the_journal_under_the_same_key() -> N
         runtime=JournalRuntime(journal),
         architecture=ToolLoop(recovery=Recovery(sleep=Sleeps())),
     )
-    assert (await again.run("hi", session_id="r1")).output == "Hello."
+    assert (await again.resume("r1")).output == "Hello."
     assert silent.requests == [] and len(live.requests) == 2

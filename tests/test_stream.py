@@ -10,7 +10,8 @@ import warnings
 import pytest
 
 from jeeves_router import Agent, Router, RouterRoute, RunFailed
-from jeeves_router.testing import Chunks, ScriptedModel, capture_events
+from jeeves_router.events import Event
+from jeeves_router.testing import Chunks, ScriptedModel
 
 pytestmark = pytest.mark.anyio
 
@@ -105,9 +106,12 @@ async def test_specialist_exception_reaches_run_caller_as_original_type() -> Non
         await desk.run("x")
 
 
-async def test_specialist_exception_is_a_run_failed_event_in_stream() -> None:
+async def test_specialist_exception_is_a_run_failed_event_in_stream_then_raised() -> None:
     desk, _ = make_desk(Boom("specialist broke"))
-    events = await capture_events(desk, "x", session_id="s")
+    events: list[Event] = []
+    with pytest.raises(Boom, match="specialist broke"):
+        async for ev in desk.stream("x", session_id="s"):
+            events.append(ev)
     failed = [e for e in events if isinstance(e, RunFailed)]
     assert [f.path for f in failed] == [("desk", "billing"), ("desk",)]
     assert failed[-1].error_type == "Boom" and failed[-1].message == "specialist broke"
@@ -136,6 +140,10 @@ async def test_cancelling_a_run_propagates_cleanly() -> None:
 async def test_failed_stream_reports_error_and_no_result() -> None:
     desk, _ = make_desk(Boom("specialist broke"))
     stream = desk.stream("x")
-    kinds = [ev.kind async for ev in stream]
+    kinds: list[str] = []
+    with pytest.raises(Boom):
+        async with stream:
+            async for ev in stream:
+                kinds.append(ev.kind)
     assert kinds[-1] == "run.failed"
     assert isinstance(stream.error, Boom) and stream.result is None

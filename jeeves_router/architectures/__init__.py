@@ -1,11 +1,11 @@
 """Architectures: how an agent turns a request into an answer."""
 
 from .base import Architecture, RunContext
-from .capabilities import Capabilities, Capability
-from .handoff import HandoffRouter
-from .handoff_chain import HandoffChain
+from .capabilities.architecture import Capabilities, Capability
+from .handoffs.chain import HandoffChain
+from .handoffs.router import HandoffRouter
 from .react import ToolLoop
-from .router import Router, RouterRoute
+from .router.router import Router, RouterRoute
 
 __all__ = [
     "Architecture",

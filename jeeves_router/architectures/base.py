@@ -2,23 +2,33 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import nullcontext
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
+from .._aio import aclose
+from .._log import get_logger
 from ..classify.types import Classifier, ClassifyRequest, ClassifyResult
-from ..events import Event
+from ..errors import RunError
+from ..events import Event, RunCompleted, RunFailed, RunStarted
+from ..ledger import Ledger
 from ..messages import Message, ToolCallPart
 from ..models.base import Model, ModelRequest, ModelStreamItem
 from ..results import RunResult
 from ..runtime import PASS_THROUGH, Runtime, StepKey
-from ..tools import Tool, ToolContext, ToolOutcome
+from ..tools import Tool, ToolContext, ToolOutcome, open_toolsets
+from ..tracing import traced_run
 
 if TYPE_CHECKING:
-    from ..agent import Agent
+    from ..actor import Actor
     from ..tools import Handoff
 
-__all__ = ["Architecture", "RunContext"]
+__all__ = ["Architecture", "RunContext", "run_child"]
+
+log = get_logger(__name__)
+
+T = TypeVar("T")
 
 
 @dataclass(slots=True, eq=False)
@@ -38,9 +48,11 @@ class RunContext:
         options: Architecture-specific per-run options.
         result: Set by the architecture before it finishes.
         handoff: Set by the tool loop when a tool returned a Handoff.
+        resume_run: Set by :meth:`Agent.resume` only: the recorded run to replay.
+        ledger: The root run's attempt ledger, shared by every child run.
     """
 
-    agent: Agent
+    agent: Actor
     session_id: str
     path: tuple[str, ...]
     prompt: str
@@ -52,11 +64,13 @@ class RunContext:
     options: dict[str, Any] = field(default_factory=dict)
     result: RunResult | None = None
     handoff: Handoff | None = None
+    resume_run: str | None = None
+    ledger: Ledger = field(default_factory=Ledger)
     _step: int = 0
 
     def child(
         self,
-        agent: Agent,
+        agent: Actor,
         *,
         session_id: str,
         path: tuple[str, ...],
@@ -74,6 +88,7 @@ class RunContext:
             run_id=self.run_id,
             runtime=self.runtime,
             options=dict(self.options.get("child_options", {})),
+            ledger=self.ledger,
         )
 
     def next_key(self, name: str) -> StepKey:
@@ -89,16 +104,31 @@ class RunContext:
         return self.runtime.model_stream(self.next_key(name), model, request)
 
     async def call_tool(self, tool: Tool, call: ToolCallPart) -> ToolOutcome:
-        """Run one tool call through the runtime."""
+        """Run one tool call through the runtime, unless it already completed in this run.
+
+        A framework retry runs a step again under the same keys; a call of the same tool
+        with the same arguments that completed under this key is answered from the
+        run's ledger, so a retry never executes a completed side effect twice.
+        """
+        key = self.next_key(f"tool:{tool.name}")
+        done = self.ledger.completed_call(key.session_id, key.index, tool.name, call.arguments)
+        if done is not None:
+            return done
         tctx = ToolContext(self.session_id, self.path, self.context)
 
         async def perform() -> ToolOutcome:
             return await tool.call(call.arguments, tctx)
 
-        key = self.next_key(f"tool:{tool.name}")
-        return await self.runtime.step(
+        outcome = await self.runtime.step(
             key, {"id": call.id, "name": call.name, "arguments": dict(call.arguments)}, perform
         )
+        if not outcome.is_error:
+            self.ledger.complete_call(key.session_id, key.index, tool.name, call.arguments, outcome)
+        return outcome
+
+    async def record(self, name: str, input: Any, fn: Callable[[], Awaitable[T]]) -> T:
+        """Run any other step whose result a replay must see again (e.g. a sticky-session lookup)."""
+        return await self.runtime.step(self.next_key(name), input, fn)
 
     async def classify(
         self, classifier: Classifier, request: ClassifyRequest, *, name: str = "classify"
@@ -122,10 +152,58 @@ class Architecture(Protocol):
     ``run`` is an async generator of events; it must set ``ctx.result`` before it ends.
     """
 
-    def validate(self, agent: Agent) -> None:
+    def validate(self, agent: Actor) -> None:
         """Check the architecture fits ``agent``; raise UsageError otherwise."""
         ...
 
-    def run(self, agent: Agent, ctx: RunContext) -> AsyncIterator[Event]:
+    def run(self, agent: Actor, ctx: RunContext) -> AsyncIterator[Event]:
         """Execute one run, yielding its events."""
         ...
+
+
+async def run_child(
+    agent: Actor, ctx: RunContext, *, architecture: Architecture | None = None, announce: bool = True
+) -> AsyncIterator[Event]:
+    """Run ``agent`` on ``ctx`` and emit its run events: the one place that does it.
+
+    Every run — the root run of :meth:`Agent.run`, a routed specialist, a handoff target,
+    a capability agent — goes through here, so ``run.started`` and then ``run.completed``
+    (with the result) or ``run.failed`` (then the exception is re-raised, with its type)
+    are emitted exactly once per run.
+
+    Args:
+        agent: The agent to run.
+        ctx: Its run context; ``ctx.result`` is set when the run completes.
+        architecture: Run this architecture instead of ``agent.architecture`` (a handoff
+            chain runs the architecture its chain wraps).
+        announce: ``False`` for a turn that continues the enclosing run under the same
+            session and path (its events belong to that run).
+    """
+    arch = agent.architecture if architecture is None else architecture
+    if not announce:
+        inner = arch.run(agent, ctx)
+        try:
+            async for ev in inner:
+                yield ev
+        finally:
+            await aclose(inner)
+        return
+    sid, path = ctx.session_id, ctx.path
+    yield RunStarted(session_id=sid, path=path, agent=agent.name, prompt=ctx.prompt)
+    try:
+        # an agent run as itself opens its toolsets (MCP servers) for the run, and closes them with it
+        async with open_toolsets(agent) if architecture is None else nullcontext():
+            events = traced_run(arch.run(agent, ctx), agent, ctx)
+            try:
+                async for ev in events:
+                    yield ev
+            finally:
+                await aclose(events)
+    except Exception as exc:
+        severity = exc.severity if isinstance(exc, RunError) else None
+        log.info("run failed", session_id=sid, path=path, error_type=type(exc).__name__)
+        yield RunFailed(session_id=sid, path=path, error_type=type(exc).__name__, message=str(exc), severity=severity)
+        raise
+    if ctx.result is None:
+        raise RuntimeError(f"architecture {type(arch).__name__} ended without a result")
+    yield RunCompleted(session_id=sid, path=path, result=ctx.result)

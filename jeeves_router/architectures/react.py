@@ -23,21 +23,21 @@ from collections.abc import AsyncGenerator
 from functools import partial
 from typing import TYPE_CHECKING
 
-from .._aio import aclosing
+from .._aio import aclose, aclosing
 from ..errors import ModelError
 from ..events import Event, TextDelta, ToolCalled, ToolResult
 from ..messages import Message, TextPart, ToolCallPart, ToolResultPart
 from ..models.base import ModelRequest, ModelResponse, ModelTextDelta
 from ..recovery.config import Recovery
 from ..recovery.ladder import Action
+from ..recovery.run import Failure, RecoveryRun, RecoveryStop, recovery_for
 from ..results import RunResult
 from ..tools import ToolOutcome
-from ..usage import Usage
-from ._recovery import RecoveryRun, RecoveryStop, recovery_for, retrying
+from ..usage import NO_USAGE
 from .base import RunContext
 
 if TYPE_CHECKING:
-    from ..agent import Agent
+    from ..actor import Actor
 
 __all__ = ["ToolLoop"]
 
@@ -53,32 +53,30 @@ class ToolLoop:
     def __init__(self, *, recovery: Recovery | None = None) -> None:
         self.recovery = recovery
 
-    def validate(self, agent: Agent) -> None:
+    def validate(self, agent: Actor) -> None:
         """Nothing to check beyond what Agent checks."""
 
-    def run(self, agent: Agent, ctx: RunContext) -> AsyncGenerator[Event, None]:
+    def run(self, agent: Actor, ctx: RunContext) -> AsyncGenerator[Event, None]:
         """Run the loop, yielding text deltas and tool events."""
         config = recovery_for(self.recovery, agent.classify_error)
         if config is None:  # no recovery: no wrapper generator between the loop and the consumer
             return self._loop(agent, ctx, None)
         return self._run_recovering(agent, ctx, RecoveryRun(config, ctx, can_escalate=len(ctx.path) > 1))
 
-    async def _run_recovering(self, agent: Agent, ctx: RunContext, rec: RecoveryRun) -> AsyncGenerator[Event, None]:
+    async def _run_recovering(self, agent: Actor, ctx: RunContext, rec: RecoveryRun) -> AsyncGenerator[Event, None]:
         try:
             async with aclosing(self._loop(agent, ctx, rec)) as events:
                 async for ev in events:
                     yield ev
         except RecoveryStop as stop:
-            async with aclosing(rec.stopped(stop)) as report_events:
-                async for ev in report_events:
-                    yield ev
+            yield await rec.stopped(stop)
 
-    async def _loop(self, agent: Agent, ctx: RunContext, rec: RecoveryRun | None) -> AsyncGenerator[Event, None]:
-        agent.resolved_model()  # a bad model string fails here, before any model call
+    async def _loop(self, agent: Actor, ctx: RunContext, rec: RecoveryRun | None) -> AsyncGenerator[Event, None]:
+        model = agent.resolved_model()  # a bad model string fails here, before any model call
         specs = tuple(t.spec for t in agent.tool_map.values())
-        new_messages: list[Message] = [Message("user", (TextPart(ctx.prompt),))]
-        messages: list[Message] = [*ctx.history, *new_messages]
-        usage = Usage()
+        messages: list[Message] = [*ctx.history, Message("user", (TextPart(ctx.prompt),))]
+        first_new = len(ctx.history)  # the messages this run adds start here
+        usage = NO_USAGE
         sid, path = ctx.session_id, ctx.path
         for _turn in range(agent.max_turns):
             request = ModelRequest(
@@ -88,17 +86,54 @@ class ToolLoop:
                 temperature=agent.temperature,
                 max_tokens=agent.max_tokens,
             )
-            box: list[ModelResponse] = []
-            async with aclosing(self._model_turn(agent, ctx, rec, request, box)) as turn_events:
-                async for ev in turn_events:
-                    yield ev
-            response = box[0]
+            # One model call, inline (no nested generator): retried under recovery only while
+            # none of the failed attempt's text reached the consumer.
+            attempt = 0
+            while True:
+                attempt += 1
+                if rec is not None:
+                    rec.begin("model")
+                streamed = False
+                response: ModelResponse | None = None
+                stream = ctx.model_stream(model, request)
+                try:
+                    try:
+                        async for item in stream:
+                            if isinstance(item, ModelTextDelta):
+                                if item.text:
+                                    streamed = True
+                                    yield TextDelta(session_id=sid, path=path, text=item.text)
+                            else:
+                                response = item
+                    finally:
+                        await aclose(stream)
+                    if response is None:
+                        raise ModelError(f"model {model.name} ended its stream without a response", path=path)
+                except Exception as exc:
+                    if rec is None:
+                        raise
+                    f = rec.fail(
+                        exc,
+                        operation="model",
+                        attempt=attempt,
+                        policy=rec.config.retry_policy,
+                        hooks=(agent.classify_error,),
+                        output_started=streamed,
+                    )
+                    if f.action is not Action.RETRY:
+                        raise f.stop() from exc
+                    yield rec.retry_event(f)
+                    await rec.backoff(f)
+                    continue
+                break
+            ctx.ledger.spent(path, response.usage)
+            if rec is not None:
+                rec.succeeded("model")
             usage = usage + response.usage
             if rec is not None:
                 rec.usage = usage
             reply = response.as_message()
             messages.append(reply)
-            new_messages.append(reply)
             calls = response.tool_calls
             if not calls:
                 ctx.result = RunResult(
@@ -108,7 +143,7 @@ class ToolLoop:
                     path=path,
                     usage=usage,
                     usage_by_route={},
-                    messages=tuple(new_messages),
+                    messages=tuple(messages[first_new:]),
                 )
                 return
             results: list[ToolResultPart] = []
@@ -121,19 +156,17 @@ class ToolLoop:
                     yield ToolCalled(
                         session_id=sid, path=path, call_id=call.id, tool=call.name, arguments=call.arguments
                     )
-                    obox: list[ToolOutcome] = []
-                    steps = retrying(
-                        rec,
-                        f"tool:{call.name}",
-                        partial(self._call, agent, ctx, call),
-                        obox,
-                        policy=rec.config.retry_policy if rec else None,
-                        hooks=(agent.classify_error,),
-                    )
-                    async with aclosing(steps) as tool_events:
-                        async for ev in tool_events:
-                            yield ev
-                    outcome = obox[0]
+                    call_tool = partial(self._call, agent, ctx, call)
+                    if rec is None:
+                        outcome = await call_tool()
+                    else:
+                        op, policy, hooks = f"tool:{call.name}", rec.config.retry_policy, (agent.classify_error,)
+                        done = await rec.call(op, call_tool, policy=policy, hooks=hooks)
+                        while isinstance(done, Failure):
+                            yield rec.retry_event(done)
+                            await rec.backoff(done)
+                            done = await rec.call(op, call_tool, after=done, policy=policy, hooks=hooks)
+                        outcome = done
                     if outcome.handoff is not None:
                         ctx.handoff = outcome.handoff
                     if outcome.context_update:
@@ -149,7 +182,6 @@ class ToolLoop:
                 results.append(ToolResultPart(call.id, call.name, outcome.content, outcome.is_error))
             tool_msg = Message("tool", tuple(results))
             messages.append(tool_msg)
-            new_messages.append(tool_msg)
             if ctx.handoff is not None:
                 ctx.result = RunResult(
                     output=None,
@@ -157,7 +189,7 @@ class ToolLoop:
                     session_id=sid,
                     path=path,
                     usage=usage,
-                    messages=tuple(new_messages),
+                    messages=tuple(messages[first_new:]),
                     metadata={"handoff": ctx.handoff.target},
                 )
                 return
@@ -167,57 +199,12 @@ class ToolLoop:
             session_id=sid,
             path=path,
             usage=usage,
-            messages=tuple(new_messages),
+            messages=tuple(messages[first_new:]),
             metadata={"max_turns": agent.max_turns},
         )
 
     @staticmethod
-    async def _model_turn(
-        agent: Agent, ctx: RunContext, rec: RecoveryRun | None, request: ModelRequest, box: list[ModelResponse]
-    ) -> AsyncGenerator[Event, None]:
-        """One model call (retried under recovery); appends the response to ``box``."""
-        model = agent.resolved_model()
-        attempt = 0
-        while True:
-            attempt += 1
-            if rec is not None:
-                rec.begin("model")
-            streamed = False
-            response: ModelResponse | None = None
-            try:
-                async with aclosing(ctx.model_stream(model, request)) as stream:
-                    async for item in stream:
-                        if isinstance(item, ModelTextDelta):
-                            if item.text:
-                                streamed = True
-                                yield TextDelta(session_id=ctx.session_id, path=ctx.path, text=item.text)
-                        else:
-                            response = item
-                if response is None:
-                    raise ModelError(f"model {model.name} ended its stream without a response", path=ctx.path)
-            except Exception as exc:
-                if rec is None:
-                    raise
-                f = rec.fail(
-                    exc,
-                    operation="model",
-                    attempt=attempt,
-                    policy=rec.config.retry_policy,
-                    hooks=(agent.classify_error,),
-                    output_started=streamed,
-                )
-                if f.action is not Action.RETRY:
-                    raise f.stop() from exc
-                yield rec.retry_event(f)
-                await rec.backoff(f)
-                continue
-            if rec is not None:
-                rec.succeeded("model")
-            box.append(response)
-            return
-
-    @staticmethod
-    async def _call(agent: Agent, ctx: RunContext, call: ToolCallPart) -> ToolOutcome:
+    async def _call(agent: Actor, ctx: RunContext, call: ToolCallPart) -> ToolOutcome:
         if call.argument_error is not None:
             return ToolOutcome(
                 f"the arguments of {call.name} were not a valid JSON object ({call.argument_error}); "

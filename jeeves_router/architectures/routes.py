@@ -11,11 +11,12 @@ from ..errors import UsageError
 from ..ids import validate_route_names
 from ..policies import RetryPolicy
 from ..recovery.classify import ErrorHook
+from ..runtime import Runtime
 
 if TYPE_CHECKING:
-    from ..agent import Agent
+    from ..actor import Actor
 
-__all__ = ["RouterRoute", "check_route_table", "check_fallback", "check_unit_interval"]
+__all__ = ["RouterRoute", "check_route_table", "check_fallback", "check_unit_interval", "check_child_runtimes"]
 
 
 @dataclass(frozen=True)
@@ -27,7 +28,7 @@ class RouterRoute:
     """
 
     name: str
-    agent: Agent
+    agent: Actor
     description: str = ""
     examples: Sequence[str] = field(default=())
     classify_error: ErrorHook | None = None
@@ -69,3 +70,20 @@ def check_unit_interval(label: str, value: object) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
         raise UsageError(f"{label} must be within [0, 1], got {value!r}")
     return float(value)
+
+
+def check_child_runtimes(agent: Actor, routes: Sequence[RouterRoute]) -> None:
+    """Refuse a routed specialist that has a runtime of its own.
+
+    A specialist runs as part of its router's run, through the router agent's runtime
+    (one journal per run, one run id, one resume); a different ``runtime=`` on the
+    specialist would never be used, so it is an error rather than silently ignored.
+    """
+    own = getattr(agent, "runtime", None)
+    for r in routes:
+        theirs = getattr(r.agent, "runtime", None)
+        if theirs is not None and theirs is not own and type(theirs) is not Runtime:
+            raise UsageError(
+                f"route {r.name!r}: agent {r.agent.name!r} has its own runtime={theirs!r}, but routed specialists "
+                f"run under the router agent's runtime; pass runtime=... to the router agent {agent.name!r} instead"
+            )

@@ -1,11 +1,10 @@
 """JournalRuntime: record every step of a run, replay recorded steps, resume after a crash.
 
-How a run finds its record. When a root run starts, its input (agent name, prompt,
-history, context, force_route, options) is digested. The runtime looks in the session for
-the first recorded run with the same input digest that this runtime has not used yet: if
-there is one, the run *replays* it (same run id); otherwise it is a new run. In strict
-mode, a session with recorded runs left unused and none matching raises
-:class:`~jeeves_router.errors.ReplayDivergence`.
+How a run finds its record. ``agent.run()`` and ``agent.stream()`` always start a new run
+(a new run id) and execute it live, whatever the journal holds: durability is explicit.
+Only :meth:`Agent.resume` replays: it picks a recorded run of the session (the last
+unfinished one, else the last one, or the ``run_id`` it is given) and runs it again under
+that run id, with the recorded input.
 
 How a step finds its record. Each step is keyed by (session, run, step index) and the
 digest of its input (for a model call: the model's name and the whole request). A
@@ -65,7 +64,7 @@ from .records import (
 from .sessions import SessionHistory, load_history
 
 if TYPE_CHECKING:
-    from ..agent import Agent
+    from ..actor import Actor
     from ..architectures.base import RunContext
 
 __all__ = ["JournalRuntime", "ResumePoint", "UnknownToolPolicy", "current_idempotency_key"]
@@ -123,8 +122,8 @@ class JournalRuntime(Runtime):
 
     Args:
         journal: Where entries go (:class:`SQLiteJournal`, :class:`MemoryJournal`, ...).
-        strict: Raise :class:`~jeeves_router.errors.ReplayDivergence` instead of calling
-            live when a recorded session or step does not match.
+        strict: On resume, raise :class:`~jeeves_router.errors.ReplayDivergence` instead of
+            calling live when a recorded step does not match.
         on_unknown_tool_outcome: What resume does with a tool call whose outcome is
             unknown: ``"fail"`` (default), ``"retry"`` or ``"skip"`` (see module docs).
         record_events: Also record each run's event stream (for ``jeeves-router replay``).
@@ -159,8 +158,6 @@ class JournalRuntime(Runtime):
         self.session_history = session_history
         self._runs: dict[str, _RunState] = {}
         self._indexes: dict[tuple[str, str], _Index] = {}
-        self._claimed: set[tuple[str, str]] = set()
-        self._resume_hints: dict[str, tuple[str, str]] = {}  # session -> (run id, input digest)
 
     def __repr__(self) -> str:
         return f"JournalRuntime({self.journal!r}, strict={self.strict})"
@@ -168,19 +165,19 @@ class JournalRuntime(Runtime):
     # -- runs -------------------------------------------------------------------------------
 
     async def observe_run(
-        self, ctx: RunContext, events: Callable[[RunContext], AsyncIterator[Event]]
+        self, ctx: RunContext, run: Callable[[Actor, RunContext], AsyncIterator[Event]]
     ) -> AsyncIterator[Event]:
-        """Run ``events(ctx)`` as a journaled root run: record its start, events and end.
+        """Run ``run(ctx.agent, ctx)`` as a journaled root run: record its start, events and end.
 
         Called by :class:`~jeeves_router.Agent` for root runs; sets ``ctx.run_id``.
         """
         limits = self.session_history
-        if limits is not None and not ctx.history and ctx.session_id not in self._resume_hints:
+        if limits is not None and not ctx.history and ctx.resume_run is None:
             ctx.history = await load_history(self.journal, ctx.session_id, ctx.agent.name, limits)
         state = await self._begin(ctx)
         adapter = event_adapter()
         try:
-            async with aclosing(events(ctx)) as stream:  # type: ignore[type-var]
+            async with aclosing(run(ctx.agent, ctx)) as stream:  # type: ignore[type-var]
                 async for ev in stream:
                     if self.record_events:
                         rec = EventRecord(attempt=state.attempt, event=adapter.dump_python(ev, mode="json"))
@@ -225,23 +222,15 @@ class JournalRuntime(Runtime):
             assert isinstance(e.record, RunStartRecord)
             attempts[e.run_id] = attempts.get(e.run_id, 0) + 1
             first.setdefault(e.run_id, e.record)
-        hint = self._resume_hints.pop(sid, None)
-        run_id = hint[0] if hint is not None and hint[1] == input_digest and hint[0] in first else None
-        if run_id is None:
-            unused = [rid for rid in first if (sid, rid) not in self._claimed]
-            run_id = next((rid for rid in unused if first[rid].input_digest == input_digest), None)
-            if run_id is None and unused and self.strict:
-                rec = first[unused[0]]
-                raise ReplayDivergence(
-                    f"strict replay of session {sid!r}: the run's input differs from the recorded run "
-                    f"{unused[0]!r} (recorded prompt {rec.prompt[:60]!r}, got {ctx.prompt[:60]!r})",
-                    path=ctx.path,
-                    metadata={"session_id": sid, "recorded_run_id": unused[0]},
-                )
+        # Only Agent.resume() replays: it names the recorded run to continue. Any other run
+        # is a new request and runs live under a new run id, even when its prompt equals a
+        # recorded one (the user may well ask for the same transfer twice).
+        run_id = ctx.resume_run
+        if run_id is not None and run_id not in first:
+            raise UsageError(f"session {sid!r} has no recorded run {run_id!r} in {self.journal!r}; nothing to resume")
         fresh = run_id is None
         if run_id is None:
             run_id = uuid.uuid4().hex
-        self._claimed.add((sid, run_id))
         attempt = attempts.get(run_id, 0) + 1
         start = start.model_copy(update={"input_digest": input_digest, "attempt": attempt})
         await self.journal.append([self._entry(sid, run_id, start)])
@@ -260,12 +249,12 @@ class JournalRuntime(Runtime):
         for key in [k for k in self._indexes if k[1] == run_id]:
             del self._indexes[key]
 
-    async def resume_point(self, agent: Agent, session_id: str) -> ResumePoint:
-        """The run :meth:`Agent.resume` should run: the last unfinished one, else the last one.
+    async def resume_point(self, agent: Actor, session_id: str, run_id: str | None = None) -> ResumePoint:
+        """The run :meth:`Agent.resume` should run: ``run_id``, else the last unfinished one, else the last one.
 
         Raises:
-            UsageError: if the session has no recorded run, or it was recorded for
-                another agent.
+            UsageError: if the session has no recorded run (or none called ``run_id``), or
+                it was recorded for another agent.
         """
         entries = await self.journal.read(session_id, types=("run.start", "run.end"))
         first: dict[str, RunStartRecord] = {}
@@ -277,15 +266,17 @@ class JournalRuntime(Runtime):
                 completed.add(e.run_id)
         if not first:
             raise UsageError(f"session {session_id!r} has no recorded run in {self.journal!r}; nothing to resume")
-        unfinished = [rid for rid in first if rid not in completed]
-        run_id = unfinished[-1] if unfinished else list(first)[-1]
+        if run_id is not None and run_id not in first:
+            raise UsageError(f"session {session_id!r} has no recorded run {run_id!r}; recorded: {', '.join(first)}")
+        if run_id is None:
+            unfinished = [rid for rid in first if rid not in completed]
+            run_id = unfinished[-1] if unfinished else list(first)[-1]
         rec = first[run_id]
         if rec.agent != agent.name:
             raise UsageError(
                 f"session {session_id!r} was recorded for agent {rec.agent!r}; resume it with that agent, "
                 f"not {agent.name!r}"
             )
-        self._resume_hints[session_id] = (run_id, rec.input_digest)
         return ResumePoint(
             run_id=run_id,
             agent=rec.agent,

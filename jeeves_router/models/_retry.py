@@ -84,6 +84,8 @@ class Retrier:
                 kind=err.metadata.get("kind"),
                 error=str(err),
             )
+            # The adapter owns the retries of a model call: an error it gave up on is final.
+            err.retries_exhausted = err.severity == "retriable"
             if err is exc:
                 raise err
             raise err from exc

@@ -1,7 +1,7 @@
 """The recovery layer: severities, failure classification, the escalation ladder, reports.
 
 This package decides; architectures act and emit the events. See
-:mod:`jeeves_router.architectures._recovery` for the per-run plumbing they share.
+:mod:`jeeves_router.recovery.run` for the per-run plumbing they share.
 """
 
 from .classify import ErrorContext, ErrorHook, classify_failure, default_classification

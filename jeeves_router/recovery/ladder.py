@@ -10,8 +10,9 @@ The rules, in order:
 
 1. FATAL → ``abort`` (the original exception is raised, from anywhere).
 2. The wall clock or ``max_steps`` is spent → ``stop``.
-3. RETRIABLE → ``retry`` after the policy's backoff while attempts remain and no output of
-   the failed attempt reached the consumer (a retry would repeat it); else ``stop``.
+3. RETRIABLE → ``retry`` after the policy's backoff while attempts remain, no output of the
+   failed attempt reached the consumer (a retry would repeat it) and no inner owner (the
+   model adapter's retrier) has already spent its retries on the failure; else ``stop``.
 4. RECLASSIFICATION → ``reclassify`` while ``max_reclassifications`` allows it and the
    architecture can classify; an architecture that cannot (a tool loop inside a router)
    escalates to its parent; else ``stop``.
@@ -120,6 +121,7 @@ def next_action(
     can_escalate: bool = False,
     output_started: bool = False,
     retry_after_s: float | None = None,
+    retries_exhausted: bool = False,
 ) -> Decision:
     """Decide what follows a failed attempt (pure; see the module docstring).
 
@@ -134,6 +136,7 @@ def next_action(
         can_escalate: An enclosing architecture can handle what this one cannot.
         output_started: Text of the failed attempt already reached the consumer.
         retry_after_s: A delay the provider asked for.
+        retries_exhausted: The failure's own retry owner (the adapter) spent its attempts.
     """
     if severity is ErrorSeverity.FATAL:
         return Decision(Action.ABORT, severity, reason="fatal")
@@ -144,7 +147,7 @@ def next_action(
     if severity is ErrorSeverity.RETRIABLE:
         if output_started:
             return Decision(Action.STOP, severity, reason="output_started")
-        if attempt >= policy.max_attempts:
+        if retries_exhausted or attempt >= policy.max_attempts:
             return Decision(Action.STOP, severity, reason="retries_exhausted")
         delay = policy.delay_s(attempt, retry_after_s=retry_after_s)
         if limits.time_limit_s is not None and counters.elapsed_s + delay >= limits.time_limit_s:

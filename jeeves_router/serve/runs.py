@@ -160,8 +160,12 @@ def chat_reply(agent: Agent, req: ChatRequest, release: Callable[[], None], drai
 
 async def _chat_whole(agent: Agent, req: ChatRequest, stream: RunStream, send: Send) -> None:
     async with stream:
-        async for _ in stream:
-            pass
+        try:
+            async for _ in stream:
+                pass
+        except Exception:  # a failed run raises after run.failed; it is kept in stream.error
+            if stream.error is None:
+                raise
     result = stream.result
     if result is None:
         error_type = type(stream.error).__name__
@@ -180,16 +184,20 @@ async def _chat_stream(agent: Agent, req: ChatRequest, stream: RunStream, send: 
         confidence: float | None = None
         reason: str | None = None
         first: str | None = None
-        async for ev in stream:  # up to the first text: the routing decision goes in the headers
-            if isinstance(ev, TextDelta):
-                first = ev.text
-                break
-            if len(ev.path) == 1 and isinstance(ev, RouterClassified):
-                route, confidence = ev.route, ev.confidence
-            elif len(ev.path) == 1 and isinstance(ev, RouterFallback):
-                route, reason = ev.fallback_route, ev.reason
-            elif len(ev.path) == 1 and isinstance(ev, RouterDispatched):
-                route = ev.route
+        try:
+            async for ev in stream:  # up to the first text: the routing decision goes in the headers
+                if isinstance(ev, TextDelta):
+                    first = ev.text
+                    break
+                if len(ev.path) == 1 and isinstance(ev, RouterClassified):
+                    route, confidence = ev.route, ev.confidence
+                elif len(ev.path) == 1 and isinstance(ev, RouterFallback):
+                    route, reason = ev.fallback_route, ev.reason
+                elif len(ev.path) == 1 and isinstance(ev, RouterDispatched):
+                    route = ev.route
+        except Exception:  # a failed run raises after run.failed; it is kept in stream.error
+            if stream.error is None:
+                raise
         if first is None and stream.error is not None:
             error_type = type(stream.error).__name__
             log.warning("run failed", extra={"agent": agent.name, "error_type": error_type})
@@ -208,9 +216,13 @@ async def _chat_stream(agent: Agent, req: ChatRequest, stream: RunStream, send: 
         if first is not None:  # one write for the opening and the first text
             await send(_body(opening + text(first)))
             opening = b""
-            async for ev in stream:
-                if isinstance(ev, TextDelta):
-                    await send(_body(text(ev.text)))
+            try:
+                async for ev in stream:
+                    if isinstance(ev, TextDelta):
+                        await send(_body(text(ev.text)))
+            except Exception:  # a failed run: kept in stream.error, reported below
+                if stream.error is None:
+                    raise
         result = stream.result
         if result is None:
             error_type = type(stream.error).__name__
@@ -234,12 +246,16 @@ def events_reply(agent: Agent, req: RunRequest, release: Callable[[], None], dra
         async with stream:
             await send(_start(200, [*_SSE_HEADERS, (b"x-jeeves-session-id", stream.session_id.encode())]))
             seq = 0
-            async for ev in stream:
-                seq += 1
-                if isinstance(ev, RunFailed):
-                    log.warning("run failed", extra={"agent": agent.name, "error_type": ev.error_type})
-                    ev = dataclasses.replace(ev, message=f"the run failed ({ev.error_type}); see the server log")
-                await send(_body(sse_event(seq, ev)))
+            try:
+                async for ev in stream:
+                    seq += 1
+                    if isinstance(ev, RunFailed):
+                        log.warning("run failed", extra={"agent": agent.name, "error_type": ev.error_type})
+                        ev = dataclasses.replace(ev, message=f"the run failed ({ev.error_type}); see the server log")
+                    await send(_body(sse_event(seq, ev)))
+            except Exception:  # the run failed: its run.failed event was the last one sent
+                if stream.error is None:
+                    raise
             await send(_body(b"", more=False))
 
     cut = b"event: error\ndata: " + json.dumps(_CUT).encode() + b"\n\n"

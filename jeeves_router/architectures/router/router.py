@@ -15,18 +15,18 @@ Without recovery a specialist's exception reaches the caller unchanged, with its
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from dataclasses import replace
 from functools import partial
 from typing import TYPE_CHECKING
 
-from .._aio import aclosing
-from ..classify.llm import LLMClassifier
-from ..classify.prompt import validate_prompt_template
-from ..classify.resolve import RouteDecision, resolve_route
-from ..classify.types import Classification, Classifier, ClassifyRequest, ClassifyResult, RouteSpec
-from ..errors import UsageError
-from ..events import (
+from ..._aio import aclose, aclosing
+from ...classify.llm import LLMClassifier
+from ...classify.prompt import validate_prompt_template
+from ...classify.resolve import RouteDecision, resolve_route, valid_confidence
+from ...classify.types import Classification, Classifier, ClassifyRequest, ClassifyResult, RouteSpec
+from ...errors import UsageError
+from ...events import (
     Event,
     RouterClassified,
     RouterCompleted,
@@ -35,18 +35,19 @@ from ..events import (
     RouterUnresolved,
     TextDelta,
 )
-from ..ids import child_session_id
-from ..models.base import Model
-from ..recovery.config import Recovery
-from ..recovery.ladder import Action
-from ..results import RunResult
-from ..usage import Usage
-from ._recovery import RecoveryRun, RecoveryStop, recovery_for, retrying
-from .base import RunContext
-from .routes import RouterRoute, check_fallback, check_route_table, check_unit_interval
+from ...ids import child_session_id
+from ...models.base import Model
+from ...recovery.config import Recovery
+from ...recovery.ladder import Action
+from ...recovery.run import Failure, RecoveryRun, RecoveryStop, recovery_for
+from ...results import RunResult
+from ...usage import NO_USAGE, Usage
+from ..base import RunContext, run_child
+from ..routes import RouterRoute, check_child_runtimes, check_fallback, check_route_table, check_unit_interval
+from .contract import with_failed_usage, within_contract
 
 if TYPE_CHECKING:
-    from ..agent import Agent
+    from ...actor import Actor
 
 __all__ = ["Router", "RouterRoute", "CLASSIFIER_USAGE_KEY"]
 
@@ -94,6 +95,7 @@ class Router:
     ) -> None:
         self.routes: tuple[RouterRoute, ...] = check_route_table(routes, owner="Router")
         self._by_name = {r.name: r for r in self.routes}
+        self._names = frozenset(self._by_name)
         check_fallback(fallback_route, self._by_name)
         check_unit_interval("require_confidence_above", require_confidence_above)
         if classifier is not None and (classifier_model is not None or classifier_prompt is not None):
@@ -114,7 +116,7 @@ class Router:
             raise UsageError(f"recovery must be a Recovery(...) object, got {type(recovery).__name__}")
         self.recovery = recovery
         self._classifier: Classifier | None = classifier
-        self.specs: tuple[RouteSpec, ...] = tuple(r.spec for r in routes)
+        self.specs: tuple[RouteSpec, ...] = tuple(r.spec for r in self.routes)
         if classifier is None and classifier_model is not None:
             self._classifier = self._llm_classifier(classifier_model)
 
@@ -129,20 +131,21 @@ class Router:
 
     # -- Architecture protocol ----------------------------------------------------------
 
-    def validate(self, agent: Agent) -> None:
-        """A router agent needs a model unless it has its own classifier."""
+    def validate(self, agent: Actor) -> None:
+        """A router agent needs a model unless it has its own classifier; specialists share its runtime."""
+        check_child_runtimes(agent, self.routes)
         if self._classifier is None and agent.model is None:
             raise UsageError(
                 f"router agent {agent.name!r} has no model for its classifier: pass model=..., "
                 "classifier_model=... or classifier=..."
             )
 
-    def prepare(self, agent: Agent, ctx: RunContext) -> None:
+    def prepare(self, agent: Actor, ctx: RunContext) -> None:
         """Check per-run options before the run starts."""
         if ctx.force_route is not None and ctx.force_route not in self._by_name:
             raise UsageError(f"force_route {ctx.force_route!r} is not a route; routes: {', '.join(self._by_name)}")
 
-    def classifier_for(self, agent: Agent) -> Classifier:
+    def classifier_for(self, agent: Actor) -> Classifier:
         """The classifier used for ``agent`` (built from its model on first use)."""
         if self._classifier is None:
             self._classifier = self._llm_classifier(agent.resolved_model())
@@ -153,20 +156,15 @@ class Router:
         return self._by_name[name]
 
     async def classify(
-        self, agent: Agent, ctx: RunContext, *, exclude: Sequence[str] = (), feedback: str | None = None
+        self, agent: Actor, ctx: RunContext, *, exclude: Sequence[str] = (), feedback: str | None = None
     ) -> ClassifyResult:
         """Classify ``ctx.prompt`` (through the runtime); never returns an undeclared route."""
         specs = self.specs if not exclude else tuple(s for s in self.specs if s.name not in exclude)
         history = ctx.history[-self.history_turns :] if self.history_turns else ()
         request = ClassifyRequest(ctx.prompt, specs, history=history, context=ctx.context, feedback=feedback)
         result = await ctx.classify(self.classifier_for(agent), request)
-        c = result.classification
-        allowed = {s.name for s in specs}
-        if c.route is not None and c.route not in allowed:
-            # A classifier answered outside the declared set: never dispatch it.
-            bad = replace(c, route=None, confidence=0.0, status="unknown_route", requested=c.route)
-            result = replace(result, classification=bad)
-        return result
+        checked = within_contract(result.classification, self._names if not exclude else {s.name for s in specs})
+        return result if checked is result.classification else replace(result, classification=checked)
 
     def decide(self, c: Classification, *, exclude: Sequence[str] = ()) -> RouteDecision:
         """Threshold and fallback applied to ``c``."""
@@ -195,7 +193,7 @@ class Router:
             model_calls_saved=result.model_calls_saved,
         )
 
-    def run(self, agent: Agent, ctx: RunContext) -> AsyncGenerator[Event, None]:
+    def run(self, agent: Actor, ctx: RunContext) -> AsyncGenerator[Event, None]:
         """Classify, decide, dispatch; yields router events and the specialist's events."""
         hooks = [agent.classify_error, *(r.classify_error for r in self.routes), *(r.retry_policy for r in self.routes)]
         config = recovery_for(self.recovery, *hooks)
@@ -203,19 +201,18 @@ class Router:
             return self._flow(agent, ctx, None)
         return self._run_recovering(agent, ctx, RecoveryRun(config, ctx, can_escalate=len(ctx.path) > 1))
 
-    async def _run_recovering(self, agent: Agent, ctx: RunContext, rec: RecoveryRun) -> AsyncGenerator[Event, None]:
+    async def _run_recovering(self, agent: Actor, ctx: RunContext, rec: RecoveryRun) -> AsyncGenerator[Event, None]:
         try:
             async with aclosing(self._flow(agent, ctx, rec)) as events:
                 async for ev in events:
                     yield ev
         except RecoveryStop as stop:
-            async with aclosing(rec.stopped(stop, route=stop.failure.route)) as report_events:
-                async for ev in report_events:
-                    yield ev
+            yield await rec.stopped(stop, route=stop.failure.route)
 
-    async def _flow(self, agent: Agent, ctx: RunContext, rec: RecoveryRun | None) -> AsyncGenerator[Event, None]:
+    async def _flow(self, agent: Actor, ctx: RunContext, rec: RecoveryRun | None) -> AsyncGenerator[Event, None]:
         sid, path = ctx.session_id, ctx.path
-        usage = Usage()
+        usage = NO_USAGE
+        failed_usage: dict[str, Usage] = {}  # what failed dispatch attempts spent, by route
         excluded: list[str] = []
         feedback: str | None = None
         while True:
@@ -223,21 +220,23 @@ class Router:
             if ctx.force_route is not None:
                 decision = RouteDecision(ctx.force_route, False, None)
             else:
-                classify = partial(self.classify, agent, ctx, exclude=tuple(excluded), feedback=feedback)
                 if rec is None:
-                    cres = await classify()
+                    cres = await self.classify(agent, ctx, exclude=tuple(excluded), feedback=feedback)
                 else:
-                    box: list[ClassifyResult] = []
-                    steps = retrying(rec, "classify", classify, box, hooks=(agent.classify_error,))
-                    async with aclosing(steps) as cevents:
-                        async for ev in cevents:
-                            yield ev
-                    cres = box[0]
+                    classify = partial(self.classify, agent, ctx, exclude=tuple(excluded), feedback=feedback)
+                    hooks = (agent.classify_error,)
+                    out = await rec.call("classify", classify, hooks=hooks)
+                    while isinstance(out, Failure):
+                        yield rec.retry_event(out)
+                        await rec.backoff(out)
+                        out = await rec.call("classify", classify, after=out, hooks=hooks)
+                    cres = out
                 usage = usage + cres.usage
+                ctx.ledger.spent((*path, CLASSIFIER_USAGE_KEY), cres.usage)
                 if rec is not None:
-                    rec.usage = usage
+                    rec.usage = usage + sum(failed_usage.values(), Usage())
                 c = cres.classification
-                confidence = c.confidence if c.ok else None
+                confidence = c.confidence if c.ok and valid_confidence(c.confidence) else None
                 yield self.classified_event(ctx, cres)
                 decision = self.decide(c, exclude=excluded)
                 if decision.unresolved:
@@ -279,14 +278,20 @@ class Router:
                 if rec is not None:
                     rec.begin(operation)
                 streamed = False
+                mark = ctx.ledger.mark()
+                dispatched, child = self.dispatched(ctx, route)
+                yield dispatched
+                events = run_child(route.agent, child)  # its events pass straight through
                 try:
-                    async with aclosing(self.dispatch(agent, ctx, decision, usage, confidence)) as events:
-                        async for ev in events:
-                            streamed = streamed or isinstance(ev, TextDelta)
-                            yield ev
+                    async for ev in events:
+                        streamed = streamed or isinstance(ev, TextDelta)
+                        yield ev
                 except Exception as exc:
                     if rec is None:
                         raise
+                    lost = ctx.ledger.since(mark, (*path, route.name))
+                    failed_usage[route.name] = failed_usage.get(route.name, Usage()) + lost
+                    rec.usage = rec.usage + lost
                     f = rec.fail(
                         exc,
                         operation=operation,
@@ -307,36 +312,42 @@ class Router:
                         yield rec.reclassify_event(f, excluded)
                         break
                     raise f.stop() from exc
+                finally:
+                    await aclose(events)
+                yield self.completed(ctx, route, child, decision, usage, confidence)
                 if rec is not None:
                     rec.succeeded(operation)
                     if excluded and ctx.result is not None:
                         meta = {**ctx.result.metadata, "excluded_routes": tuple(excluded)}
                         ctx.result = replace(ctx.result, metadata=meta)
+                if failed_usage and ctx.result is not None:
+                    ctx.result = with_failed_usage(ctx.result, failed_usage)
                 return
 
-    async def dispatch(
-        self, agent: Agent, ctx: RunContext, decision: RouteDecision, classifier_usage: Usage, confidence: float | None
-    ) -> AsyncIterator[Event]:
-        """Run the decided route's agent under its child session id and set ``ctx.result``."""
-        assert decision.route is not None
-        route = self._by_name[decision.route]
+    def dispatched(self, ctx: RunContext, route: RouterRoute) -> tuple[RouterDispatched, RunContext]:
+        """The ``router.dispatched`` event and the specialist's run context."""
         child_sid = child_session_id(ctx.session_id, route.name)
-        yield RouterDispatched(
+        ev = RouterDispatched(
             session_id=ctx.session_id,
             path=ctx.path,
             route=route.name,
             child_session_id=child_sid,
             forced=ctx.force_route is not None,
         )
-        child = ctx.child(route.agent, session_id=child_sid, path=(*ctx.path, route.name))
-        async with aclosing(route.agent._events(child)) as events:
-            async for ev in events:
-                yield ev
+        return ev, ctx.child(route.agent, session_id=child_sid, path=(*ctx.path, route.name))
+
+    def completed(
+        self,
+        ctx: RunContext,
+        route: RouterRoute,
+        child: RunContext,
+        decision: RouteDecision,
+        classifier_usage: Usage,
+        confidence: float | None,
+    ) -> RouterCompleted:
+        """Set ``ctx.result`` from the specialist's result; return the ``router.completed`` event."""
         res = child.result
         assert res is not None
-        yield RouterCompleted(
-            session_id=ctx.session_id, path=ctx.path, route=route.name, status=res.status, usage=res.usage
-        )
         status = res.status
         if status == "ok" and decision.used_fallback:
             status = "fallback"
@@ -352,10 +363,13 @@ class Router:
             confidence=confidence,
             used_fallback=decision.used_fallback,
             fallback_reason=decision.reason,
-            specialist_session_id=child_sid,
+            specialist_session_id=child.session_id,
             usage=classifier_usage + res.usage,
             usage_by_route=by_route,
             messages=res.messages,
             report=res.report,
             metadata=res.metadata,
+        )
+        return RouterCompleted(
+            session_id=ctx.session_id, path=ctx.path, route=route.name, status=res.status, usage=res.usage
         )

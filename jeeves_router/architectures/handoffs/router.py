@@ -23,26 +23,25 @@ import json
 from collections.abc import AsyncGenerator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ValidationError
-
-from .._aio import aclosing
-from ..classify.parser import normalize_route_name
-from ..classify.resolve import RouteDecision, resolve_route
-from ..classify.types import Classification, ParseStatus
-from ..errors import UsageError
-from ..events import Event
-from ..messages import Message, TextPart
-from ..tools import Handoff, Tool
-from .base import RunContext
-from .handoff_chain import Detector, chain_settings
-from .handoff_graph import HandoffGraph, build_graph
-from .handoff_run import ChainRun
-from .handoff_session import SessionStore
-from .handoff_tools import HistoryMode, announces_handoff, classify_tool
-from .routes import RouterRoute, check_fallback, check_route_table, check_unit_interval
+from ...classify.parser import normalize_route_name
+from ...classify.resolve import RouteDecision, resolve_route
+from ...classify.types import Classification, ParseStatus
+from ...errors import UsageError
+from ...events import Event
+from ...messages import Message, TextPart
+from ...tools import Handoff, Tool
+from ..base import RunContext
+from ..routes import RouterRoute, check_child_runtimes, check_fallback, check_route_table, check_unit_interval
+from .chain import Detector, chain_settings
+from .graph import HandoffGraph, build_graph
+from .run import ChainRun
+from .session import SessionStore
+from .tools import HistoryMode, announces_handoff, classify_tool
 
 if TYPE_CHECKING:
-    from ..agent import Agent
+    from pydantic import BaseModel
+
+    from ...actor import Actor
 
 __all__ = ["HandoffRouter", "last_turns"]
 
@@ -115,7 +114,7 @@ class HandoffRouter:
         if isinstance(history_turns, bool) or not isinstance(history_turns, int) or history_turns < 0:
             raise UsageError(f"history_turns must be an integer >= 0, got {history_turns!r}")
         if context_schema is not None and not (
-            isinstance(context_schema, type) and issubclass(context_schema, BaseModel)
+            isinstance(context_schema, type) and callable(getattr(context_schema, "model_validate", None))
         ):
             raise UsageError("context_schema must be a pydantic BaseModel subclass")
         self.fallback_route = fallback_route
@@ -137,14 +136,15 @@ class HandoffRouter:
 
     # -- Architecture protocol ------------------------------------------------------------
 
-    def validate(self, agent: Agent) -> None:
-        """The router agent needs a model and a name that no route uses."""
+    def validate(self, agent: Actor) -> None:
+        """The router agent needs a model and a name that no route uses; specialists share its runtime."""
+        check_child_runtimes(agent, self.routes)
         if agent.model is None:
             raise UsageError(f"handoff router agent {agent.name!r} has no model: pass model=... to its Agent")
         if normalize_route_name(agent.name) in {normalize_route_name(n) for n in self._by_name}:
             raise UsageError(f"router agent name {agent.name!r} is also a route name; rename one of them")
 
-    def graph(self, agent: Agent) -> HandoffGraph:
+    def graph(self, agent: Actor) -> HandoffGraph:
         """The chain: the router node, the routes, and every agent they may hand off to."""
         return build_graph(
             agent,
@@ -154,14 +154,14 @@ class HandoffRouter:
             fallback=self.fallback_route,
         )
 
-    def prepare(self, agent: Agent, ctx: RunContext) -> None:
+    def prepare(self, agent: Actor, ctx: RunContext) -> None:
         """Check the per-run options and the context before the run starts."""
         if ctx.force_route is not None and ctx.force_route not in self._by_name:
             raise UsageError(f"force_route {ctx.force_route!r} is not a route; routes: {', '.join(self._by_name)}")
         if self.context_schema is not None:
             try:
                 self.context_schema.model_validate(dict(ctx.context))
-            except ValidationError as exc:
+            except Exception as exc:  # pydantic's ValidationError
                 raise UsageError(f"context does not match {self.context_schema.__name__}: {exc}") from exc
         self.graph(agent)
 
@@ -170,12 +170,9 @@ class HandoffRouter:
         if self.settings.store is not None:
             await self.settings.store.delete(session_id)
 
-    async def run(self, agent: Agent, ctx: RunContext) -> AsyncGenerator[Event, None]:
+    def run(self, agent: Actor, ctx: RunContext) -> AsyncGenerator[Event, None]:
         """Classify by tool call, dispatch, follow handoffs; yields every agent's events."""
-        chain = ChainRun(self.graph(agent), self.settings, agent, ctx, hooks=self)
-        async with aclosing(chain.run()) as events:
-            async for ev in events:
-                yield ev
+        return ChainRun(self.graph(agent), self.settings, agent, ctx, hooks=self).run()
 
     # -- RouterHooks ------------------------------------------------------------------------
 
@@ -189,12 +186,12 @@ class HandoffRouter:
         if self.context_schema is not None:
             try:
                 data = self.context_schema.model_validate(data).model_dump(mode="json")
-            except ValidationError:
+            except Exception:  # pydantic's ValidationError
                 pass  # a tool changed it mid-run; show it as it is
         return json.dumps(data, default=str, ensure_ascii=False, sort_keys=True)
 
     def router_turn(
-        self, agent: Agent, ctx: RunContext, handed_back: tuple[str, str | None] | None, context: Mapping[str, Any]
+        self, agent: Actor, ctx: RunContext, handed_back: tuple[str, str | None] | None, context: Mapping[str, Any]
     ) -> tuple[str, tuple[Message, ...], str]:
         """``(instructions, history, prompt)`` of a router turn."""
         parts = [agent.instructions.strip(), _ROUTER_RULES]
@@ -219,7 +216,7 @@ class HandoffRouter:
         return "\n\n".join(p for p in parts if p), last_turns(ctx.history, self.history_turns), ctx.prompt
 
     def decide(self, handoff: Handoff) -> RouteDecision:
-        """Threshold and fallback applied to a ``classify_as_<route>`` handoff."""
+        """Threshold and fallback applied to a ``classify_as_<route>`` handoff (as the Router decides)."""
         confidence = handoff.confidence if handoff.confidence is not None else self.on_missing_confidence
         route = handoff.target if handoff.target in self._by_name else None
         status: ParseStatus

@@ -13,18 +13,19 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import AsyncGenerator
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from .._aio import aclosing
-from ..events import Event, HandoffCompleted, HandoffRejected, HandoffRequested
-from ..messages import user
-from ..results import FallbackReason, RunResult, RunStatus
-from .base import RunContext
-from .handoff_graph import HandoffGraph
-from .handoff_visit import ChainSettings, RouterHooks, Visit, VisitRunner
+from ..._aio import aclosing
+from ...events import Event, HandoffCompleted, HandoffRejected, HandoffRequested
+from ...messages import user
+from ...results import FallbackReason, RunResult, RunStatus
+from ..base import RunContext
+from .graph import HandoffGraph
+from .visit import ChainSettings, RouterHooks, Visit, VisitRunner
 
 if TYPE_CHECKING:
-    from ..agent import Agent
+    from ...actor import Actor
 
 __all__ = ["ChainRun"]
 
@@ -38,7 +39,7 @@ class ChainRun(VisitRunner):
         self,
         graph: HandoffGraph,
         settings: ChainSettings,
-        agent: Agent,
+        agent: Actor,
         ctx: RunContext,
         hooks: RouterHooks | None = None,
     ) -> None:
@@ -49,7 +50,6 @@ class ChainRun(VisitRunner):
         self.confidence: float | None = None
         self.fallback_reason: FallbackReason | None = None
         self.sticky = False
-        self._hop: tuple[str | None, str | None, Any] = (None, None, None)
 
     async def run(self) -> AsyncGenerator[Event, None]:
         """Visit agents until one answers or a guard stops the chain; sets ``ctx.result``."""
@@ -63,7 +63,10 @@ class ChainRun(VisitRunner):
             if ctx.options.get("reset_sticky"):
                 await store.delete(ctx.session_id)
             else:
-                last = await store.get(ctx.session_id)
+                # Journaled like any step, so resuming a sticky turn follows the recorded
+                # decision instead of asking a session store that a new process has lost.
+                last = await ctx.record("sticky", {"session_id": ctx.session_id}, partial(store.get, ctx.session_id))
+                self.steps[ctx.session_id] = ctx._step
                 if last is not None and last in g.nodes and last != g.entry:
                     current, self.sticky = last, True
                     yield HandoffCompleted(
@@ -83,10 +86,9 @@ class ChainRun(VisitRunner):
                 assert visit.result is not None
                 await self._finish(current, visit.result.status, visit.result)
                 return
-            async with aclosing(self._next(current, visit)) as events:
-                async for ev in events:
-                    yield ev
-            target, reason, payload = self._hop
+            hop_events, (target, reason, payload) = self._next(current, visit)
+            for ev in hop_events:
+                yield ev
             if target is None:
                 await self._finish(current, "unresolved", None)
                 return
@@ -99,40 +101,45 @@ class ChainRun(VisitRunner):
             incoming = (current, reason, payload)
             current = target
 
-    async def _next(self, current: str, visit: Visit) -> AsyncGenerator[Event, None]:
-        """Where a visit that handed off (or failed) leads; sets ``self._hop``."""
+    def _next(self, current: str, visit: Visit) -> tuple[list[Event], tuple[str | None, str | None, Any]]:
+        """Where a visit that handed off (or failed) leads: its events and ``(target, reason, payload)``."""
+        ev = self._ev()
         if visit.handoff is None:
             # An unknown target named twice, or a handoff announced twice without a tool call.
             self.fallback_reason = visit.failure
             fallback = self.graph.fallback if self.graph.fallback != current else None
             reason = f"fallback: {visit.failure}"
-            if fallback is not None:
-                yield HandoffRequested(**self._ev(), from_agent=current, to_agent=fallback, reason=reason)
-            self._hop = (fallback, reason, None)
-            return
+            if fallback is None:
+                return [], (None, reason, None)
+            return [HandoffRequested(**ev, from_agent=current, to_agent=fallback, reason=reason)], (
+                fallback,
+                reason,
+                None,
+            )
         h = visit.handoff
-        yield HandoffRequested(
-            **self._ev(), from_agent=current, to_agent=h.target, reason=h.reason, confidence=h.confidence
-        )
-        self._hop = (h.target, h.reason, h.payload)
+        events: list[Event] = [
+            HandoffRequested(**ev, from_agent=current, to_agent=h.target, reason=h.reason, confidence=h.confidence)
+        ]
         if not visit.node.is_router or self.hooks is None:
-            return
+            return events, (h.target, h.reason, h.payload)
         decision = self.hooks.decide(h)  # the Router's threshold and fallback
         self.confidence = h.confidence
         if decision.route == h.target and not decision.used_fallback:
-            return
-        yield HandoffRejected(
-            **self._ev(),
-            from_agent=current,
-            to_agent=h.target,
-            why="low_confidence" if decision.reason in _CONFIDENCE_REASONS else "unknown",
-            reason=decision.reason,
+            return events, (h.target, h.reason, h.payload)
+        events.append(
+            HandoffRejected(
+                **ev,
+                from_agent=current,
+                to_agent=h.target,
+                why="low_confidence" if decision.reason in _CONFIDENCE_REASONS else "unknown",
+                reason=decision.reason,
+            )
         )
         self.fallback_reason = decision.reason
         reason = f"fallback: {decision.reason}"
         if decision.route is not None:
-            yield HandoffRequested(**self._ev(), from_agent=current, to_agent=decision.route, reason=reason)
-        self._hop = (decision.route, reason, None)
+            events.append(HandoffRequested(**ev, from_agent=current, to_agent=decision.route, reason=reason))
+        return events, (decision.route, reason, None)
 
     def _check(self, frm: str, to: str, reason: str | None) -> HandoffRejected | None:
         s = self.settings

@@ -23,19 +23,22 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncGenerator, Awaitable, Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Literal
 
-from .._aio import aclosing
-from ..errors import UsageError
-from ..events import CapabilitiesSelected, CapabilityCompleted, CapabilityStarted, Event, TextDelta
-from ..ids import child_session_id
-from ..messages import assistant, user
-from ..models.base import Model, ModelRequest, ModelResponse
-from ..models.registry import resolve_model
-from ..recovery.config import Recovery
-from ..recovery.severity import ErrorSeverity, ExecutionError
-from ..results import RunResult
-from ._capability import (
+from ..._aio import aclosing
+from ...errors import UsageError
+from ...events import CapabilitiesSelected, CapabilityCompleted, CapabilityStarted, Event, TextDelta
+from ...ids import child_session_id
+from ...messages import assistant, user
+from ...models.base import Model, ModelRequest, ModelResponse
+from ...models.registry import resolve_model
+from ...recovery.config import Recovery
+from ...recovery.run import Failure, RecoveryRedirect, RecoveryRun, RecoveryStop
+from ...recovery.severity import ErrorSeverity, ExecutionError
+from ...results import RunResult
+from ..base import RunContext, run_child
+from .capability import (
     Capability,
     CapabilityCall,
     CapabilityFunction,
@@ -44,13 +47,11 @@ from ._capability import (
     ClassifierGuide,
     RunState,
 )
-from ._orchestrate import orchestrate
-from ._recovery import RecoveryRedirect, RecoveryRun, RecoveryStop, retrying
-from ._selection import Selection, select_capabilities
-from .base import RunContext
+from .orchestrate import orchestrate
+from .selection import Selection, select_capabilities
 
 if TYPE_CHECKING:
-    from ..agent import Agent
+    from ...actor import Actor
 
 __all__ = [
     "Capabilities",
@@ -127,7 +128,7 @@ class Capabilities:
         self.max_iterations = max_iterations
         self.recovery = recovery if recovery is not None else Recovery()
 
-    def validate(self, agent: Agent) -> None:
+    def validate(self, agent: Actor) -> None:
         """The agent needs a model unless both the classifier and orchestrator models are given."""
         if agent.model is None and (self.orchestrator_model is None or self.classifier_model is None):
             raise UsageError(
@@ -135,10 +136,10 @@ class Capabilities:
                 "classifier_model=... and orchestrator_model=... to Capabilities"
             )
 
-    def _model(self, agent: Agent, which: Model | str | None, what: str) -> Model:
+    def _model(self, agent: Actor, which: Model | str | None, what: str) -> Model:
         return agent.resolved_model() if which is None else resolve_model(which, what=what)
 
-    async def run(self, agent: Agent, ctx: RunContext) -> AsyncGenerator[Event, None]:
+    async def run(self, agent: Actor, ctx: RunContext) -> AsyncGenerator[Event, None]:
         """Extract, select, orchestrate; yields capability, recovery and the agents' events."""
         rec = RecoveryRun(self.recovery, ctx, can_escalate=len(ctx.path) > 1)
         st = RunState(task=ctx.prompt)
@@ -147,11 +148,7 @@ class Capabilities:
                 async for ev in events:
                     yield ev
         except RecoveryStop as stop:
-            async with aclosing(
-                rec.stopped(stop, usage_by_route=dict(st.by_route), metadata=st.metadata(self.mode))
-            ) as report_events:
-                async for ev in report_events:
-                    yield ev
+            yield await rec.stopped(stop, usage_by_route=dict(st.by_route), metadata=st.metadata(self.mode))
             return
         ctx.result = RunResult(
             output=st.output,
@@ -174,30 +171,24 @@ class Capabilities:
         st.add(ORCHESTRATOR_USAGE_KEY, response.usage, rec)
         return response
 
-    async def _flow(self, agent: Agent, ctx: RunContext, rec: RecoveryRun, st: RunState) -> AsyncGenerator[Event, None]:
+    async def _flow(self, agent: Actor, ctx: RunContext, rec: RecoveryRun, st: RunState) -> AsyncGenerator[Event, None]:
         orchestrator = self._model(agent, self.orchestrator_model, "orchestrator_model")
         hooks = (agent.classify_error,)
         if self.task_extraction:
-            from ._planning import extraction_request
+            from .planning import extraction_request
 
             req = extraction_request(ctx.history, ctx.prompt)
-            box: list[ModelResponse] = []
-            steps = retrying(
-                rec,
-                "extract_task",
-                lambda: self.request(ctx, rec, st, orchestrator, req, "extract_task"),
-                box,
-                hooks=hooks,
-            )
-            async with aclosing(steps) as events:
-                async for ev in events:
-                    yield ev
-            st.task = box[0].text.strip() or ctx.prompt
+            extract = partial(self.request, ctx, rec, st, orchestrator, req, "extract_task")
+            response = await rec.call("extract_task", extract, hooks=hooks)
+            while isinstance(response, Failure):
+                yield rec.retry_event(response)
+                await rec.backoff(response)
+                response = await rec.call("extract_task", extract, after=response, hooks=hooks)
+            st.task = response.text.strip() or ctx.prompt
         bypass = bool(ctx.options.get("bypass_selection", self.bypass))
         selector = self._model(agent, self.classifier_model, "classifier_model")
         feedback: str | None = None
         while True:
-            sbox: list[Selection] = []
 
             def select(fb: str | None = feedback) -> Awaitable[Selection]:
                 return select_capabilities(
@@ -211,10 +202,11 @@ class Capabilities:
                     bypass=bypass,
                 )
 
-            async with aclosing(retrying(rec, "select", select, sbox, hooks=hooks)) as events:
-                async for ev in events:
-                    yield ev
-            sel = sbox[0]
+            sel = await rec.call("select", select, hooks=hooks)
+            while isinstance(sel, Failure):
+                yield rec.retry_event(sel)
+                await rec.backoff(sel)
+                sel = await rec.call("select", select, after=sel, hooks=hooks)
             st.add(SELECTION_USAGE_KEY, sel.usage, rec)
             st.selected = sel.chosen
             yield CapabilitiesSelected(
@@ -241,7 +233,7 @@ class Capabilities:
                 yield rec.reclassify_event(f, st.excluded)
 
     async def execute(
-        self, agent: Agent, ctx: RunContext, rec: RecoveryRun, st: RunState, name: str, task: str
+        self, agent: Actor, ctx: RunContext, rec: RecoveryRun, st: RunState, name: str, task: str
     ) -> AsyncGenerator[Event, None]:
         """Run one capability step under the ladder; raises RecoveryRedirect to replan/reclassify."""
         cap = self.by_name[name]
@@ -255,12 +247,16 @@ class Capabilities:
             yield CapabilityStarted(session_id=ctx.session_id, path=ctx.path, capability=name, step=index)
             started = time.monotonic()
             streamed = False
-            out: list[CapabilityOutput] = []
             try:
-                async with aclosing(self._invoke(ctx, rec, st, cap, task, index, attempt, out)) as events:
-                    async for ev in events:
-                        streamed = streamed or isinstance(ev, TextDelta)
-                        yield ev
+                if hasattr(cap.handler, "_events"):  # an agent: its run, events and all
+                    child = self._child(ctx, st, cap, task, index)
+                    async with aclosing(run_child(cap.handler, child)) as events:
+                        async for ev in events:
+                            streamed = streamed or isinstance(ev, TextDelta)
+                            yield ev
+                    result = self._agent_output(ctx, cap, child)
+                else:
+                    result = await self._call(ctx, rec, st, cap, task, index, attempt)
             except Exception as exc:
                 yield CapabilityCompleted(
                     session_id=ctx.session_id,
@@ -294,46 +290,42 @@ class Capabilities:
                 step=index,
             )
             rec.succeeded(operation)
-            result = out[0]
             st.add(name, result.usage, rec)
             provided = {t: result.context.get(t, result.text) for t in cap.provides}
             ctx.context = {**ctx.context, **result.context, **provided}
             st.done.append((name, result.text))
             return
 
-    async def _invoke(
-        self,
-        ctx: RunContext,
-        rec: RecoveryRun,
-        st: RunState,
-        cap: Capability,
-        task: str,
-        index: int,
-        attempt: int,
-        out: list[CapabilityOutput],
-    ) -> AsyncGenerator[Event, None]:
+    @staticmethod
+    def _child(ctx: RunContext, st: RunState, cap: Capability, task: str, index: int) -> RunContext:
         step_name = f"{cap.name}-{index}"
         child_sid = child_session_id(ctx.session_id, step_name if len(step_name) <= 48 else cap.name)
-        path = (*ctx.path, cap.name)
-        if hasattr(cap.handler, "_events"):
-            prompt = _step_prompt(task, st.task, st.done)
-            child = ctx.child(cap.handler, session_id=child_sid, path=path, prompt=prompt, history=())
-            async with aclosing(cap.handler._events(child)) as events:
-                async for ev in events:
-                    yield ev
-            res = child.result
-            assert res is not None
-            if res.status not in ("ok", "fallback"):
-                raise ExecutionError(
-                    ErrorSeverity.CRITICAL,
-                    f"capability {cap.name!r} ended with status {res.status!r}",
-                    capability_name=cap.name,
-                    metadata={"status": res.status},
-                )
-            ctx.context = child.context
-            out.append(CapabilityOutput(res.output or "", usage=res.usage))
-            return
-        call = CapabilityCall(task, st.task, dict(ctx.context), tuple(st.done), child_sid, path, attempt)
+        prompt = _step_prompt(task, st.task, st.done)
+        return ctx.child(cap.handler, session_id=child_sid, path=(*ctx.path, cap.name), prompt=prompt, history=())
+
+    @staticmethod
+    def _agent_output(ctx: RunContext, cap: Capability, child: RunContext) -> CapabilityOutput:
+        res = child.result
+        assert res is not None
+        if res.status not in ("ok", "fallback"):
+            raise ExecutionError(
+                ErrorSeverity.CRITICAL,
+                f"capability {cap.name!r} ended with status {res.status!r}",
+                capability_name=cap.name,
+                metadata={"status": res.status},
+            )
+        ctx.context = child.context
+        return CapabilityOutput(res.output or "", usage=res.usage)
+
+    @staticmethod
+    async def _call(
+        ctx: RunContext, rec: RecoveryRun, st: RunState, cap: Capability, task: str, index: int, attempt: int
+    ) -> CapabilityOutput:
+        step_name = f"{cap.name}-{index}"
+        child_sid = child_session_id(ctx.session_id, step_name if len(step_name) <= 48 else cap.name)
+        call = CapabilityCall(
+            task, st.task, dict(ctx.context), tuple(st.done), child_sid, (*ctx.path, cap.name), attempt
+        )
 
         async def perform() -> CapabilityOutput:
             value = await cap.handler(call)
@@ -343,8 +335,8 @@ class Capabilities:
 
         key = ctx.next_key(f"capability:{cap.name}")
         with rec.time_box():
-            got = await ctx.runtime.step(key, {"capability": cap.name, "task": task}, perform)
-        out.append(got)
+            got: CapabilityOutput = await ctx.runtime.step(key, {"capability": cap.name, "task": task}, perform)
+        return got
 
 
 def _step_prompt(task: str, objective: str, done: Sequence[tuple[str, str]]) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Protocol, runtime_checkable
 
-from ..errors import UsageError
+from ...errors import UsageError
 
 __all__ = ["SessionStore", "InMemorySessionStore"]
 

@@ -13,11 +13,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..classify.parser import normalize_route_name
-from ..errors import UsageError
+from ...classify.parser import normalize_route_name
+from ...errors import UsageError
 
 if TYPE_CHECKING:
-    from ..agent import Agent
+    from ...actor import Actor
 
 __all__ = ["HandoffNode", "HandoffGraph", "build_graph", "describe_agent"]
 
@@ -35,7 +35,7 @@ class HandoffNode:
     """
 
     name: str
-    agent: Agent
+    agent: Actor
     description: str
     targets: tuple[str, ...]
     is_router: bool = False
@@ -65,7 +65,7 @@ def _resolve(names: Iterable[str], target: str) -> str | None:
     return None
 
 
-def describe_agent(agent: Agent) -> str:
+def describe_agent(agent: Actor) -> str:
     """The first non-empty line of ``agent``'s instructions (at most 200 characters)."""
     for line in agent.instructions.splitlines():
         if line.strip():
@@ -74,10 +74,10 @@ def describe_agent(agent: Agent) -> str:
 
 
 def build_graph(
-    entry: Agent,
+    entry: Actor,
     *,
     entry_name: str | None = None,
-    routes: Sequence[tuple[str, Agent, str]] = (),
+    routes: Sequence[tuple[str, Actor, str]] = (),
     router: bool = False,
     hand_back: bool = False,
     fallback: str | None = None,
@@ -97,12 +97,12 @@ def build_graph(
             a name, a name that no agent of the chain has, or an unknown fallback.
     """
     start = entry_name or entry.name
-    agents: dict[str, Agent] = {}
+    agents: dict[str, Actor] = {}
     descriptions: dict[str, str] = {}
     by_id: dict[int, str] = {}
     raw: dict[str, list[str]] = {}
 
-    def add(name: str, agent: Agent, description: str) -> str:
+    def add(name: str, agent: Actor, description: str) -> str:
         if not hasattr(agent, "_events"):
             raise UsageError(f"handoff target {name!r} must be an Agent or an agent name, got {type(agent).__name__}")
         if name in agents:

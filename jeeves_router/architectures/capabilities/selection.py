@@ -18,17 +18,17 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from .._log import get_logger
-from ..messages import user
-from ..models.base import Model, ModelRequest
-from ..recovery.classify import default_classification, mark_fatal
-from ..recovery.severity import ErrorSeverity
-from ..runtime import StepKey
-from ..usage import Usage
+from ..._log import get_logger
+from ...messages import user
+from ...models.base import Model, ModelRequest
+from ...recovery.classify import default_classification, mark_fatal
+from ...recovery.severity import ErrorSeverity
+from ...runtime import StepKey
+from ...usage import Usage
 
 if TYPE_CHECKING:
-    from ._capability import Capability
-    from .base import RunContext
+    from ..base import RunContext
+    from .capability import Capability
 
 __all__ = ["Selection", "selection_prompt", "parse_yes_no", "select_capabilities", "expand_requirements"]
 

@@ -19,19 +19,18 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator, Callable, Sequence
 from typing import TYPE_CHECKING
 
-from .._aio import aclosing
-from ..errors import UsageError
-from ..events import Event
-from .base import Architecture, RunContext
-from .handoff_graph import HandoffGraph, build_graph
-from .handoff_run import ChainRun
-from .handoff_session import InMemorySessionStore, SessionStore
-from .handoff_tools import HistoryMode, announces_handoff, validate_history_mode
-from .handoff_visit import ChainSettings
-from .react import ToolLoop
+from ...errors import UsageError
+from ...events import Event
+from ..base import Architecture, RunContext
+from ..react import ToolLoop
+from .graph import HandoffGraph, build_graph
+from .run import ChainRun
+from .session import InMemorySessionStore, SessionStore
+from .tools import HistoryMode, announces_handoff, validate_history_mode
+from .visit import ChainSettings
 
 if TYPE_CHECKING:
-    from ..agent import Agent
+    from ...actor import Actor
 
 __all__ = ["HandoffChain", "chain_settings"]
 
@@ -78,7 +77,7 @@ class HandoffChain:
         max_edge_traversals: How often one edge (from, to) may be taken in one run; one
             more ends it with ``handoff_cycle`` (catches A→B→C→A as well as A→B→A).
         history: What a target sees: ``"all"``, ``"last"`` or a callable (see
-            :class:`~jeeves_router.architectures.handoff_tools.HandoffInput`).
+            :class:`~jeeves_router.architectures.handoffs.tools.HandoffInput`).
         detect_announced: ``(text, targets) -> bool``: does a text reply announce a handoff?
             ``None`` disables the check.
         sticky: Remember per session id which agent answered last and start the next turn
@@ -111,19 +110,19 @@ class HandoffChain:
             session_store=session_store,
         )
 
-    def validate(self, agent: Agent) -> None:
+    def validate(self, agent: Actor) -> None:
         """Check the wrapped architecture fits ``agent`` (handoff names resolve per run)."""
         self.wraps.validate(agent)
 
-    def graph(self, agent: Agent) -> HandoffGraph:
+    def graph(self, agent: Actor) -> HandoffGraph:
         """The chain reachable from ``agent``.
 
         Raises:
-            UsageError: see :func:`~jeeves_router.architectures.handoff_graph.build_graph`.
+            UsageError: see :func:`~jeeves_router.architectures.handoffs.graph.build_graph`.
         """
         return build_graph(agent, fallback=self.fallback)
 
-    def prepare(self, agent: Agent, ctx: RunContext) -> None:
+    def prepare(self, agent: Actor, ctx: RunContext) -> None:
         """Resolve the chain before the run starts, so naming mistakes fail early."""
         if ctx.force_route is not None:
             raise UsageError("force_route is for routers; a handoff chain starts with its own agent")
@@ -134,9 +133,6 @@ class HandoffChain:
         if self.settings.store is not None:
             await self.settings.store.delete(session_id)
 
-    async def run(self, agent: Agent, ctx: RunContext) -> AsyncGenerator[Event, None]:
+    def run(self, agent: Actor, ctx: RunContext) -> AsyncGenerator[Event, None]:
         """Visit agents until one answers; yields every agent's events and the handoff events."""
-        chain = ChainRun(self.graph(agent), self.settings, agent, ctx)
-        async with aclosing(chain.run()) as events:
-            async for ev in events:
-                yield ev
+        return ChainRun(self.graph(agent), self.settings, agent, ctx).run()

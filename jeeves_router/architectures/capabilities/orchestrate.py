@@ -12,24 +12,24 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator
 from typing import TYPE_CHECKING
 
-from .._aio import aclosing
-from ..events import Event
-from ..models.base import Model
-from ..recovery.ladder import Action
-from ._planning import PlanStep, ReactChoice, parse_plan, parse_react_choice, plan_request, react_request
-from ._recovery import RecoveryRedirect, RecoveryRun, retrying
-from .base import RunContext
+from ..._aio import aclosing
+from ...events import Event
+from ...models.base import Model
+from ...recovery.ladder import Action
+from ...recovery.run import Failure, RecoveryRedirect, RecoveryRun
+from ..base import RunContext
+from .planning import PlanStep, ReactChoice, parse_plan, parse_react_choice, plan_request, react_request
 
 if TYPE_CHECKING:
-    from ..agent import Agent
-    from ._capability import RunState
-    from .capabilities import Capabilities
+    from ...actor import Actor
+    from .architecture import Capabilities
+    from .capability import RunState
 
 __all__ = ["orchestrate"]
 
 
 async def orchestrate(
-    arch: Capabilities, agent: Agent, ctx: RunContext, rec: RecoveryRun, st: RunState, model: Model
+    arch: Capabilities, agent: Actor, ctx: RunContext, rec: RecoveryRun, st: RunState, model: Model
 ) -> AsyncGenerator[Event, None]:
     """Run the selected capabilities in ``arch.mode``; sets ``st.output`` and ``st.status``."""
     runner = _plan_first if arch.mode == "plan_first" else _react
@@ -39,7 +39,7 @@ async def orchestrate(
 
 
 async def _plan_first(
-    arch: Capabilities, agent: Agent, ctx: RunContext, rec: RecoveryRun, st: RunState, model: Model
+    arch: Capabilities, agent: Actor, ctx: RunContext, rec: RecoveryRun, st: RunState, model: Model
 ) -> AsyncGenerator[Event, None]:
     feedback: str | None = None
     while True:
@@ -52,14 +52,14 @@ async def _plan_first(
             return parse_plan(response.text, allowed, list(ctx.context))  # noqa: B023
 
         try:
-            box: list[tuple[PlanStep, ...]] = []
-            async with aclosing(
-                retrying(rec, "plan", make_plan, box, hooks=(agent.classify_error,), can_replan=True)
-            ) as events:
-                async for ev in events:
-                    yield ev
-            st.plan = tuple((s.capability, s.task) for s in box[0])
-            for step in box[0]:
+            hooks = (agent.classify_error,)
+            steps = await rec.call("plan", make_plan, hooks=hooks, can_replan=True)
+            while isinstance(steps, Failure):
+                yield rec.retry_event(steps)
+                await rec.backoff(steps)
+                steps = await rec.call("plan", make_plan, after=steps, hooks=hooks, can_replan=True)
+            st.plan = tuple((s.capability, s.task) for s in steps)
+            for step in steps:
                 async with aclosing(arch.execute(agent, ctx, rec, st, step.capability, step.task)) as events:
                     async for ev in events:
                         yield ev
@@ -74,7 +74,7 @@ async def _plan_first(
 
 
 async def _react(
-    arch: Capabilities, agent: Agent, ctx: RunContext, rec: RecoveryRun, st: RunState, model: Model
+    arch: Capabilities, agent: Actor, ctx: RunContext, rec: RecoveryRun, st: RunState, model: Model
 ) -> AsyncGenerator[Event, None]:
     feedback: str | None = None
     for _ in range(arch.max_iterations):
@@ -87,13 +87,12 @@ async def _react(
             return parse_react_choice(response.text, allowed, list(ctx.context))  # noqa: B023
 
         try:
-            box: list[ReactChoice] = []
-            async with aclosing(
-                retrying(rec, "orchestrate", choose, box, hooks=(agent.classify_error,), can_replan=True)
-            ) as events:
-                async for ev in events:
-                    yield ev
-            choice = box[0]
+            hooks = (agent.classify_error,)
+            choice = await rec.call("orchestrate", choose, hooks=hooks, can_replan=True)
+            while isinstance(choice, Failure):
+                yield rec.retry_event(choice)
+                await rec.backoff(choice)
+                choice = await rec.call("orchestrate", choose, after=choice, hooks=hooks, can_replan=True)
             if choice.step is None:
                 st.output = choice.answer
                 return

@@ -15,12 +15,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..messages import Message, text_of, user
-from ..models.base import ModelRequest
-from ..recovery.severity import ErrorSeverity, ExecutionError
+from ...messages import Message, text_of, user
+from ...models.base import ModelRequest
+from ...recovery.severity import ErrorSeverity, ExecutionError
 
 if TYPE_CHECKING:
-    from ._capability import Capability
+    from .capability import Capability
 
 __all__ = [
     "PlanStep",

@@ -19,7 +19,7 @@ and catches :class:`RecoveryStop` once, at the top of its ``run``, to emit the
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -27,20 +27,20 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import anyio
 
 from .._log import get_logger
-from ..events import Event, RecoveryReclassify, RecoveryReplan, RecoveryReport, RecoveryRetry
+from ..events import RecoveryReclassify, RecoveryReplan, RecoveryReport, RecoveryRetry
 from ..policies import RetryPolicy
-from ..recovery.classify import ErrorContext, ErrorHook, classify_failure, mark_fatal
-from ..recovery.config import Recovery
-from ..recovery.ladder import Action, Counters, Decision, budget_exceeded, next_action
-from ..recovery.report import StepRecord, build_report, explain_report
-from ..recovery.severity import ErrorClassification, ErrorSeverity
 from ..results import RunResult
 from ..usage import Usage
+from .classify import ErrorContext, ErrorHook, classify_failure, mark_fatal
+from .config import Recovery
+from .ladder import Action, Counters, Decision, budget_exceeded, next_action
+from .report import StepRecord, build_report, explain_report
+from .severity import ErrorClassification, ErrorSeverity
 
 if TYPE_CHECKING:
-    from .base import RunContext
+    from ..architectures.base import RunContext
 
-__all__ = ["RecoveryRun", "RecoveryStop", "RecoveryRedirect", "Failure", "recovery_for", "retrying"]
+__all__ = ["RecoveryRun", "RecoveryStop", "RecoveryRedirect", "Failure", "recovery_for"]
 
 log = get_logger(__name__)
 T = TypeVar("T")
@@ -196,6 +196,7 @@ class RecoveryRun:
             can_escalate=self.can_escalate,
             output_started=output_started,
             retry_after_s=getattr(exc, "retry_after_s", None),
+            retries_exhausted=bool(getattr(exc, "retries_exhausted", False)),
         )
         self.records.append(
             StepRecord(
@@ -218,6 +219,56 @@ class RecoveryRun:
         if decision.action is Action.ESCALATE:
             raise exc
         return Failure(exc, cls, decision, operation, attempt, route, capability)
+
+    async def call(
+        self,
+        operation: str,
+        fn: Callable[[], Awaitable[T]],
+        *,
+        after: Failure | None = None,
+        policy: RetryPolicy | None = None,
+        hooks: Sequence[ErrorHook | None] = (),
+        route: str | None = None,
+        capability: str | None = None,
+        can_reclassify: bool = False,
+        can_replan: bool = False,
+    ) -> T | Failure:
+        """One attempt of ``fn`` under the ladder: its value, or the :class:`Failure` to retry.
+
+        The caller announces and waits the retry, then calls again with ``after=`` the
+        failure (no nested generator, no out-parameter)::
+
+            out = await rec.call("classify", fn)
+            while isinstance(out, Failure):
+                yield rec.retry_event(out)
+                await rec.backoff(out)
+                out = await rec.call("classify", fn, after=out)
+
+        A stop raises :class:`RecoveryStop`, a reclassify or replan raises
+        :class:`RecoveryRedirect`, abort and escalate raise the original exception.
+        ``policy`` defaults to the framework policy.
+        """
+        attempt = 1 if after is None else after.attempt + 1
+        self.begin(operation)
+        try:
+            with self.time_box():
+                value = await fn()
+        except Exception as exc:
+            f = self.fail(
+                exc,
+                operation=operation,
+                attempt=attempt,
+                policy=policy or self.config.framework_retry,
+                hooks=hooks,
+                route=route,
+                capability=capability,
+                can_reclassify=can_reclassify,
+                can_replan=can_replan,
+            )
+            f.raise_unless_retry()
+            return f
+        self.succeeded(operation)
+        return value
 
     def retry_event(self, f: Failure) -> RecoveryRetry:
         """The ``recovery.retry`` event announcing the next attempt of ``f``'s step."""
@@ -258,8 +309,8 @@ class RecoveryRun:
             session_id=self.ctx.session_id, path=self.ctx.path, attempt=self.replans, error=type(f.error).__name__
         )
 
-    async def stopped(self, stop: RecoveryStop, **result: Any) -> AsyncGenerator[Event, None]:
-        """Write the report, yield ``recovery.report`` and set a ``critical`` result.
+    async def stopped(self, stop: RecoveryStop, **result: Any) -> RecoveryReport:
+        """Write the report, set a ``critical`` result and return the ``recovery.report`` event.
 
         In development mode (``Recovery(reraise=True)``) the original exception is raised
         instead. ``result`` holds extra :class:`RunResult` fields (route, metadata...).
@@ -286,72 +337,17 @@ class RecoveryRun:
             if explanation:
                 report["explanation"] = explanation
         ctx = self.ctx
-        yield RecoveryReport(
+        fields: dict[str, Any] = {"usage": self.usage, **result}
+        ctx.result = RunResult(
+            output=None, status="critical", session_id=ctx.session_id, path=ctx.path, report=report, **fields
+        )
+        return RecoveryReport(
             session_id=ctx.session_id,
             path=ctx.path,
             severity=report["severity"],
             user_message=report["user_message"],
             report=report,
         )
-        fields: dict[str, Any] = {"usage": self.usage, **result}
-        ctx.result = RunResult(
-            output=None, status="critical", session_id=ctx.session_id, path=ctx.path, report=report, **fields
-        )
-
-
-async def retrying(
-    rec: RecoveryRun | None,
-    operation: str,
-    fn: Callable[[], Awaitable[T]],
-    box: list[T],
-    *,
-    policy: RetryPolicy | None = None,
-    hooks: Sequence[ErrorHook | None] = (),
-    route: str | None = None,
-    capability: str | None = None,
-    can_reclassify: bool = False,
-    can_replan: bool = False,
-) -> AsyncGenerator[Event, None]:
-    """Await ``fn`` under the ladder, yielding ``recovery.retry`` events; append its value to ``box``.
-
-    Without recovery (``rec`` is None) a failure propagates unchanged. Under recovery a
-    retry waits the backoff, a stop raises :class:`RecoveryStop`, a reclassify or replan
-    raises :class:`RecoveryRedirect`, abort and escalate raise the original exception.
-    ``policy`` defaults to the framework policy.
-    """
-    attempt = 0
-    while True:
-        attempt += 1
-        if rec is not None:
-            rec.begin(operation)
-        try:
-            if rec is None:
-                value = await fn()
-            else:
-                with rec.time_box():
-                    value = await fn()
-        except Exception as exc:
-            if rec is None:
-                raise
-            f = rec.fail(
-                exc,
-                operation=operation,
-                attempt=attempt,
-                policy=policy or rec.config.framework_retry,
-                hooks=hooks,
-                route=route,
-                capability=capability,
-                can_reclassify=can_reclassify,
-                can_replan=can_replan,
-            )
-            f.raise_unless_retry()
-            yield rec.retry_event(f)
-            await rec.backoff(f)
-            continue
-        if rec is not None:
-            rec.succeeded(operation)
-        box.append(value)
-        return
 
 
 class _BudgetSpent(Exception):

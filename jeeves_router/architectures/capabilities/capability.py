@@ -10,15 +10,15 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Union
 
-from ..errors import UsageError
-from ..ids import validate_route_name
-from ..policies import DEFAULT_RETRY, RetryPolicy
-from ..recovery.classify import ErrorHook
-from ..results import RunStatus
-from ..usage import Usage
+from ...errors import UsageError
+from ...ids import validate_route_name
+from ...policies import DEFAULT_RETRY, RetryPolicy
+from ...recovery.classify import ErrorHook
+from ...results import RunStatus
+from ...usage import Usage
 
 if TYPE_CHECKING:
-    from ._recovery import RecoveryRun
+    from ...recovery.run import RecoveryRun
 
 __all__ = [
     "Capability",
@@ -156,11 +156,13 @@ class RunState:
     status: RunStatus = "ok"
 
     def add(self, key: str, usage: Usage, rec: RecoveryRun) -> None:
+        """Count ``usage`` under ``key`` (and in the recovery report's total)."""
         self.usage = self.usage + usage
         self.by_route[key] = self.by_route.get(key, Usage()) + usage
         rec.usage = self.usage
 
     def metadata(self, mode: str) -> dict[str, Any]:
+        """The run's ``RunResult.metadata``: mode, plan, steps done, exclusions."""
         return {
             "mode": mode,
             "task": self.task,

@@ -17,19 +17,18 @@ from __future__ import annotations
 import copy
 import functools
 import json
-import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Union
 
-from ..errors import UsageError
-from ..messages import Message, TextPart, ToolCallPart, ToolResultPart, user
-from ..tools import Handoff, Tool, ToolContext, ToolOutcome
+from ...errors import UsageError
+from ...messages import Message, TextPart, ToolCallPart, ToolResultPart, user
+from ...tools import Handoff, Tool, ToolContext, ToolOutcome
 
 if TYPE_CHECKING:
-    from ..agent import Agent
-    from .base import Architecture
+    from ...actor import Actor
+    from ..base import Architecture
 
 __all__ = [
     "CLASSIFY_PREFIX",
@@ -152,16 +151,15 @@ def flatten_tool_turns(messages: Sequence[Message]) -> list[Message]:
     return out
 
 
-def _check_confidence(confidence: float | None) -> None:
-    if confidence is not None and (math.isnan(confidence) or not 0.0 <= confidence <= 1.0):
-        raise ValueError(f"confidence must be a number within [0, 1], got {confidence}")
-
-
 def classify_tool(name: str, description: str = "", examples: Sequence[str] = ()) -> Tool:
-    """The ``classify_as_<name>`` tool: returns ``Handoff(target=name, reason, confidence)``."""
+    """The ``classify_as_<name>`` tool: returns ``Handoff(target=name, reason, confidence)``.
+
+    The confidence is passed on as given: the router's decision (the same contract check
+    and :func:`~jeeves_router.classify.resolve.resolve_route` as :class:`Router`) sends a
+    confidence outside [0, 1] to the fallback instead of re-prompting the model.
+    """
 
     async def classify(reason: str, confidence: float | None = None) -> Handoff:
-        _check_confidence(confidence)
         return Handoff(target=name, reason=reason, confidence=confidence)
 
     text = f"Route the request to '{name}'"
@@ -203,13 +201,13 @@ class GuardedTool(Tool):
 
 
 def agent_view(
-    agent: Agent,
+    agent: Actor,
     *,
     tools: Sequence[Tool],
     architecture: Architecture,
     instructions: str | None = None,
     temperature: float | None = None,
-) -> Agent:
+) -> Actor:
     """A shallow copy of ``agent`` with other tools and architecture (``agent`` is untouched)."""
     view = copy.copy(agent)
     view.tool_map = {t.name: t for t in tools}

@@ -12,26 +12,24 @@ gets one corrective re-prompt.
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from .._aio import aclosing
-from ..classify.resolve import RouteDecision
-from ..errors import UsageError
-from ..events import Event, HandoffRejected, RunCompleted, RunFailed, RunStarted, ToolResult
-from ..ids import child_session_id
-from ..messages import Message
-from ..models.base import Model, ModelRequest, ModelResponse, ModelStreamItem
-from ..results import FallbackReason, RunResult
-from ..runtime import Runtime, StepKey
-from ..tools import Handoff, Tool, ToolOutcome
-from ..tracing import traced_run
-from ..usage import Usage
-from .base import Architecture, RunContext
-from .handoff_graph import HandoffGraph, HandoffNode
-from .handoff_session import SessionStore
-from .handoff_tools import (
+from ..._aio import aclosing
+from ...classify.resolve import RouteDecision
+from ...errors import UsageError
+from ...events import Event, HandoffRejected, ToolResult
+from ...ids import child_session_id
+from ...messages import Message
+from ...results import FallbackReason, RunResult
+from ...tools import Handoff, Tool, ToolOutcome
+from ...usage import Usage
+from ..base import Architecture, RunContext, run_child
+from ..react import ToolLoop
+from .graph import HandoffGraph, HandoffNode
+from .session import SessionStore
+from .tools import (
     CLASSIFY_PREFIX,
     TRANSFER_PREFIX,
     GuardedTool,
@@ -41,10 +39,9 @@ from .handoff_tools import (
     target_conversation,
     transfer_tool,
 )
-from .react import ToolLoop
 
 if TYPE_CHECKING:
-    from ..agent import Agent
+    from ...actor import Actor
 
 __all__ = ["CLASSIFIER_KEY", "ChainSettings", "RouterHooks", "Visit", "VisitRunner"]
 
@@ -73,7 +70,7 @@ class RouterHooks(Protocol):
         ...
 
     def router_turn(
-        self, agent: Agent, ctx: RunContext, handed_back: tuple[str, str | None] | None, context: Mapping[str, Any]
+        self, agent: Actor, ctx: RunContext, handed_back: tuple[str, str | None] | None, context: Mapping[str, Any]
     ) -> tuple[str, tuple[Message, ...], str]:
         """``(instructions, history, prompt)`` of the router's turn."""
         ...
@@ -81,24 +78,6 @@ class RouterHooks(Protocol):
     def decide(self, handoff: Handoff) -> RouteDecision:
         """Threshold and fallback applied to a classification handoff."""
         ...
-
-
-class _Tally(Runtime):
-    """Passes steps to the run's runtime and sums model usage (kept if a visit is cut short)."""
-
-    def __init__(self, inner: Runtime) -> None:
-        self.inner = inner
-        self.usage = Usage()
-
-    async def step(self, key: StepKey, input: Any, fn: Callable[[], Awaitable[T]]) -> T:
-        return await self.inner.step(key, input, fn)
-
-    async def model_stream(self, key: StepKey, model: Model, request: ModelRequest) -> AsyncIterator[ModelStreamItem]:
-        async with aclosing(self.inner.model_stream(key, model, request)) as stream:
-            async for item in stream:
-                if isinstance(item, ModelResponse):
-                    self.usage = self.usage + item.usage
-                yield item
 
 
 @dataclass(eq=False)
@@ -125,7 +104,7 @@ class VisitRunner:
         self,
         graph: HandoffGraph,
         settings: ChainSettings,
-        agent: Agent,
+        agent: Actor,
         ctx: RunContext,
         hooks: RouterHooks | None = None,
     ) -> None:
@@ -242,15 +221,11 @@ class VisitRunner:
         while True:
             child = ctx.child(node.agent, session_id=sid, path=path, prompt=prompt, history=history)
             child.context, child._step = self.context, self.steps.get(sid, 0)
-            tally = _Tally(ctx.runtime)
-            child.runtime = tally
+            mark = ctx.ledger.mark()  # what this turn spends, kept even if it is cut short
             visit.handoff_call = None
-            if own_run:
-                yield RunStarted(session_id=sid, path=path, agent=node.agent.name, prompt=prompt)
             cut = False
             try:
-                run = inner.run(view, child)
-                async with aclosing(traced_run(run, node.agent, child) if own_run else run) as events:
+                async with aclosing(run_child(view, child, architecture=inner, announce=own_run)) as events:
                     async for ev in events:
                         yield ev
                         for extra in self._watch(ev, child, visit):
@@ -258,21 +233,11 @@ class VisitRunner:
                         if visit.unknown >= 2 and child.handoff is None:
                             cut = True  # the model named an unknown target twice: stop its turn now
                             break
-            except Exception as exc:
-                if own_run:
-                    yield RunFailed(
-                        session_id=sid,
-                        path=path,
-                        error_type=type(exc).__name__,
-                        message=str(exc),
-                        severity=getattr(exc, "severity", None),
-                    )
-                raise
             finally:
                 self.steps[sid] = child._step
             self.context = child.context
             res = None if cut else child.result
-            usage = res.usage if res is not None else tally.usage
+            usage = res.usage if res is not None else ctx.ledger.since(mark, path)
             self.usage = self.usage + usage
             key = CLASSIFIER_KEY if node.is_router else node.name
             self.usage_by[key] = self.usage_by.get(key, Usage()) + usage
@@ -287,8 +252,6 @@ class VisitRunner:
                     usage=usage,
                     fallback_reason="unknown_route",
                 )
-            if own_run:
-                yield RunCompleted(session_id=sid, path=path, result=res)
             if cut:
                 visit.failure = "unknown_route"
                 return

@@ -1,0 +1,166 @@
+"""Classification by tool call: the model must call one ``classify_as_<route>`` tool.
+
+The same decision :class:`~jeeves_router.HandoffRouter` reads from its router turn, as a
+:class:`~jeeves_router.classify.types.Classifier`, so a :class:`~jeeves_router.Router`
+gets tool-call classification with everything the Router has (threshold, fallback,
+recovery, history, context, force_route, usage by route)::
+
+    Router(routes, classifier=ToolCallClassifier("openai:gpt-4.1-nano"), fallback_route="general")
+
+The request forces a tool call (``tool_choice="required"``); the route is read from the
+called tool's name, never from text, and the confidence from its arguments. A reply with
+no tool call, or a call of a tool that is not offered, is answered once with a
+correction (``max_format_retries``); after that the classification fails closed
+(``missing_route`` / ``unknown_route``) and the Router's fallback decides. A confidence
+that is not a number within [0, 1] is ``invalid_confidence``: the fallback, not the route.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from ..errors import UsageError
+from ..messages import Message, ToolCallPart, ToolResultPart, user
+from ..models.base import Model, ModelRequest, ToolSpec
+from ..models.registry import resolve_model
+from ..usage import NO_USAGE
+from .parser import normalize_route_name
+from .types import Classification, ClassifyRequest, ClassifyResult, ParseStatus, RouteSpec
+
+__all__ = ["ToolCallClassifier", "CLASSIFY_PREFIX", "route_tool"]
+
+CLASSIFY_PREFIX = "classify_as_"
+
+_SYSTEM = (
+    "You are a router. Your only job is to call exactly one of the classify_as_<route> tools; never answer "
+    "the user yourself. Give a short reason and your confidence between 0 and 1."
+)
+_ARGS = {
+    "type": "object",
+    "properties": {
+        "reason": {"type": "string", "description": "Why this route fits, in a few words."},
+        "confidence": {"type": "number", "minimum": 0, "maximum": 1},
+    },
+    "required": ["reason", "confidence"],
+}
+
+
+def route_tool(spec: RouteSpec) -> ToolSpec:
+    """The ``classify_as_<route>`` tool for one route (its description and a few examples)."""
+    text = f"Route the request to '{spec.name}'" + (f": {spec.description}" if spec.description else ".")
+    if spec.examples:
+        text += " Examples: " + "; ".join(repr(e) for e in list(spec.examples)[:5])
+    return ToolSpec(f"{CLASSIFY_PREFIX}{spec.name}", text, _ARGS)
+
+
+def _confidence(value: Any, on_missing: float | None) -> tuple[float, ParseStatus]:
+    if value is None:
+        return (on_missing, "ok") if on_missing is not None else (0.0, "missing_confidence")
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return 0.0, "invalid_confidence"
+    if math.isnan(value) or not 0.0 <= value <= 1.0:
+        return 0.0, "invalid_confidence"
+    return float(value), "ok"
+
+
+class ToolCallClassifier:
+    """A classifier whose model answers by calling one ``classify_as_<route>`` tool.
+
+    Args:
+        model: The router model (a :class:`Model` or ``"provider:model"``).
+        instructions: Extra instructions added to the router's system prompt.
+        max_format_retries: Corrections of a reply without a usable tool call (default 1).
+        on_missing_confidence: The confidence assumed when the call gives none
+            (``None``: ``missing_confidence``, i.e. fail closed).
+        max_tokens: Output cap of the router call.
+
+    Example:
+        >>> router = Router(routes, classifier=ToolCallClassifier(ScriptedModel([Call(
+        ...     "classify_as_billing", {"reason": "refund", "confidence": 0.9})])))
+    """
+
+    def __init__(
+        self,
+        model: Model | str,
+        *,
+        instructions: str | None = None,
+        max_format_retries: int = 1,
+        on_missing_confidence: float | None = None,
+        max_tokens: int = 128,
+    ) -> None:
+        if max_format_retries < 0:
+            raise UsageError(f"max_format_retries must be >= 0, got {max_format_retries}")
+        if on_missing_confidence is not None and not 0.0 <= on_missing_confidence <= 1.0:
+            raise UsageError(f"on_missing_confidence must be None or within [0, 1], got {on_missing_confidence}")
+        self.model = model
+        self._model: Model | None = None if isinstance(model, str) else resolve_model(model)
+        self.instructions = instructions
+        self.max_format_retries = max_format_retries
+        self.on_missing_confidence = on_missing_confidence
+        self.max_tokens = max_tokens
+
+    def __repr__(self) -> str:
+        return f"ToolCallClassifier({self.model!r})"
+
+    def _system(self, request: ClassifyRequest) -> str:
+        parts = [_SYSTEM]
+        if self.instructions:
+            parts.append(self.instructions.strip())
+        if request.context:
+            ctx = "\n".join(f"{k}: {v}" for k, v in sorted(request.context.items(), key=lambda kv: str(kv[0])))
+            parts.append("Context:\n" + ctx)
+        if request.feedback:
+            parts.append("A previous attempt failed: " + request.feedback)
+        return "\n\n".join(parts)
+
+    async def classify(self, request: ClassifyRequest) -> ClassifyResult:
+        """Ask the model for one ``classify_as_<route>`` call and read the route from it."""
+        if self._model is None:
+            self._model = resolve_model(self.model, what="classifier model")
+        model = self._model
+        tools = tuple(route_tool(s) for s in request.routes)
+        names = {normalize_route_name(s.name): s.name for s in request.routes}
+        messages: list[Message] = [*request.history, user(request.text)]
+        usage = NO_USAGE
+        attempts = 0
+        while True:
+            attempts += 1
+            response = await model.request(
+                ModelRequest(
+                    messages=tuple(messages),
+                    system=self._system(request),
+                    tools=tools,
+                    tool_choice="required",
+                    temperature=0.0,
+                    max_tokens=self.max_tokens,
+                    purpose="classify",
+                )
+            )
+            usage = usage + response.usage
+            c, problem = self._read(response.tool_calls, names)
+            if c.ok or problem is None or attempts > self.max_format_retries:
+                return ClassifyResult(c, usage=usage, stage="tool_call", model_calls=attempts, attempts=attempts)
+            reply = response.as_message()
+            messages.append(reply)
+            results = tuple(ToolResultPart(call.id, call.name, problem, True) for call in response.tool_calls)
+            messages.append(Message("tool", results) if results else user(problem))
+
+    def _read(self, calls: tuple[ToolCallPart, ...], names: dict[str, str]) -> tuple[Classification, str | None]:
+        """The classification of the first call, and a correction to send when it is unusable."""
+        offered = ", ".join(f"{CLASSIFY_PREFIX}{n}" for n in names.values())
+        if not calls:
+            correction = f"You replied without calling a tool. Call exactly one of: {offered}."
+            return Classification(None, 0.0, "missing_route", "tool:none"), correction
+        call = calls[0]
+        raw = f"tool:{call.name}"
+        requested = call.name.removeprefix(CLASSIFY_PREFIX)
+        route = names.get(normalize_route_name(requested)) if call.name.startswith(CLASSIFY_PREFIX) else None
+        if route is None:
+            correction = f"{call.name} is not one of the tools. Call exactly one of: {offered}."
+            return Classification(None, 0.0, "unknown_route", raw, requested=requested), correction
+        args = call.arguments
+        reason = args.get("reason") if isinstance(args.get("reason"), str) else None
+        confidence, status = _confidence(args.get("confidence"), self.on_missing_confidence)
+        c = Classification(route if status == "ok" else None, confidence, status, raw, reason=reason, requested=route)
+        return c, None

@@ -1,0 +1,93 @@
+"""Tool-call classification (``classify_as_<route>``) through a real Router: one Router, any classifier."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from jeeves_router import Agent, Recovery, Router, RouterRoute
+from jeeves_router.classify.toolcall import ToolCallClassifier
+from jeeves_router.errors import ModelError
+from jeeves_router.events import RecoveryRetry, RouterClassified
+from jeeves_router.testing import Call, ScriptedModel, capture_events
+
+
+class Sleeps:
+    async def __call__(self, delay: float) -> None:
+        pass
+
+
+def classify(route: str, confidence: Any = 0.9) -> Call:
+    return Call(f"classify_as_{route}", {"reason": "fits", "confidence": confidence})
+
+
+def desk(router_steps: list[Any], *, fallback: str | None = "general", **router: Any) -> tuple[Agent, ScriptedModel]:
+    model = ScriptedModel(router_steps, name="router")
+    routes = [
+        RouterRoute("billing", Agent("Billing.", name="billing", model=ScriptedModel(["Refunded."])), "refunds"),
+        RouterRoute("general", Agent("General.", name="general", model=ScriptedModel(["Hello."])), "the rest"),
+    ]
+    arch = Router(routes, classifier=ToolCallClassifier(model), fallback_route=fallback, **router)
+    return Agent("Desk", name="desk", architecture=arch), model
+
+
+@pytest.mark.anyio
+async def test_the_route_comes_from_the_forced_tool_call() -> None:
+    agent, model = desk([classify("billing")], require_confidence_above=0.5)
+    events = await capture_events(agent, "charged twice")
+    result = events[-1].result  # type: ignore[union-attr]
+    assert (result.route, result.status, result.confidence) == ("billing", "ok", 0.9)
+    [classified] = [e for e in events if isinstance(e, RouterClassified)]
+    assert classified.stage == "tool_call" and classified.raw == "tool:classify_as_billing"
+    [request] = model.requests
+    assert request.tool_choice == "required" and request.purpose == "classify"
+    assert [t.name for t in request.tools] == ["classify_as_billing", "classify_as_general"]
+    assert result.usage_by_route["<classifier>"].requests == 1
+
+
+@pytest.mark.parametrize("confidence", [7, -0.1, float("nan"), "high"])
+@pytest.mark.anyio
+async def test_an_out_of_range_confidence_goes_to_the_fallback(confidence: Any) -> None:
+    agent, model = desk([classify("billing", confidence)])
+    result = await agent.run("charged twice")
+    assert (result.route, result.status, result.fallback_reason) == ("general", "fallback", "invalid_confidence")
+    assert len(model.requests) == 1  # never re-prompted until max_turns
+
+
+@pytest.mark.anyio
+async def test_below_the_threshold_goes_to_the_fallback() -> None:
+    agent, _ = desk([classify("billing", 0.3)], require_confidence_above=0.6)
+    result = await agent.run("charged twice")
+    assert (result.route, result.fallback_reason) == ("general", "low_confidence")
+
+
+@pytest.mark.anyio
+async def test_no_tool_call_is_corrected_once_then_fails_closed() -> None:
+    agent, model = desk(["I think billing.", classify("billing")])
+    assert (await agent.run("x")).route == "billing"
+    assert len(model.requests) == 2 and "without calling a tool" in model.requests[1].messages[-1].text
+    agent, model = desk(["billing", "still billing"], fallback=None)
+    result = await agent.run("x")
+    assert result.status == "unresolved" and result.fallback_reason == "missing_route"
+
+
+@pytest.mark.anyio
+async def test_an_unknown_tool_is_corrected_with_a_tool_error() -> None:
+    agent, model = desk([Call("classify_as_shipping", {"reason": "r", "confidence": 0.9}), classify("general")])
+    result = await agent.run("x")
+    assert result.route == "general" and result.status == "ok"
+    tool_turn = model.requests[1].messages[-1]
+    assert tool_turn.role == "tool" and "not one of the tools" in tool_turn.parts[0].content  # type: ignore[union-attr]
+
+
+@pytest.mark.anyio
+async def test_recovery_and_force_route_work_as_with_any_classifier() -> None:
+    agent, model = desk(
+        [ModelError("busy", severity="retriable"), classify("billing")], recovery=Recovery(sleep=Sleeps())
+    )
+    events = await capture_events(agent, "x")
+    assert events[-1].result.route == "billing"  # type: ignore[union-attr]
+    assert [e.operation for e in events if isinstance(e, RecoveryRetry)] == ["classify"]
+    forced, model = desk([])
+    assert (await forced.run("x", force_route="general")).route == "general" and model.requests == []
