@@ -246,7 +246,8 @@ def calibration_warning(clf: EmbeddingClassifier, source: str) -> str | None:
 
 def read_requests(path: Path | None, stdin: Callable[[], str]) -> list[tuple[int, str]]:
     """(line, text) pairs from a JSONL file of ``{"text": ...}`` objects, or stdin lines when ``path`` is None."""
-    from .eval import DataFileError, read_text
+    from .eval import DataFileError
+    from .eval_data import jsonl_values
 
     if path is None:
         lines = [(n, line.strip()) for n, line in enumerate(stdin().splitlines(), 1) if line.strip()]
@@ -254,13 +255,7 @@ def read_requests(path: Path | None, stdin: Callable[[], str]) -> list[tuple[int
             raise UsageError("route -: no requests on stdin (one per line)")
         return lines
     found: list[tuple[int, str]] = []
-    for n, line in enumerate(read_text(path).splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise DataFileError(path, f"invalid JSON: {exc.msg} (column {exc.colno})", line=n) from None
+    for n, obj in jsonl_values(path):
         text = obj.get("text") if isinstance(obj, dict) else obj
         if not isinstance(text, str):
             raise DataFileError(path, 'expected {"text": "..."} (or a JSON string) per line', line=n)

@@ -11,9 +11,10 @@ whose message names the file and the line. Route names follow the one route-tabl
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from .classify.types import RouteSpec
 from .errors import UsageError
@@ -108,16 +109,25 @@ def load_negatives(path: str | Path) -> tuple[str, ...]:
     return tuple(items)
 
 
-def load_labelled(path: str | Path, *, text_field: str = "text", label_field: str = "route") -> list[LabelledRow]:
-    """Read labelled JSONL rows; blank lines are skipped."""
-    rows: list[LabelledRow] = []
+def jsonl_values(path: str | Path) -> Iterator[tuple[int, Any]]:
+    """``(line number, decoded value)`` for each non-blank line of a JSONL file.
+
+    Raises:
+        DataFileError: naming the file and line of the first line that is not JSON.
+    """
     for n, line in enumerate(read_text(path).splitlines(), 1):
         if not line.strip():
             continue
         try:
-            obj = json.loads(line)
+            yield n, json.loads(line)
         except json.JSONDecodeError as exc:
             raise DataFileError(path, f"invalid JSON: {exc.msg} (column {exc.colno})", line=n) from None
+
+
+def load_labelled(path: str | Path, *, text_field: str = "text", label_field: str = "route") -> list[LabelledRow]:
+    """Read labelled JSONL rows; blank lines are skipped."""
+    rows: list[LabelledRow] = []
+    for n, obj in jsonl_values(path):
         if not isinstance(obj, dict):
             raise DataFileError(path, f"expected a JSON object with {text_field!r} and {label_field!r}", line=n)
         text, label = obj.get(text_field), obj.get(label_field)

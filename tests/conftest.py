@@ -30,3 +30,15 @@ def _restore_library_log_level() -> Iterator[None]:
     yield
     logger.setLevel(level)
     logger.handlers[:] = handlers
+
+
+@pytest.fixture(scope="module")
+def pg_url() -> str:
+    """The PostgreSQL server of the postgres-marked tests: skipped without one, failed in CI."""
+    url = os.environ.get("JEEVES_PG_URL")
+    if not url:
+        hint = 'set JEEVES_PG_URL (e.g. eval "$(scripts/postgres.sh)") to run the PostgreSQL tests'
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(f"CI must run the PostgreSQL tests: {hint}")
+        pytest.skip(f"no PostgreSQL server: {hint}")
+    return url

@@ -26,22 +26,6 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture(scope="module")
-def pg_url() -> str:
-    url = os.environ.get("JEEVES_PG_URL")
-    if not url:
-        hint = 'set JEEVES_PG_URL (e.g. eval "$(scripts/postgres.sh)") to run the DBOS/PostgreSQL tests'
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(f"CI must run the PostgreSQL tests: {hint}")
-        pytest.skip(f"no PostgreSQL server: {hint}")
-    return url
-
-
-@pytest.fixture
 def db_url(pg_url: str) -> Iterator[str]:
     """A fresh database on the server, dropped afterwards, with the DBOS schema created."""
     import psycopg

@@ -6,7 +6,6 @@ tests skip (and fail in CI, which must run them).
 
 from __future__ import annotations
 
-import os
 import uuid
 from collections.abc import AsyncIterator
 
@@ -23,22 +22,6 @@ from jeeves_router.testing import FunctionModel
 from tests.serve_apps import build_desk, running
 
 pytestmark = pytest.mark.postgres
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture(scope="module")
-def pg_url() -> str:
-    url = os.environ.get("JEEVES_PG_URL")
-    if not url:
-        hint = 'set JEEVES_PG_URL (e.g. eval "$(scripts/postgres.sh)") to run the PostgreSQL tests'
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(f"CI must run the PostgreSQL tests: {hint}")
-        pytest.skip(f"no PostgreSQL server: {hint}")
-    return url
 
 
 @pytest.fixture
