@@ -24,6 +24,7 @@ import logging
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
+from typing import Any
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -167,27 +168,24 @@ def create_app(
             raise ApiError(404, msg, param="model", code="model_not_found")
         return agent
 
-    async def chat(request: Request) -> Response:
-        req = parse_chat(parse_json(await read_body(request, max_body_bytes)), session_header=_sid_header(request))
+    async def start(request: Request, parse: Any, reply: Any) -> Response:
+        """Parse the body, find the agent, take a run slot; the reply releases the slot when it ends."""
+        req = parse(parse_json(await read_body(request, max_body_bytes)), session_header=_sid_header(request))
         agent = agent_for(req.model)
         drain.check()
         slots.acquire()
         try:
-            return chat_reply(agent, req, slots.release, drain)
+            response: Response = reply(agent, req, slots.release, drain)
+            return response
         except BaseException:
             slots.release()
             raise
 
+    async def chat(request: Request) -> Response:
+        return await start(request, parse_chat, chat_reply)
+
     async def runs(request: Request) -> Response:
-        req = parse_run(parse_json(await read_body(request, max_body_bytes)), session_header=_sid_header(request))
-        agent = agent_for(req.model)
-        drain.check()
-        slots.acquire()
-        try:
-            return events_reply(agent, req, slots.release, drain)
-        except BaseException:
-            slots.release()
-            raise
+        return await start(request, parse_run, events_reply)
 
     async def session(request: Request) -> Response:
         sid = request.path_params["session_id"]
