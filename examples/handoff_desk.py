@@ -18,7 +18,7 @@ import os
 import anyio
 
 from jeeves_router import Agent, Message, RouterRoute, tool
-from jeeves_router.architectures.handoffs.router import HandoffRouter
+from jeeves_router.architectures.router import HandoffRouter
 from jeeves_router.events import HandoffCompleted, HandoffRejected, TextDelta
 from jeeves_router.models import Model
 from jeeves_router.testing import Call, Chunks, ScriptedModel

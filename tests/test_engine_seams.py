@@ -15,7 +15,7 @@ from typing import Any, get_args
 import pytest
 
 from jeeves_router import Agent, Router, RouterRoute, UsageError, tool
-from jeeves_router.architectures.handoffs.router import HandoffRouter
+from jeeves_router.architectures.router import HandoffRouter
 from jeeves_router.classify.types import Classification, ClassifyRequest, ClassifyResult
 from jeeves_router.events import HandoffRejected, RunFailed, RunStarted
 from jeeves_router.journal import JournalRuntime, SQLiteJournal

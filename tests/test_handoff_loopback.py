@@ -7,7 +7,7 @@ import json
 import pytest
 
 from jeeves_router import Agent, RouterRoute
-from jeeves_router.architectures.handoffs.router import HandoffRouter
+from jeeves_router.architectures.router import HandoffRouter
 from jeeves_router.events import HandoffCompleted, RunCompleted, TextDelta
 from jeeves_router.models.anthropic import AnthropicModel
 from jeeves_router.models.openai import OpenAIModel

@@ -8,8 +8,9 @@ import pytest
 from pydantic import BaseModel
 
 from jeeves_router import Agent, ContextUpdate, RouterRoute, ToolContext, UsageError, child_session_id, tool
-from jeeves_router.architectures.handoffs.router import HandoffRouter, last_turns
 from jeeves_router.architectures.handoffs.session import InMemorySessionStore
+from jeeves_router.architectures.router import HandoffRouter
+from jeeves_router.architectures.router.router import last_turns
 from jeeves_router.events import (
     Event,
     HandoffCompleted,

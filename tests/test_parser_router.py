@@ -29,7 +29,7 @@ from jeeves_router import (
     RouterUnresolved,
     resolve_route,
 )
-from jeeves_router.architectures.handoffs import HandoffRouter
+from jeeves_router.architectures.router import HandoffRouter
 from jeeves_router.classify.embedding import EmbeddingClassifier, HashingEncoder
 from jeeves_router.classify.types import RouteSpec
 from jeeves_router.testing import ScriptedModel, capture_events

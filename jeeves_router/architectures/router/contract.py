@@ -1,25 +1,16 @@
-"""What the Router checks around any classifier: its answer's contract, and every attempt's usage."""
+"""What the Router checks around any classifier: its answer's contract."""
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection
 from dataclasses import replace
 
 from ...classify.types import Classification
-from ...results import RunResult
-from ...usage import Usage
 
-__all__ = ["within_contract", "with_failed_usage"]
+__all__ = ["CLASSIFIER_USAGE_KEY", "within_contract"]
 
-
-def with_failed_usage(result: RunResult, failed: Mapping[str, Usage]) -> RunResult:
-    """``result`` with the usage of failed attempts added to ``usage`` and ``usage_by_route``."""
-    by_route = dict(result.usage_by_route)
-    total = result.usage
-    for name, u in failed.items():
-        by_route[name] = by_route.get(name, Usage()) + u
-        total = total + u
-    return replace(result, usage=total, usage_by_route=by_route)
+#: Key of the classifier's usage in ``RunResult.usage_by_route`` (not a valid route name).
+CLASSIFIER_USAGE_KEY = "<classifier>"
 
 
 def within_contract(c: Classification, allowed: Collection[str]) -> Classification:
