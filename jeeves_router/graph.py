@@ -2,7 +2,7 @@
 
 :func:`agent_graph` walks an agent and everything it can hand work to — a router's routes
 (with the threshold, the classifier and the fallback), handoff targets (``handoffs=[...]``,
-named or as objects; a :class:`HandoffRouter`'s hand-back edges), and capabilities (with
+named or as objects; a Router's hand-back edges), and capabilities (with
 the context types they require and provide) — and returns plain nodes and edges.
 :meth:`AgentGraph.mermaid` renders them as a Mermaid flowchart::
 

@@ -21,6 +21,7 @@ from collections.abc import AsyncGenerator
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from ..._aio import aclosing
 from ...classify.resolve import valid_confidence
 from ...classify.types import ClassifyResult
 from ...events import Event, RouterCompleted, RouterDispatched, RouterFallback, RouterUnresolved, TextDelta
@@ -140,15 +141,17 @@ class RouterRun(ChainRun):
                     **self._ev(), route=node.name, child_session_id=sid, forced=ctx.force_route is not None
                 )
             if rec is None:  # no recovery: the specialist's exception reaches the caller unchanged
-                async for ev in self._visit(visit, incoming):
-                    yield ev
+                async with aclosing(self._visit(visit, incoming)) as events:
+                    async for ev in events:
+                        yield ev
                 return
             rec.begin(operation)
             step, mark, streamed = self.steps.get(sid, 0), ctx.ledger.mark(), False
             try:
-                async for ev in self._visit(visit, incoming):
-                    streamed = streamed or isinstance(ev, TextDelta)
-                    yield ev
+                async with aclosing(self._visit(visit, incoming)) as events:
+                    async for ev in events:
+                        streamed = streamed or isinstance(ev, TextDelta)
+                        yield ev
             except Exception as exc:
                 # a retry runs the same steps again: the ledger answers completed tool calls
                 self.steps[sid] = step
