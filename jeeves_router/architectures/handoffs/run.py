@@ -16,7 +16,7 @@ events and the result, never the guards or the sticky session.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -58,8 +58,7 @@ class ChainRun(VisitRunner):
         incoming: tuple[str, str | None, Any] | None = None
         if ctx.force_route is not None:
             current = ctx.force_route
-            ev = self._hop(g.entry, current, "forced route")
-            if ev is not None:
+            for ev in self._hop(g.entry, current, "forced route"):
                 yield ev
         elif store is not None:
             if ctx.options.get("reset_sticky"):
@@ -71,8 +70,7 @@ class ChainRun(VisitRunner):
                 self.steps[ctx.session_id] = ctx._step
                 if last is not None and last in g.nodes and last != g.entry:
                     current, self.sticky = last, True
-                    ev = self._hop(g.entry, last, "sticky session: the last agent that answered", sticky=True)
-                    if ev is not None:
+                    for ev in self._hop(g.entry, last, "sticky session: the last agent that answered", sticky=True):
                         yield ev
         while True:
             visit = self._new_visit(g.nodes[current])
@@ -102,8 +100,7 @@ class ChainRun(VisitRunner):
                 for ev in await self._finish(current, status, None):
                     yield ev
                 return
-            ev = self._hop(current, target, reason)
-            if ev is not None:
+            for ev in self._hop(current, target, reason):
                 yield ev
             incoming = (current, reason, payload)
             current = target
@@ -112,9 +109,9 @@ class ChainRun(VisitRunner):
         """Visit one node: its events; the outcome is left on ``visit``."""
         return self._visit(visit, incoming)
 
-    def _hop(self, frm: str, to: str, reason: str | None, *, sticky: bool = False) -> Event | None:
-        """The event of an accepted move from ``frm`` to ``to`` (a handoff, a forced or sticky start)."""
-        return HandoffCompleted(**self._ev(), from_agent=frm, to_agent=to, reason=reason, sticky=sticky)
+    def _hop(self, frm: str, to: str, reason: str | None, *, sticky: bool = False) -> Sequence[Event]:
+        """The events of an accepted move from ``frm`` to ``to`` (a handoff, a forced or sticky start)."""
+        return (HandoffCompleted(**self._ev(), from_agent=frm, to_agent=to, reason=reason, sticky=sticky),)
 
     def _next(self, current: str, visit: Visit) -> tuple[list[Event], tuple[str | None, str | None, Any]]:
         """Where a visit that handed off (or failed) leads: its events and ``(target, reason, payload)``."""

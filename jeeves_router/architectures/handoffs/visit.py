@@ -165,8 +165,8 @@ class VisitRunner:
     ) -> tuple[str | None, tuple[Message, ...], str]:
         """``(instructions or None, history, prompt)`` of the visited agent's run."""
         ctx, node = self.ctx, visit.node
-        if incoming is None:
-            return None, ctx.history, ctx.prompt
+        if incoming is None or (self.settings.history == "all" and not self.transcript):
+            return None, ctx.history, ctx.prompt  # what "all" gives when no agent has spoken yet
         inp = HandoffInput(
             ctx.history, ctx.prompt, tuple(self.transcript), incoming[0], node.name, incoming[1], incoming[2]
         )
@@ -262,10 +262,10 @@ class VisitRunner:
             f"{tools}. Otherwise answer the user's request yourself."
         )
 
-    def _watch(self, ev: Event, child: RunContext, visit: Visit) -> list[Event]:
+    def _watch(self, ev: Event, child: RunContext, visit: Visit) -> Sequence[Event]:
         """Handoff events for one of the visited agent's own tool results."""
         if not isinstance(ev, ToolResult) or ev.path != child.path or ev.session_id != child.session_id:
-            return []
+            return ()
         out: list[Event] = []
         if child.handoff is not None:
             # The first result after the handoff was set is the handoff's own; the tool loop

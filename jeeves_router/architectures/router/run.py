@@ -17,7 +17,7 @@ again without its route (RECLASSIFICATION) — on a sticky or handed-off turn as
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -57,7 +57,9 @@ class RouterRun(ChainRun):
     def _enter(self, visit: Visit, incoming: tuple[str, str | None, Any] | None) -> AsyncGenerator[Event, None]:
         if visit.node.name == self.graph.entry:
             return self._classify(visit, incoming)
-        return self._dispatch(visit, incoming)
+        if self.rec is None:  # no recovery: the specialist's exception reaches the caller unchanged
+            return self._visit(visit, incoming)
+        return self._dispatch(visit, incoming, self.rec)
 
     async def _classify(
         self, visit: Visit, incoming: tuple[str, str | None, Any] | None
@@ -118,17 +120,22 @@ class RouterRun(ChainRun):
             return [], (None, None, None)
         return [], (visit.handoff.target, visit.handoff.reason, None)
 
-    def _hop(self, frm: str, to: str, reason: str | None, *, sticky: bool = False) -> Event | None:
-        if frm != self.graph.entry or sticky:
-            return super()._hop(frm, to, reason, sticky=sticky)
-        return None  # the dispatch announces itself (router.dispatched), once per attempt
+    def _hop(self, frm: str, to: str, reason: str | None, *, sticky: bool = False) -> Sequence[Event]:
+        if frm != self.graph.entry:
+            return super()._hop(frm, to, reason)
+        dispatched = self._dispatched(to)
+        return (*super()._hop(frm, to, reason, sticky=True), dispatched) if sticky else (dispatched,)
+
+    def _dispatched(self, route: str) -> RouterDispatched:
+        forced = self.ctx.force_route is not None
+        return RouterDispatched(**self._ev(), route=route, child_session_id=self._sid(route), forced=forced)
 
     # -- the other nodes: dispatch, with recovery -------------------------------------------
 
     async def _dispatch(
-        self, visit: Visit, incoming: tuple[str, str | None, Any] | None
+        self, visit: Visit, incoming: tuple[str, str | None, Any] | None, rec: RecoveryRun
     ) -> AsyncGenerator[Event, None]:
-        router, ctx, rec, node = self.router, self.ctx, self.rec, visit.node
+        router, ctx, node = self.router, self.ctx, visit.node
         route = router.routes_by_name.get(node.name)
         from_router = incoming is None or incoming[0] == self.graph.entry
         sid, path = self._sid(node.name), self._path(node.name)
@@ -136,15 +143,8 @@ class RouterRun(ChainRun):
         attempt = 0
         while True:
             attempt += 1
-            if from_router:
-                yield RouterDispatched(
-                    **self._ev(), route=node.name, child_session_id=sid, forced=ctx.force_route is not None
-                )
-            if rec is None:  # no recovery: the specialist's exception reaches the caller unchanged
-                async with aclosing(self._visit(visit, incoming)) as events:
-                    async for ev in events:
-                        yield ev
-                return
+            if attempt > 1 and from_router:
+                yield self._dispatched(node.name)  # the first one came with the hop
             rec.begin(operation)
             step, mark, streamed = self.steps.get(sid, 0), ctx.ledger.mark(), False
             try:
