@@ -15,12 +15,11 @@ events and the result, never the guards or the sticky session.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import AsyncGenerator, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from ..._aio import aclosing
+from ..._aio import aclose
 from ...events import Event, HandoffCompleted, HandoffRejected, HandoffRequested
 from ...messages import user
 from ...results import FallbackReason, RunResult, RunStatus
@@ -44,7 +43,7 @@ class ChainRun(VisitRunner):
 
     def __init__(self, graph: HandoffGraph, settings: ChainSettings, agent: Actor, ctx: RunContext) -> None:
         super().__init__(graph, settings, agent, ctx)
-        self.edges: Counter[tuple[str, str]] = Counter()
+        self.edges: dict[tuple[str, str], int] = {}
         self.accepted: list[dict[str, Any]] = []
         self.visited: list[str] = []
         self.confidence: float | None = None
@@ -75,9 +74,12 @@ class ChainRun(VisitRunner):
         while True:
             visit = self._new_visit(g.nodes[current])
             self.visited.append(current)
-            async with aclosing(self._enter(visit, incoming)) as events:
+            events = self._enter(visit, incoming)
+            try:
                 async for ev in events:
                     yield ev
+            finally:
+                await aclose(events)
             if visit.redirect is not None:
                 current, incoming = visit.redirect, None
                 continue
@@ -139,16 +141,16 @@ class ChainRun(VisitRunner):
                 **self._ev(), from_agent=frm, to_agent=to, why="limit", reason=f"max_handoffs={s.max_handoffs} reached"
             )
         edge = (frm, to)
-        if self.edges[edge] >= s.max_edge_traversals:
+        taken = self.edges.get(edge, 0)
+        if taken >= s.max_edge_traversals:
             return HandoffRejected(
                 **self._ev(),
                 from_agent=frm,
                 to_agent=to,
                 why="cycle",
-                reason=f"{frm} -> {to} already taken {self.edges[edge]} time(s) "
-                f"(max_edge_traversals={s.max_edge_traversals})",
+                reason=f"{frm} -> {to} already taken {taken} time(s) (max_edge_traversals={s.max_edge_traversals})",
             )
-        self.edges[edge] += 1
+        self.edges[edge] = taken + 1
         self.accepted.append({"from": frm, "to": to, "reason": reason})
         return None
 

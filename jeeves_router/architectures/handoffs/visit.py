@@ -96,11 +96,16 @@ class VisitRunner:
         self.usage = Usage()
         self.usage_by: dict[str, Usage] = {}
         self.transcript: list[Message] = []
+        self._sids: dict[str, str] = {}
 
     # -- naming ----------------------------------------------------------------------------
 
     def _sid(self, name: str) -> str:
-        return self.ctx.session_id if name == self.graph.entry else child_session_id(self.ctx.session_id, name)
+        sid = self._sids.get(name)
+        if sid is None:
+            sid = self.ctx.session_id if name == self.graph.entry else child_session_id(self.ctx.session_id, name)
+            self._sids[name] = sid
+        return sid
 
     def _path(self, name: str) -> tuple[str, ...]:
         return self.ctx.path if name == self.graph.entry else (*self.ctx.path, name)
@@ -194,6 +199,8 @@ class VisitRunner:
                 async with aclosing(run_child(view, child, architecture=inner, announce=own_run)) as events:
                     async for ev in events:
                         yield ev
+                        if not isinstance(ev, ToolResult):
+                            continue  # only a tool result can hand off or name an unknown target
                         for extra in self._watch(ev, child, visit):
                             yield extra
                         if visit.unknown >= 2 and child.handoff is None:
@@ -228,7 +235,7 @@ class VisitRunner:
                     visit.handoff = replace(child.handoff, target=name)
                 return
             visit.result = res
-            if res.status != "ok" or not self._announced(visit, res.output or ""):
+            if res.status != "ok" or not visit.tool_targets or not self._announced(visit, res.output or ""):
                 return
             if reprompted:
                 yield HandoffRejected(
@@ -262,9 +269,9 @@ class VisitRunner:
             f"{tools}. Otherwise answer the user's request yourself."
         )
 
-    def _watch(self, ev: Event, child: RunContext, visit: Visit) -> Sequence[Event]:
+    def _watch(self, ev: ToolResult, child: RunContext, visit: Visit) -> Sequence[Event]:
         """Handoff events for one of the visited agent's own tool results."""
-        if not isinstance(ev, ToolResult) or ev.path != child.path or ev.session_id != child.session_id:
+        if ev.path != child.path or ev.session_id != child.session_id:
             return ()
         out: list[Event] = []
         if child.handoff is not None:

@@ -175,6 +175,7 @@ class Router:
         self._classifier: Classifier | None = classifier
         self.specs: tuple[RouteSpec, ...] = tuple(r.spec for r in self.routes)
         self._graph: tuple[Actor, HandoffGraph] | None = None
+        self._chaining = hand_back or sticky
         if classifier is None and classifier_model is not None:
             self._classifier = self._llm_classifier(classifier_model)
 
@@ -195,8 +196,7 @@ class Router:
     @property
     def chaining(self) -> bool:
         """True when a run may visit more than one specialist (or remember one): hand-back, sticky, handoffs."""
-        graph = self._graph[1] if self._graph is not None else None
-        return self.hand_back or self.sticky or (graph is not None and any(n.targets for n in graph.nodes.values()))
+        return self._chaining
 
     @property
     def routes_by_name(self) -> Mapping[str, RouterRoute]:
@@ -230,6 +230,7 @@ class Router:
                 fallback=self.fallback_route,
             )
             self._graph = (agent, graph)
+            self._chaining = self.hand_back or self.sticky or any(n.targets for n in graph.nodes.values())
         return self._graph[1]
 
     def prepare(self, agent: Actor, ctx: RunContext) -> None:
@@ -279,8 +280,10 @@ class Router:
     ) -> ClassifyResult:
         """Classify ``ctx.prompt`` (through the runtime); never returns an undeclared route."""
         specs = self.specs if not exclude else tuple(s for s in self.specs if s.name not in exclude)
-        history = last_turns(ctx.history, self.history_turns)
-        seen = self.visible_context(ctx.context if context is None else context)
+        history = last_turns(ctx.history, self.history_turns) if self.history_turns else ()
+        seen = ctx.context if context is None else context
+        if self.context_schema is not None:
+            seen = self.visible_context(seen)
         request = ClassifyRequest(ctx.prompt, specs, history=history, context=seen, feedback=feedback)
         result = await ctx.classify(self.classifier_for(agent), request)
         checked = within_contract(result.classification, self._names if not exclude else {s.name for s in specs})

@@ -203,7 +203,8 @@ class RouterRun(ChainRun):
         used_fallback = dispatched and self.fallback_reason is not None and status == "ok"
         if used_fallback:
             status = "fallback"
-        await self._remember(node if dispatched and status in ("ok", "fallback") else None)
+        if self.settings.store is not None:
+            await self._remember(node if dispatched and status in ("ok", "fallback") else None)
         ctx.context = self.context
         specialists = [n for n in self.visited if n != g.entry]
         metadata: dict[str, Any] = dict(res.metadata) if res is not None else {}
