@@ -2,10 +2,10 @@
 
 The target of a handoff is read from the tool result (``ctx.handoff``), never from text.
 After each visit the chain decides: an answer ends the run; a handoff goes through the
-guards — ``max_handoffs`` and an edge
-taken more than ``max_edge_traversals`` times end the run with ``handoff_limit`` /
-``handoff_cycle`` and a ``handoff.rejected`` event; an unknown target named twice or a
-handoff announced twice without a tool call goes to the fallback (or ends ``unresolved``).
+guards — ``max_handoffs`` and an edge taken more than ``max_edge_traversals`` times end the
+run with ``handoff_limit`` / ``handoff_cycle`` and a ``handoff.rejected`` event; an unknown
+target named twice or a handoff announced twice without a tool call goes to the fallback
+(or ends ``unresolved``).
 Every agent after the entry runs under ``child_session_id(session_id, node)``.
 
 :class:`~jeeves_router.Router` runs its routes and their handoffs with this same class
