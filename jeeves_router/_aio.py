@@ -1,12 +1,26 @@
-"""Small async helpers."""
+"""Small async helpers, and the one path a run's events take to their consumer.
+
+A run is a chain of plain coroutines (root run, router, specialist run, tool loop...). Each
+event is sent with ``await emit(event)``: the event travels up the coroutine chain as a
+single yielded value, straight to the nearest :class:`EventPump`, which hands it to the
+consumer and resumes the run when the next event is asked for. No layer re-yields the
+events of the layer below it, and an in-flight run holds one frame per layer (no async
+generator, no ``asend`` object, no finaliser weak reference per layer).
+
+Waits of the run (sleeps, sockets, locks) are yielded to the event loop unchanged, so the
+run stays cancellable at every await point and runs in the consumer's task, as a chain
+of async generators would.
+"""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import sys
+import types
+from collections.abc import AsyncIterator, Awaitable, Coroutine, Generator
 from types import TracebackType
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
-__all__ = ["aclosing", "aclose"]
+__all__ = ["EventPump", "aclose", "aclosing", "emit"]
 
 T = TypeVar("T")
 
@@ -44,3 +58,152 @@ async def aclose(it: AsyncIterator[T]) -> None:
     close = getattr(it, "aclose", None)
     if close is not None:
         await close()
+
+
+class _Emit:
+    """One item on its way from ``await emit(item)`` to the nearest :class:`EventPump`.
+
+    Awaiting it yields the object itself once (the pump recognises it by its type); the
+    pump resumes the emitter with ``send(None)``, which ends the await.
+    """
+
+    __slots__ = ("_sent", "item")
+
+    def __init__(self, item: Any) -> None:
+        self.item = item
+        self._sent = False
+
+    def __await__(self) -> Generator[Any, Any, None]:
+        return self  # type: ignore[return-value]  # an iterator with send(): all `await` needs
+
+    def __next__(self) -> _Emit:
+        if self._sent:
+            raise StopIteration
+        self._sent = True
+        return self
+
+    def send(self, value: object) -> _Emit:
+        return self.__next__()
+
+
+def emit(item: Any) -> Any:
+    """Send ``item`` to the consumer of the enclosing :class:`EventPump`; awaited by the sender.
+
+    The await returns once the consumer asks for the next item. Only valid in a coroutine
+    driven by an :class:`EventPump`; an exception thrown into the pump (cancellation, or
+    ``GeneratorExit`` from :meth:`EventPump.aclose`) is raised at this await.
+    """
+    return _Emit(item)
+
+
+def _exception(typ: Any, val: Any = None, tb: Any = None) -> BaseException:
+    """The exception of a ``throw(typ[, val[, tb]])`` call, in either signature."""
+    if isinstance(typ, BaseException):
+        return typ
+    if isinstance(val, BaseException):
+        return val
+    exc: BaseException = typ() if val is None else typ(val)
+    return exc if tb is None else exc.with_traceback(tb)
+
+
+class EventPump(Generic[T]):
+    """The items a coroutine emits with :func:`emit`, as an async iterator.
+
+    ``await pump.__anext__()`` runs the coroutine until its next ``emit`` (whose item it
+    returns) or its end (``StopAsyncIteration``); an exception of the coroutine is raised
+    from it (and kept in :attr:`error`). :meth:`aclose` stops the coroutine at its current
+    await point, running its ``finally`` blocks, which may await. The pump is its own
+    ``__anext__`` awaitable, so pulling an item allocates nothing but the item's envelope.
+
+    Attributes:
+        error: The exception the coroutine ended with (``None`` while it has not failed).
+    """
+
+    __slots__ = ("__weakref__", "_coro", "_state", "error")  # weakref: the event loop's finaliser set
+
+    _NEW, _RUNNING, _DONE = 0, 1, 2
+
+    def __init__(self, coro: Coroutine[Any, Any, None]) -> None:
+        self._coro = coro
+        self._state = EventPump._NEW
+        self.error: BaseException | None = None
+
+    def __aiter__(self) -> EventPump[T]:
+        return self
+
+    def __anext__(self) -> Awaitable[T]:
+        if self._state == EventPump._DONE:
+            raise StopAsyncIteration
+        self._state = EventPump._RUNNING
+        return self  # type: ignore[return-value]  # see __await__
+
+    def __await__(self) -> Generator[Any, Any, T]:
+        return self  # type: ignore[return-value]  # an iterator with send() and throw(): all `await` needs
+
+    def __next__(self) -> Any:
+        return self._step(None, None)
+
+    def send(self, value: Any) -> Any:
+        """Resume the coroutine with ``value`` (the event loop's answer to its last wait)."""
+        return self._step(value, None)
+
+    def throw(self, typ: Any, val: Any = None, tb: Any = None) -> Any:
+        """Raise an exception (e.g. cancellation) at the coroutine's current await point."""
+        return self._step(None, _exception(typ, val, tb))
+
+    def _step(self, value: Any, exc: BaseException | None) -> Any:
+        try:
+            out = self._coro.send(value) if exc is None else self._coro.throw(exc)
+        except StopIteration:
+            self._state = EventPump._DONE
+            raise StopAsyncIteration from None
+        except BaseException as failure:
+            self._state = EventPump._DONE
+            if isinstance(failure, Exception):
+                self.error = failure
+            raise
+        if type(out) is _Emit:
+            raise StopIteration(out.item)
+        return out  # a wait for the event loop, passed through
+
+    async def aclose(self) -> None:
+        """Stop the coroutine at its current await point; its ``finally`` blocks run (and may await)."""
+        state, self._state = self._state, EventPump._DONE
+        if state == EventPump._NEW:
+            self._coro.close()
+        elif state == EventPump._RUNNING:
+            await _finish(self._coro)
+
+    def __del__(self) -> None:
+        if self._state == EventPump._NEW:  # never iterated: nothing ran, nothing to warn about
+            self._coro.close()
+        elif self._state == EventPump._RUNNING:
+            # Dropped without aclose() while the run was suspended (e.g. `break` with no aclose):
+            # let the event loop close it, as it finalises an abandoned async generator.
+            finalizer = sys.get_asyncgen_hooks().finalizer
+            try:
+                if finalizer is not None:
+                    finalizer(self)  # type: ignore[arg-type]  # asyncio's only calls aclose()
+                    return
+            except Exception:  # a loop whose finaliser needs a real async generator
+                pass
+            self._coro.close()
+
+
+@types.coroutine
+def _finish(coro: Coroutine[Any, Any, None]) -> Generator[Any, Any, None]:
+    """Throw ``GeneratorExit`` into ``coro`` and drive it to its end, passing its waits through."""
+    try:
+        out = coro.throw(GeneratorExit())
+        while True:
+            if type(out) is _Emit:
+                coro.close()
+                raise RuntimeError("a run emitted an event while it was being closed")
+            try:
+                value = yield out
+            except BaseException as exc:  # cancelled while closing: the run sees it too
+                out = coro.throw(exc)
+            else:
+                out = coro.send(value)
+    except (GeneratorExit, StopIteration):
+        return

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
 import anyio
 
-from ._aio import aclosing
-from .architectures.base import Architecture, RunContext, run_child
+from ._aio import EventPump
+from .architectures.base import Architecture, RunContext, emit_each, run_child
 from .architectures.handoffs.chain import HandoffChain
 from .architectures.react import ToolLoop
 from .errors import UsageError
@@ -21,7 +21,7 @@ from .models.base import Model
 from .models.registry import resolve_model
 from .results import RunResult
 from .runtime import PASS_THROUGH, Runtime
-from .tools import Tool, Toolset, ToolsetHost, as_tool, split_toolsets
+from .tools import Tool, Toolset, ToolsetHost, as_tool, split_toolsets, toolset_host
 
 __all__ = ["Agent", "RunStream"]
 
@@ -144,12 +144,23 @@ class Agent:
             prepare(self, ctx)
         return ctx
 
-    def _events(self, ctx: RunContext) -> AsyncIterator[Event]:
+    def _events(self, ctx: RunContext) -> EventPump[Event]:
         """All events of one root run of this agent; sets ``ctx.result``; re-raises failures."""
         observe = getattr(ctx.runtime, "observe_run", None)
         if observe is not None:  # a journaling runtime records root runs (and sets run_id)
-            return observe(ctx, run_child)  # type: ignore[no-any-return]
+            observed: AsyncIterator[Event] = observe(ctx, run_child)
+            return EventPump(emit_each(observed, ctx))
         return run_child(self, ctx)
+
+    async def _drain(self, ctx: RunContext) -> RunResult:
+        events = self._events(ctx)
+        try:
+            async for _ in events:
+                pass
+        finally:
+            await events.aclose()
+        assert ctx.result is not None
+        return ctx.result
 
     async def run(
         self,
@@ -176,12 +187,7 @@ class Agent:
             UsageError: for bad arguments (e.g. an unknown ``force_route``).
             Exception: a failure inside the run, with its original type.
         """
-        ctx = self._context(prompt, session_id, history, context, force_route, options)
-        async with aclosing(self._events(ctx)) as events:
-            async for _ in events:
-                pass
-        assert ctx.result is not None
-        return ctx.result
+        return await self._drain(self._context(prompt, session_id, history, context, force_route, options))
 
     def stream(
         self,
@@ -234,11 +240,7 @@ class Agent:
         point = await point_of(self, session_id, run_id)
         ctx = self._context(point.prompt, session_id, point.history, point.context, point.force_route, point.options)
         ctx.resume_run = point.run_id
-        async with aclosing(self._events(ctx)) as events:
-            async for _ in events:
-                pass
-        assert ctx.result is not None
-        return ctx.result
+        return await self._drain(ctx)
 
 
 class RunStream:
@@ -251,11 +253,17 @@ class RunStream:
     instead of buffering events without bound.
     """
 
+    __slots__ = ("_ctx", "_events", "_host")
+
     def __init__(self, agent: Agent, ctx: RunContext) -> None:
         self._ctx = ctx
-        self._gen = agent._events(ctx)
-        self._host = ToolsetHost()  # where MCP connections of the run live under `async with`
-        self.error: BaseException | None = None
+        self._events = agent._events(ctx)
+        self._host: ToolsetHost | None = None  # where MCP connections live under `async with`
+
+    @property
+    def error(self) -> BaseException | None:
+        """The exception the run failed with (raised from the iteration after ``run.failed``)."""
+        return self._events.error
 
     @property
     def session_id(self) -> str:
@@ -267,24 +275,20 @@ class RunStream:
         """The result, once the stream has been consumed to its end (``None`` if it failed)."""
         return self._ctx.result if self.error is None else None
 
-    def __aiter__(self) -> RunStream:
-        return self
+    def __aiter__(self) -> EventPump[Event]:
+        return self._events  # the pump itself: no wrapper call per event
 
-    async def __anext__(self) -> Event:
-        try:
-            return await self._gen.__anext__()
-        except StopAsyncIteration:
-            raise
-        except Exception as exc:  # raised after its run.failed event, as run() raises it
-            self.error = exc
-            raise
+    def __anext__(self) -> Awaitable[Event]:
+        return self._events.__anext__()
 
     async def aclose(self) -> None:
         """Stop the run and release its resources."""
-        await self._gen.aclose()  # type: ignore[attr-defined]
+        await self._events.aclose()
 
     async def __aenter__(self) -> RunStream:
-        await self._host.__aenter__()
+        self._host = toolset_host()
+        if self._host is not None:
+            await self._host.__aenter__()
         return self
 
     async def __aexit__(
@@ -293,4 +297,5 @@ class RunStream:
         try:
             await self.aclose()
         finally:
-            await self._host.__aexit__(exc_type, exc, tb)
+            if self._host is not None:
+                await self._host.__aexit__(exc_type, exc, tb)

@@ -15,25 +15,22 @@ Without recovery a specialist's exception reaches the caller unchanged, with its
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import Coroutine, Sequence
 from dataclasses import replace
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from ..._aio import aclose, aclosing
 from ...classify.llm import LLMClassifier
 from ...classify.prompt import validate_prompt_template
 from ...classify.resolve import RouteDecision, resolve_route, valid_confidence
 from ...classify.types import Classification, Classifier, ClassifyRequest, ClassifyResult, RouteSpec
 from ...errors import UsageError
 from ...events import (
-    Event,
     RouterClassified,
     RouterCompleted,
     RouterDispatched,
     RouterFallback,
     RouterUnresolved,
-    TextDelta,
 )
 from ...ids import child_session_id
 from ...models.base import Model
@@ -42,7 +39,7 @@ from ...recovery.ladder import Action
 from ...recovery.run import Failure, RecoveryRun, RecoveryStop, recovery_for
 from ...results import RunResult
 from ...usage import NO_USAGE, Usage
-from ..base import RunContext, run_child
+from ..base import RunContext, execute
 from ..routes import RouterRoute, check_child_runtimes, check_fallback, check_route_table, check_unit_interval
 from .contract import with_failed_usage, within_contract
 
@@ -193,27 +190,25 @@ class Router:
             model_calls_saved=result.model_calls_saved,
         )
 
-    def run(self, agent: Actor, ctx: RunContext) -> AsyncGenerator[Event, None]:
-        """Classify, decide, dispatch; yields router events and the specialist's events."""
+    def run(self, agent: Actor, ctx: RunContext) -> Coroutine[Any, Any, None]:
+        """Classify, decide, dispatch; emits router events (the specialist emits its own)."""
         hooks = [agent.classify_error, *(r.classify_error for r in self.routes), *(r.retry_policy for r in self.routes)]
         config = recovery_for(self.recovery, *hooks)
-        if config is None:  # no recovery: no wrapper generator between the flow and the consumer
+        if config is None:  # no recovery: no wrapper between the flow and the run
             return self._flow(agent, ctx, None)
         return self._run_recovering(agent, ctx, RecoveryRun(config, ctx, can_escalate=len(ctx.path) > 1))
 
-    async def _run_recovering(self, agent: Actor, ctx: RunContext, rec: RecoveryRun) -> AsyncGenerator[Event, None]:
+    async def _run_recovering(self, agent: Actor, ctx: RunContext, rec: RecoveryRun) -> None:
         try:
-            async with aclosing(self._flow(agent, ctx, rec)) as events:
-                async for ev in events:
-                    yield ev
+            await self._flow(agent, ctx, rec)
         except RecoveryStop as stop:
-            yield await rec.stopped(stop, route=stop.failure.route)
+            await ctx.emit(await rec.stopped(stop, route=stop.failure.route))
 
-    async def _flow(self, agent: Actor, ctx: RunContext, rec: RecoveryRun | None) -> AsyncGenerator[Event, None]:
+    async def _flow(self, agent: Actor, ctx: RunContext, rec: RecoveryRun | None) -> None:
         sid, path = ctx.session_id, ctx.path
         usage = NO_USAGE
         failed_usage: dict[str, Usage] = {}  # what failed dispatch attempts spent, by route
-        excluded: list[str] = []
+        excluded: tuple[str, ...] = ()  # a tuple: an empty list would be one more GC-tracked object per run
         feedback: str | None = None
         while True:
             confidence: float | None = None
@@ -221,13 +216,13 @@ class Router:
                 decision = RouteDecision(ctx.force_route, False, None)
             else:
                 if rec is None:
-                    cres = await self.classify(agent, ctx, exclude=tuple(excluded), feedback=feedback)
+                    cres = await self.classify(agent, ctx, exclude=excluded, feedback=feedback)
                 else:
-                    classify = partial(self.classify, agent, ctx, exclude=tuple(excluded), feedback=feedback)
+                    classify = partial(self.classify, agent, ctx, exclude=excluded, feedback=feedback)
                     hooks = (agent.classify_error,)
                     out = await rec.call("classify", classify, hooks=hooks)
                     while isinstance(out, Failure):
-                        yield rec.retry_event(out)
+                        await ctx.emit(rec.retry_event(out))
                         await rec.backoff(out)
                         out = await rec.call("classify", classify, after=out, hooks=hooks)
                     cres = out
@@ -237,15 +232,17 @@ class Router:
                     rec.usage = usage + sum(failed_usage.values(), Usage())
                 c = cres.classification
                 confidence = c.confidence if c.ok and valid_confidence(c.confidence) else None
-                yield self.classified_event(ctx, cres)
+                await ctx.emit(self.classified_event(ctx, cres))
                 decision = self.decide(c, exclude=excluded)
                 if decision.unresolved:
-                    yield RouterUnresolved(
-                        session_id=sid,
-                        path=path,
-                        reason=decision.reason or "missing_route",
-                        requested_route=c.route or c.requested,
-                        confidence=confidence,
+                    await ctx.emit(
+                        RouterUnresolved(
+                            session_id=sid,
+                            path=path,
+                            reason=decision.reason or "missing_route",
+                            requested_route=c.route or c.requested,
+                            confidence=confidence,
+                        )
                     )
                     ctx.result = RunResult(
                         output=None,
@@ -256,18 +253,20 @@ class Router:
                         fallback_reason=decision.reason,
                         usage=usage,
                         usage_by_route={CLASSIFIER_USAGE_KEY: usage},
-                        metadata={"excluded_routes": tuple(excluded)} if excluded else {},
+                        metadata={"excluded_routes": excluded} if excluded else {},
                     )
                     return
                 if decision.used_fallback:
                     assert decision.route is not None
-                    yield RouterFallback(
-                        session_id=sid,
-                        path=path,
-                        reason=decision.reason or "low_confidence",
-                        fallback_route=decision.route,
-                        requested_route=c.route or c.requested,
-                        confidence=confidence,
+                    await ctx.emit(
+                        RouterFallback(
+                            session_id=sid,
+                            path=path,
+                            reason=decision.reason or "low_confidence",
+                            fallback_route=decision.route,
+                            requested_route=c.route or c.requested,
+                            confidence=confidence,
+                        )
                     )
             assert decision.route is not None
             route = self._by_name[decision.route]
@@ -277,18 +276,15 @@ class Router:
                 attempt += 1
                 if rec is not None:
                     rec.begin(operation)
-                streamed = False
-                mark = ctx.ledger.mark()
+                mark, texts = ctx.ledger.mark(), ctx.ledger.texts
                 dispatched, child = self.dispatched(ctx, route)
-                yield dispatched
-                events = run_child(route.agent, child)  # its events pass straight through
+                await ctx.emit(dispatched)
                 try:
-                    async for ev in events:
-                        streamed = streamed or isinstance(ev, TextDelta)
-                        yield ev
+                    await execute(route.agent, child)  # its events go straight to the consumer
                 except Exception as exc:
                     if rec is None:
                         raise
+                    streamed = ctx.ledger.texts != texts
                     lost = ctx.ledger.since(mark, (*path, route.name))
                     failed_usage[route.name] = failed_usage.get(route.name, Usage()) + lost
                     rec.usage = rec.usage + lost
@@ -303,22 +299,20 @@ class Router:
                         can_reclassify=ctx.force_route is None and len(excluded) + 1 < len(self.routes),
                     )
                     if f.action is Action.RETRY:
-                        yield rec.retry_event(f)
+                        await ctx.emit(rec.retry_event(f))
                         await rec.backoff(f)
                         continue
                     if f.action is Action.RECLASSIFY:
-                        excluded.append(route.name)
+                        excluded = (*excluded, route.name)
                         feedback = f.feedback()
-                        yield rec.reclassify_event(f, excluded)
+                        await ctx.emit(rec.reclassify_event(f, excluded))
                         break
                     raise f.stop() from exc
-                finally:
-                    await aclose(events)
-                yield self.completed(ctx, route, child, decision, usage, confidence)
+                await ctx.emit(self.completed(ctx, route, child, decision, usage, confidence))
                 if rec is not None:
                     rec.succeeded(operation)
                     if excluded and ctx.result is not None:
-                        meta = {**ctx.result.metadata, "excluded_routes": tuple(excluded)}
+                        meta = {**ctx.result.metadata, "excluded_routes": excluded}
                         ctx.result = replace(ctx.result, metadata=meta)
                 if failed_usage and ctx.result is not None:
                     ctx.result = with_failed_usage(ctx.result, failed_usage)
