@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
 import anyio
 
 from ._aio import EventPump
-from .architectures.base import Architecture, RunContext, emit_each, run_child
+from .architectures.base import Architecture, RunContext, emit_each, execute, run_child
 from .architectures.handoffs.chain import HandoffChain
 from .architectures.react import ToolLoop
 from .errors import UsageError
@@ -146,11 +146,15 @@ class Agent:
 
     def _events(self, ctx: RunContext) -> EventPump[Event]:
         """All events of one root run of this agent; sets ``ctx.result``; re-raises failures."""
+        return EventPump(self._root(ctx))
+
+    def _root(self, ctx: RunContext) -> Coroutine[Any, Any, None]:
+        """The root run of ``ctx`` as a coroutine emitting its events (for an :class:`EventPump`)."""
         observe = getattr(ctx.runtime, "observe_run", None)
         if observe is not None:  # a journaling runtime records root runs (and sets run_id)
             observed: AsyncIterator[Event] = observe(ctx, run_child)
-            return EventPump(emit_each(observed, ctx))
-        return run_child(self, ctx)
+            return emit_each(observed, ctx)
+        return execute(self, ctx)
 
     async def _drain(self, ctx: RunContext) -> RunResult:
         events = self._events(ctx)
@@ -243,27 +247,23 @@ class Agent:
         return await self._drain(ctx)
 
 
-class RunStream:
+class RunStream(EventPump[Event]):
     """The events of one run: an async iterator and an async context manager.
 
     Closing it early (``break`` then :meth:`aclose`, ``async with``, or
     ``contextlib.aclosing``) stops the run at its current await point: model streams are
-    closed, no task is left behind, and no exception group escapes. The run is a pull-based
-    chain of async generators (no producer task), so a slow consumer slows the run
-    instead of buffering events without bound.
+    closed, no task is left behind, and no exception group escapes. The run is pull-based
+    (no producer task): it advances when the next event is asked for, so a slow consumer
+    slows the run instead of buffering events without bound. A failed run yields its
+    ``run.failed`` event, then raises; the exception is also kept in :attr:`error`.
     """
 
-    __slots__ = ("_ctx", "_events", "_host")
+    __slots__ = ("_ctx", "_host")
 
     def __init__(self, agent: Agent, ctx: RunContext) -> None:
+        super().__init__(agent._root(ctx))
         self._ctx = ctx
-        self._events = agent._events(ctx)
         self._host: ToolsetHost | None = None  # where MCP connections live under `async with`
-
-    @property
-    def error(self) -> BaseException | None:
-        """The exception the run failed with (raised from the iteration after ``run.failed``)."""
-        return self._events.error
 
     @property
     def session_id(self) -> str:
@@ -274,16 +274,6 @@ class RunStream:
     def result(self) -> RunResult | None:
         """The result, once the stream has been consumed to its end (``None`` if it failed)."""
         return self._ctx.result if self.error is None else None
-
-    def __aiter__(self) -> EventPump[Event]:
-        return self._events  # the pump itself: no wrapper call per event
-
-    def __anext__(self) -> Awaitable[Event]:
-        return self._events.__anext__()
-
-    async def aclose(self) -> None:
-        """Stop the run and release its resources."""
-        await self._events.aclose()
 
     async def __aenter__(self) -> RunStream:
         self._host = toolset_host()

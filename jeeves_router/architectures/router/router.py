@@ -268,6 +268,7 @@ class Router:
                             confidence=confidence,
                         )
                     )
+                del cres, c  # not kept while the specialist runs (fewer GC-tracked objects per run)
             assert decision.route is not None
             route = self._by_name[decision.route]
             operation = f"route:{route.name}"
@@ -279,6 +280,7 @@ class Router:
                 mark, texts = ctx.ledger.mark(), ctx.ledger.texts
                 dispatched, child = self.dispatched(ctx, route)
                 await ctx.emit(dispatched)
+                del dispatched
                 try:
                     await execute(route.agent, child)  # its events go straight to the consumer
                 except Exception as exc:
