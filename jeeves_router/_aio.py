@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import sys
 import types
-from collections.abc import AsyncIterator, Awaitable, Coroutine, Generator
+from collections.abc import AsyncIterator, Coroutine, Generator
 from types import TracebackType
 from typing import Any, Generic, TypeVar
 
@@ -60,111 +60,75 @@ async def aclose(it: AsyncIterator[T]) -> None:
         await close()
 
 
-class _Emit:
-    """One item on its way from ``await emit(item)`` to the nearest :class:`EventPump`.
-
-    Awaiting it yields the object itself once (the pump recognises it by its type); the
-    pump resumes the emitter with ``send(None)``, which ends the await.
-    """
-
-    __slots__ = ("_sent", "item")
-
-    def __init__(self, item: Any) -> None:
-        self.item = item
-        self._sent = False
-
-    def __await__(self) -> Generator[Any, Any, None]:
-        return self  # type: ignore[return-value]  # an iterator with send(): all `await` needs
-
-    def __next__(self) -> _Emit:
-        if self._sent:
-            raise StopIteration
-        self._sent = True
-        return self
-
-    def send(self, value: object) -> _Emit:
-        return self.__next__()
-
-
-def emit(item: Any) -> Any:
+@types.coroutine
+def emit(item: Any) -> Generator[Any, None, None]:
     """Send ``item`` to the consumer of the enclosing :class:`EventPump`; awaited by the sender.
 
-    The await returns once the consumer asks for the next item. Only valid in a coroutine
-    driven by an :class:`EventPump`; an exception thrown into the pump (cancellation, or
-    ``GeneratorExit`` from :meth:`EventPump.aclose`) is raised at this await.
+    The item travels up the coroutine chain as a yielded value; the pump recognises it by
+    its type (the pump's ``kind``) and hands it over. The await returns once the consumer
+    asks for the next item. Only valid in a coroutine driven by an :class:`EventPump`; an
+    exception thrown into the pump (cancellation, or ``GeneratorExit`` from
+    :meth:`EventPump.aclose`) is raised at this await.
     """
-    return _Emit(item)
-
-
-def _exception(typ: Any, val: Any = None, tb: Any = None) -> BaseException:
-    """The exception of a ``throw(typ[, val[, tb]])`` call, in either signature."""
-    if isinstance(typ, BaseException):
-        return typ
-    if isinstance(val, BaseException):
-        return val
-    exc: BaseException = typ() if val is None else typ(val)
-    return exc if tb is None else exc.with_traceback(tb)
+    yield item
 
 
 class EventPump(Generic[T]):
     """The items a coroutine emits with :func:`emit`, as an async iterator.
 
-    ``await pump.__anext__()`` runs the coroutine until its next ``emit`` (whose item it
-    returns) or its end (``StopAsyncIteration``); an exception of the coroutine is raised
-    from it (and kept in :attr:`error`). :meth:`aclose` stops the coroutine at its current
-    await point, running its ``finally`` blocks, which may await. The pump is its own
-    ``__anext__`` awaitable, so pulling an item allocates nothing but the item's envelope.
+    ``await pump.__anext__()`` runs the coroutine until its next ``emit`` of an instance
+    of ``kind`` (which it returns) or its end (``StopAsyncIteration``); everything else the
+    coroutine yields is a wait, passed through to the event loop. An exception of the
+    coroutine is raised from it (and kept in :attr:`error`). :meth:`aclose` stops the
+    coroutine at its current await point, running its ``finally`` blocks, which may await.
+
+    Args:
+        coro: The coroutine to drive.
+        kind: The type of the emitted items.
 
     Attributes:
         error: The exception the coroutine ended with (``None`` while it has not failed).
     """
 
-    __slots__ = ("__weakref__", "_coro", "_state", "error")  # weakref: the event loop's finaliser set
+    __slots__ = ("__weakref__", "_coro", "_kind", "_state", "error")  # weakref: the event loop's finaliser set
 
     _NEW, _RUNNING, _DONE = 0, 1, 2
 
-    def __init__(self, coro: Coroutine[Any, Any, None]) -> None:
+    def __init__(self, coro: Coroutine[Any, Any, None], kind: type[T]) -> None:
         self._coro = coro
+        self._kind = kind
         self._state = EventPump._NEW
         self.error: BaseException | None = None
 
     def __aiter__(self) -> EventPump[T]:
         return self
 
-    def __anext__(self) -> Awaitable[T]:
+    @types.coroutine
+    def __anext__(self) -> Generator[Any, Any, T]:
+        """The next item (a generator-based awaitable: no Python call per step beyond it)."""
         if self._state == EventPump._DONE:
             raise StopAsyncIteration
         self._state = EventPump._RUNNING
-        return self  # type: ignore[return-value]  # see __await__
-
-    def __await__(self) -> Generator[Any, Any, T]:
-        return self  # type: ignore[return-value]  # an iterator with send() and throw(): all `await` needs
-
-    def __next__(self) -> Any:
-        return self._step(None, None)
-
-    def send(self, value: Any) -> Any:
-        """Resume the coroutine with ``value`` (the event loop's answer to its last wait)."""
-        return self._step(value, None)
-
-    def throw(self, typ: Any, val: Any = None, tb: Any = None) -> Any:
-        """Raise an exception (e.g. cancellation) at the coroutine's current await point."""
-        return self._step(None, _exception(typ, val, tb))
-
-    def _step(self, value: Any, exc: BaseException | None) -> Any:
-        try:
-            out = self._coro.send(value) if exc is None else self._coro.throw(exc)
-        except StopIteration:
-            self._state = EventPump._DONE
-            raise StopAsyncIteration from None
-        except BaseException as failure:
-            self._state = EventPump._DONE
-            if isinstance(failure, Exception):
-                self.error = failure
-            raise
-        if type(out) is _Emit:
-            raise StopIteration(out.item)
-        return out  # a wait for the event loop, passed through
+        coro, kind = self._coro, self._kind
+        value: Any = None
+        exc: BaseException | None = None
+        while True:
+            try:
+                out = coro.send(value) if exc is None else coro.throw(exc)
+            except StopIteration:
+                self._state = EventPump._DONE
+                raise StopAsyncIteration from None
+            except BaseException as failure:
+                self._state = EventPump._DONE
+                if isinstance(failure, Exception):
+                    self.error = failure
+                raise
+            if isinstance(out, kind):
+                return out
+            try:  # a wait for the event loop, passed through; its answer goes back in
+                value, exc = (yield out), None
+            except BaseException as thrown:  # e.g. cancellation: raised at the run's await point
+                value, exc = None, thrown
 
     async def aclose(self) -> None:
         """Stop the coroutine at its current await point; its ``finally`` blocks run (and may await)."""
@@ -172,7 +136,7 @@ class EventPump(Generic[T]):
         if state == EventPump._NEW:
             self._coro.close()
         elif state == EventPump._RUNNING:
-            await _finish(self._coro)
+            await _finish(self._coro, self._kind)
 
     def __del__(self) -> None:
         if self._state == EventPump._NEW:  # never iterated: nothing ran, nothing to warn about
@@ -191,12 +155,12 @@ class EventPump(Generic[T]):
 
 
 @types.coroutine
-def _finish(coro: Coroutine[Any, Any, None]) -> Generator[Any, Any, None]:
+def _finish(coro: Coroutine[Any, Any, None], kind: type) -> Generator[Any, Any, None]:
     """Throw ``GeneratorExit`` into ``coro`` and drive it to its end, passing its waits through."""
     try:
         out = coro.throw(GeneratorExit())
         while True:
-            if type(out) is _Emit:
+            if isinstance(out, kind):
                 coro.close()
                 raise RuntimeError("a run emitted an event while it was being closed")
             try:

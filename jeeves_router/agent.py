@@ -14,7 +14,7 @@ from .architectures.base import Architecture, RunContext, emit_each, execute, ru
 from .architectures.handoffs.chain import HandoffChain
 from .architectures.react import ToolLoop
 from .errors import UsageError
-from .events import Event
+from .events import Event, EventBase
 from .ids import new_session_id, validate_route_name
 from .messages import Message
 from .models.base import Model
@@ -146,7 +146,7 @@ class Agent:
 
     def _events(self, ctx: RunContext) -> EventPump[Event]:
         """All events of one root run of this agent; sets ``ctx.result``; re-raises failures."""
-        return EventPump(self._root(ctx))
+        return EventPump(self._root(ctx), EventBase)  # type: ignore[arg-type]
 
     def _root(self, ctx: RunContext) -> Coroutine[Any, Any, None]:
         """The root run of ``ctx`` as a coroutine emitting its events (for an :class:`EventPump`)."""
@@ -261,7 +261,7 @@ class RunStream(EventPump[Event]):
     __slots__ = ("_ctx", "_host")
 
     def __init__(self, agent: Agent, ctx: RunContext) -> None:
-        super().__init__(agent._root(ctx))
+        super().__init__(agent._root(ctx), EventBase)  # type: ignore[arg-type]
         self._ctx = ctx
         self._host: ToolsetHost | None = None  # where MCP connections live under `async with`
 

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping
+import types
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Generator, Mapping
 from dataclasses import dataclass, field
-from types import CoroutineType
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from .._aio import EventPump, aclose, emit
+from .._aio import EventPump, aclose
 from .._log import get_logger
 from ..classify.types import Classifier, ClassifyRequest, ClassifyResult
 from ..errors import RunError
-from ..events import Event, RunCompleted, RunFailed, RunStarted, TextDelta
+from ..events import Event, EventBase, RunCompleted, RunFailed, RunStarted, TextDelta
 from ..ledger import Ledger
 from ..messages import Message, ToolCallPart
 from ..models.base import Model, ModelRequest, ModelStreamItem
@@ -95,15 +95,16 @@ class RunContext:
             ledger=self.ledger,
         )
 
-    def emit(self, event: Event) -> Awaitable[None]:
-        """Send ``event`` to the run's consumer: ``await ctx.emit(ev)`` (see :mod:`jeeves_router._aio`).
+    @types.coroutine
+    def emit(self, event: Event) -> Generator[Event, None, None]:
+        """Send ``event`` to the run's consumer: ``await ctx.emit(ev)`` (see :func:`jeeves_router._aio.emit`).
 
         Text deltas are counted in the ledger, so an architecture that retries a child can
         tell whether any of the child's text reached the consumer.
         """
         if isinstance(event, TextDelta):
             self.ledger.texts += 1
-        return emit(event)  # type: ignore[no-any-return]
+        yield event
 
     def next_key(self, name: str) -> StepKey:
         """The key of the next step of this run."""
@@ -179,7 +180,7 @@ class Architecture(Protocol):
 
 def emit_all(body: ArchitectureRun, ctx: RunContext) -> Awaitable[None]:
     """Run an architecture's ``body``: a coroutine as it is, an async iterator's events each emitted."""
-    if type(body) is CoroutineType:
+    if type(body) is types.CoroutineType:
         return body  # type: ignore[return-value]
     return emit_each(body, ctx)  # type: ignore[arg-type]
 
@@ -195,7 +196,7 @@ async def emit_each(events: AsyncIterator[Event], ctx: RunContext) -> None:
 
 def events_of(body: ArchitectureRun) -> AsyncIterator[Event]:
     """``body``'s events as an async iterator (a coroutine body is driven by an :class:`EventPump`)."""
-    return EventPump(body) if type(body) is CoroutineType else body  # type: ignore[arg-type,return-value]
+    return EventPump(body, EventBase) if type(body) is types.CoroutineType else body  # type: ignore[arg-type,return-value]
 
 
 async def execute(
@@ -257,4 +258,4 @@ def run_child(
     Same arguments as :func:`execute`. The iterator raises the run's exception after its
     ``run.failed`` event; close it (``aclose``) when leaving early.
     """
-    return EventPump(execute(agent, ctx, architecture=architecture, announce=announce))
+    return EventPump(execute(agent, ctx, architecture=architecture, announce=announce), EventBase)  # type: ignore[arg-type]
