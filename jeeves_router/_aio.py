@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import sys
 import types
-from collections.abc import AsyncIterator, Coroutine, Generator
+from collections.abc import AsyncIterator, Awaitable, Coroutine, Generator
 from types import TracebackType
 from typing import Any, Generic, TypeVar
 
@@ -103,11 +103,27 @@ class EventPump(Generic[T]):
     def __aiter__(self) -> EventPump[T]:
         return self
 
+    def __anext__(self) -> Awaitable[T]:
+        """The next item."""
+        return self._drive(True)  # type: ignore[return-value]
+
+    def drain(self) -> Awaitable[None]:
+        """Run the coroutine to its end, discarding its items (``await pump.drain()``).
+
+        What ``async for _ in pump: pass`` does, in one step per wait instead of one per item.
+        """
+        return self._drive(False)  # type: ignore[return-value]
+
     @types.coroutine
-    def __anext__(self) -> Generator[Any, Any, T]:
-        """The next item (a generator-based awaitable: no Python call per step beyond it)."""
+    def _drive(self, one: bool) -> Generator[Any, Any, Any]:
+        """Run the coroutine until its next item (``one``) or its end, passing its waits through.
+
+        A generator-based awaitable: a step costs no Python call and raises no exception.
+        """
         if self._state == EventPump._DONE:
-            raise StopAsyncIteration
+            if one:
+                raise StopAsyncIteration
+            return None
         self._state = EventPump._RUNNING
         coro, kind = self._coro, self._kind
         value: Any = None
@@ -117,14 +133,19 @@ class EventPump(Generic[T]):
                 out = coro.send(value) if exc is None else coro.throw(exc)
             except StopIteration:
                 self._state = EventPump._DONE
-                raise StopAsyncIteration from None
+                if one:
+                    raise StopAsyncIteration from None
+                return None
             except BaseException as failure:
                 self._state = EventPump._DONE
                 if isinstance(failure, Exception):
                     self.error = failure
                 raise
             if isinstance(out, kind):
-                return out
+                if one:
+                    return out
+                value, exc = None, None  # an item nobody reads: resume at once
+                continue
             try:  # a wait for the event loop, passed through; its answer goes back in
                 value, exc = (yield out), None
             except BaseException as thrown:  # e.g. cancellation: raised at the run's await point

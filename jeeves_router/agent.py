@@ -159,8 +159,7 @@ class Agent:
     async def _drain(self, ctx: RunContext) -> RunResult:
         events = self._events(ctx)
         try:
-            async for _ in events:
-                pass
+            await events.drain()
         finally:
             await events.aclose()
         assert ctx.result is not None

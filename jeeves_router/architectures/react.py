@@ -72,13 +72,14 @@ class ToolLoop:
     async def _loop(self, agent: Actor, ctx: RunContext, rec: RecoveryRun | None) -> None:
         model = agent.resolved_model()  # a bad model string fails here, before any model call
         specs = tuple(t.spec for t in agent.tool_map.values())
-        messages: list[Message] = [*ctx.history, Message("user", (TextPart(ctx.prompt),))]
+        # a tuple, extended per turn: the request shares it (no list and no copy per turn)
+        messages: tuple[Message, ...] = (*ctx.history, Message("user", (TextPart(ctx.prompt),)))
         first_new = len(ctx.history)  # the messages this run adds start here
         usage = NO_USAGE
         sid, path = ctx.session_id, ctx.path
         for _turn in range(agent.max_turns):
             request = ModelRequest(
-                messages=tuple(messages),
+                messages=messages,
                 system=agent.instructions,
                 tools=specs,
                 temperature=agent.temperature,
@@ -131,7 +132,7 @@ class ToolLoop:
             if rec is not None:
                 rec.usage = usage
             reply = response.as_message()
-            messages.append(reply)
+            messages = (*messages, reply)
             calls = response.tool_calls
             if not calls:
                 ctx.result = RunResult(
@@ -141,7 +142,7 @@ class ToolLoop:
                     path=path,
                     usage=usage,
                     usage_by_route={},
-                    messages=tuple(messages[first_new:]),
+                    messages=messages[first_new:],
                 )
                 return
             results: list[ToolResultPart] = []
@@ -181,7 +182,7 @@ class ToolLoop:
                 )
                 results.append(ToolResultPart(call.id, call.name, outcome.content, outcome.is_error))
             tool_msg = Message("tool", tuple(results))
-            messages.append(tool_msg)
+            messages = (*messages, tool_msg)
             if ctx.handoff is not None:
                 ctx.result = RunResult(
                     output=None,
@@ -189,7 +190,7 @@ class ToolLoop:
                     session_id=sid,
                     path=path,
                     usage=usage,
-                    messages=tuple(messages[first_new:]),
+                    messages=messages[first_new:],
                     metadata={"handoff": ctx.handoff.target},
                 )
                 return
@@ -199,7 +200,7 @@ class ToolLoop:
             session_id=sid,
             path=path,
             usage=usage,
-            messages=tuple(messages[first_new:]),
+            messages=messages[first_new:],
             metadata={"max_turns": agent.max_turns},
         )
 
