@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import anyio
+import anyio.lowlevel
 import pytest
 
 from jeeves_router._aio import EventPump, emit
@@ -16,7 +17,7 @@ class Item(str):
 
 async def nested(log: list[str], depth: int) -> None:
     await emit(Item(f"enter {depth}"))
-    await anyio.sleep(0)  # a wait in the middle of the chain goes to the event loop
+    await anyio.lowlevel.checkpoint()  # a wait in the middle of the chain goes to the event loop
     if depth:
         await nested(log, depth - 1)
     await emit(Item(f"leave {depth}"))
@@ -62,7 +63,7 @@ async def test_aclose_runs_finally_blocks_that_await() -> None:
             await emit(Item("one"))
             await emit(Item("two"))
         finally:
-            await anyio.sleep(0)
+            await anyio.lowlevel.checkpoint()
             closed.append("cleaned")
 
     pump = EventPump(run(), Item)
