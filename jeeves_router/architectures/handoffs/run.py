@@ -15,11 +15,10 @@ events and the result, never the guards or the sticky session.
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import Awaitable, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from ..._aio import aclose
 from ...events import Event, HandoffCompleted, HandoffRejected, HandoffRequested
 from ...messages import user
 from ...results import FallbackReason, RunResult, RunStatus
@@ -50,15 +49,19 @@ class ChainRun(VisitRunner):
         self.fallback_reason: FallbackReason | None = None
         self.sticky = False
 
-    async def run(self) -> AsyncGenerator[Event, None]:
-        """Visit agents until one answers or a guard stops the chain; sets ``ctx.result``."""
+    async def run(self) -> None:
+        """Visit agents until one answers or a guard stops the chain; sets ``ctx.result``.
+
+        Events go to the consumer through ``ctx.emit``; every agent's run emits its own.
+        """
         g, ctx, store = self.graph, self.ctx, self.settings.store
+        emit = ctx.emit
         current = g.entry
         incoming: tuple[str, str | None, Any] | None = None
         if ctx.force_route is not None:
             current = ctx.force_route
             for ev in self._hop(g.entry, current, "forced route"):
-                yield ev
+                await emit(ev)
         elif store is not None:
             if ctx.options.get("reset_sticky"):
                 await store.delete(ctx.session_id)
@@ -70,45 +73,40 @@ class ChainRun(VisitRunner):
                 if last is not None and last in g.nodes and last != g.entry:
                     current, self.sticky = last, True
                     for ev in self._hop(g.entry, last, "sticky session: the last agent that answered", sticky=True):
-                        yield ev
+                        await emit(ev)
         while True:
             visit = self._new_visit(g.nodes[current])
             self.visited.append(current)
-            events = self._enter(visit, incoming)
-            try:
-                async for ev in events:
-                    yield ev
-            finally:
-                await aclose(events)
+            await self._enter(visit, incoming)
             if visit.redirect is not None:
                 current, incoming = visit.redirect, None
                 continue
             if visit.handoff is None and visit.failure is None:
                 assert visit.result is not None
                 for ev in await self._finish(current, visit.result.status, visit.result):
-                    yield ev
+                    await emit(ev)
                 return
             hop_events, (target, reason, payload) = self._next(current, visit)
             for ev in hop_events:
-                yield ev
+                await emit(ev)
             if target is None:
                 for ev in await self._finish(current, "unresolved", None):
-                    yield ev
+                    await emit(ev)
                 return
             stop = self._check(current, target, reason)
             if stop is not None:
-                yield stop
+                await emit(stop)
                 status: RunStatus = "handoff_limit" if stop.why == "limit" else "handoff_cycle"
                 for ev in await self._finish(current, status, None):
-                    yield ev
+                    await emit(ev)
                 return
             for ev in self._hop(current, target, reason):
-                yield ev
+                await emit(ev)
             incoming = (current, reason, payload)
             current = target
 
-    def _enter(self, visit: Visit, incoming: tuple[str, str | None, Any] | None) -> AsyncGenerator[Event, None]:
-        """Visit one node: its events; the outcome is left on ``visit``."""
+    def _enter(self, visit: Visit, incoming: tuple[str, str | None, Any] | None) -> Awaitable[None]:
+        """Visit one node, emitting its events; the outcome is left on ``visit``."""
         return self._visit(visit, incoming)
 
     def _hop(self, frm: str, to: str, reason: str | None, *, sticky: bool = False) -> Sequence[Event]:

@@ -2,12 +2,13 @@
 
 A visit runs the agent's own architecture (normally the tool loop) on a view of the agent
 that also has the generated handoff tools, under the agent's session id; the agent's
-events pass through to the parent's stream. An agent with nothing to hand off to runs as
-it is (its toolsets opened as for any run). While the events pass, the visit watches the
-tool results: a handoff call the tool loop ignored (an earlier call of the turn already
-handed off) is reported as a ``duplicate``; a call to a handoff tool that does not exist,
-or an own tool returning a ``Handoff`` to an unknown target, is an ``unknown`` target the
-model may correct once. A text reply that announces a handoff gets one corrective re-prompt.
+events go straight to the consumer (``execute``, no re-yield). An agent with nothing to
+hand off to runs as it is (its toolsets opened as for any run). An agent that can hand off
+has its events read on the way (``run_child``), and the visit watches its tool results: a
+handoff call the tool loop ignored (an earlier call of the turn already handed off) is
+reported as a ``duplicate``; a call to a handoff tool that does not exist, or an own tool
+returning a ``Handoff`` to an unknown target, is an ``unknown`` target the model may
+correct once. A text reply that announces a handoff gets one corrective re-prompt.
 
 A router's own node is never visited here: :class:`~jeeves_router.Router` classifies it
 (``RouterRun``), with whatever classifier it has.
@@ -15,19 +16,18 @@ A router's own node is never visited here: :class:`~jeeves_router.Router` classi
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Callable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ..._aio import aclosing
 from ...errors import UsageError
 from ...events import Event, HandoffRejected, ToolResult
 from ...ids import child_session_id
 from ...messages import Message
 from ...results import FallbackReason, RunResult
 from ...tools import Handoff, Tool, ToolOutcome
-from ...usage import Usage
-from ..base import Architecture, RunContext, run_child
+from ...usage import NO_USAGE, Usage
+from ..base import Architecture, RunContext, execute, run_child
 from ..react import ToolLoop
 from .graph import HandoffGraph, HandoffNode
 from .session import SessionStore
@@ -93,7 +93,7 @@ class VisitRunner:
         self.graph, self.settings, self.agent, self.ctx = graph, settings, agent, ctx
         self.context = ctx.context
         self.steps: dict[str, int] = {ctx.session_id: ctx._step}
-        self.usage = Usage()
+        self.usage = NO_USAGE
         self.usage_by: dict[str, Usage] = {}
         self.transcript: list[Message] = []
         self._sids: dict[str, str] = {}
@@ -177,7 +177,13 @@ class VisitRunner:
         )
         return (None, *target_conversation(self.settings.history, inp))
 
-    async def _visit(self, visit: Visit, incoming: tuple[str, str | None, Any] | None) -> AsyncGenerator[Event, None]:
+    async def _visit(self, visit: Visit, incoming: tuple[str, str | None, Any] | None) -> None:
+        """Run the visited agent's turn; its outcome is left on ``visit``.
+
+        The agent's events go straight to the consumer (``execute``). Only an agent that can
+        hand off has its events read on the way (through :func:`run_child`), to watch its
+        tool results for handoffs.
+        """
         node, ctx = visit.node, self.ctx
         sid, path = self._sid(node.name), self._path(node.name)
         instructions, history, prompt = self._input(visit, incoming)
@@ -194,25 +200,19 @@ class VisitRunner:
             child.context, child._step = self.context, self.steps.get(sid, 0)
             mark = ctx.ledger.mark()  # what this turn spends, kept even if it is cut short
             visit.handoff_call = None
-            cut = False
             try:
-                async with aclosing(run_child(view, child, architecture=inner, announce=own_run)) as events:
-                    async for ev in events:
-                        yield ev
-                        if not isinstance(ev, ToolResult):
-                            continue  # only a tool result can hand off or name an unknown target
-                        for extra in self._watch(ev, child, visit):
-                            yield extra
-                        if visit.unknown >= 2 and child.handoff is None:
-                            cut = True  # the model named an unknown target twice: stop its turn now
-                            break
+                if visit.tool_targets:
+                    cut = await self._watched(view, child, inner, own_run, visit)
+                else:
+                    await execute(view, child, architecture=inner, announce=own_run)
+                    cut = False
             finally:
                 self.steps[sid] = child._step
             self.context = child.context
             res = None if cut else child.result
             usage = res.usage if res is not None else ctx.ledger.since(mark, path)
             self.usage = self.usage + usage
-            self.usage_by[node.name] = self.usage_by.get(node.name, Usage()) + usage
+            self.usage_by[node.name] = self.usage_by.get(node.name, NO_USAGE) + usage
             if res is not None:
                 self.transcript.extend(res.messages[1:] if first else res.messages)
             if res is None:
@@ -238,24 +238,47 @@ class VisitRunner:
             if res.status != "ok" or not visit.tool_targets or not self._announced(visit, res.output or ""):
                 return
             if reprompted:
-                yield HandoffRejected(
-                    **self._ev(),
-                    from_agent=node.name,
-                    to_agent=self.graph.fallback or "",
-                    why="no_handoff",
-                    reason="announced a handoff again without a tool call",
+                await ctx.emit(
+                    HandoffRejected(
+                        **self._ev(),
+                        from_agent=node.name,
+                        to_agent=self.graph.fallback or "",
+                        why="no_handoff",
+                        reason="announced a handoff again without a tool call",
+                    )
                 )
                 visit.failure = "no_handoff"
                 return
-            yield HandoffRejected(
-                **self._ev(),
-                from_agent=node.name,
-                to_agent="",
-                why="no_handoff",
-                reason="replied without calling a handoff tool: asking once more",
+            await ctx.emit(
+                HandoffRejected(
+                    **self._ev(),
+                    from_agent=node.name,
+                    to_agent="",
+                    why="no_handoff",
+                    reason="replied without calling a handoff tool: asking once more",
+                )
             )
             reprompted, first = True, False
             history, prompt = (*history, *res.messages), self._corrective(visit)
+
+    async def _watched(
+        self, view: Actor, child: RunContext, inner: Architecture | None, own_run: bool, visit: Visit
+    ) -> bool:
+        """Run an agent that can hand off, watching its tool results; True when its turn was cut short."""
+        emit = self.ctx.emit
+        events = run_child(view, child, architecture=inner, announce=own_run)
+        try:
+            async for ev in events:
+                await emit(ev)
+                if not isinstance(ev, ToolResult):
+                    continue  # only a tool result can hand off or name an unknown target
+                for extra in self._watch(ev, child, visit):
+                    await emit(extra)
+                if visit.unknown >= 2 and child.handoff is None:
+                    return True  # the model named an unknown target twice: stop its turn now
+        finally:
+            await events.aclose()
+        return False
 
     def _announced(self, visit: Visit, text: str) -> bool:
         detect = self.settings.detect_announced

@@ -17,14 +17,13 @@ again without its route (RECLASSIFICATION) — on a sticky or handed-off turn as
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import Awaitable, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from ..._aio import aclosing
 from ...classify.resolve import valid_confidence
 from ...classify.types import ClassifyResult
-from ...events import Event, RouterCompleted, RouterDispatched, RouterFallback, RouterUnresolved, TextDelta
+from ...events import Event, RouterCompleted, RouterDispatched, RouterFallback, RouterUnresolved
 from ...messages import user
 from ...recovery.ladder import Action
 from ...recovery.run import Failure, RecoveryRun
@@ -54,16 +53,14 @@ class RouterRun(ChainRun):
 
     # -- the entry node: classification ----------------------------------------------------
 
-    def _enter(self, visit: Visit, incoming: tuple[str, str | None, Any] | None) -> AsyncGenerator[Event, None]:
+    def _enter(self, visit: Visit, incoming: tuple[str, str | None, Any] | None) -> Awaitable[None]:
         if visit.node.name == self.graph.entry:
             return self._classify(visit, incoming)
         if self.rec is None:  # no recovery: the specialist's exception reaches the caller unchanged
             return self._visit(visit, incoming)
         return self._dispatch(visit, incoming, self.rec)
 
-    async def _classify(
-        self, visit: Visit, incoming: tuple[str, str | None, Any] | None
-    ) -> AsyncGenerator[Event, None]:
+    async def _classify(self, visit: Visit, incoming: tuple[str, str | None, Any] | None) -> None:
         router, ctx, rec = self.router, self.ctx, self.rec
         feedback = self.feedback
         if incoming is not None:  # handed back by a specialist
@@ -80,7 +77,7 @@ class RouterRun(ChainRun):
             hooks = (self.agent.classify_error,)
             out = await rec.call("classify", classify, hooks=hooks)
             while isinstance(out, Failure):
-                yield rec.retry_event(out)
+                await ctx.emit(rec.retry_event(out))
                 await rec.backoff(out)
                 out = await rec.call("classify", classify, after=out, hooks=hooks)
             cres = out
@@ -88,27 +85,31 @@ class RouterRun(ChainRun):
         self._spent(CLASSIFIER_USAGE_KEY, cres.usage, (*ctx.path, CLASSIFIER_USAGE_KEY))
         c = cres.classification
         self.confidence = c.confidence if c.ok and valid_confidence(c.confidence) else None
-        yield router.classified_event(ctx, cres)
+        await ctx.emit(router.classified_event(ctx, cres))
         decision = router.decide(c, exclude=self.excluded)
         requested = c.route or c.requested
         if decision.unresolved:
-            yield RouterUnresolved(
-                **self._ev(),
-                reason=decision.reason or "missing_route",
-                requested_route=requested,
-                confidence=self.confidence,
+            await ctx.emit(
+                RouterUnresolved(
+                    **self._ev(),
+                    reason=decision.reason or "missing_route",
+                    requested_route=requested,
+                    confidence=self.confidence,
+                )
             )
             self.fallback_reason = decision.reason
             visit.failure = decision.reason or "missing_route"
             return
         assert decision.route is not None
         if decision.used_fallback:
-            yield RouterFallback(
-                **self._ev(),
-                reason=decision.reason or "low_confidence",
-                fallback_route=decision.route,
-                requested_route=requested,
-                confidence=self.confidence,
+            await ctx.emit(
+                RouterFallback(
+                    **self._ev(),
+                    reason=decision.reason or "low_confidence",
+                    fallback_route=decision.route,
+                    requested_route=requested,
+                    confidence=self.confidence,
+                )
             )
         self.fallback_reason = decision.reason if decision.used_fallback else None
         visit.handoff = Handoff(target=decision.route, reason=c.reason, confidence=self.confidence)
@@ -132,9 +133,7 @@ class RouterRun(ChainRun):
 
     # -- the other nodes: dispatch, with recovery -------------------------------------------
 
-    async def _dispatch(
-        self, visit: Visit, incoming: tuple[str, str | None, Any] | None, rec: RecoveryRun
-    ) -> AsyncGenerator[Event, None]:
+    async def _dispatch(self, visit: Visit, incoming: tuple[str, str | None, Any] | None, rec: RecoveryRun) -> None:
         router, ctx, node = self.router, self.ctx, visit.node
         route = router.routes_by_name.get(node.name)
         from_router = incoming is None or incoming[0] == self.graph.entry
@@ -144,14 +143,11 @@ class RouterRun(ChainRun):
         while True:
             attempt += 1
             if attempt > 1 and from_router:
-                yield self._dispatched(node.name)  # the first one came with the hop
+                await ctx.emit(self._dispatched(node.name))  # the first one came with the hop
             rec.begin(operation)
-            step, mark, streamed = self.steps.get(sid, 0), ctx.ledger.mark(), False
+            step, mark, texts = self.steps.get(sid, 0), ctx.ledger.mark(), ctx.ledger.texts
             try:
-                async with aclosing(self._visit(visit, incoming)) as events:
-                    async for ev in events:
-                        streamed = streamed or isinstance(ev, TextDelta)
-                        yield ev
+                await self._visit(visit, incoming)  # the specialist's events go straight to the consumer
             except Exception as exc:
                 # a retry runs the same steps again: the ledger answers completed tool calls
                 self.steps[sid] = step
@@ -166,13 +162,13 @@ class RouterRun(ChainRun):
                     policy=(route.retry_policy if route is not None else None) or rec.config.retry_policy,
                     hooks=(*hooks, node.agent.classify_error, self.agent.classify_error),
                     route=node.name,
-                    output_started=streamed,
+                    output_started=ctx.ledger.texts != texts,  # some of its text reached the consumer
                     can_reclassify=route is not None
                     and ctx.force_route is None
                     and len(self.excluded) + 1 < len(router.routes),
                 )
                 if f.action is Action.RETRY:
-                    yield rec.retry_event(f)
+                    await ctx.emit(rec.retry_event(f))
                     await rec.backoff(f)
                     visit.result = visit.handoff = visit.failure = None
                     visit.unknown = 0
@@ -180,7 +176,7 @@ class RouterRun(ChainRun):
                 if f.action is Action.RECLASSIFY:
                     self.excluded.append(node.name)
                     self.feedback = f.feedback()
-                    yield rec.reclassify_event(f, self.excluded)
+                    await ctx.emit(rec.reclassify_event(f, self.excluded))
                     visit.redirect = self.graph.entry
                     return
                 raise f.stop() from exc
