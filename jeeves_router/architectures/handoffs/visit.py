@@ -17,7 +17,7 @@ A router's own node is never visited here: :class:`~jeeves_router.Router` classi
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ...errors import UsageError
@@ -49,6 +49,8 @@ __all__ = ["ChainSettings", "Visit", "VisitRunner"]
 
 T = TypeVar("T")
 
+_NO_NAMES: frozenset[str] = frozenset()  # shared: a visit without handoff tools allocates no set
+
 
 @dataclass(frozen=True, slots=True)
 class ChainSettings:
@@ -61,17 +63,17 @@ class ChainSettings:
     store: SessionStore | None = None
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Visit:
     """One agent's turn (and its corrective re-prompt) within a chain."""
 
     node: HandoffNode
     inner: Architecture
     tool_targets: dict[str, str]
-    tool_names: set[str]
+    tool_names: frozenset[str]
     handoff_call: str | None = None
     unknown: int = 0
-    notes: list[Event] = field(default_factory=list)
+    notes: tuple[Event, ...] = ()
     # outcome
     result: RunResult | None = None
     handoff: Handoff | None = None
@@ -95,7 +97,7 @@ class VisitRunner:
         self.steps: dict[str, int] = {ctx.session_id: ctx._step}
         self.usage = NO_USAGE
         self.usage_by: dict[str, Usage] = {}
-        self.transcript: list[Message] = []
+        self.transcript: tuple[Message, ...] = ()  # a tuple: no GC-tracked list per in-flight run
         self._sids: dict[str, str] = {}
 
     # -- naming ----------------------------------------------------------------------------
@@ -124,7 +126,7 @@ class VisitRunner:
         targets: dict[str, str] = {}
         if isinstance(inner, ToolLoop):
             targets = {f"{TRANSFER_PREFIX}{t}": t for t in node.targets}
-        return Visit(node, inner, targets, set())
+        return Visit(node, inner, targets, _NO_NAMES)
 
     def _tools(self, visit: Visit) -> list[Tool]:
         node, g = visit.node, self.graph
@@ -144,13 +146,14 @@ class VisitRunner:
         dup = {n for n in names if names.count(n) > 1}
         if dup:
             raise UsageError(f"agent {node.name!r} has a tool named like a generated handoff tool: {sorted(dup)}")
-        visit.tool_names = set(names)
+        visit.tool_names = frozenset(names)
         return tools
 
     def _unknown(self, visit: Visit, requested: str, outcome: ToolOutcome | None) -> ToolOutcome:
         known = ", ".join(sorted(visit.tool_targets.values())) or "none"
         again = visit.unknown >= 2
-        visit.notes.append(
+        visit.notes = (
+            *visit.notes,
             HandoffRejected(
                 **self._ev(),
                 from_agent=visit.node.name,
@@ -159,7 +162,7 @@ class VisitRunner:
                 reason=(
                     "unknown again: using the fallback" if again else "unknown target: the model may correct it once"
                 ),
-            )
+            ),
         )
         if again and outcome is not None:
             return outcome
@@ -172,9 +175,7 @@ class VisitRunner:
         ctx, node = self.ctx, visit.node
         if incoming is None or (self.settings.history == "all" and not self.transcript):
             return None, ctx.history, ctx.prompt  # what "all" gives when no agent has spoken yet
-        inp = HandoffInput(
-            ctx.history, ctx.prompt, tuple(self.transcript), incoming[0], node.name, incoming[1], incoming[2]
-        )
+        inp = HandoffInput(ctx.history, ctx.prompt, self.transcript, incoming[0], node.name, incoming[1], incoming[2])
         return (None, *target_conversation(self.settings.history, inp))
 
     async def _visit(self, visit: Visit, incoming: tuple[str, str | None, Any] | None) -> None:
@@ -214,7 +215,7 @@ class VisitRunner:
             self.usage = self.usage + usage
             self.usage_by[node.name] = self.usage_by.get(node.name, NO_USAGE) + usage
             if res is not None:
-                self.transcript.extend(res.messages[1:] if first else res.messages)
+                self.transcript = (*self.transcript, *(res.messages[1:] if first else res.messages))
             if res is None:
                 res = RunResult(
                     output=None,
@@ -317,5 +318,5 @@ class VisitRunner:
             requested = ev.tool.removeprefix(TRANSFER_PREFIX).removeprefix(CLASSIFY_PREFIX)
             self._unknown(visit, requested, None)
         out.extend(visit.notes)
-        visit.notes.clear()
+        visit.notes = ()
         return out

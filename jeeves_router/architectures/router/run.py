@@ -29,7 +29,7 @@ from ...recovery.ladder import Action
 from ...recovery.run import Failure, RecoveryRun
 from ...results import RunResult, RunStatus
 from ...tools import Handoff
-from ...usage import Usage
+from ...usage import NO_USAGE, Usage
 from ..base import RunContext
 from ..handoffs.run import ChainRun
 from ..handoffs.visit import Visit
@@ -48,8 +48,10 @@ class RouterRun(ChainRun):
     def __init__(self, router: Router, agent: Actor, ctx: RunContext, rec: RecoveryRun | None) -> None:
         super().__init__(router.graph(agent), router.settings, agent, ctx)
         self.router, self.rec = router, rec
-        self.excluded: list[str] = []
+        self.excluded: tuple[str, ...] = ()
         self.feedback: str | None = None  # why the last dispatch failed (recovery)
+        # the classifier's usage, kept apart from ``usage_by`` until the result (no dict while a specialist runs)
+        self.classifier_usage: Usage | None = None
 
     # -- the entry node: classification ----------------------------------------------------
 
@@ -69,7 +71,7 @@ class RouterRun(ChainRun):
                 f"{who} handed the request back" + (f" ({why})" if why else "") + "; pick the route that fits now."
             )
         classify = partial(
-            router.classify, self.agent, ctx, exclude=tuple(self.excluded), feedback=feedback, context=self.context
+            router.classify, self.agent, ctx, exclude=self.excluded, feedback=feedback, context=self.context
         )
         if rec is None:
             cres: ClassifyResult = await classify()
@@ -82,7 +84,9 @@ class RouterRun(ChainRun):
                 out = await rec.call("classify", classify, after=out, hooks=hooks)
             cres = out
         self.steps[ctx.session_id] = ctx._step
-        self._spent(CLASSIFIER_USAGE_KEY, cres.usage, (*ctx.path, CLASSIFIER_USAGE_KEY))
+        used = cres.usage
+        self.classifier_usage = used if self.classifier_usage is None else self.classifier_usage + used
+        self._spent(None, used, (*ctx.path, CLASSIFIER_USAGE_KEY))
         c = cres.classification
         self.confidence = c.confidence if c.ok and valid_confidence(c.confidence) else None
         await ctx.emit(router.classified_event(ctx, cres))
@@ -114,12 +118,12 @@ class RouterRun(ChainRun):
         self.fallback_reason = decision.reason if decision.used_fallback else None
         visit.handoff = Handoff(target=decision.route, reason=c.reason, confidence=self.confidence)
 
-    def _next(self, current: str, visit: Visit) -> tuple[list[Event], tuple[str | None, str | None, Any]]:
+    def _next(self, current: str, visit: Visit) -> tuple[Sequence[Event], tuple[str | None, str | None, Any]]:
         if current != self.graph.entry:
             return super()._next(current, visit)
         if visit.handoff is None:  # unresolved: the decision had no fallback to offer
-            return [], (None, None, None)
-        return [], (visit.handoff.target, visit.handoff.reason, None)
+            return (), (None, None, None)
+        return (), (visit.handoff.target, visit.handoff.reason, None)
 
     def _hop(self, frm: str, to: str, reason: str | None, *, sticky: bool = False) -> Sequence[Event]:
         if frm != self.graph.entry:
@@ -174,7 +178,7 @@ class RouterRun(ChainRun):
                     visit.unknown = 0
                     continue
                 if f.action is Action.RECLASSIFY:
-                    self.excluded.append(node.name)
+                    self.excluded = (*self.excluded, node.name)
                     self.feedback = f.feedback()
                     await ctx.emit(rec.reclassify_event(f, self.excluded))
                     visit.redirect = self.graph.entry
@@ -183,17 +187,23 @@ class RouterRun(ChainRun):
             rec.succeeded(operation)
             return
 
-    def _spent(self, key: str, usage: Usage, ledger_path: tuple[str, ...] | None) -> None:
+    def _spent(self, key: str | None, usage: Usage, ledger_path: tuple[str, ...] | None) -> None:
         self.usage = self.usage + usage
-        self.usage_by[key] = self.usage_by.get(key, Usage()) + usage
+        if key is not None:
+            self.usage_by[key] = self.usage_by.get(key, NO_USAGE) + usage
         if ledger_path is not None:
             self.ctx.ledger.spent(ledger_path, usage)
         if self.rec is not None:
             self.rec.usage = self.usage
 
+    def _usage_by_route(self) -> dict[str, Usage]:
+        if self.classifier_usage is None:
+            return dict(self.usage_by)
+        return {CLASSIFIER_USAGE_KEY: self.classifier_usage, **self.usage_by}
+
     # -- the result -----------------------------------------------------------------------
 
-    async def _finish(self, node: str, status: RunStatus, res: RunResult | None) -> list[Event]:
+    async def _finish(self, node: str, status: RunStatus, res: RunResult | None) -> Sequence[Event]:
         ctx, g, router = self.ctx, self.graph, self.router
         dispatched = res is not None and node != g.entry
         used_fallback = dispatched and self.fallback_reason is not None and status == "ok"
@@ -205,9 +215,7 @@ class RouterRun(ChainRun):
         specialists = [n for n in self.visited if n != g.entry]
         metadata: dict[str, Any] = dict(res.metadata) if res is not None else {}
         if router.chaining:
-            metadata.update(
-                handoffs=tuple(self.accepted), agents=tuple(self.visited), last_agent=node, sticky=self.sticky
-            )
+            metadata.update(handoffs=self.handoffs(), agents=self.visited, last_agent=node, sticky=self.sticky)
         if self.excluded:
             metadata["excluded_routes"] = tuple(self.excluded)
         if dispatched and len(specialists) == 1:
@@ -225,11 +233,11 @@ class RouterRun(ChainRun):
             fallback_reason=self.fallback_reason,
             specialist_session_id=self._sid(node) if dispatched else None,
             usage=self.usage,
-            usage_by_route=dict(self.usage_by),
+            usage_by_route=self._usage_by_route(),
             messages=messages,
             report=res.report if res is not None else None,
             metadata=metadata,
         )
         if not dispatched or res is None:
-            return []
-        return [RouterCompleted(**self._ev(), route=node, status=res.status, usage=res.usage)]
+            return ()
+        return (RouterCompleted(**self._ev(), route=node, status=res.status, usage=res.usage),)
