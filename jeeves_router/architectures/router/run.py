@@ -188,6 +188,7 @@ class RouterRun(ChainRun):
             return
 
     def _spent(self, key: str | None, usage: Usage, ledger_path: tuple[str, ...] | None) -> None:
+        """Count ``usage`` in the run's total and under ``key`` (``None``: the total only), and in the ledger."""
         self.usage = self.usage + usage
         if key is not None:
             self.usage_by[key] = self.usage_by.get(key, NO_USAGE) + usage
