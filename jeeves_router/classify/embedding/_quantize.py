@@ -9,10 +9,16 @@ activations are scaled per token, a text's vector does not depend on the batch i
 in, so batches can be encoded in one call. The products of two activations (attention scores)
 stay in float32.
 
-The quantized file depends only on the source file and the onnxruntime version, so it is
-cached under ``$JEEVES_ROUTER_CACHE`` (default ``~/.cache/jeeves_router``) and rebuilt
-(about 2 s) when either changes. When the cache cannot be written, the model is kept in
-memory instead.
+Before quantizing, a BERT graph is rebuilt with onnxruntime's fused attention (see
+``_fused``): the exported file spells attention out in about twenty small nodes per layer,
+which cost a short query as much as the weight products. Each quantized product then runs as
+one ``MatMulIntegerToFloat``. Graphs of another layout are quantized as they are.
+
+The quantized file depends only on the source file, the onnxruntime version and the names of
+the scheme and the layout (:data:`VARIANT`, ``_fused.GRAPH``; all four are in the file name),
+so it is cached under ``$JEEVES_ROUTER_CACHE`` (default ``~/.cache/jeeves_router``) and
+rebuilt (a few seconds) when any of them changes. When the cache cannot be written, the model
+is kept in memory instead.
 """
 
 from __future__ import annotations
