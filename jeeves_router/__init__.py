@@ -25,9 +25,9 @@ from .architectures.capabilities import (
     ClassifierExample,
     ClassifierGuide,
 )
-from .architectures.handoffs import HandoffChain, HandoffRouter
+from .architectures.handoffs import HandoffChain
 from .architectures.react import ToolLoop
-from .architectures.router import Router, RouterRoute
+from .architectures.router import HandoffRouter, Router, RouterRoute
 from .errors import (
     JeevesError,
     ModelError,

@@ -3,9 +3,8 @@
 from .base import Architecture, RunContext
 from .capabilities.architecture import Capabilities, Capability
 from .handoffs.chain import HandoffChain
-from .handoffs.router import HandoffRouter
 from .react import ToolLoop
-from .router.router import Router, RouterRoute
+from .router import HandoffRouter, Router, RouterRoute
 
 __all__ = [
     "Architecture",
