@@ -16,16 +16,10 @@ Example:
     ...              architecture=Router(routes=[...], fallback_route="general"))
 """
 
+from typing import TYPE_CHECKING
+
+from ._lazy import lazy_exports
 from .agent import Agent, RunStream
-from .architectures.capabilities import (
-    Capabilities,
-    Capability,
-    CapabilityCall,
-    CapabilityOutput,
-    ClassifierExample,
-    ClassifierGuide,
-)
-from .architectures.handoffs import HandoffChain, HandoffRouter
 from .architectures.react import ToolLoop
 from .architectures.router import Router, RouterRoute
 from .errors import (
@@ -41,12 +35,39 @@ from .errors import (
 )
 from .messages import Message
 from .policies import RetryPolicy
-from .recovery import ErrorClassification, ErrorContext, ErrorSeverity, ExecutionError, Recovery
 from .results import RunResult, RunStatus
 from .tools import ContextUpdate, Handoff, Tool, ToolContext, tool
 from .usage import Usage
 
+if TYPE_CHECKING:  # imported on first use (see _SUBSYSTEMS below); spelled out for type checkers
+    from .architectures.capabilities import (
+        Capabilities,
+        Capability,
+        CapabilityCall,
+        CapabilityOutput,
+        ClassifierExample,
+        ClassifierGuide,
+    )
+    from .architectures.handoffs import HandoffChain, HandoffRouter
+    from .recovery import ErrorClassification, ErrorContext, ErrorSeverity, ExecutionError, Recovery
+    from .testing import FunctionModel, ScriptedModel, StaticClassifier, block_real_model_calls, capture_events
+
 __version__ = "0.1.0"
+
+#: Subsystems an application needs only when it uses them: part of ``__all__``, imported on
+#: first use so that ``import jeeves_router`` loads just the agent, the tool loop and the Router.
+_SUBSYSTEMS = {
+    "jeeves_router.architectures.capabilities": (
+        "Capabilities",
+        "Capability",
+        "CapabilityCall",
+        "CapabilityOutput",
+        "ClassifierExample",
+        "ClassifierGuide",
+    ),
+    "jeeves_router.architectures.handoffs": ("HandoffChain", "HandoffRouter"),
+    "jeeves_router.recovery": ("ErrorClassification", "ErrorContext", "ErrorSeverity", "ExecutionError", "Recovery"),
+}
 
 #: The test kit, imported on first use (library code never imports it).
 _TESTING = ("ScriptedModel", "FunctionModel", "StaticClassifier", "capture_events", "block_real_model_calls")
@@ -115,20 +136,7 @@ _MOVED = {
     "jeeves_router.architectures.base": ("Architecture", "RunContext"),
     "jeeves_router.architectures.handoffs": ("InMemorySessionStore", "SessionStore", "HandoffInput", "HistoryMode"),
 }
-_LAZY = {name: module for module, names in _MOVED.items() for name in names}
-_LAZY.update({name: "jeeves_router.testing" for name in _TESTING})
-
-
-def __getattr__(name: str) -> object:
-    """The test kit and the names that moved to subpackages, imported on first use."""
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'jeeves_router' has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__, __dir__ = lazy_exports(__name__, _SUBSYSTEMS, _MOVED, {"jeeves_router.testing": _TESTING})
 
 
 __all__ = [

@@ -1,11 +1,31 @@
-"""Architectures: how an agent turns a request into an answer."""
+"""Architectures: how an agent turns a request into an answer.
 
+The engine core (:mod:`.base`) is imported with the package; each architecture is imported
+on first use, so that using the tool loop never loads capabilities or handoffs.
+"""
+
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_exports
 from .base import Architecture, RunContext
-from .capabilities.architecture import Capabilities, Capability
-from .handoffs.chain import HandoffChain
-from .handoffs.router import HandoffRouter
-from .react import ToolLoop
-from .router.router import Router, RouterRoute
+
+if TYPE_CHECKING:
+    from .capabilities.architecture import Capabilities, Capability
+    from .handoffs.chain import HandoffChain
+    from .handoffs.router import HandoffRouter
+    from .react import ToolLoop
+    from .router.router import Router, RouterRoute
+
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        ".capabilities.architecture": ("Capabilities", "Capability"),
+        ".handoffs.chain": ("HandoffChain",),
+        ".handoffs.router": ("HandoffRouter",),
+        ".react": ("ToolLoop",),
+        ".router.router": ("Router", "RouterRoute"),
+    },
+)
 
 __all__ = [
     "Architecture",
