@@ -19,27 +19,9 @@ Example:
 from typing import TYPE_CHECKING
 
 from ._lazy import lazy_exports
-from .agent import Agent, RunStream
-from .architectures.react import ToolLoop
-from .architectures.router import Router, RouterRoute
-from .errors import (
-    JeevesError,
-    ModelError,
-    RealModelCallBlocked,
-    ReplayDivergence,
-    RunError,
-    ScriptExhausted,
-    StreamInterrupted,
-    ToolError,
-    UsageError,
-)
-from .messages import Message
-from .policies import RetryPolicy
-from .results import RunResult, RunStatus
-from .tools import ContextUpdate, Handoff, Tool, ToolContext, tool
-from .usage import Usage
 
-if TYPE_CHECKING:  # imported on first use (see _SUBSYSTEMS below); spelled out for type checkers
+if TYPE_CHECKING:  # imported on first use (see _EVERYDAY below); spelled out for type checkers
+    from .agent import Agent, RunStream
     from .architectures.capabilities import (
         Capabilities,
         Capability,
@@ -49,14 +31,34 @@ if TYPE_CHECKING:  # imported on first use (see _SUBSYSTEMS below); spelled out 
         ClassifierGuide,
     )
     from .architectures.handoffs import HandoffChain, HandoffRouter
+    from .architectures.react import ToolLoop
+    from .architectures.router import Router, RouterRoute
+    from .errors import (
+        JeevesError,
+        ModelError,
+        RealModelCallBlocked,
+        ReplayDivergence,
+        RunError,
+        ScriptExhausted,
+        StreamInterrupted,
+        ToolError,
+        UsageError,
+    )
+    from .messages import Message
+    from .policies import RetryPolicy
     from .recovery import ErrorClassification, ErrorContext, ErrorSeverity, ExecutionError, Recovery
+    from .results import RunResult, RunStatus
     from .testing import FunctionModel, ScriptedModel, StaticClassifier, block_real_model_calls, capture_events
+    from .tools import ContextUpdate, Handoff, Tool, ToolContext, tool
+    from .usage import Usage
 
 __version__ = "0.1.0"
 
-#: Subsystems an application needs only when it uses them: part of ``__all__``, imported on
-#: first use so that ``import jeeves_router`` loads just the agent, the tool loop and the Router.
-_SUBSYSTEMS = {
+#: The public names (``__all__``) and where they live. Each is imported on first use, so
+#: ``import jeeves_router`` is cheap and ``from jeeves_router import Agent`` loads the agent,
+#: the tool loop and what they need, not capabilities, handoffs, recovery or the journal.
+_EVERYDAY = {
+    "jeeves_router.agent": ("Agent", "RunStream"),
     "jeeves_router.architectures.capabilities": (
         "Capabilities",
         "Capability",
@@ -66,7 +68,25 @@ _SUBSYSTEMS = {
         "ClassifierGuide",
     ),
     "jeeves_router.architectures.handoffs": ("HandoffChain", "HandoffRouter"),
+    "jeeves_router.architectures.react": ("ToolLoop",),
+    "jeeves_router.architectures.router": ("Router", "RouterRoute"),
+    "jeeves_router.errors": (
+        "JeevesError",
+        "ModelError",
+        "RealModelCallBlocked",
+        "ReplayDivergence",
+        "RunError",
+        "ScriptExhausted",
+        "StreamInterrupted",
+        "ToolError",
+        "UsageError",
+    ),
+    "jeeves_router.messages": ("Message",),
+    "jeeves_router.policies": ("RetryPolicy",),
     "jeeves_router.recovery": ("ErrorClassification", "ErrorContext", "ErrorSeverity", "ExecutionError", "Recovery"),
+    "jeeves_router.results": ("RunResult", "RunStatus"),
+    "jeeves_router.tools": ("ContextUpdate", "Handoff", "Tool", "ToolContext", "tool"),
+    "jeeves_router.usage": ("Usage",),
 }
 
 #: The test kit, imported on first use (library code never imports it).
@@ -136,7 +156,7 @@ _MOVED = {
     "jeeves_router.architectures.base": ("Architecture", "RunContext"),
     "jeeves_router.architectures.handoffs": ("InMemorySessionStore", "SessionStore", "HandoffInput", "HistoryMode"),
 }
-__getattr__, __dir__ = lazy_exports(__name__, _SUBSYSTEMS, _MOVED, {"jeeves_router.testing": _TESTING})
+__getattr__, __dir__ = lazy_exports(__name__, _EVERYDAY, _MOVED, {"jeeves_router.testing": _TESTING})
 
 
 __all__ = [

@@ -20,13 +20,13 @@ from rich.table import Table
 
 from . import _cli_embed as emb
 from ._cli_embed import CalibrationName, ObjectiveName, ScorerName, bad_input, data_file
-from .classify.types import Classifier
 from .cli_observe import graph_command, trace_command
 from .errors import UsageError
 from .journal.cli_replay import replay_command
 
 if TYPE_CHECKING:
     from .classify.embedding import EmbeddingClassifier
+    from .classify.types import Classifier
     from .eval import EvalReport
 
 __all__ = ["app"]

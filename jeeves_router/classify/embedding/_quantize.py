@@ -182,6 +182,33 @@ def _topological(nodes: list[Any], known: set[str]) -> list[Any]:
     return ordered
 
 
+def _content_digest(source: Path, folder: Path) -> str:
+    """The first 16 hex digits of ``source``'s SHA-256, remembered per file version.
+
+    Hashing the 23 MB model costs about 40 ms of CPU on every start, so the digest is kept in
+    ``folder`` under a name derived from the file's path, size and modification time: a
+    reinstalled file (new size or time) is hashed again, an unchanged one is not.
+    """
+    st = source.stat()
+    version = f"{source.resolve()}|{st.st_size}|{st.st_mtime_ns}"
+    memo = folder / f".digest-{hashlib.sha256(version.encode()).hexdigest()[:16]}"
+    try:
+        known = memo.read_text(encoding="ascii").strip()
+    except (OSError, UnicodeDecodeError):
+        known = ""
+    if len(known) == 16 and all(c in "0123456789abcdef" for c in known):
+        return known
+    digest = hashlib.sha256(source.read_bytes()).hexdigest()[:16]
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        staging = folder / f"{memo.name}.{os.getpid()}.tmp"
+        staging.write_text(digest, encoding="ascii")
+        os.replace(staging, memo)
+    except OSError:  # a read-only cache: hash on every start, as before
+        pass
+    return digest
+
+
 def quantized_model(source: Path, *, directory: Path | None = None) -> Path | bytes:
     """The dynamically quantized version of the ONNX file ``source``.
 
@@ -197,8 +224,8 @@ def quantized_model(source: Path, *, directory: Path | None = None) -> Path | by
     """
     import onnxruntime as ort
 
-    digest = hashlib.sha256(source.read_bytes()).hexdigest()[:16]
     folder = directory if directory is not None else cache_dir()
+    digest = _content_digest(source, folder)
     target = folder / f"{source.parent.name}-{source.stem}-{VARIANT}-{digest}-ort{ort.__version__}.onnx"
     if target.is_file():
         return target
