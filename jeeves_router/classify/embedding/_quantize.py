@@ -182,12 +182,12 @@ def _topological(nodes: list[Any], known: set[str]) -> list[Any]:
     return ordered
 
 
-def _content_digest(source: Path, folder: Path) -> str:
-    """The first 16 hex digits of ``source``'s SHA-256, remembered per file version.
+def _digest_memo(source: Path, folder: Path) -> tuple[Path, str | None]:
+    """Where ``source``'s digest is remembered in ``folder``, and the digest if it is.
 
-    Hashing the 23 MB model costs about 40 ms of CPU on every start, so the digest is kept in
-    ``folder`` under a name derived from the file's path, size and modification time: a
-    reinstalled file (new size or time) is hashed again, an unchanged one is not.
+    Hashing the 23 MB model costs about 40 ms of CPU on every start, so the digest is kept
+    under a name derived from the file's path, size and modification time: a reinstalled file
+    (new size or time) is hashed again, an unchanged one is not.
     """
     st = source.stat()
     version = f"{source.resolve()}|{st.st_size}|{st.st_mtime_ns}"
@@ -195,18 +195,18 @@ def _content_digest(source: Path, folder: Path) -> str:
     try:
         known = memo.read_text(encoding="ascii").strip()
     except (OSError, UnicodeDecodeError):
-        known = ""
-    if len(known) == 16 and all(c in "0123456789abcdef" for c in known):
-        return known
-    digest = hashlib.sha256(source.read_bytes()).hexdigest()[:16]
+        return memo, None
+    return memo, known if len(known) == 16 and all(c in "0123456789abcdef" for c in known) else None
+
+
+def _remember(memo: Path, digest: str) -> None:
+    """Write the digest memo next to a published model (a read-only cache is left alone)."""
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-        staging = folder / f"{memo.name}.{os.getpid()}.tmp"
+        staging = memo.with_name(f"{memo.name}.{os.getpid()}.tmp")
         staging.write_text(digest, encoding="ascii")
         os.replace(staging, memo)
-    except OSError:  # a read-only cache: hash on every start, as before
+    except OSError:
         pass
-    return digest
 
 
 def quantized_model(source: Path, *, directory: Path | None = None) -> Path | bytes:
@@ -225,9 +225,12 @@ def quantized_model(source: Path, *, directory: Path | None = None) -> Path | by
     import onnxruntime as ort
 
     folder = directory if directory is not None else cache_dir()
-    digest = _content_digest(source, folder)
+    memo, known = _digest_memo(source, folder)
+    digest = known or hashlib.sha256(source.read_bytes()).hexdigest()[:16]
     target = folder / f"{source.parent.name}-{source.stem}-{VARIANT}-{digest}-ort{ort.__version__}.onnx"
     if target.is_file():
+        if known is None:
+            _remember(memo, digest)
         return target
     with tempfile.TemporaryDirectory(prefix="jeeves-router-q8-out-") as tmp:
         built = Path(tmp) / "model.onnx"
@@ -237,6 +240,7 @@ def quantized_model(source: Path, *, directory: Path | None = None) -> Path | by
             staging = folder / f".{target.name}.{os.getpid()}.tmp"
             staging.write_bytes(built.read_bytes())
             os.replace(staging, target)  # atomic: concurrent builders each publish a whole file
+            _remember(memo, digest)
         except OSError as exc:
             log.warning("embedding.quantize_cache_unwritable", folder=str(folder), error=str(exc))
             return built.read_bytes()
