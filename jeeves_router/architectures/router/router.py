@@ -21,7 +21,6 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 from ..._aio import aclose, aclosing
-from ...classify.llm import LLMClassifier
 from ...classify.prompt import validate_prompt_template
 from ...classify.resolve import RouteDecision, resolve_route, valid_confidence
 from ...classify.types import Classification, Classifier, ClassifyRequest, ClassifyResult, RouteSpec
@@ -48,6 +47,7 @@ from .contract import with_failed_usage, within_contract
 
 if TYPE_CHECKING:
     from ...actor import Actor
+    from ...classify.llm import LLMClassifier
 
 __all__ = ["Router", "RouterRoute", "CLASSIFIER_USAGE_KEY"]
 
@@ -121,6 +121,8 @@ class Router:
             self._classifier = self._llm_classifier(classifier_model)
 
     def _llm_classifier(self, model: Model | str) -> LLMClassifier:
+        from ...classify.llm import LLMClassifier  # only routers that classify with a model load it
+
         return LLMClassifier(
             model,
             prompt=self.classifier_prompt,
