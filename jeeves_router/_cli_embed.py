@@ -177,13 +177,16 @@ def load_embedding(
     *,
     oos_label: str = "oos",
     option: str = "--scorer",
+    one_request: bool = False,
 ) -> EmbeddingClassifier:
     """A saved classifier, or one built from a route file (and fitted when ``fit_on`` is given).
 
     ``scorer`` (``None``: not given) only applies to a route file; giving it with a saved
     classifier (including the shipped desk, the default) is an error rather than ignored.
+    With ``one_request`` a saved classifier's encoder runs on one thread: for a single short
+    text, starting onnxruntime's second thread costs more than it saves (the vectors are the same).
     """
-    from .classify.embedding import EmbeddingClassifier
+    from .classify.embedding import EmbeddingClassifier, MiniLMEncoder
 
     check_unit("--threshold", threshold)
     source = routes_path if routes_path is not None else data_file(DESK_CLASSIFIER)
@@ -195,7 +198,8 @@ def load_embedding(
             "pass --routes ROUTES.json to build a new one"
         )
     if saved is not None:
-        clf = EmbeddingClassifier.load(source)
+        encoder = MiniLMEncoder(intra_op_threads=1) if one_request and fit_on is None else None
+        clf = EmbeddingClassifier.load(source, encoder=encoder)
     else:
         from .eval import load_negatives, load_routes  # route files only: a saved classifier needs neither
 
