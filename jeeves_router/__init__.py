@@ -10,6 +10,10 @@ test kit's entry points. Everything else is imported from its subpackage::
     from jeeves_router.models import OpenAIModel, ModelRequest        # model adapters
     from jeeves_router.classify import LLMClassifier, parse_classification  # classifiers
 
+Each name is imported on first use, so a program pays only for what it touches: ``Agent``
+loads the agent and the tool loop, ``Router`` adds the router, and capabilities, handoffs,
+the journal and the test kit load when they are first named.
+
 Example:
     >>> from jeeves_router import Agent, Router, RouterRoute
     >>> desk = Agent("Support desk", name="desk", model="openai:gpt-4.1-nano",
