@@ -3,9 +3,10 @@
 Each command is a fresh interpreter: the bare interpreter, ``import jeeves_router``, the
 names an application imports (``Agent``, ``Router``, ``RouterRoute``), a script that builds a
 routed desk and runs it once on fake models, the ``jeeves-router route "..."`` command, and
-the floor under that command (``import numpy, onnxruntime``). Commands run in turn (A B C ...
-A B C ...), so a drift of the machine's speed touches all of them; wall and CPU (user + sys)
-milliseconds are reported with the load average before and after.
+the floors under that command (``import numpy, onnxruntime``; the CLI framework; both with the
+encoder's session and one query). Commands run in turn (A B C ... A B C ...), so a drift of the
+machine's speed touches all of them; wall and CPU (user + sys) milliseconds are reported with
+the load average before and after.
 
 ``--baseline PATH`` runs every jeeves_router command a second time with ``PYTHONPATH=PATH``
 (another checkout, e.g. the previous release) in the same rounds. Byte-code is compiled first
@@ -54,6 +55,16 @@ assert anyio.run(desk.run, "I was charged twice").output == "Refunded."
 """
 
 
+#: What ``route`` cannot avoid in a fresh process: its command-line framework (typer 0.2x
+#: coerces every parameter through a pydantic TypeAdapter), numpy and onnxruntime, the encoder's
+#: session and one encoded query.
+ROUTE_FLOOR = """
+import typer, pydantic, rich.console, rich.table
+from jeeves_router.classify.embedding.encoders import MiniLMEncoder
+MiniLMEncoder(intra_op_threads=1).encode(["I was charged twice"])
+"""
+
+
 def route_command() -> list[str]:
     """The installed ``jeeves-router`` script, or the module when it is not on PATH."""
     script = shutil.which("jeeves-router")
@@ -74,6 +85,11 @@ def commands() -> dict[str, tuple[list[str], bool]]:
         "first routed run (script, fake models)": ([py, "-c", FIRST_RUN], True),
         'jeeves-router route "..."': (route_command(), True),
         "floor: import numpy, onnxruntime": ([py, "-c", "import numpy, onnxruntime"], False),
+        "floor: import typer, pydantic, rich (the CLI framework)": (
+            [py, "-c", "import typer, pydantic, rich.console, rich.table"],
+            False,
+        ),
+        "floor: CLI framework + encoder session + one query": ([py, "-c", ROUTE_FLOOR], False),
     }
 
 
