@@ -91,7 +91,8 @@ def test_a_router_classifying_with_a_model_loads_the_llm_classifier_when_built()
 def test_the_command_line_builds_without_the_journal_pydantic_numpy_or_the_agent() -> None:
     loaded = loaded_after("from jeeves_router.cli import app")
     assert not under(ours(loaded), "journal.records", "journal.sqlite", "agent", "architectures", "classify.embedding")
-    assert not under(loaded, "pydantic", "numpy", "onnxruntime", "click")
+    # what typer itself loads is its business (older versions use the standalone click)
+    assert not under(loaded - loaded_after("import typer"), "pydantic", "numpy", "onnxruntime", "click")
 
 
 def test_the_whole_public_namespace_still_resolves() -> None:
