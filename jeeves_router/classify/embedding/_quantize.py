@@ -182,31 +182,34 @@ def _topological(nodes: list[Any], known: set[str]) -> list[Any]:
     return ordered
 
 
-def _digest_memo(source: Path, folder: Path) -> tuple[Path, str | None]:
-    """Where ``source``'s digest is remembered in ``folder``, and the digest if it is.
+def _source_digest(source: Path, directory: Path | None) -> str:
+    """The first 16 hex digits of ``source``'s SHA-256, remembered in the cache folder.
 
-    Hashing the 23 MB model costs about 40 ms of CPU on every start, so the digest is kept
-    under a name derived from the file's path, size and modification time: a reinstalled file
-    (new size or time) is hashed again, an unchanged one is not.
+    Hashing the 23 MB model costs about 40 ms of CPU on every start, so the digest is kept in
+    the cache folder (``directory`` or :func:`cache_dir`) under a name made of the file's path,
+    size and modification time: a reinstalled file (new size or time) is hashed again. The memo
+    is only written into a folder that already exists, so a failed first build leaves nothing
+    behind; a cache that cannot be written is hashed on every start, as before.
     """
+    folder = directory if directory is not None else cache_dir()
     st = source.stat()
     version = f"{source.resolve()}|{st.st_size}|{st.st_mtime_ns}"
     memo = folder / f".digest-{hashlib.sha256(version.encode()).hexdigest()[:16]}"
     try:
         known = memo.read_text(encoding="ascii").strip()
     except (OSError, UnicodeDecodeError):
-        return memo, None
-    return memo, known if len(known) == 16 and all(c in "0123456789abcdef" for c in known) else None
-
-
-def _remember(memo: Path, digest: str) -> None:
-    """Write the digest memo next to a published model (a read-only cache is left alone)."""
-    try:
-        staging = memo.with_name(f"{memo.name}.{os.getpid()}.tmp")
-        staging.write_text(digest, encoding="ascii")
-        os.replace(staging, memo)
-    except OSError:
-        pass
+        known = ""
+    if len(known) == 16 and all(c in "0123456789abcdef" for c in known):
+        return known
+    digest = hashlib.sha256(source.read_bytes()).hexdigest()[:16]
+    if folder.is_dir():
+        try:
+            staging = folder / f"{memo.name}.{os.getpid()}.tmp"
+            staging.write_text(digest, encoding="ascii")
+            os.replace(staging, memo)
+        except OSError:
+            pass
+    return digest
 
 
 def quantized_model(source: Path, *, directory: Path | None = None) -> Path | bytes:
@@ -224,13 +227,10 @@ def quantized_model(source: Path, *, directory: Path | None = None) -> Path | by
     """
     import onnxruntime as ort
 
+    digest = _source_digest(source, directory)
     folder = directory if directory is not None else cache_dir()
-    memo, known = _digest_memo(source, folder)
-    digest = known or hashlib.sha256(source.read_bytes()).hexdigest()[:16]
     target = folder / f"{source.parent.name}-{source.stem}-{VARIANT}-{digest}-ort{ort.__version__}.onnx"
     if target.is_file():
-        if known is None:
-            _remember(memo, digest)
         return target
     with tempfile.TemporaryDirectory(prefix="jeeves-router-q8-out-") as tmp:
         built = Path(tmp) / "model.onnx"
@@ -240,7 +240,6 @@ def quantized_model(source: Path, *, directory: Path | None = None) -> Path | by
             staging = folder / f".{target.name}.{os.getpid()}.tmp"
             staging.write_bytes(built.read_bytes())
             os.replace(staging, target)  # atomic: concurrent builders each publish a whole file
-            _remember(memo, digest)
         except OSError as exc:
             log.warning("embedding.quantize_cache_unwritable", folder=str(folder), error=str(exc))
             return built.read_bytes()
