@@ -1,8 +1,10 @@
 """A support desk that routes by tool call, with handoffs between specialists and sticky sessions.
 
-The router's only job is to call one generated ``classify_as_<route>`` tool; specialists may
-``transfer_to_<agent>`` each other or hand back to the desk. Follow-up turns of a session go
-straight to the specialist that answered last.
+``HandoffRouter`` is the :class:`~jeeves_router.Router` preset for this: the router model's only
+job is to call one generated ``classify_as_<route>`` tool (a ``ToolCallClassifier``), specialists
+may ``transfer_to_<agent>`` each other or hand back to the desk (``hand_back=True``), and
+follow-up turns of a session go straight to the specialist that answered last (``sticky=True``).
+Any other classifier gets the same with ``Router(routes, classifier=..., sticky=True, hand_back=True)``.
 
 Runs with no API key on scripted models. With ``OPENAI_API_KEY`` or ``ANTHROPIC_API_KEY`` set
 it uses the real provider (``pip install 'jeeves-router[openai]'`` / ``[anthropic]``)::
@@ -17,9 +19,8 @@ import os
 
 import anyio
 
-from jeeves_router import Agent, Message, RouterRoute, tool
-from jeeves_router.architectures.handoffs.router import HandoffRouter
-from jeeves_router.events import HandoffCompleted, HandoffRejected, TextDelta
+from jeeves_router import Agent, HandoffRouter, Message, RouterRoute, tool
+from jeeves_router.events import HandoffCompleted, HandoffRejected, RouterClassified, RouterDispatched, TextDelta
 from jeeves_router.models import Model
 from jeeves_router.testing import Call, Chunks, ScriptedModel
 
@@ -101,10 +102,16 @@ async def main() -> None:
     for text in TURNS:
         print(f"> {text}")
         async with desk.stream(text, session_id="demo-1", history=history) as events:
+            why = ""
             async for ev in events:
-                if isinstance(ev, HandoffCompleted):
-                    how = "sticky session" if ev.sticky else (ev.reason or "")
-                    print(f"[{ev.from_agent} -> {ev.to_agent}: {how}]")
+                if isinstance(ev, RouterClassified):
+                    why = ev.reason or ""
+                elif isinstance(ev, HandoffCompleted) and ev.sticky:
+                    why = "sticky session"  # the session's last agent, with no classification
+                elif isinstance(ev, RouterDispatched):
+                    print(f"[desk -> {ev.route}: {why}]")
+                elif isinstance(ev, HandoffCompleted):
+                    print(f"[{ev.from_agent} -> {ev.to_agent}: {ev.reason or ''}]")
                 elif isinstance(ev, HandoffRejected):
                     print(f"[handoff {ev.from_agent} -> {ev.to_agent} rejected: {ev.why}]")
                 elif isinstance(ev, TextDelta):

@@ -34,9 +34,9 @@ if TYPE_CHECKING:  # imported on first use (see _EVERYDAY below); spelled out fo
         ClassifierExample,
         ClassifierGuide,
     )
-    from .architectures.handoffs import HandoffChain, HandoffRouter
+    from .architectures.handoffs import HandoffChain
     from .architectures.react import ToolLoop
-    from .architectures.router import Router, RouterRoute
+    from .architectures.router import HandoffRouter, Router, RouterRoute
     from .errors import (
         JeevesError,
         ModelError,
@@ -71,9 +71,9 @@ _EVERYDAY = {
         "ClassifierExample",
         "ClassifierGuide",
     ),
-    "jeeves_router.architectures.handoffs": ("HandoffChain", "HandoffRouter"),
+    "jeeves_router.architectures.handoffs": ("HandoffChain",),
     "jeeves_router.architectures.react": ("ToolLoop",),
-    "jeeves_router.architectures.router": ("Router", "RouterRoute"),
+    "jeeves_router.architectures.router": ("HandoffRouter", "Router", "RouterRoute"),
     "jeeves_router.errors": (
         "JeevesError",
         "ModelError",

@@ -2,7 +2,7 @@
 
 :func:`agent_graph` walks an agent and everything it can hand work to — a router's routes
 (with the threshold, the classifier and the fallback), handoff targets (``handoffs=[...]``,
-named or as objects; a :class:`HandoffRouter`'s hand-back edges), and capabilities (with
+named or as objects; a Router's hand-back edges), and capabilities (with
 the context types they require and provide) — and returns plain nodes and edges.
 :meth:`AgentGraph.mermaid` renders them as a Mermaid flowchart::
 
@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from .architectures.capabilities import Capabilities
-from .architectures.handoffs import HandoffChain, HandoffRouter
+from .architectures.handoffs import HandoffChain
 from .architectures.router import Router
 
 if TYPE_CHECKING:
@@ -150,14 +150,14 @@ class _Builder:
         arch = agent.architecture
         details: list[str] = [type(arch).__name__]
         model = _model_name(agent.model)
-        kind: NodeKind = "router" if isinstance(arch, (Router, HandoffRouter)) else "agent"
+        kind: NodeKind = "router" if isinstance(arch, Router) else "agent"
         if isinstance(arch, Router):
             classifier = getattr(arch, "_classifier", None)
             details.append(f"classifier: {type(classifier).__name__ if classifier else 'LLM'}")
             model = _model_name(arch.classifier_model) or model
         if model:
             details.append(f"model: {model}")
-        if isinstance(arch, (Router, HandoffRouter)):
+        if isinstance(arch, Router):
             details.append(f"threshold: {arch.threshold:g}")
             details.append(f"fallback: {arch.fallback_route or 'none (unresolved)'}")
         if agent.tools:
@@ -174,12 +174,12 @@ class _Builder:
         return nid
 
     def _architecture(self, nid: str, agent: Actor, arch: Any) -> None:
-        if isinstance(arch, (Router, HandoffRouter)):
+        if isinstance(arch, Router):
             for route in arch.routes:
                 target = self.agent(route.agent)
                 label = route.name if route.name == route.agent.name else f"{route.name} → {route.agent.name}"
                 self.edges.append(GraphEdge(nid, target, "route", f"{label} (confidence ≥ {arch.threshold:g})"))
-                if isinstance(arch, HandoffRouter) and arch.hand_back:
+                if arch.hand_back:
                     self.edges.append(GraphEdge(target, nid, "hand_back", "hand back"))
             if arch.fallback_route is not None:
                 fallback = self.agent(next(r.agent for r in arch.routes if r.name == arch.fallback_route))

@@ -60,7 +60,7 @@ def route_name_key(name: str) -> str:
 def validate_route_names(names: Iterable[object], *, owner: str = "route table") -> tuple[str, ...]:
     """Check a route table's names: each valid (:func:`validate_route_name`), no two colliding.
 
-    The one rule shared by ``Router``, ``HandoffRouter``, route files and the embedded
+    The one rule shared by ``Router`` (and its ``HandoffRouter`` preset), route files and the embedded
     classifier. Every offending name is listed, so one run reports them all.
 
     Args:

@@ -69,6 +69,19 @@ def test_minilm_vectors_do_not_depend_on_batch_padding(minilm) -> None:  # type:
     assert float(alone @ batched) > 0.9999
 
 
+def test_minilm_sorts_a_batch_by_token_count_and_keeps_the_input_order(minilm) -> None:  # type: ignore[no-untyped-def]
+    # Similar character lengths, very different word-piece counts: the batch is cut by tokens.
+    texts = ["supercalifragilisticexpialidocious", "a b c d e f g h i j k l m n o p q", "refund", "cancel my order"]
+    minilm.batch_size = 2
+    try:
+        together = minilm.encode(texts)
+    finally:
+        minilm.batch_size = 64
+    np.testing.assert_allclose(together, np.stack([minilm.encode([t])[0] for t in texts]), atol=1e-6)
+    assert minilm.encode([]).shape == (0, 384)
+    assert minilm.encode_tokens([])[1] == []
+
+
 def test_minilm_missing_files_are_a_usage_error(tmp_path) -> None:  # type: ignore[no-untyped-def]
     pytest.importorskip("onnxruntime")
     from jeeves_router.classify.embedding.encoders import MiniLMEncoder

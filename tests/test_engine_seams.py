@@ -15,9 +15,9 @@ from typing import Any, get_args
 import pytest
 
 from jeeves_router import Agent, Router, RouterRoute, UsageError, tool
-from jeeves_router.architectures.handoffs.router import HandoffRouter
+from jeeves_router.architectures.router import HandoffRouter
 from jeeves_router.classify.types import Classification, ClassifyRequest, ClassifyResult
-from jeeves_router.events import HandoffRejected, RunFailed, RunStarted
+from jeeves_router.events import RouterFallback, RunFailed, RunStarted
 from jeeves_router.journal import JournalRuntime, SQLiteJournal
 from jeeves_router.models.openai import OpenAIModel
 from jeeves_router.policies import RetryPolicy
@@ -153,7 +153,9 @@ def handoff_desk(journal: SQLiteJournal, router_steps: list[Any], billing_steps:
 async def test_3_resuming_a_completed_sticky_handoff_session_calls_no_model(tmp_path: Path) -> None:
     journal = SQLiteJournal(tmp_path / "j.db")
     live = handoff_desk(
-        journal, [Call("classify_as_billing", {"reason": "money"})], ["Refunded.", "The refund takes 3 days."]
+        journal,
+        [Call("classify_as_billing", {"reason": "money", "confidence": 0.9})],
+        ["Refunded.", "The refund takes 3 days."],
     )
     r1 = await live.run("I was charged twice", session_id="h")
     r2 = await live.run("when will I see it?", session_id="h", history=r1.messages)
@@ -308,7 +310,7 @@ async def test_8_a_handoff_router_confidence_out_of_range_goes_to_the_fallback()
     assert result.route == "general" and result.status == "fallback"
     assert result.fallback_reason == "invalid_confidence"
     assert len(router_model.requests) == 1
-    assert any(isinstance(e, HandoffRejected) and e.reason == "invalid_confidence" for e in events)
+    assert any(isinstance(e, RouterFallback) and e.reason == "invalid_confidence" for e in events)
 
 
 # -- import weight (no timing: which modules load) ----------------------------------------------

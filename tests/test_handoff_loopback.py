@@ -7,8 +7,8 @@ import json
 import pytest
 
 from jeeves_router import Agent, RouterRoute
-from jeeves_router.architectures.handoffs.router import HandoffRouter
-from jeeves_router.events import HandoffCompleted, RunCompleted, TextDelta
+from jeeves_router.architectures.router import HandoffRouter
+from jeeves_router.events import HandoffCompleted, RouterDispatched, RunCompleted, TextDelta
 from jeeves_router.models.anthropic import AnthropicModel
 from jeeves_router.models.openai import OpenAIModel
 from jeeves_router.testing import capture_events
@@ -45,10 +45,9 @@ async def test_classify_tool_then_transfer_across_providers(loopback: LoopbackSe
     result = [e for e in events if isinstance(e, RunCompleted)][-1].result
     assert (result.status, result.route, result.output) == ("ok", "technical", "Restart the job.")
     assert result.confidence == 0.9
-    assert [(e.from_agent, e.to_agent) for e in events if isinstance(e, HandoffCompleted)] == [
-        ("desk", "billing"),
-        ("billing", "technical"),
-    ]
+    # the dispatch is the router's (router.dispatched); the specialist's transfer is a handoff
+    assert [e.route for e in events if isinstance(e, RouterDispatched)] == ["billing"]
+    assert [(e.from_agent, e.to_agent) for e in events if isinstance(e, HandoffCompleted)] == [("billing", "technical")]
     assert [d.text for d in events if isinstance(d, TextDelta) and d.path == ("desk", "technical")] == [
         "Restart ",
         "the job.",
@@ -57,7 +56,8 @@ async def test_classify_tool_then_transfer_across_providers(loopback: LoopbackSe
     assert [t["function"]["name"] for t in router_req.body["tools"]] == ["classify_as_billing", "classify_as_technical"]
     assert billing_req.provider == "anthropic"
     assert {t["name"] for t in billing_req.body["tools"]} == {"transfer_to_technical", "transfer_to_desk"}
-    assert "desk handed this conversation to you (billing)" in billing_req.last_user_text
-    # the router's tool call travels in the history the specialists see (history="all")
-    assert "classify_as_billing" in json.dumps(tech_req.body["messages"])
+    assert billing_req.last_user_text == "I was charged twice and the API returns 500"
+    # billing's transfer travels in the history technical sees (history="all"), as a note
+    assert "billing handed this conversation to you (technical)" in tech_req.last_user_text
+    assert "transfer_to_technical" in json.dumps(tech_req.body["messages"])
     assert result.usage.requests == 3

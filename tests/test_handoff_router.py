@@ -1,4 +1,10 @@
-"""HandoffRouter: classify-tool routing, threshold and fallback, context, sticky sessions."""
+"""HandoffRouter: the Router preset with tool-call classification, sticky sessions and hand-back.
+
+Since the Router and HandoffRouter became one, the router's turn is a
+:class:`ToolCallClassifier` call: its decision is reported by ``router.classified`` /
+``router.fallback`` / ``router.dispatched`` (not by handoff events), and corrections of a
+reply without a usable tool call happen inside the classifier (``attempts``).
+"""
 
 from __future__ import annotations
 
@@ -8,16 +14,17 @@ import pytest
 from pydantic import BaseModel
 
 from jeeves_router import Agent, ContextUpdate, RouterRoute, ToolContext, UsageError, child_session_id, tool
-from jeeves_router.architectures.handoffs.router import HandoffRouter, last_turns
 from jeeves_router.architectures.handoffs.session import InMemorySessionStore
+from jeeves_router.architectures.router import HandoffRouter
+from jeeves_router.architectures.router.router import last_turns
 from jeeves_router.events import (
     Event,
     HandoffCompleted,
-    HandoffRejected,
-    HandoffRequested,
+    RouterClassified,
+    RouterDispatched,
+    RouterFallback,
     RunCompleted,
     TextDelta,
-    ToolResult,
 )
 from jeeves_router.messages import assistant, user
 from jeeves_router.models.base import ModelRequest
@@ -79,11 +86,11 @@ async def test_one_classify_tool_per_route_with_reason_and_confidence() -> None:
     specs = {t.name: t for t in request.tools}
     assert set(specs) == {"classify_as_billing", "classify_as_technical", "classify_as_general"}
     params = specs["classify_as_billing"].parameters
-    assert params["required"] == ["reason"]
+    assert params["required"] == ["reason", "confidence"]
     assert set(params["properties"]) == {"reason", "confidence"}
     assert "payments, invoices, refunds" in specs["classify_as_billing"].description
-    assert "payments, invoices, refunds" in (request.system or "")
-    assert request.temperature == 0.0
+    assert "Support desk." in (request.system or "")  # the router agent's instructions
+    assert request.temperature == 0.0 and request.tool_choice == "required"
 
 
 @pytest.mark.anyio
@@ -103,14 +110,15 @@ async def test_dispatch_reads_the_target_from_the_tool_result_not_the_text() -> 
     # usage sums the router turn and the specialist
     assert result.usage.requests == 2
     assert set(result.usage_by_route) == {"<classifier>", "technical"}
-    requested = kinds(events, HandoffRequested)[0]
-    assert (requested.from_agent, requested.to_agent, requested.reason) == ("desk", "technical", "500 error")
-    assert requested.confidence == 0.8
-    completed = kinds(events, HandoffCompleted)[0]
-    assert (completed.from_agent, completed.to_agent) == ("desk", "technical")
-    # the specialist's events stream in the parent, under its child session and path
+    classified = kinds(events, RouterClassified)[0]
+    assert (classified.route, classified.reason, classified.confidence) == ("technical", "500 error", 0.8)
+    assert classified.raw == "tool:classify_as_technical" and classified.stage == "tool_call"
+    assert [d.route for d in kinds(events, RouterDispatched)] == ["technical"]
+    assert kinds(events, HandoffCompleted) == []  # a dispatch is not a handoff
+    # the specialist's events stream in the parent, under its child session and path;
+    # the router's own text never reaches the consumer
     deltas = kinds(events, TextDelta)
-    assert [d.text for d in deltas] == ["This is clearly billing.", "Restart ", "the job."]
+    assert [d.text for d in deltas] == ["Restart ", "the job."]
     assert deltas[-1].path == ("desk", "technical")
     assert deltas[-1].session_id == "s-1__route_technical"
     runs = kinds(events, RunCompleted)
@@ -125,9 +133,11 @@ async def test_below_threshold_goes_to_the_fallback() -> None:
     assert (result.status, result.route, result.used_fallback) == ("fallback", "general", True)
     assert result.fallback_reason == "low_confidence"
     assert result.confidence == 0.3
-    rejected = kinds(events, HandoffRejected)
-    assert [(r.why, r.to_agent) for r in rejected] == [("low_confidence", "billing")]
-    assert [e.to_agent for e in kinds(events, HandoffCompleted)] == ["general"]
+    fallback = kinds(events, RouterFallback)
+    assert [(f.reason, f.requested_route, f.fallback_route) for f in fallback] == [
+        ("low_confidence", "billing", "general")
+    ]
+    assert [e.route for e in kinds(events, RouterDispatched)] == ["general"]
 
 
 @pytest.mark.anyio
@@ -136,7 +146,7 @@ async def test_missing_confidence_fails_closed_above_a_threshold() -> None:
     events = await capture_events(desk, "x")
     result = kinds(events, RunCompleted)[-1].result
     assert (result.route, result.fallback_reason) == ("general", "missing_confidence")
-    assert [(r.why, r.reason) for r in kinds(events, HandoffRejected)] == [("low_confidence", "missing_confidence")]
+    assert [f.reason for f in kinds(events, RouterFallback)] == ["missing_confidence"]
     desk, _ = desk_with(
         [classify("billing", None)], billing=["Paid."], require_confidence_above=0.5, on_missing_confidence=0.7
     )
@@ -173,15 +183,14 @@ async def test_force_route_skips_the_router_turn() -> None:
 
 
 @pytest.mark.anyio
-async def test_first_of_several_classifications_wins_and_the_rest_are_reported() -> None:
-    desk, models = desk_with([[classify("technical"), classify("billing")]], technical=["Fixed."])
+async def test_first_of_several_classifications_wins_and_the_next_is_the_runner_up() -> None:
+    desk, models = desk_with([[classify("technical"), classify("billing", 0.4)]], technical=["Fixed."])
     events = await capture_events(desk, "x")
     result = kinds(events, RunCompleted)[-1].result
     assert result.route == "technical"
-    ignored = [r for r in kinds(events, ToolResult) if r.tool == "classify_as_billing"]
-    assert len(ignored) == 1 and ignored[0].is_error and "ignored" in ignored[0].content
-    dup = kinds(events, HandoffRejected)
-    assert [(d.why, d.from_agent, d.to_agent) for d in dup] == [("duplicate", "desk", "billing")]
+    classified = kinds(events, RouterClassified)[0]
+    assert (classified.runner_up, classified.runner_up_confidence) == ("billing", 0.4)
+    assert models["billing"].requests == []
     assert models["router"].remaining == 0 and len(models["router"].requests) == 1
 
 
@@ -190,8 +199,9 @@ async def test_unknown_route_is_corrected_once() -> None:
     desk, models = desk_with([classify("refunds"), classify("billing")], billing=["Paid."])
     events = await capture_events(desk, "x")
     assert kinds(events, RunCompleted)[-1].result.route == "billing"
-    assert [(r.why, r.to_agent) for r in kinds(events, HandoffRejected)] == [("unknown", "refunds")]
-    assert "unknown tool" in models["router"].requests[1].messages[-1].parts[0].content  # type: ignore[union-attr]
+    assert kinds(events, RouterClassified)[0].attempts == 2
+    correction = models["router"].requests[1].messages[-1].parts[0].content  # type: ignore[union-attr]
+    assert "classify_as_refunds is not one of the tools" in correction
 
 
 @pytest.mark.anyio
@@ -201,7 +211,7 @@ async def test_unknown_route_twice_goes_to_the_fallback_without_a_third_call() -
     result = kinds(events, RunCompleted)[-1].result
     assert (result.status, result.route, result.fallback_reason) == ("fallback", "general", "unknown_route")
     assert len(models["router"].requests) == 2
-    assert [r.why for r in kinds(events, HandoffRejected)] == ["unknown", "unknown"]
+    assert [(f.reason, f.requested_route) for f in kinds(events, RouterFallback)] == [("unknown_route", "refund")]
 
 
 @pytest.mark.anyio
@@ -209,7 +219,7 @@ async def test_router_text_without_tool_call_is_reprompted_once() -> None:
     desk, models = desk_with(["It's billing.", classify("billing")], billing=["Paid."])
     events = await capture_events(desk, "x")
     assert kinds(events, RunCompleted)[-1].result.route == "billing"
-    assert [r.why for r in kinds(events, HandoffRejected)] == ["no_handoff"]
+    assert kinds(events, RouterClassified)[0].attempts == 2
     second = models["router"].requests[1]
     assert "classify_as_billing" in second.messages[-1].text
     assert second.messages[-2].text == "It's billing."
@@ -219,10 +229,10 @@ async def test_router_text_without_tool_call_is_reprompted_once() -> None:
 async def test_router_text_twice_goes_to_the_fallback() -> None:
     desk, _ = desk_with(["billing", "billing!"], general=["Hi."])
     result = await desk.run("x")
-    assert (result.status, result.route, result.fallback_reason) == ("fallback", "general", "no_handoff")
+    assert (result.status, result.route, result.fallback_reason) == ("fallback", "general", "missing_route")
     desk, _ = desk_with(["billing", "billing!"], fallback_route=None)
     result = await desk.run("x")
-    assert (result.status, result.output, result.fallback_reason) == ("unresolved", None, "no_handoff")
+    assert (result.status, result.output, result.fallback_reason) == ("unresolved", None, "missing_route")
 
 
 # -- context ---------------------------------------------------------------------------------------
@@ -230,7 +240,7 @@ async def test_router_text_twice_goes_to_the_fallback() -> None:
 
 def context_router(request: ModelRequest) -> Reply:
     system = request.system or ""
-    route = "billing" if '"plan": "enterprise"' in system else "general"
+    route = "billing" if "plan: enterprise" in system else "general"
     return Reply(calls=[classify(route, 0.9)])
 
 
@@ -261,7 +271,7 @@ class Customer(BaseModel):
 async def test_typed_context_is_validated_and_shown_to_the_router() -> None:
     desk, models = desk_with([classify("billing")], billing=["ok"], context_schema=Customer)
     await desk.run("x", context={"plan": "pro", "seats": "3"})
-    assert '"seats": 3' in (models["router"].requests[0].system or "")
+    assert "seats: 3" in (models["router"].requests[0].system or "")  # validated: "3" became 3
     with pytest.raises(UsageError, match="Customer"):
         await desk.run("x", context={"seats": 2})
 
@@ -292,21 +302,24 @@ async def test_context_updates_are_copy_on_write_and_scoped_to_the_run() -> None
         return str(ctx.context.get("customer"))
 
     billing = Agent(
-        "b", name="billing", tools=[whoami], model=ScriptedModel([Call("whoami"), "done", Call("whoami"), "done"])
+        "b",
+        name="billing",
+        tools=[identify, whoami],
+        model=ScriptedModel([Call("identify", {"email": "a@b.c"}), Call("whoami"), "done", Call("whoami"), "done"]),
     )
-    router = ScriptedModel([Call("identify", {"email": "a@b.c"}), classify("billing"), classify("billing")])
+    router = ScriptedModel([classify("billing"), classify("billing")])
     desk = Agent(
         "Desk",
         name="desk",
         model=router,
-        tools=[identify],
         architecture=HandoffRouter([RouterRoute("billing", billing, "payments")], sticky=False),
     )
     caller_context = {"channel": "web"}
-    await desk.run("x", context=caller_context)
+    first = await desk.run("x", context=caller_context)
     await desk.run("y", context=caller_context)
     assert seen == [{"channel": "web", "customer": "a@b.c"}, {"channel": "web"}]
     assert caller_context == {"channel": "web"}
+    assert first.metadata["sticky"] is False
 
 
 # -- sticky sessions -------------------------------------------------------------------------------
@@ -342,12 +355,12 @@ async def test_sticky_ends_when_the_specialist_hands_back() -> None:
     events = await capture_events(desk, "the API is down", session_id="s")
     result = kinds(events, RunCompleted)[-1].result
     assert result.route == "technical"
-    assert [(e.from_agent, e.to_agent) for e in kinds(events, HandoffCompleted)] == [
-        ("desk", "billing"),
-        ("billing", "desk"),
-        ("desk", "technical"),
+    assert [(e.from_agent, e.to_agent, e.sticky) for e in kinds(events, HandoffCompleted)] == [
+        ("desk", "billing", True),
+        ("billing", "desk", False),
     ]
-    assert "handed back by billing: not a billing question" in (models["router"].requests[1].system or "")
+    assert [e.route for e in kinds(events, RouterDispatched)] == ["billing", "technical"]
+    assert "billing handed the request back (not a billing question)" in (models["router"].requests[1].system or "")
     # now technical is the sticky one
     assert (await desk.run("and now?", session_id="s")).route == "technical"
 

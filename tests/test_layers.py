@@ -142,15 +142,16 @@ def test_architectures_never_import_the_agent(module: str, path: Path) -> None:
 
 
 # Inside the actors layer: the engine core (base, react, routes) never imports an
-# architecture subpackage; the Router never imports handoffs or capabilities; capabilities
-# import neither router nor handoffs (handoffs reuse the Router's decision: router only).
+# architecture subpackage; the Router follows its specialists' handoffs with the one chain
+# engine (router imports handoffs), so handoffs never import the Router; capabilities
+# import neither router nor handoffs.
 ACTOR_RULES: dict[str, tuple[str, ...]] = {
     "architectures.base": ("architectures.router", "architectures.handoffs", "architectures.capabilities"),
     "architectures.react": ("architectures.router", "architectures.handoffs", "architectures.capabilities"),
     "architectures.routes": ("architectures.router", "architectures.handoffs", "architectures.capabilities"),
-    "architectures.router": ("architectures.handoffs", "architectures.capabilities"),
+    "architectures.router": ("architectures.capabilities",),
     "architectures.capabilities": ("architectures.router", "architectures.handoffs"),
-    "architectures.handoffs": ("architectures.capabilities",),
+    "architectures.handoffs": ("architectures.router", "architectures.capabilities"),
 }
 
 

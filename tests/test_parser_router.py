@@ -29,11 +29,10 @@ from jeeves_router import (
     RouterUnresolved,
     resolve_route,
 )
-from jeeves_router.architectures.handoffs import HandoffRouter
+from jeeves_router.architectures.router import HandoffRouter
 from jeeves_router.classify.embedding import EmbeddingClassifier, HashingEncoder
 from jeeves_router.classify.types import RouteSpec
-from jeeves_router.testing import ScriptedModel, capture_events
-from jeeves_router.tools import Handoff
+from jeeves_router.testing import Call, ScriptedModel, capture_events
 
 pytestmark = pytest.mark.anyio
 
@@ -190,21 +189,31 @@ async def test_embedded_classifier_nan_confidence_falls_back() -> None:
     events = await capture_events(agent, "poison: a billing question")
     assert answered(agents) == ["general"]
     classified = next(e for e in events if isinstance(e, RouterClassified))
-    assert classified.stage == "embedding" and classified.status == "ok" and math.isnan(classified.confidence)
+    # the Router's contract check reports a bad confidence alike for every classifier
+    assert classified.stage == "embedding" and classified.status == "invalid_confidence"
+    assert (classified.route, classified.confidence) == (None, 0.0) and classified.requested is not None
     result = events[-1].result  # type: ignore[union-attr]
     assert (result.route, result.fallback_reason) == ("general", "invalid_confidence")
 
 
-@pytest.mark.parametrize("confidence", [math.nan, math.inf, 1.5, -0.5])
-def test_tool_call_handoff_bad_confidence_falls_back(confidence: float) -> None:
-    agents = {n: Agent(f"You are {n}.", name=n, model=ScriptedModel([])) for n in NAMES}
-    router = HandoffRouter(
-        [RouterRoute(n, agents[n]) for n in NAMES], fallback_route="general", require_confidence_above=0.5
+@pytest.mark.anyio
+@pytest.mark.parametrize("confidence", [math.nan, math.inf, 1.5, -0.5, 0.9])
+async def test_tool_call_handoff_bad_confidence_falls_back(confidence: float) -> None:
+    agents = {n: Agent(f"You are {n}.", name=n, model=ScriptedModel([f"{n} here."])) for n in NAMES}
+    call = Call("classify_as_billing", {"reason": "fits", "confidence": confidence})
+    desk = Agent(
+        "Desk",
+        name="desk",
+        model=ScriptedModel([call]),
+        architecture=HandoffRouter(
+            [RouterRoute(n, agents[n]) for n in NAMES], fallback_route="general", require_confidence_above=0.5
+        ),
     )
-    decision = router.decide(Handoff(target="billing", reason="fits", confidence=confidence))
-    assert (decision.route, decision.used_fallback, decision.reason) == ("general", True, "invalid_confidence")
-    good = router.decide(Handoff(target="billing", reason="fits", confidence=0.9))
-    assert (good.route, good.used_fallback) == ("billing", False)
+    result = await desk.run("x")
+    if confidence == 0.9:
+        assert (result.route, result.used_fallback) == ("billing", False)
+    else:
+        assert (result.route, result.used_fallback, result.fallback_reason) == ("general", True, "invalid_confidence")
 
 
 @settings(max_examples=300)

@@ -1,9 +1,9 @@
 """Start-up cost, as behaviour: which modules an import or a command loads (no timing here).
 
 The timings live in ``bench/startup.py``; these tests pin what makes them: importing the package
-loads none of its subsystems, ``Agent``/``Router`` load neither capabilities, handoffs, the
-journal nor the LLM classifier, and the command line builds without the journal, pydantic's
-models, numpy or the agent machinery.
+loads none of its subsystems, ``Agent`` loads neither the Router nor handoffs, ``Router`` loads
+neither capabilities, the journal nor the LLM classifier, and the command line builds without
+the journal, pydantic, numpy or the agent machinery.
 """
 
 from __future__ import annotations
@@ -57,24 +57,22 @@ def test_importing_the_package_loads_none_of_its_subsystems() -> None:
     assert not under(loaded, "anyio", "dataclasses", "logging", "pydantic", "numpy")
 
 
+#: Subsystems an application pays for only when it uses them.
+OPTIONAL = ("architectures.capabilities", "classify.llm", "classify.embedding", "journal", "durable", "serve", "mcp",
+            "testing", "graph")  # fmt: skip
+
+
+def test_the_agent_loads_no_router_and_no_optional_subsystem() -> None:
+    loaded = loaded_after("from jeeves_router import Agent, tool")
+    assert {"agent", "architectures.react"} <= ours(loaded)
+    assert not under(ours(loaded), *OPTIONAL, "architectures.router", "architectures.handoffs", "classify.toolcall")
+    assert not under(loaded, "pydantic", "numpy", "sqlite3", "uuid", "random", "openai", "anthropic")
+
+
 def test_agent_and_router_load_no_optional_subsystem() -> None:
     loaded = loaded_after("from jeeves_router import Agent, Router, RouterRoute, tool")
     assert {"agent", "architectures.react", "architectures.router.router"} <= ours(loaded)
-    heavy = under(
-        ours(loaded),
-        "architectures.capabilities",
-        "architectures.handoffs",
-        "classify.llm",
-        "classify.toolcall",
-        "classify.embedding",
-        "journal",
-        "durable",
-        "serve",
-        "mcp",
-        "testing",
-        "graph",
-    )
-    assert not heavy
+    assert not under(ours(loaded), *OPTIONAL)
     assert not under(loaded, "pydantic", "numpy", "sqlite3", "uuid", "random", "openai", "anthropic")
 
 

@@ -1,7 +1,7 @@
 """Architectures: how an agent turns a request into an answer.
 
 The engine core (:mod:`.base`) is imported with the package; each architecture is imported
-on first use, so that using the tool loop never loads capabilities or handoffs.
+on first use, so that using the tool loop never loads the Router, capabilities or handoffs.
 """
 
 from typing import TYPE_CHECKING
@@ -12,18 +12,16 @@ from .base import Architecture, RunContext
 if TYPE_CHECKING:
     from .capabilities.architecture import Capabilities, Capability
     from .handoffs.chain import HandoffChain
-    from .handoffs.router import HandoffRouter
     from .react import ToolLoop
-    from .router.router import Router, RouterRoute
+    from .router import HandoffRouter, Router, RouterRoute
 
 __getattr__, __dir__ = lazy_exports(
     __name__,
     {
         ".capabilities.architecture": ("Capabilities", "Capability"),
         ".handoffs.chain": ("HandoffChain",),
-        ".handoffs.router": ("HandoffRouter",),
         ".react": ("ToolLoop",),
-        ".router.router": ("Router", "RouterRoute"),
+        ".router": ("HandoffRouter", "Router", "RouterRoute"),
     },
 )
 

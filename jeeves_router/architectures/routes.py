@@ -1,4 +1,4 @@
-"""Route tables shared by the routing architectures (Router, HandoffRouter)."""
+"""Route tables of the Router (and its HandoffRouter preset): the route type and its checks."""
 
 from __future__ import annotations
 

@@ -1,11 +1,12 @@
 """Classification by tool call: the model must call one ``classify_as_<route>`` tool.
 
-The same decision :class:`~jeeves_router.HandoffRouter` reads from its router turn, as a
-:class:`~jeeves_router.classify.types.Classifier`, so a :class:`~jeeves_router.Router`
+A :class:`~jeeves_router.classify.types.Classifier`, so a :class:`~jeeves_router.Router`
 gets tool-call classification with everything the Router has (threshold, fallback,
-recovery, history, context, force_route, usage by route)::
+recovery, history, context, sticky sessions, handoffs, force_route, usage by route)::
 
     Router(routes, classifier=ToolCallClassifier("openai:gpt-4.1-nano"), fallback_route="general")
+
+(:class:`~jeeves_router.HandoffRouter` is that Router preset, on the router agent's model.)
 
 The request forces a tool call (``tool_choice="required"``); the route is read from the
 called tool's name, never from text, and the confidence from its arguments. A reply with
@@ -13,6 +14,8 @@ no tool call, or a call of a tool that is not offered, is answered once with a
 correction (``max_format_retries``); after that the classification fails closed
 (``missing_route`` / ``unknown_route``) and the Router's fallback decides. A confidence
 that is not a number within [0, 1] is ``invalid_confidence``: the fallback, not the route.
+When the model calls several classify tools at once, the first wins and the second is
+reported as the ``runner_up`` (with its confidence).
 """
 
 from __future__ import annotations
@@ -162,5 +165,26 @@ class ToolCallClassifier:
         args = call.arguments
         reason = args.get("reason") if isinstance(args.get("reason"), str) else None
         confidence, status = _confidence(args.get("confidence"), self.on_missing_confidence)
-        c = Classification(route if status == "ok" else None, confidence, status, raw, reason=reason, requested=route)
+        runner_up, runner_up_confidence = self._runner_up(calls[1:], names, route)
+        c = Classification(
+            route if status == "ok" else None,
+            confidence,
+            status,
+            raw,
+            reason=reason,
+            requested=route,
+            runner_up=runner_up,
+            runner_up_confidence=runner_up_confidence,
+        )
         return c, None
+
+    def _runner_up(
+        self, calls: tuple[ToolCallPart, ...], names: dict[str, str], first: str
+    ) -> tuple[str | None, float | None]:
+        """The route of the next call (of several in one reply) that names another route."""
+        for call in calls:
+            name = names.get(normalize_route_name(call.name.removeprefix(CLASSIFY_PREFIX)))
+            if call.name.startswith(CLASSIFY_PREFIX) and name is not None and name != first:
+                confidence, status = _confidence(call.arguments.get("confidence"), self.on_missing_confidence)
+                return name, confidence if status == "ok" else None
+        return None, None

@@ -1,7 +1,5 @@
-"""Handoffs: the classify-tool router preset and handoff chains, with their guards.
+"""Handoff chains, with their guards (the Router follows its specialists' handoffs with them).
 
-* :mod:`.router` — :class:`HandoffRouter`, routing by ``classify_as_<route>`` tool call,
-  sticky sessions and context; its decision is the Router's.
 * :mod:`.chain` — :class:`HandoffChain`, agents passing the conversation on with
   ``transfer_to_<agent>`` tools, under ``max_handoffs`` and the cycle guard.
 * :mod:`.run` / :mod:`.visit` — one run of a chain and one agent's turn in it.
@@ -10,8 +8,7 @@
 """
 
 from .chain import HandoffChain
-from .router import HandoffRouter
 from .session import InMemorySessionStore, SessionStore
 from .tools import HandoffInput, HistoryMode
 
-__all__ = ["HandoffChain", "HandoffInput", "HandoffRouter", "HistoryMode", "InMemorySessionStore", "SessionStore"]
+__all__ = ["HandoffChain", "HandoffInput", "HistoryMode", "InMemorySessionStore", "SessionStore"]

@@ -2,49 +2,48 @@
 
 The target of a handoff is read from the tool result (``ctx.handoff``), never from text.
 After each visit the chain decides: an answer ends the run; a handoff goes through the
-router's threshold (for a classification), then the guards — ``max_handoffs`` and an edge
-taken more than ``max_edge_traversals`` times end the run with ``handoff_limit`` /
-``handoff_cycle`` and a ``handoff.rejected`` event; an unknown target named twice or a
-handoff announced twice without a tool call goes to the fallback (or ends ``unresolved``).
+guards — ``max_handoffs`` and an edge taken more than ``max_edge_traversals`` times end the
+run with ``handoff_limit`` / ``handoff_cycle`` and a ``handoff.rejected`` event; an unknown
+target named twice or a handoff announced twice without a tool call goes to the fallback
+(or ends ``unresolved``).
 Every agent after the entry runs under ``child_session_id(session_id, node)``.
+
+:class:`~jeeves_router.Router` runs its routes and their handoffs with this same class
+(``RouterRun``): it overrides how the entry node is visited (a classification), the hop
+events and the result, never the guards or the sticky session.
 """
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from ..._aio import aclosing
+from ..._aio import aclose
 from ...events import Event, HandoffCompleted, HandoffRejected, HandoffRequested
 from ...messages import user
 from ...results import FallbackReason, RunResult, RunStatus
 from ..base import RunContext
 from .graph import HandoffGraph
-from .visit import ChainSettings, RouterHooks, Visit, VisitRunner
+from .visit import ChainSettings, Visit, VisitRunner
 
 if TYPE_CHECKING:
     from ...actor import Actor
 
 __all__ = ["ChainRun"]
 
-_CONFIDENCE_REASONS = ("low_confidence", "missing_confidence", "invalid_confidence")
-
 
 class ChainRun(VisitRunner):
-    """Executes one run of a chain; the architecture's ``run`` delegates here."""
+    """Executes one run of a chain; the architecture's ``run`` delegates here.
 
-    def __init__(
-        self,
-        graph: HandoffGraph,
-        settings: ChainSettings,
-        agent: Actor,
-        ctx: RunContext,
-        hooks: RouterHooks | None = None,
-    ) -> None:
-        super().__init__(graph, settings, agent, ctx, hooks)
-        self.edges: Counter[tuple[str, str]] = Counter()
+    Subclasses may override :meth:`_enter` (how one node is visited), :meth:`_next` (where
+    a visit leads), :meth:`_hop` (the event of an accepted handoff) and :meth:`_finish`
+    (the result); the guards and the sticky session stay here.
+    """
+
+    def __init__(self, graph: HandoffGraph, settings: ChainSettings, agent: Actor, ctx: RunContext) -> None:
+        super().__init__(graph, settings, agent, ctx)
+        self.edges: dict[tuple[str, str], int] = {}
         self.accepted: list[dict[str, Any]] = []
         self.visited: list[str] = []
         self.confidence: float | None = None
@@ -58,7 +57,8 @@ class ChainRun(VisitRunner):
         incoming: tuple[str, str | None, Any] | None = None
         if ctx.force_route is not None:
             current = ctx.force_route
-            yield HandoffCompleted(**self._ev(), from_agent=g.entry, to_agent=current, reason="forced route")
+            for ev in self._hop(g.entry, current, "forced route"):
+                yield ev
         elif store is not None:
             if ctx.options.get("reset_sticky"):
                 await store.delete(ctx.session_id)
@@ -69,37 +69,51 @@ class ChainRun(VisitRunner):
                 self.steps[ctx.session_id] = ctx._step
                 if last is not None and last in g.nodes and last != g.entry:
                     current, self.sticky = last, True
-                    yield HandoffCompleted(
-                        **self._ev(),
-                        from_agent=g.entry,
-                        to_agent=last,
-                        reason="sticky session: the last agent that answered",
-                        sticky=True,
-                    )
+                    for ev in self._hop(g.entry, last, "sticky session: the last agent that answered", sticky=True):
+                        yield ev
         while True:
             visit = self._new_visit(g.nodes[current])
             self.visited.append(current)
-            async with aclosing(self._visit(visit, incoming)) as events:
+            events = self._enter(visit, incoming)
+            try:
                 async for ev in events:
                     yield ev
+            finally:
+                await aclose(events)
+            if visit.redirect is not None:
+                current, incoming = visit.redirect, None
+                continue
             if visit.handoff is None and visit.failure is None:
                 assert visit.result is not None
-                await self._finish(current, visit.result.status, visit.result)
+                for ev in await self._finish(current, visit.result.status, visit.result):
+                    yield ev
                 return
             hop_events, (target, reason, payload) = self._next(current, visit)
             for ev in hop_events:
                 yield ev
             if target is None:
-                await self._finish(current, "unresolved", None)
+                for ev in await self._finish(current, "unresolved", None):
+                    yield ev
                 return
             stop = self._check(current, target, reason)
             if stop is not None:
                 yield stop
-                await self._finish(current, "handoff_limit" if stop.why == "limit" else "handoff_cycle", None)
+                status: RunStatus = "handoff_limit" if stop.why == "limit" else "handoff_cycle"
+                for ev in await self._finish(current, status, None):
+                    yield ev
                 return
-            yield HandoffCompleted(**self._ev(), from_agent=current, to_agent=target, reason=reason)
+            for ev in self._hop(current, target, reason):
+                yield ev
             incoming = (current, reason, payload)
             current = target
+
+    def _enter(self, visit: Visit, incoming: tuple[str, str | None, Any] | None) -> AsyncGenerator[Event, None]:
+        """Visit one node: its events; the outcome is left on ``visit``."""
+        return self._visit(visit, incoming)
+
+    def _hop(self, frm: str, to: str, reason: str | None, *, sticky: bool = False) -> Sequence[Event]:
+        """The events of an accepted move from ``frm`` to ``to`` (a handoff, a forced or sticky start)."""
+        return (HandoffCompleted(**self._ev(), from_agent=frm, to_agent=to, reason=reason, sticky=sticky),)
 
     def _next(self, current: str, visit: Visit) -> tuple[list[Event], tuple[str | None, str | None, Any]]:
         """Where a visit that handed off (or failed) leads: its events and ``(target, reason, payload)``."""
@@ -117,29 +131,8 @@ class ChainRun(VisitRunner):
                 None,
             )
         h = visit.handoff
-        events: list[Event] = [
-            HandoffRequested(**ev, from_agent=current, to_agent=h.target, reason=h.reason, confidence=h.confidence)
-        ]
-        if not visit.node.is_router or self.hooks is None:
-            return events, (h.target, h.reason, h.payload)
-        decision = self.hooks.decide(h)  # the Router's threshold and fallback
-        self.confidence = h.confidence
-        if decision.route == h.target and not decision.used_fallback:
-            return events, (h.target, h.reason, h.payload)
-        events.append(
-            HandoffRejected(
-                **ev,
-                from_agent=current,
-                to_agent=h.target,
-                why="low_confidence" if decision.reason in _CONFIDENCE_REASONS else "unknown",
-                reason=decision.reason,
-            )
-        )
-        self.fallback_reason = decision.reason
-        reason = f"fallback: {decision.reason}"
-        if decision.route is not None:
-            events.append(HandoffRequested(**ev, from_agent=current, to_agent=decision.route, reason=reason))
-        return events, (decision.route, reason, None)
+        event = HandoffRequested(**ev, from_agent=current, to_agent=h.target, reason=h.reason, confidence=h.confidence)
+        return [event], (h.target, h.reason, h.payload)
 
     def _check(self, frm: str, to: str, reason: str | None) -> HandoffRejected | None:
         s = self.settings
@@ -148,31 +141,27 @@ class ChainRun(VisitRunner):
                 **self._ev(), from_agent=frm, to_agent=to, why="limit", reason=f"max_handoffs={s.max_handoffs} reached"
             )
         edge = (frm, to)
-        if self.edges[edge] >= s.max_edge_traversals:
+        taken = self.edges.get(edge, 0)
+        if taken >= s.max_edge_traversals:
             return HandoffRejected(
                 **self._ev(),
                 from_agent=frm,
                 to_agent=to,
                 why="cycle",
-                reason=f"{frm} -> {to} already taken {self.edges[edge]} time(s) "
-                f"(max_edge_traversals={s.max_edge_traversals})",
+                reason=f"{frm} -> {to} already taken {taken} time(s) (max_edge_traversals={s.max_edge_traversals})",
             )
-        self.edges[edge] += 1
+        self.edges[edge] = taken + 1
         self.accepted.append({"from": frm, "to": to, "reason": reason})
         return None
 
-    async def _finish(self, node: str, status: RunStatus, res: RunResult | None) -> None:
+    async def _finish(self, node: str, status: RunStatus, res: RunResult | None) -> list[Event]:
+        """Set ``ctx.result`` (and the sticky session); the run's closing events."""
         ctx, g = self.ctx, self.graph
         used_fallback = self.fallback_reason is not None and status == "ok"
         if used_fallback:
             status = "fallback"
         answered = res is not None and status in ("ok", "fallback")
-        store = self.settings.store
-        if store is not None:
-            if answered and node != g.entry:
-                await store.set(ctx.session_id, node)
-            else:
-                await store.delete(ctx.session_id)
+        await self._remember(node if answered else None)
         ctx.context = self.context
         ctx.result = RunResult(
             output=res.output if answered and res is not None else None,
@@ -196,3 +185,14 @@ class ChainRun(VisitRunner):
                 "sticky": self.sticky,
             },
         )
+        return []
+
+    async def _remember(self, node: str | None) -> None:
+        """Keep ``node`` as the session's sticky agent (``None`` or the entry: forget it)."""
+        store = self.settings.store
+        if store is None:
+            return
+        if node is not None and node != self.graph.entry:
+            await store.set(self.ctx.session_id, node)
+        else:
+            await store.delete(self.ctx.session_id)

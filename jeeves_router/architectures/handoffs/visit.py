@@ -2,22 +2,24 @@
 
 A visit runs the agent's own architecture (normally the tool loop) on a view of the agent
 that also has the generated handoff tools, under the agent's session id; the agent's
-events pass through to the parent's stream. While they pass, the visit watches the tool
-results: a handoff call the tool loop ignored (an earlier call of the turn already handed
-off) is reported as a ``duplicate``; a call to a handoff tool that does not exist, or an
-own tool returning a ``Handoff`` to an unknown target, is an ``unknown`` target the model
-may correct once. A text reply that announces a handoff (or any text reply of a router)
-gets one corrective re-prompt.
+events pass through to the parent's stream. An agent with nothing to hand off to runs as
+it is (its toolsets opened as for any run). While the events pass, the visit watches the
+tool results: a handoff call the tool loop ignored (an earlier call of the turn already
+handed off) is reported as a ``duplicate``; a call to a handoff tool that does not exist,
+or an own tool returning a ``Handoff`` to an unknown target, is an ``unknown`` target the
+model may correct once. A text reply that announces a handoff gets one corrective re-prompt.
+
+A router's own node is never visited here: :class:`~jeeves_router.Router` classifies it
+(``RouterRun``), with whatever classifier it has.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..._aio import aclosing
-from ...classify.resolve import RouteDecision
 from ...errors import UsageError
 from ...events import Event, HandoffRejected, ToolResult
 from ...ids import child_session_id
@@ -43,10 +45,7 @@ from .tools import (
 if TYPE_CHECKING:
     from ...actor import Actor
 
-__all__ = ["CLASSIFIER_KEY", "ChainSettings", "RouterHooks", "Visit", "VisitRunner"]
-
-#: Usage key of a handoff router's own turns (same key as the Router's classifier).
-CLASSIFIER_KEY = "<classifier>"
+__all__ = ["ChainSettings", "Visit", "VisitRunner"]
 
 T = TypeVar("T")
 
@@ -60,24 +59,6 @@ class ChainSettings:
     history: HistoryMode = "all"
     detect_announced: Callable[[str, Sequence[str]], bool] | None = None
     store: SessionStore | None = None
-
-
-class RouterHooks(Protocol):
-    """What a handoff router adds to a chain: its classification turn and its threshold."""
-
-    def router_tools(self) -> tuple[Tool, ...]:
-        """The ``classify_as_<route>`` tools."""
-        ...
-
-    def router_turn(
-        self, agent: Actor, ctx: RunContext, handed_back: tuple[str, str | None] | None, context: Mapping[str, Any]
-    ) -> tuple[str, tuple[Message, ...], str]:
-        """``(instructions, history, prompt)`` of the router's turn."""
-        ...
-
-    def decide(self, handoff: Handoff) -> RouteDecision:
-        """Threshold and fallback applied to a classification handoff."""
-        ...
 
 
 @dataclass(eq=False)
@@ -95,6 +76,8 @@ class Visit:
     result: RunResult | None = None
     handoff: Handoff | None = None
     failure: FallbackReason | None = None
+    #: Go on at this node without a handoff (no guard, no event): a router's reclassification.
+    redirect: str | None = None
 
 
 class VisitRunner:
@@ -106,20 +89,23 @@ class VisitRunner:
         settings: ChainSettings,
         agent: Actor,
         ctx: RunContext,
-        hooks: RouterHooks | None = None,
     ) -> None:
-        self.graph, self.settings, self.agent, self.ctx, self.hooks = graph, settings, agent, ctx, hooks
+        self.graph, self.settings, self.agent, self.ctx = graph, settings, agent, ctx
         self.context = ctx.context
         self.steps: dict[str, int] = {ctx.session_id: ctx._step}
         self.usage = Usage()
         self.usage_by: dict[str, Usage] = {}
         self.transcript: list[Message] = []
-        self._router_loop = ToolLoop()
+        self._sids: dict[str, str] = {}
 
     # -- naming ----------------------------------------------------------------------------
 
     def _sid(self, name: str) -> str:
-        return self.ctx.session_id if name == self.graph.entry else child_session_id(self.ctx.session_id, name)
+        sid = self._sids.get(name)
+        if sid is None:
+            sid = self.ctx.session_id if name == self.graph.entry else child_session_id(self.ctx.session_id, name)
+            self._sids[name] = sid
+        return sid
 
     def _path(self, name: str) -> tuple[str, ...]:
         return self.ctx.path if name == self.graph.entry else (*self.ctx.path, name)
@@ -130,15 +116,13 @@ class VisitRunner:
     # -- one visit -------------------------------------------------------------------------
 
     def _new_visit(self, node: HandoffNode) -> Visit:
-        # A router node's own turn is a plain tool loop; a chain member runs the architecture
-        # its HandoffChain wraps. Only a tool loop can call handoff tools: any other
-        # architecture (a nested router...) runs on the agent as it is, as a final answer.
+        # A chain member runs the architecture its HandoffChain wraps. Only a tool loop can
+        # call handoff tools: any other architecture (a nested router...) runs on the agent
+        # as it is, as a final answer.
         arch = node.agent.architecture
-        inner: Architecture = self._router_loop if node.is_router else (getattr(arch, "wraps", None) or arch)
+        inner: Architecture = getattr(arch, "wraps", None) or arch
         targets: dict[str, str] = {}
-        if node.is_router and self.hooks is not None:
-            targets = {t.name: t.name[len(CLASSIFY_PREFIX) :] for t in self.hooks.router_tools()}
-        elif isinstance(inner, ToolLoop):
+        if isinstance(inner, ToolLoop):
             targets = {f"{TRANSFER_PREFIX}{t}": t for t in node.targets}
         return Visit(node, inner, targets, set())
 
@@ -155,10 +139,7 @@ class VisitRunner:
             return self._unknown(visit, h.target, outcome)
 
         tools: list[Tool] = [GuardedTool(t, check) for t in node.agent.tools]
-        if node.is_router and self.hooks is not None:
-            tools.extend(self.hooks.router_tools())
-        else:
-            tools.extend(transfer_tool(t, g.nodes[t].description) for t in visit.tool_targets.values())
+        tools.extend(transfer_tool(t, g.nodes[t].description) for t in visit.tool_targets.values())
         names = [t.name for t in tools]
         dup = {n for n in names if names.count(n) > 1}
         if dup:
@@ -189,11 +170,8 @@ class VisitRunner:
     ) -> tuple[str | None, tuple[Message, ...], str]:
         """``(instructions or None, history, prompt)`` of the visited agent's run."""
         ctx, node = self.ctx, visit.node
-        if node.is_router and self.hooks is not None:
-            back = (incoming[0], incoming[1]) if incoming is not None else None
-            return self.hooks.router_turn(node.agent, ctx, back, self.context)
-        if incoming is None:
-            return None, ctx.history, ctx.prompt
+        if incoming is None or (self.settings.history == "all" and not self.transcript):
+            return None, ctx.history, ctx.prompt  # what "all" gives when no agent has spoken yet
         inp = HandoffInput(
             ctx.history, ctx.prompt, tuple(self.transcript), incoming[0], node.name, incoming[1], incoming[2]
         )
@@ -203,19 +181,12 @@ class VisitRunner:
         node, ctx = visit.node, self.ctx
         sid, path = self._sid(node.name), self._path(node.name)
         instructions, history, prompt = self._input(visit, incoming)
-        temperature: float | None = None
-        if node.is_router:
-            temperature = node.agent.temperature if node.agent.temperature is not None else 0.0
-        inner = visit.inner
+        inner: Architecture | None = visit.inner
         view = node.agent
-        if isinstance(inner, ToolLoop):
-            view = agent_view(
-                node.agent,
-                tools=self._tools(visit),
-                architecture=inner,
-                instructions=instructions,
-                temperature=temperature,
-            )
+        if visit.tool_targets:
+            view = agent_view(node.agent, tools=self._tools(visit), architecture=visit.inner, instructions=instructions)
+        elif inner is node.agent.architecture:
+            inner = None  # nothing to hand off to: the agent runs as itself, as a routed specialist does
         own_run = (sid, path) != (ctx.session_id, ctx.path)
         first, reprompted = True, False
         while True:
@@ -228,6 +199,8 @@ class VisitRunner:
                 async with aclosing(run_child(view, child, architecture=inner, announce=own_run)) as events:
                     async for ev in events:
                         yield ev
+                        if not isinstance(ev, ToolResult):
+                            continue  # only a tool result can hand off or name an unknown target
                         for extra in self._watch(ev, child, visit):
                             yield extra
                         if visit.unknown >= 2 and child.handoff is None:
@@ -239,8 +212,7 @@ class VisitRunner:
             res = None if cut else child.result
             usage = res.usage if res is not None else ctx.ledger.since(mark, path)
             self.usage = self.usage + usage
-            key = CLASSIFIER_KEY if node.is_router else node.name
-            self.usage_by[key] = self.usage_by.get(key, Usage()) + usage
+            self.usage_by[node.name] = self.usage_by.get(node.name, Usage()) + usage
             if res is not None:
                 self.transcript.extend(res.messages[1:] if first else res.messages)
             if res is None:
@@ -263,7 +235,7 @@ class VisitRunner:
                     visit.handoff = replace(child.handoff, target=name)
                 return
             visit.result = res
-            if res.status != "ok" or not self._announced(visit, res.output or ""):
+            if res.status != "ok" or not visit.tool_targets or not self._announced(visit, res.output or ""):
                 return
             if reprompted:
                 yield HandoffRejected(
@@ -286,25 +258,21 @@ class VisitRunner:
             history, prompt = (*history, *res.messages), self._corrective(visit)
 
     def _announced(self, visit: Visit, text: str) -> bool:
-        if visit.node.is_router:
-            return True  # a router's only job is to call a classify tool
         detect = self.settings.detect_announced
         return bool(visit.tool_targets) and detect is not None and detect(text, tuple(visit.tool_targets.values()))
 
     @staticmethod
     def _corrective(visit: Visit) -> str:
         tools = ", ".join(visit.tool_targets)
-        if visit.node.is_router:
-            return f"You replied without calling a tool. Your only job is to call exactly one of: {tools}. Call it now."
         return (
             f"You said you would hand the conversation on, but you called no tool. To hand off, call one of: "
             f"{tools}. Otherwise answer the user's request yourself."
         )
 
-    def _watch(self, ev: Event, child: RunContext, visit: Visit) -> list[Event]:
+    def _watch(self, ev: ToolResult, child: RunContext, visit: Visit) -> Sequence[Event]:
         """Handoff events for one of the visited agent's own tool results."""
-        if not isinstance(ev, ToolResult) or ev.path != child.path or ev.session_id != child.session_id:
-            return []
+        if ev.path != child.path or ev.session_id != child.session_id:
+            return ()
         out: list[Event] = []
         if child.handoff is not None:
             # The first result after the handoff was set is the handoff's own; the tool loop

@@ -1,7 +1,13 @@
-"""The Router: classify a request (any classifier), apply the threshold and fallback, dispatch."""
+"""The Router: classify a request (any classifier), decide, dispatch, follow handoffs.
+
+* :mod:`.router` — :class:`Router`, its options and its decision.
+* :mod:`.run` — one run: the handoff chain with the classifier at its entry.
+* :mod:`.preset` — :class:`HandoffRouter`, the preset for tool-call classification.
+"""
 
 from ..routes import RouterRoute
-from .contract import with_failed_usage, within_contract
-from .router import CLASSIFIER_USAGE_KEY, Router
+from .contract import CLASSIFIER_USAGE_KEY, within_contract
+from .preset import HandoffRouter
+from .router import Router
 
-__all__ = ["CLASSIFIER_USAGE_KEY", "Router", "RouterRoute", "with_failed_usage", "within_contract"]
+__all__ = ["CLASSIFIER_USAGE_KEY", "HandoffRouter", "Router", "RouterRoute", "within_contract"]

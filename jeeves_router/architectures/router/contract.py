@@ -1,36 +1,34 @@
-"""What the Router checks around any classifier: its answer's contract, and every attempt's usage."""
+"""What the Router checks around any classifier: its answer's contract."""
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection
 from dataclasses import replace
 
+from ...classify.resolve import valid_confidence
 from ...classify.types import Classification
-from ...results import RunResult
-from ...usage import Usage
 
-__all__ = ["within_contract", "with_failed_usage"]
+__all__ = ["CLASSIFIER_USAGE_KEY", "within_contract"]
 
-
-def with_failed_usage(result: RunResult, failed: Mapping[str, Usage]) -> RunResult:
-    """``result`` with the usage of failed attempts added to ``usage`` and ``usage_by_route``."""
-    by_route = dict(result.usage_by_route)
-    total = result.usage
-    for name, u in failed.items():
-        by_route[name] = by_route.get(name, Usage()) + u
-        total = total + u
-    return replace(result, usage=total, usage_by_route=by_route)
+#: Key of the classifier's usage in ``RunResult.usage_by_route`` (not a valid route name).
+CLASSIFIER_USAGE_KEY = "<classifier>"
 
 
 def within_contract(c: Classification, allowed: Collection[str]) -> Classification:
-    """``c``, or a failed classification when a classifier named a route outside ``allowed``.
+    """``c``, or a failed classification when a classifier broke the contract.
 
     Any classifier may be plugged in (embedded, cascade, tool-call, custom), so its answer is
-    checked before :func:`~jeeves_router.classify.resolve.resolve_route` decides: a route
-    outside the declared (and not excluded) set is ``unknown_route``. Confidences are
-    validated by ``resolve_route`` itself (NaN, infinite or outside [0, 1]:
-    ``invalid_confidence``, the fallback), whichever path the classification took.
+    checked before :func:`~jeeves_router.classify.resolve.resolve_route` decides, and every
+    classifier's failure reads the same in ``router.classified``: a route outside the
+    declared (and not excluded) set is ``unknown_route``; a confidence that is NaN, infinite
+    or outside [0, 1] (or that the classifier itself found invalid) is
+    ``invalid_confidence``, with no route and confidence 0 (the route asked for stays in
+    ``requested``). ``resolve_route`` then sends either to the fallback.
     """
     if c.route is not None and c.route not in allowed:
         return replace(c, route=None, confidence=0.0, status="unknown_route", requested=c.route)
+    if c.status == "invalid_confidence" or (c.ok and not valid_confidence(c.confidence)):
+        if c.route is None and c.confidence == 0.0 and c.status == "invalid_confidence":
+            return c
+        return replace(c, route=None, confidence=0.0, status="invalid_confidence", requested=c.route or c.requested)
     return c

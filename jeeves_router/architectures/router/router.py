@@ -1,9 +1,24 @@
-"""The Router architecture: classify a request, apply a threshold and a fallback, dispatch.
+"""The Router: classify a request (any classifier), apply the threshold and fallback, dispatch.
 
 The chosen route's agent — a full :class:`~jeeves_router.Agent` with its own model, tools
 and architecture — runs under ``child_session_id(parent_session_id, route)``; its events
 (token deltas included) appear in the parent's stream as they happen. Usage sums the
-classifier's calls (format retries included) and the specialist's.
+classifier's calls (format retries included) and every specialist attempt's.
+
+Whichever classifier decides (the LLM text classifier, tool-call classification, the
+embedded or cascade classifier, your own), the Router adds the same features around it:
+
+* **Handoffs.** A specialist with ``Agent(handoffs=[...])`` may hand the conversation on
+  after dispatch; with ``hand_back=True`` every specialist can hand it back to the router
+  (``transfer_to_<router>``), which classifies it again. The chain keeps its guards
+  (``max_handoffs``, ``max_edge_traversals``, announced-handoff detection) and each
+  agent's ``history`` mode.
+* **Sticky sessions.** With ``sticky=True`` a session's follow-up turn goes straight to the
+  agent that answered it last (no classification) until it hands back, the caller resets
+  (``options={"reset_sticky": True}`` or :meth:`Router.reset`), or a run does not answer.
+  The lookup is a journaled step, so ``resume`` replays it.
+* **Typed context.** ``context_schema`` validates the run's context before it starts; the
+  classifier sees the validated values; tools may change them with ``ContextUpdate``.
 
 Recovery (opt-in: ``recovery=Recovery(...)``, or any ``classify_error`` hook or route
 ``retry_policy``) runs failures through the shared ladder of :mod:`jeeves_router.recovery`:
@@ -11,71 +26,91 @@ the classifier retried under the framework policy; a failed specialist dispatche
 when RETRIABLE (never once its text reached the consumer), or the request classified again
 without it (RECLASSIFICATION); CRITICAL ends the run ``"critical"`` with a report; FATAL raises.
 Without recovery a specialist's exception reaches the caller unchanged, with its type.
+
+:class:`~jeeves_router.HandoffRouter` is this Router preset for tool-call classification,
+sticky sessions and hand-back.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import AsyncGenerator, Mapping, Sequence
 from dataclasses import replace
-from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from ..._aio import aclose, aclosing
+from ..._aio import aclosing
+from ...classify.parser import normalize_route_name
 from ...classify.prompt import validate_prompt_template
-from ...classify.resolve import RouteDecision, resolve_route, valid_confidence
+from ...classify.resolve import RouteDecision, resolve_route
 from ...classify.types import Classification, Classifier, ClassifyRequest, ClassifyResult, RouteSpec
 from ...errors import UsageError
-from ...events import (
-    Event,
-    RouterClassified,
-    RouterCompleted,
-    RouterDispatched,
-    RouterFallback,
-    RouterUnresolved,
-    TextDelta,
-)
-from ...ids import child_session_id
+from ...events import Event, RouterClassified
+from ...messages import Message, TextPart
 from ...models.base import Model
 from ...recovery.config import Recovery
-from ...recovery.ladder import Action
-from ...recovery.run import Failure, RecoveryRun, RecoveryStop, recovery_for
-from ...results import RunResult
-from ...usage import NO_USAGE, Usage
-from ..base import RunContext, run_child
+from ...recovery.run import RecoveryRun, RecoveryStop, recovery_for
+from ..base import RunContext
+from ..handoffs.chain import Detector, chain_settings
+from ..handoffs.graph import HandoffGraph, build_graph
+from ..handoffs.session import SessionStore
+from ..handoffs.tools import HistoryMode, announces_handoff
 from ..routes import RouterRoute, check_child_runtimes, check_fallback, check_route_table, check_unit_interval
-from .contract import with_failed_usage, within_contract
+from .contract import CLASSIFIER_USAGE_KEY, within_contract
+from .run import RouterRun
 
 if TYPE_CHECKING:
+    from pydantic import BaseModel
+
     from ...actor import Actor
     from ...classify.llm import LLMClassifier
 
-__all__ = ["Router", "RouterRoute", "CLASSIFIER_USAGE_KEY"]
+__all__ = ["Router", "RouterRoute", "CLASSIFIER_USAGE_KEY", "last_turns"]
 
-#: Key of the classifier's usage in ``RunResult.usage_by_route`` (not a valid route name).
-CLASSIFIER_USAGE_KEY = "<classifier>"
+
+def last_turns(history: Sequence[Message], n: int) -> tuple[Message, ...]:
+    """The last ``n`` turns of ``history`` (a turn starts at a user message with text)."""
+    if n <= 0:
+        return ()
+    starts = [i for i, m in enumerate(history) if m.role == "user" and any(isinstance(p, TextPart) for p in m.parts)]
+    if len(starts) <= n:
+        return tuple(history)
+    return tuple(history[starts[-n] :])
 
 
 class Router:
-    """Route each request to one specialist agent.
+    """Route each request to one specialist agent, whichever classifier decides.
 
     Args:
         routes: The routes; names are unique case-insensitively (``-``/``_``/space alike).
-        fallback_route: Used when the classification is unusable or below the threshold;
-            ``None`` makes such runs end ``unresolved``.
+        fallback_route: Used when the classification is unusable or below the threshold, or
+            when a specialist names an unknown target twice; ``None`` makes such runs end
+            ``unresolved``.
         require_confidence_above: Threshold in [0, 1]; a route is dispatched directly when
             its confidence is >= this value.
         classifier_prompt: Template for the LLM classifier's system prompt
             (``{routes}``, ``{route_names}``; other braces are literal).
         classifier_model: Model for the LLM classifier (default: the router agent's model).
-        classifier: Any :class:`Classifier` (embedded, cascade, static...) instead of the
-            LLM classifier.
+        classifier: Any :class:`Classifier` (tool-call, embedded, cascade, static...) instead
+            of the LLM text classifier.
         max_format_retries: Retries of a malformed LLM classifier reply (default 1).
         on_bad_confidence: Parser policy for a missing/invalid confidence (``None``: fail
             closed, i.e. fallback).
-        history_turns: How many earlier messages the classifier sees (default 0).
+        history_turns: How many earlier turns the classifier sees (default 0; a turn starts
+            at a user message).
         classifier_max_tokens: Output cap of the LLM classifier call.
         recovery: Recovery config (``None``: failures propagate unchanged unless a hook or
             a route retry policy turns the default recovery on).
+        context_schema: A pydantic model the run's context must validate against; the
+            classifier sees the validated values.
+        sticky: Send a session's follow-up turns to the agent that answered it last.
+        session_store: Where sticky sessions are kept (default: in memory).
+        hand_back: Give every specialist a ``transfer_to_<router>`` tool that hands the
+            request back to be classified again.
+        max_handoffs: Most handoffs per run (the dispatch counts); then ``handoff_limit``.
+        max_edge_traversals: How often one edge may be taken per run; then ``handoff_cycle``.
+        history: What a specialist sees: ``"all"`` (the caller's history, the request and
+            what earlier agents of the run said), ``"last"`` or a callable.
+        detect_announced: ``(text, targets) -> bool`` for specialists' replies that announce
+            a handoff without calling a tool (``None`` disables it).
     """
 
     def __init__(
@@ -92,8 +127,16 @@ class Router:
         history_turns: int = 0,
         classifier_max_tokens: int = 64,
         recovery: Recovery | None = None,
+        context_schema: type[BaseModel] | None = None,
+        sticky: bool = False,
+        session_store: SessionStore | None = None,
+        hand_back: bool = False,
+        max_handoffs: int = 8,
+        max_edge_traversals: int = 2,
+        history: HistoryMode = "all",
+        detect_announced: Detector | None = announces_handoff,
     ) -> None:
-        self.routes: tuple[RouterRoute, ...] = check_route_table(routes, owner="Router")
+        self.routes: tuple[RouterRoute, ...] = check_route_table(routes, owner=type(self).__name__)
         self._by_name = {r.name: r for r in self.routes}
         self._names = frozenset(self._by_name)
         check_fallback(fallback_route, self._by_name)
@@ -102,8 +145,12 @@ class Router:
             raise UsageError("pass either classifier=... or classifier_model/classifier_prompt, not both")
         if classifier is not None and not isinstance(classifier, Classifier):
             raise UsageError(f"classifier must have an async classify(request) method, got {type(classifier).__name__}")
-        if history_turns < 0:
-            raise UsageError(f"history_turns must be >= 0, got {history_turns}")
+        if isinstance(history_turns, bool) or not isinstance(history_turns, int) or history_turns < 0:
+            raise UsageError(f"history_turns must be an integer >= 0, got {history_turns!r}")
+        if context_schema is not None and not (
+            isinstance(context_schema, type) and callable(getattr(context_schema, "model_validate", None))
+        ):
+            raise UsageError("context_schema must be a pydantic BaseModel subclass")
         self.fallback_route = fallback_route
         self.threshold = float(require_confidence_above)
         self.classifier_prompt = validate_prompt_template(classifier_prompt) if classifier_prompt is not None else None
@@ -115,8 +162,20 @@ class Router:
         if recovery is not None and not isinstance(recovery, Recovery):
             raise UsageError(f"recovery must be a Recovery(...) object, got {type(recovery).__name__}")
         self.recovery = recovery
+        self.context_schema = context_schema
+        self.hand_back = hand_back
+        self.settings = chain_settings(
+            max_handoffs=max_handoffs,
+            max_edge_traversals=max_edge_traversals,
+            history=history,
+            detect_announced=detect_announced,
+            sticky=sticky,
+            session_store=session_store,
+        )
         self._classifier: Classifier | None = classifier
         self.specs: tuple[RouteSpec, ...] = tuple(r.spec for r in self.routes)
+        self._graph: tuple[Actor, HandoffGraph] | None = None
+        self._chaining = hand_back or sticky
         if classifier is None and classifier_model is not None:
             self._classifier = self._llm_classifier(classifier_model)
 
@@ -131,6 +190,21 @@ class Router:
             on_bad_confidence=self.on_bad_confidence,
         )
 
+    @property
+    def sticky(self) -> bool:
+        """True when follow-up turns go to the agent that answered the session last."""
+        return self.settings.store is not None
+
+    @property
+    def chaining(self) -> bool:
+        """True when a run may visit more than one specialist (or remember one): hand-back, sticky, handoffs."""
+        return self._chaining
+
+    @property
+    def routes_by_name(self) -> Mapping[str, RouterRoute]:
+        """The routes by name."""
+        return self._by_name
+
     # -- Architecture protocol ----------------------------------------------------------
 
     def validate(self, agent: Actor) -> None:
@@ -141,11 +215,41 @@ class Router:
                 f"router agent {agent.name!r} has no model for its classifier: pass model=..., "
                 "classifier_model=... or classifier=..."
             )
+        if normalize_route_name(agent.name) in {normalize_route_name(n) for n in self._by_name}:
+            raise UsageError(f"router agent name {agent.name!r} is also a route name; rename one of them")
+
+    def graph(self, agent: Actor) -> HandoffGraph:
+        """The chain of a run: the router node, the routes, and every agent they may hand off to.
+
+        Built on the first run of ``agent`` (names in ``handoffs=[...]`` resolve then).
+        """
+        if self._graph is None or self._graph[0] is not agent:
+            graph = build_graph(
+                agent,
+                routes=[(r.name, r.agent, r.description) for r in self.routes],
+                router=True,
+                hand_back=self.hand_back,
+                fallback=self.fallback_route,
+            )
+            self._graph = (agent, graph)
+            self._chaining = self.hand_back or self.sticky or any(n.targets for n in graph.nodes.values())
+        return self._graph[1]
 
     def prepare(self, agent: Actor, ctx: RunContext) -> None:
-        """Check per-run options before the run starts."""
+        """Check the per-run options and the context before the run starts."""
         if ctx.force_route is not None and ctx.force_route not in self._by_name:
             raise UsageError(f"force_route {ctx.force_route!r} is not a route; routes: {', '.join(self._by_name)}")
+        if self.context_schema is not None:
+            try:
+                self.context_schema.model_validate(dict(ctx.context))
+            except Exception as exc:  # pydantic's ValidationError
+                raise UsageError(f"context does not match {self.context_schema.__name__}: {exc}") from exc
+        self.graph(agent)
+
+    async def reset(self, session_id: str) -> None:
+        """Forget the sticky agent of ``session_id``: its next turn is classified afresh."""
+        if self.settings.store is not None:
+            await self.settings.store.delete(session_id)
 
     def classifier_for(self, agent: Actor) -> Classifier:
         """The classifier used for ``agent`` (built from its model on first use)."""
@@ -157,13 +261,32 @@ class Router:
         """The route called ``name``."""
         return self._by_name[name]
 
+    def visible_context(self, context: Mapping[str, Any]) -> Mapping[str, Any]:
+        """The context as the classifier sees it (validated by ``context_schema``, as JSON values)."""
+        if self.context_schema is None or not context:
+            return context
+        try:
+            dumped: dict[str, Any] = self.context_schema.model_validate(dict(context)).model_dump(mode="json")
+        except Exception:  # pydantic's ValidationError: a tool changed it mid-run; show it as it is
+            return context
+        return dumped
+
     async def classify(
-        self, agent: Actor, ctx: RunContext, *, exclude: Sequence[str] = (), feedback: str | None = None
+        self,
+        agent: Actor,
+        ctx: RunContext,
+        *,
+        exclude: Sequence[str] = (),
+        feedback: str | None = None,
+        context: Mapping[str, Any] | None = None,
     ) -> ClassifyResult:
         """Classify ``ctx.prompt`` (through the runtime); never returns an undeclared route."""
         specs = self.specs if not exclude else tuple(s for s in self.specs if s.name not in exclude)
-        history = ctx.history[-self.history_turns :] if self.history_turns else ()
-        request = ClassifyRequest(ctx.prompt, specs, history=history, context=ctx.context, feedback=feedback)
+        history = last_turns(ctx.history, self.history_turns) if self.history_turns else ()
+        seen = ctx.context if context is None else context
+        if self.context_schema is not None:
+            seen = self.visible_context(seen)
+        request = ClassifyRequest(ctx.prompt, specs, history=history, context=seen, feedback=feedback)
         result = await ctx.classify(self.classifier_for(agent), request)
         checked = within_contract(result.classification, self._names if not exclude else {s.name for s in specs})
         return result if checked is result.classification else replace(result, classification=checked)
@@ -196,182 +319,17 @@ class Router:
         )
 
     def run(self, agent: Actor, ctx: RunContext) -> AsyncGenerator[Event, None]:
-        """Classify, decide, dispatch; yields router events and the specialist's events."""
+        """Classify, decide, dispatch, follow handoffs; yields router events and every agent's events."""
         hooks = [agent.classify_error, *(r.classify_error for r in self.routes), *(r.retry_policy for r in self.routes)]
         config = recovery_for(self.recovery, *hooks)
-        if config is None:  # no recovery: no wrapper generator between the flow and the consumer
-            return self._flow(agent, ctx, None)
+        if config is None:  # no recovery: no wrapper generator between the run and the consumer
+            return RouterRun(self, agent, ctx, None).run()
         return self._run_recovering(agent, ctx, RecoveryRun(config, ctx, can_escalate=len(ctx.path) > 1))
 
     async def _run_recovering(self, agent: Actor, ctx: RunContext, rec: RecoveryRun) -> AsyncGenerator[Event, None]:
         try:
-            async with aclosing(self._flow(agent, ctx, rec)) as events:
+            async with aclosing(RouterRun(self, agent, ctx, rec).run()) as events:
                 async for ev in events:
                     yield ev
         except RecoveryStop as stop:
             yield await rec.stopped(stop, route=stop.failure.route)
-
-    async def _flow(self, agent: Actor, ctx: RunContext, rec: RecoveryRun | None) -> AsyncGenerator[Event, None]:
-        sid, path = ctx.session_id, ctx.path
-        usage = NO_USAGE
-        failed_usage: dict[str, Usage] = {}  # what failed dispatch attempts spent, by route
-        excluded: list[str] = []
-        feedback: str | None = None
-        while True:
-            confidence: float | None = None
-            if ctx.force_route is not None:
-                decision = RouteDecision(ctx.force_route, False, None)
-            else:
-                if rec is None:
-                    cres = await self.classify(agent, ctx, exclude=tuple(excluded), feedback=feedback)
-                else:
-                    classify = partial(self.classify, agent, ctx, exclude=tuple(excluded), feedback=feedback)
-                    hooks = (agent.classify_error,)
-                    out = await rec.call("classify", classify, hooks=hooks)
-                    while isinstance(out, Failure):
-                        yield rec.retry_event(out)
-                        await rec.backoff(out)
-                        out = await rec.call("classify", classify, after=out, hooks=hooks)
-                    cres = out
-                usage = usage + cres.usage
-                ctx.ledger.spent((*path, CLASSIFIER_USAGE_KEY), cres.usage)
-                if rec is not None:
-                    rec.usage = usage + sum(failed_usage.values(), Usage())
-                c = cres.classification
-                confidence = c.confidence if c.ok and valid_confidence(c.confidence) else None
-                yield self.classified_event(ctx, cres)
-                decision = self.decide(c, exclude=excluded)
-                if decision.unresolved:
-                    yield RouterUnresolved(
-                        session_id=sid,
-                        path=path,
-                        reason=decision.reason or "missing_route",
-                        requested_route=c.route or c.requested,
-                        confidence=confidence,
-                    )
-                    ctx.result = RunResult(
-                        output=None,
-                        status="unresolved",
-                        session_id=sid,
-                        path=path,
-                        confidence=confidence,
-                        fallback_reason=decision.reason,
-                        usage=usage,
-                        usage_by_route={CLASSIFIER_USAGE_KEY: usage},
-                        metadata={"excluded_routes": tuple(excluded)} if excluded else {},
-                    )
-                    return
-                if decision.used_fallback:
-                    assert decision.route is not None
-                    yield RouterFallback(
-                        session_id=sid,
-                        path=path,
-                        reason=decision.reason or "low_confidence",
-                        fallback_route=decision.route,
-                        requested_route=c.route or c.requested,
-                        confidence=confidence,
-                    )
-            assert decision.route is not None
-            route = self._by_name[decision.route]
-            operation = f"route:{route.name}"
-            attempt = 0
-            while True:
-                attempt += 1
-                if rec is not None:
-                    rec.begin(operation)
-                streamed = False
-                mark = ctx.ledger.mark()
-                dispatched, child = self.dispatched(ctx, route)
-                yield dispatched
-                events = run_child(route.agent, child)  # its events pass straight through
-                try:
-                    async for ev in events:
-                        streamed = streamed or isinstance(ev, TextDelta)
-                        yield ev
-                except Exception as exc:
-                    if rec is None:
-                        raise
-                    lost = ctx.ledger.since(mark, (*path, route.name))
-                    failed_usage[route.name] = failed_usage.get(route.name, Usage()) + lost
-                    rec.usage = rec.usage + lost
-                    f = rec.fail(
-                        exc,
-                        operation=operation,
-                        attempt=attempt,
-                        policy=route.retry_policy or rec.config.retry_policy,
-                        hooks=(route.classify_error, route.agent.classify_error, agent.classify_error),
-                        route=route.name,
-                        output_started=streamed,
-                        can_reclassify=ctx.force_route is None and len(excluded) + 1 < len(self.routes),
-                    )
-                    if f.action is Action.RETRY:
-                        yield rec.retry_event(f)
-                        await rec.backoff(f)
-                        continue
-                    if f.action is Action.RECLASSIFY:
-                        excluded.append(route.name)
-                        feedback = f.feedback()
-                        yield rec.reclassify_event(f, excluded)
-                        break
-                    raise f.stop() from exc
-                finally:
-                    await aclose(events)
-                yield self.completed(ctx, route, child, decision, usage, confidence)
-                if rec is not None:
-                    rec.succeeded(operation)
-                    if excluded and ctx.result is not None:
-                        meta = {**ctx.result.metadata, "excluded_routes": tuple(excluded)}
-                        ctx.result = replace(ctx.result, metadata=meta)
-                if failed_usage and ctx.result is not None:
-                    ctx.result = with_failed_usage(ctx.result, failed_usage)
-                return
-
-    def dispatched(self, ctx: RunContext, route: RouterRoute) -> tuple[RouterDispatched, RunContext]:
-        """The ``router.dispatched`` event and the specialist's run context."""
-        child_sid = child_session_id(ctx.session_id, route.name)
-        ev = RouterDispatched(
-            session_id=ctx.session_id,
-            path=ctx.path,
-            route=route.name,
-            child_session_id=child_sid,
-            forced=ctx.force_route is not None,
-        )
-        return ev, ctx.child(route.agent, session_id=child_sid, path=(*ctx.path, route.name))
-
-    def completed(
-        self,
-        ctx: RunContext,
-        route: RouterRoute,
-        child: RunContext,
-        decision: RouteDecision,
-        classifier_usage: Usage,
-        confidence: float | None,
-    ) -> RouterCompleted:
-        """Set ``ctx.result`` from the specialist's result; return the ``router.completed`` event."""
-        res = child.result
-        assert res is not None
-        status = res.status
-        if status == "ok" and decision.used_fallback:
-            status = "fallback"
-        by_route: dict[str, Usage] = {CLASSIFIER_USAGE_KEY: classifier_usage} if ctx.force_route is None else {}
-        by_route[route.name] = res.usage
-        ctx.context = child.context
-        ctx.result = RunResult(
-            output=res.output,
-            status=status,
-            session_id=ctx.session_id,
-            path=ctx.path,
-            route=route.name,
-            confidence=confidence,
-            used_fallback=decision.used_fallback,
-            fallback_reason=decision.reason,
-            specialist_session_id=child.session_id,
-            usage=classifier_usage + res.usage,
-            usage_by_route=by_route,
-            messages=res.messages,
-            report=res.report,
-            metadata=res.metadata,
-        )
-        return RouterCompleted(
-            session_id=ctx.session_id, path=ctx.path, route=route.name, status=res.status, usage=res.usage
-        )

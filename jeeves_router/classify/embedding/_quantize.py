@@ -9,10 +9,16 @@ activations are scaled per token, a text's vector does not depend on the batch i
 in, so batches can be encoded in one call. The products of two activations (attention scores)
 stay in float32.
 
-The quantized file depends only on the source file and the onnxruntime version, so it is
-cached under ``$JEEVES_ROUTER_CACHE`` (default ``~/.cache/jeeves_router``) and rebuilt
-(about 2 s) when either changes. When the cache cannot be written, the model is kept in
-memory instead.
+Before quantizing, a BERT graph is rebuilt with onnxruntime's fused attention (see
+``_fused``): the exported file spells attention out in about twenty small nodes per layer,
+which cost a short query as much as the weight products. Each quantized product then runs as
+one ``MatMulIntegerToFloat``. Graphs of another layout are quantized as they are.
+
+The quantized file depends only on the source file, the onnxruntime version and the names of
+the scheme and the layout (:data:`VARIANT`, ``_fused.GRAPH``; all four are in the file name),
+so it is cached under ``$JEEVES_ROUTER_CACHE`` (default ``~/.cache/jeeves_router``) and
+rebuilt (a few seconds) when any of them changes. When the cache cannot be written, the model
+is kept in memory instead.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ from numpy.typing import NDArray
 
 from ..._log import get_logger
 from ...errors import UsageError
+from ._fused import GRAPH, FusionError, fused_bert
 
 __all__ = ["cache_dir", "quantized_model", "per_token_activations", "VARIANT"]
 
@@ -74,6 +81,10 @@ def _build(source: Path, target: Path) -> None:
         opts.optimized_model_filepath = str(optimised)
         opts.log_severity_level = 3
         ort.InferenceSession(str(source), sess_options=opts, providers=["CPUExecutionProvider"])
+        try:
+            onnx.save(fused_bert(onnx.load(str(optimised))), str(optimised))
+        except FusionError as exc:
+            log.info("embedding.graph_not_fused", source=str(source), reason=str(exc))
         graph = onnx.load(str(optimised)).graph
         constants = {init.name for init in graph.initializer}
         activation_products = [
@@ -91,6 +102,8 @@ def _build(source: Path, target: Path) -> None:
                 weight_type=QuantType.QInt8,
                 per_channel=True,
                 nodes_to_exclude=activation_products,
+                # Shape inference stops at contrib ops (MultiHeadAttention); activations are float.
+                extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
             )
         finally:
             root.removeFilter(notices)
@@ -150,15 +163,27 @@ def per_token_activations(model: Any) -> None:
             # scales (fusable), and the per-token scales are applied right after it.
             helper.make_node("Identity", ["pt_one"], [scale], name=f"{p}_one"),
         ]
+    replaced: set[str] = set()
+    fused_nodes: list[Any] = []
     for product in [n for n in graph.node if n.op_type == "MatMulInteger" and n.input[0] in token_scale]:
         (cast,) = consumers[product.output[0]]
         (mul,) = consumers[cast.output[0]]
         if cast.op_type != "Cast" or mul.op_type != "Mul":
             raise UsageError(f"unexpected quantized graph after {product.name}: {cast.op_type} -> {mul.op_type}")
+        # One MatMulIntegerToFloat does the product, the cast and the per-channel scaling
+        # (integer sum times weight scale, as the three nodes did), then the token scales.
+        channel_scale = next(i for i in mul.input if i != cast.output[0])
+        a, w, a_zero, w_zero = product.input
         result = mul.output[0]
-        mul.output[0] = f"{result}_per_channel"
-        nodes.append(helper.make_node("Mul", [mul.output[0], token_scale[product.input[0]]], [result],
-                                      name=f"{mul.name}_per_token"))  # fmt: skip
+        replaced.update(n.output[0] for n in (product, cast, mul))
+        fused_nodes += [
+            helper.make_node("MatMulIntegerToFloat", [a, w, "pt_one", channel_scale, a_zero, w_zero],
+                             [f"{result}_per_channel"], name=f"{result}_to_float", domain="com.microsoft"),
+            helper.make_node("Mul", [f"{result}_per_channel", token_scale[a]], [result], name=f"{result}_per_token"),
+        ]  # fmt: skip
+    nodes = [n for n in nodes if not n.output or n.output[0] not in replaced] + fused_nodes
+    if not any(o.domain == "com.microsoft" for o in model.opset_import):
+        model.opset_import.append(helper.make_opsetid("com.microsoft", 1))
     del graph.node[:]
     graph.node.extend(_topological(nodes, {i.name for i in graph.input} | {i.name for i in graph.initializer}))
 
@@ -229,7 +254,8 @@ def quantized_model(source: Path, *, directory: Path | None = None) -> Path | by
 
     digest = _source_digest(source, directory)
     folder = directory if directory is not None else cache_dir()
-    target = folder / f"{source.parent.name}-{source.stem}-{VARIANT}-{digest}-ort{ort.__version__}.onnx"
+    name = f"{source.parent.name}-{source.stem}-{VARIANT}-{GRAPH}-{digest}-ort{ort.__version__}.onnx"
+    target = folder / name
     if target.is_file():
         return target
     with tempfile.TemporaryDirectory(prefix="jeeves-router-q8-out-") as tmp:

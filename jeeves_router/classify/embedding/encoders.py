@@ -241,23 +241,26 @@ class MiniLMEncoder:
             raise UsageError("encode() takes a sequence of texts, not one string; wrap it in a list")
         out = np.empty((len(texts), self.dim), dtype=np.float32)
         per_text: list[Vectors] = [out[:0]] * len(texts) if tokens else []
-        # Sorting by length keeps padding short inside each batch. Activations are quantized
-        # per token and padding is masked, so a text's vector does not depend on its batch.
-        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        if not texts:
+            return out, per_text
+        if len(texts) == 1:  # encode_batch's thread hand-off costs more than one text takes
+            encs = [self._tokenizer.encode(texts[0])]
+        else:
+            encs = self._tokenizer.encode_batch(list(texts))
+        # Sorting by token count keeps padding short inside each batch. Activations are
+        # quantized per token and padding is masked, so a text's vector does not depend on
+        # its batch.
+        order = sorted(range(len(texts)), key=lambda i: len(encs[i].ids))
         step = self.batch_size
         for start in range(0, len(order), step):
             idx = order[start : start + step]
-            pooled, toks = self._encode_batch([texts[i] for i in idx], tokens)
+            pooled, toks = self._encode_batch([encs[i] for i in idx], tokens)
             out[idx] = pooled
             for i, t in zip(idx, toks, strict=False):
                 per_text[i] = t
         return out, per_text
 
-    def _encode_batch(self, texts: list[str], tokens: bool) -> tuple[Vectors, list[Vectors]]:
-        if len(texts) == 1:  # encode_batch's thread hand-off costs more than one text takes
-            encs = [self._tokenizer.encode(texts[0])]
-        else:
-            encs = self._tokenizer.encode_batch(texts)
+    def _encode_batch(self, encs: list[Any], tokens: bool) -> tuple[Vectors, list[Vectors]]:
         width = max(len(e.ids) for e in encs)
         ids = np.zeros((len(encs), width), dtype=np.int64)
         mask = np.zeros((len(encs), width), dtype=np.int64)

@@ -1,0 +1,239 @@
+"""One run of a :class:`~jeeves_router.Router`: the handoff chain with a classifier at its entry.
+
+The Router's routes and every agent they may hand off to form a handoff chain
+(:class:`~jeeves_router.architectures.handoffs.run.ChainRun`, the one chain engine), whose
+entry node is the router itself. Visiting that node classifies the request with the
+Router's classifier — whichever it is — and applies the Router's decision (threshold,
+fallback, contract); the chosen route is the entry's handoff. So the sticky session, the
+specialists' history mode, the guards (``max_handoffs``, ``max_edge_traversals``) and a
+specialist's hand-back (``transfer_to_<router>``: classified again) are the same for every
+classifier.
+
+Recovery acts at two places: a classification is retried under the framework policy; a
+failed specialist is dispatched again (RETRIABLE, never once its text reached the
+consumer and never re-executing a completed tool call) or the request is classified
+again without its route (RECLASSIFICATION) — on a sticky or handed-off turn as well.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator, Sequence
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+from ..._aio import aclosing
+from ...classify.resolve import valid_confidence
+from ...classify.types import ClassifyResult
+from ...events import Event, RouterCompleted, RouterDispatched, RouterFallback, RouterUnresolved, TextDelta
+from ...messages import user
+from ...recovery.ladder import Action
+from ...recovery.run import Failure, RecoveryRun
+from ...results import RunResult, RunStatus
+from ...tools import Handoff
+from ...usage import Usage
+from ..base import RunContext
+from ..handoffs.run import ChainRun
+from ..handoffs.visit import Visit
+from .contract import CLASSIFIER_USAGE_KEY
+
+if TYPE_CHECKING:
+    from ...actor import Actor
+    from .router import Router
+
+__all__ = ["RouterRun"]
+
+
+class RouterRun(ChainRun):
+    """Executes one run of a Router; ``Router.run`` delegates here."""
+
+    def __init__(self, router: Router, agent: Actor, ctx: RunContext, rec: RecoveryRun | None) -> None:
+        super().__init__(router.graph(agent), router.settings, agent, ctx)
+        self.router, self.rec = router, rec
+        self.excluded: list[str] = []
+        self.feedback: str | None = None  # why the last dispatch failed (recovery)
+
+    # -- the entry node: classification ----------------------------------------------------
+
+    def _enter(self, visit: Visit, incoming: tuple[str, str | None, Any] | None) -> AsyncGenerator[Event, None]:
+        if visit.node.name == self.graph.entry:
+            return self._classify(visit, incoming)
+        if self.rec is None:  # no recovery: the specialist's exception reaches the caller unchanged
+            return self._visit(visit, incoming)
+        return self._dispatch(visit, incoming, self.rec)
+
+    async def _classify(
+        self, visit: Visit, incoming: tuple[str, str | None, Any] | None
+    ) -> AsyncGenerator[Event, None]:
+        router, ctx, rec = self.router, self.ctx, self.rec
+        feedback = self.feedback
+        if incoming is not None:  # handed back by a specialist
+            who, why = incoming[0], incoming[1]
+            feedback = (
+                f"{who} handed the request back" + (f" ({why})" if why else "") + "; pick the route that fits now."
+            )
+        classify = partial(
+            router.classify, self.agent, ctx, exclude=tuple(self.excluded), feedback=feedback, context=self.context
+        )
+        if rec is None:
+            cres: ClassifyResult = await classify()
+        else:
+            hooks = (self.agent.classify_error,)
+            out = await rec.call("classify", classify, hooks=hooks)
+            while isinstance(out, Failure):
+                yield rec.retry_event(out)
+                await rec.backoff(out)
+                out = await rec.call("classify", classify, after=out, hooks=hooks)
+            cres = out
+        self.steps[ctx.session_id] = ctx._step
+        self._spent(CLASSIFIER_USAGE_KEY, cres.usage, (*ctx.path, CLASSIFIER_USAGE_KEY))
+        c = cres.classification
+        self.confidence = c.confidence if c.ok and valid_confidence(c.confidence) else None
+        yield router.classified_event(ctx, cres)
+        decision = router.decide(c, exclude=self.excluded)
+        requested = c.route or c.requested
+        if decision.unresolved:
+            yield RouterUnresolved(
+                **self._ev(),
+                reason=decision.reason or "missing_route",
+                requested_route=requested,
+                confidence=self.confidence,
+            )
+            self.fallback_reason = decision.reason
+            visit.failure = decision.reason or "missing_route"
+            return
+        assert decision.route is not None
+        if decision.used_fallback:
+            yield RouterFallback(
+                **self._ev(),
+                reason=decision.reason or "low_confidence",
+                fallback_route=decision.route,
+                requested_route=requested,
+                confidence=self.confidence,
+            )
+        self.fallback_reason = decision.reason if decision.used_fallback else None
+        visit.handoff = Handoff(target=decision.route, reason=c.reason, confidence=self.confidence)
+
+    def _next(self, current: str, visit: Visit) -> tuple[list[Event], tuple[str | None, str | None, Any]]:
+        if current != self.graph.entry:
+            return super()._next(current, visit)
+        if visit.handoff is None:  # unresolved: the decision had no fallback to offer
+            return [], (None, None, None)
+        return [], (visit.handoff.target, visit.handoff.reason, None)
+
+    def _hop(self, frm: str, to: str, reason: str | None, *, sticky: bool = False) -> Sequence[Event]:
+        if frm != self.graph.entry:
+            return super()._hop(frm, to, reason)
+        dispatched = self._dispatched(to)
+        return (*super()._hop(frm, to, reason, sticky=True), dispatched) if sticky else (dispatched,)
+
+    def _dispatched(self, route: str) -> RouterDispatched:
+        forced = self.ctx.force_route is not None
+        return RouterDispatched(**self._ev(), route=route, child_session_id=self._sid(route), forced=forced)
+
+    # -- the other nodes: dispatch, with recovery -------------------------------------------
+
+    async def _dispatch(
+        self, visit: Visit, incoming: tuple[str, str | None, Any] | None, rec: RecoveryRun
+    ) -> AsyncGenerator[Event, None]:
+        router, ctx, node = self.router, self.ctx, visit.node
+        route = router.routes_by_name.get(node.name)
+        from_router = incoming is None or incoming[0] == self.graph.entry
+        sid, path = self._sid(node.name), self._path(node.name)
+        operation = f"route:{node.name}"
+        attempt = 0
+        while True:
+            attempt += 1
+            if attempt > 1 and from_router:
+                yield self._dispatched(node.name)  # the first one came with the hop
+            rec.begin(operation)
+            step, mark, streamed = self.steps.get(sid, 0), ctx.ledger.mark(), False
+            try:
+                async with aclosing(self._visit(visit, incoming)) as events:
+                    async for ev in events:
+                        streamed = streamed or isinstance(ev, TextDelta)
+                        yield ev
+            except Exception as exc:
+                # a retry runs the same steps again: the ledger answers completed tool calls
+                self.steps[sid] = step
+                lost = ctx.ledger.since(mark, path)
+                self._spent(node.name, lost, None)
+                rec.usage = self.usage
+                hooks = (route.classify_error,) if route is not None else ()
+                f = rec.fail(
+                    exc,
+                    operation=operation,
+                    attempt=attempt,
+                    policy=(route.retry_policy if route is not None else None) or rec.config.retry_policy,
+                    hooks=(*hooks, node.agent.classify_error, self.agent.classify_error),
+                    route=node.name,
+                    output_started=streamed,
+                    can_reclassify=route is not None
+                    and ctx.force_route is None
+                    and len(self.excluded) + 1 < len(router.routes),
+                )
+                if f.action is Action.RETRY:
+                    yield rec.retry_event(f)
+                    await rec.backoff(f)
+                    visit.result = visit.handoff = visit.failure = None
+                    visit.unknown = 0
+                    continue
+                if f.action is Action.RECLASSIFY:
+                    self.excluded.append(node.name)
+                    self.feedback = f.feedback()
+                    yield rec.reclassify_event(f, self.excluded)
+                    visit.redirect = self.graph.entry
+                    return
+                raise f.stop() from exc
+            rec.succeeded(operation)
+            return
+
+    def _spent(self, key: str, usage: Usage, ledger_path: tuple[str, ...] | None) -> None:
+        self.usage = self.usage + usage
+        self.usage_by[key] = self.usage_by.get(key, Usage()) + usage
+        if ledger_path is not None:
+            self.ctx.ledger.spent(ledger_path, usage)
+        if self.rec is not None:
+            self.rec.usage = self.usage
+
+    # -- the result -----------------------------------------------------------------------
+
+    async def _finish(self, node: str, status: RunStatus, res: RunResult | None) -> list[Event]:
+        ctx, g, router = self.ctx, self.graph, self.router
+        dispatched = res is not None and node != g.entry
+        used_fallback = dispatched and self.fallback_reason is not None and status == "ok"
+        if used_fallback:
+            status = "fallback"
+        if self.settings.store is not None:
+            await self._remember(node if dispatched and status in ("ok", "fallback") else None)
+        ctx.context = self.context
+        specialists = [n for n in self.visited if n != g.entry]
+        metadata: dict[str, Any] = dict(res.metadata) if res is not None else {}
+        if router.chaining:
+            metadata.update(
+                handoffs=tuple(self.accepted), agents=tuple(self.visited), last_agent=node, sticky=self.sticky
+            )
+        if self.excluded:
+            metadata["excluded_routes"] = tuple(self.excluded)
+        if dispatched and len(specialists) == 1:
+            messages = res.messages if res is not None else ()
+        else:
+            messages = (user(ctx.prompt), *self.transcript) if self.transcript else ()
+        ctx.result = RunResult(
+            output=res.output if dispatched and res is not None else None,
+            status=status,
+            session_id=ctx.session_id,
+            path=ctx.path,
+            route=node if dispatched else None,
+            confidence=self.confidence,
+            used_fallback=used_fallback,
+            fallback_reason=self.fallback_reason,
+            specialist_session_id=self._sid(node) if dispatched else None,
+            usage=self.usage,
+            usage_by_route=dict(self.usage_by),
+            messages=messages,
+            report=res.report if res is not None else None,
+            metadata=metadata,
+        )
+        if not dispatched or res is None:
+            return []
+        return [RouterCompleted(**self._ev(), route=node, status=res.status, usage=res.usage)]
