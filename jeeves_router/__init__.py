@@ -10,43 +10,88 @@ test kit's entry points. Everything else is imported from its subpackage::
     from jeeves_router.models import OpenAIModel, ModelRequest        # model adapters
     from jeeves_router.classify import LLMClassifier, parse_classification  # classifiers
 
+Each name is imported on first use, so a program pays only for what it touches: ``Agent``
+loads the agent and the tool loop, ``Router`` adds the router, and capabilities, handoffs,
+the journal and the test kit load when they are first named.
+
 Example:
     >>> from jeeves_router import Agent, Router, RouterRoute
     >>> desk = Agent("Support desk", name="desk", model="openai:gpt-4.1-nano",
     ...              architecture=Router(routes=[...], fallback_route="general"))
 """
 
-from .agent import Agent, RunStream
-from .architectures.capabilities import (
-    Capabilities,
-    Capability,
-    CapabilityCall,
-    CapabilityOutput,
-    ClassifierExample,
-    ClassifierGuide,
-)
-from .architectures.handoffs import HandoffChain
-from .architectures.react import ToolLoop
-from .architectures.router import HandoffRouter, Router, RouterRoute
-from .errors import (
-    JeevesError,
-    ModelError,
-    RealModelCallBlocked,
-    ReplayDivergence,
-    RunError,
-    ScriptExhausted,
-    StreamInterrupted,
-    ToolError,
-    UsageError,
-)
-from .messages import Message
-from .policies import RetryPolicy
-from .recovery import ErrorClassification, ErrorContext, ErrorSeverity, ExecutionError, Recovery
-from .results import RunResult, RunStatus
-from .tools import ContextUpdate, Handoff, Tool, ToolContext, tool
-from .usage import Usage
+from typing import TYPE_CHECKING
+
+from ._lazy import lazy_exports
+
+if TYPE_CHECKING:  # imported on first use (see _EVERYDAY below); spelled out for type checkers
+    from .agent import Agent, RunStream
+    from .architectures.capabilities import (
+        Capabilities,
+        Capability,
+        CapabilityCall,
+        CapabilityOutput,
+        ClassifierExample,
+        ClassifierGuide,
+    )
+    from .architectures.handoffs import HandoffChain
+    from .architectures.react import ToolLoop
+    from .architectures.router import HandoffRouter, Router, RouterRoute
+    from .errors import (
+        JeevesError,
+        ModelError,
+        RealModelCallBlocked,
+        ReplayDivergence,
+        RunError,
+        ScriptExhausted,
+        StreamInterrupted,
+        ToolError,
+        UsageError,
+    )
+    from .messages import Message
+    from .policies import RetryPolicy
+    from .recovery import ErrorClassification, ErrorContext, ErrorSeverity, ExecutionError, Recovery
+    from .results import RunResult, RunStatus
+    from .testing import FunctionModel, ScriptedModel, StaticClassifier, block_real_model_calls, capture_events
+    from .tools import ContextUpdate, Handoff, Tool, ToolContext, tool
+    from .usage import Usage
 
 __version__ = "0.1.0"
+
+#: The public names (``__all__``) and where they live. Each is imported on first use, so
+#: ``import jeeves_router`` is cheap and ``from jeeves_router import Agent`` loads the agent,
+#: the tool loop and what they need, not capabilities, handoffs, recovery or the journal.
+_EVERYDAY = {
+    "jeeves_router.agent": ("Agent", "RunStream"),
+    "jeeves_router.architectures.capabilities": (
+        "Capabilities",
+        "Capability",
+        "CapabilityCall",
+        "CapabilityOutput",
+        "ClassifierExample",
+        "ClassifierGuide",
+    ),
+    "jeeves_router.architectures.handoffs": ("HandoffChain",),
+    "jeeves_router.architectures.react": ("ToolLoop",),
+    "jeeves_router.architectures.router": ("HandoffRouter", "Router", "RouterRoute"),
+    "jeeves_router.errors": (
+        "JeevesError",
+        "ModelError",
+        "RealModelCallBlocked",
+        "ReplayDivergence",
+        "RunError",
+        "ScriptExhausted",
+        "StreamInterrupted",
+        "ToolError",
+        "UsageError",
+    ),
+    "jeeves_router.messages": ("Message",),
+    "jeeves_router.policies": ("RetryPolicy",),
+    "jeeves_router.recovery": ("ErrorClassification", "ErrorContext", "ErrorSeverity", "ExecutionError", "Recovery"),
+    "jeeves_router.results": ("RunResult", "RunStatus"),
+    "jeeves_router.tools": ("ContextUpdate", "Handoff", "Tool", "ToolContext", "tool"),
+    "jeeves_router.usage": ("Usage",),
+}
 
 #: The test kit, imported on first use (library code never imports it).
 _TESTING = ("ScriptedModel", "FunctionModel", "StaticClassifier", "capture_events", "block_real_model_calls")
@@ -115,20 +160,7 @@ _MOVED = {
     "jeeves_router.architectures.base": ("Architecture", "RunContext"),
     "jeeves_router.architectures.handoffs": ("InMemorySessionStore", "SessionStore", "HandoffInput", "HistoryMode"),
 }
-_LAZY = {name: module for module, names in _MOVED.items() for name in names}
-_LAZY.update({name: "jeeves_router.testing" for name in _TESTING})
-
-
-def __getattr__(name: str) -> object:
-    """The test kit and the names that moved to subpackages, imported on first use."""
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'jeeves_router' has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__, __dir__ = lazy_exports(__name__, _EVERYDAY, _MOVED, {"jeeves_router.testing": _TESTING})
 
 
 __all__ = [

@@ -16,17 +16,16 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
-import click
 import typer
 from typer.core import TyperGroup
 
-from .classify.types import Classifier, ClassifyResult, RouteSpec
 from .errors import UsageError
 
 if TYPE_CHECKING:
     from rich.console import Console
 
     from .classify.embedding import EmbeddingClassifier
+    from .classify.types import Classifier, ClassifyResult, RouteSpec
 
 __all__ = [
     "ScorerName",
@@ -74,7 +73,7 @@ class ObjectiveName(str, Enum):
 
 
 def _fail(message: str) -> NoReturn:
-    click.echo(f"error: {' '.join(message.split())}", err=True)
+    typer.echo(f"error: {' '.join(message.split())}", err=True)
     sys.exit(2)
 
 
@@ -103,7 +102,7 @@ class OneLineErrors(TyperGroup):
             kinds = {k.__name__ for k in type(exc).__mro__}
             ctx = getattr(exc, "ctx", None)
             if "NoArgsIsHelpError" in kinds and ctx is not None:
-                click.echo(ctx.get_help())
+                typer.echo(ctx.get_help())
                 sys.exit(2)
             if "UsageError" in kinds and "ClickException" in kinds:
                 where = f" (see `{ctx.command_path} --help`)" if ctx is not None else ""
@@ -111,7 +110,7 @@ class OneLineErrors(TyperGroup):
             if "ClickException" in kinds:
                 _fail(exc.format_message())  # type: ignore[attr-defined]
             if "Abort" in kinds:
-                click.echo("aborted", err=True)
+                typer.echo("aborted", err=True)
                 sys.exit(130)
             raise
         sys.exit(rv if isinstance(rv, int) else 0)
@@ -130,7 +129,7 @@ def bad_input() -> Iterator[None]:
         yield
     except UsageError as exc:
         _fail(str(exc))
-    except (typer.Exit, click.exceptions.Exit):
+    except typer.Exit:  # the click that typer uses raises this one (never the standalone package's)
         raise
     except Exception as exc:  # the CLI's last line of defence
         if VERBOSE["on"]:
@@ -178,14 +177,16 @@ def load_embedding(
     *,
     oos_label: str = "oos",
     option: str = "--scorer",
+    one_request: bool = False,
 ) -> EmbeddingClassifier:
     """A saved classifier, or one built from a route file (and fitted when ``fit_on`` is given).
 
     ``scorer`` (``None``: not given) only applies to a route file; giving it with a saved
     classifier (including the shipped desk, the default) is an error rather than ignored.
+    With ``one_request`` a saved classifier's encoder runs on one thread: for a single short
+    text, starting onnxruntime's second thread costs more than it saves (the vectors are the same).
     """
-    from .classify.embedding import EmbeddingClassifier
-    from .eval import check_labels, load_labelled, load_negatives, load_routes
+    from .classify.embedding import EmbeddingClassifier, MiniLMEncoder
 
     check_unit("--threshold", threshold)
     source = routes_path if routes_path is not None else data_file(DESK_CLASSIFIER)
@@ -197,12 +198,17 @@ def load_embedding(
             "pass --routes ROUTES.json to build a new one"
         )
     if saved is not None:
-        clf = EmbeddingClassifier.load(source)
+        encoder = MiniLMEncoder(intra_op_threads=1) if one_request and fit_on is None else None
+        clf = EmbeddingClassifier.load(source, encoder=encoder)
     else:
+        from .eval import load_negatives, load_routes  # route files only: a saved classifier needs neither
+
         kind = scorer if scorer is not None else ScorerName.centroid
         negatives = load_negatives(source) if kind is ScorerName.late else ()
         clf = EmbeddingClassifier(load_routes(source), scorer=kind.value, negatives=negatives)
     if fit_on is not None:
+        from .eval import check_labels, load_labelled
+
         rows = load_labelled(fit_on)
         check_labels(rows, clf.route_names, oos_label=oos_label, path=fit_on)
         clf.fit([r.text for r in rows], [r.label for r in rows], oos_label=oos_label)
@@ -213,6 +219,8 @@ def load_embedding(
 
 def import_classifier(spec: str, routes: tuple[RouteSpec, ...]) -> Classifier:
     """``module:attribute`` naming a Classifier, or a factory called with the routes."""
+    from .classify.types import Classifier
+
     module_name, _, attr = spec.partition(":")
     try:
         obj: Any = getattr(importlib.import_module(module_name), attr)

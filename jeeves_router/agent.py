@@ -11,7 +11,6 @@ import anyio
 
 from ._aio import EventPump
 from .architectures.base import Architecture, RunContext, emit_each, execute, run_child
-from .architectures.handoffs.chain import HandoffChain
 from .architectures.react import ToolLoop
 from .errors import UsageError
 from .events import Event, EventBase
@@ -87,6 +86,8 @@ class Agent:
             self.tool_map[t.name] = t
         self.tools = tuple(tool_list)
         if architecture is None and handoffs:
+            from .architectures.handoffs.chain import HandoffChain  # loaded only by agents with handoffs
+
             architecture = HandoffChain()  # follows the generated transfer_to_<agent> calls
         self.architecture: Architecture = architecture if architecture is not None else ToolLoop()
         self.max_turns = max_turns

@@ -20,13 +20,13 @@ from rich.table import Table
 
 from . import _cli_embed as emb
 from ._cli_embed import CalibrationName, ObjectiveName, ScorerName, bad_input, data_file
-from .classify.types import Classifier
 from .cli_observe import graph_command, trace_command
 from .errors import UsageError
 from .journal.cli_replay import replay_command
 
 if TYPE_CHECKING:
     from .classify.embedding import EmbeddingClassifier
+    from .classify.types import Classifier
     from .eval import EvalReport
 
 __all__ = ["app"]
@@ -151,7 +151,7 @@ def route(
         if (text is None) == (data is None):
             raise UsageError("give one request as an argument, '-' to read requests from stdin, or --data FILE.jsonl")
         requests = emb.read_requests(data, sys.stdin.read) if data is not None or text == "-" else None
-        clf = emb.load_embedding(routes, scorer, threshold, fit_on, oos_label=oos_label)
+        clf = emb.load_embedding(routes, scorer, threshold, fit_on, oos_label=oos_label, one_request=requests is None)
         warning = emb.calibration_warning(clf, str(routes or "the classifier"))
         if warning:
             err.print(warning, highlight=False, soft_wrap=True, markup=False)

@@ -13,7 +13,6 @@ route name).
 from __future__ import annotations
 
 import re
-import uuid
 from collections.abc import Iterable
 from typing import cast
 
@@ -120,4 +119,6 @@ def split_child_session_id(session_id: str) -> tuple[str, str] | None:
 
 def new_session_id() -> str:
     """A fresh random session id."""
+    import uuid  # here, not at the top: uuid imports platform, which costs more at start-up than here
+
     return uuid.uuid4().hex

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-import random
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from .errors import UsageError
+
+if TYPE_CHECKING:
+    import random
 
 __all__ = ["RetryPolicy", "DEFAULT_RETRY", "FRAMEWORK_RETRY", "PROVIDER_RETRY"]
 
@@ -49,6 +52,9 @@ class RetryPolicy:
             return min(retry_after_s, self.max_delay_s)
         base = min(self.initial_delay_s * self.multiplier ** max(attempt - 1, 0), self.max_delay_s)
         if self.jitter:
+            if rng is None:
+                import random  # only retries with jitter need it: not imported with the package
+
             r = (rng or random).random()
             base = base * (1 - self.jitter * r)
         return base

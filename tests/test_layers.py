@@ -21,6 +21,7 @@ LAYERS: list[tuple[str, int]] = [
     ("events", 1),
     ("_aio", 1),
     ("_log", 1),
+    ("_lazy", 1),
     ("tracing", 2),
     ("models", 2),
     ("tools", 2),

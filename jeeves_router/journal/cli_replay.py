@@ -1,4 +1,8 @@
-"""The ``jeeves-router replay JOURNAL --session S`` command."""
+"""The ``jeeves-router replay JOURNAL --session S`` command.
+
+The journal (and pydantic with it) is imported when the command runs, not when the command
+line is built: other commands never load it.
+"""
 
 from __future__ import annotations
 
@@ -6,13 +10,7 @@ import json
 from pathlib import Path
 from typing import Annotated
 
-import anyio
 import typer
-
-from ..events import event_adapter
-from .records import JournalError
-from .replay import format_event, recorded_events
-from .sqlite import SQLiteJournal
 
 __all__ = ["replay_command"]
 
@@ -23,6 +21,12 @@ def replay_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON event per line instead of text.")] = False,
 ) -> None:
     """Print the recorded event stream of a session (no model is called)."""
+    import anyio
+
+    from ..events import event_adapter
+    from .records import JournalError
+    from .replay import format_event, recorded_events
+    from .sqlite import SQLiteJournal
 
     async def read() -> list[str]:
         store = SQLiteJournal(journal, create=False)

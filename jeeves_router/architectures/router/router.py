@@ -37,7 +37,6 @@ from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from ...classify.llm import LLMClassifier
 from ...classify.parser import normalize_route_name
 from ...classify.prompt import validate_prompt_template
 from ...classify.resolve import RouteDecision, resolve_route
@@ -61,6 +60,7 @@ if TYPE_CHECKING:
     from pydantic import BaseModel
 
     from ...actor import Actor
+    from ...classify.llm import LLMClassifier
 
 __all__ = ["Router", "RouterRoute", "CLASSIFIER_USAGE_KEY", "last_turns"]
 
@@ -179,6 +179,8 @@ class Router:
             self._classifier = self._llm_classifier(classifier_model)
 
     def _llm_classifier(self, model: Model | str) -> LLMClassifier:
+        from ...classify.llm import LLMClassifier  # only routers that classify with a model load it
+
         return LLMClassifier(
             model,
             prompt=self.classifier_prompt,

@@ -1,15 +1,34 @@
 """The embedded router: sentence vectors on the CPU, calibrated, offline.
 
-Install with ``pip install 'jeeves-router[embed]'``. Importing this package loads numpy but
-no model; the default encoder is loaded on first use.
+Install with ``pip install 'jeeves-router[embed]'``. Each name here is imported from its
+module on first use (numpy with the first of them); the default encoder's model is loaded
+when a classifier first needs it. Loading a saved classifier does not import the
+late-interaction scorer.
 """
 
-from .calibration import IsotonicCalibrator, PlattCalibrator, ThresholdChoice, choose_threshold
-from .classifier import EmbeddingClassifier, default_encoder
-from .encoders import Encoder, HashingEncoder, MiniLMEncoder, TokenEncoder, WordLlamaEncoder
-from .fitting import FitReport
-from .late import LateInteractionScorer
-from .scorers import CentroidScorer, LogRegScorer, NearestScorer, Scorer
+from typing import TYPE_CHECKING
+
+from ..._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from .calibration import IsotonicCalibrator, PlattCalibrator, ThresholdChoice, choose_threshold
+    from .classifier import EmbeddingClassifier, default_encoder
+    from .encoders import Encoder, HashingEncoder, MiniLMEncoder, TokenEncoder, WordLlamaEncoder
+    from .fitting import FitReport
+    from .late import LateInteractionScorer
+    from .scorers import CentroidScorer, LogRegScorer, NearestScorer, Scorer
+
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        ".calibration": ("IsotonicCalibrator", "PlattCalibrator", "ThresholdChoice", "choose_threshold"),
+        ".classifier": ("EmbeddingClassifier", "default_encoder"),
+        ".encoders": ("Encoder", "HashingEncoder", "MiniLMEncoder", "TokenEncoder", "WordLlamaEncoder"),
+        ".fitting": ("FitReport",),
+        ".late": ("LateInteractionScorer",),
+        ".scorers": ("CentroidScorer", "LogRegScorer", "NearestScorer", "Scorer"),
+    },
+)
 
 __all__ = [
     "EmbeddingClassifier",

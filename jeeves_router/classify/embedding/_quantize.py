@@ -207,6 +207,36 @@ def _topological(nodes: list[Any], known: set[str]) -> list[Any]:
     return ordered
 
 
+def _source_digest(source: Path, directory: Path | None) -> str:
+    """The first 16 hex digits of ``source``'s SHA-256, remembered in the cache folder.
+
+    Hashing the 23 MB model costs about 40 ms of CPU on every start, so the digest is kept in
+    the cache folder (``directory`` or :func:`cache_dir`) under a name made of the file's path,
+    size and modification time: a reinstalled file (new size or time) is hashed again. The memo
+    is only written into a folder that already exists, so a failed first build leaves nothing
+    behind; a cache that cannot be written is hashed on every start, as before.
+    """
+    folder = directory if directory is not None else cache_dir()
+    st = source.stat()
+    version = f"{source.resolve()}|{st.st_size}|{st.st_mtime_ns}"
+    memo = folder / f".digest-{hashlib.sha256(version.encode()).hexdigest()[:16]}"
+    try:
+        known = memo.read_text(encoding="ascii").strip()
+    except (OSError, UnicodeDecodeError):
+        known = ""
+    if len(known) == 16 and all(c in "0123456789abcdef" for c in known):
+        return known
+    digest = hashlib.sha256(source.read_bytes()).hexdigest()[:16]
+    if folder.is_dir():
+        try:
+            staging = folder / f"{memo.name}.{os.getpid()}.tmp"
+            staging.write_text(digest, encoding="ascii")
+            os.replace(staging, memo)
+        except OSError:
+            pass
+    return digest
+
+
 def quantized_model(source: Path, *, directory: Path | None = None) -> Path | bytes:
     """The dynamically quantized version of the ONNX file ``source``.
 
@@ -222,7 +252,7 @@ def quantized_model(source: Path, *, directory: Path | None = None) -> Path | by
     """
     import onnxruntime as ort
 
-    digest = hashlib.sha256(source.read_bytes()).hexdigest()[:16]
+    digest = _source_digest(source, directory)
     folder = directory if directory is not None else cache_dir()
     name = f"{source.parent.name}-{source.stem}-{VARIANT}-{GRAPH}-{digest}-ort{ort.__version__}.onnx"
     target = folder / name
