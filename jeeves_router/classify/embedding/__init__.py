@@ -5,7 +5,7 @@ no model; the default encoder is loaded on first use.
 """
 
 from .calibration import IsotonicCalibrator, PlattCalibrator, ThresholdChoice, choose_threshold
-from .classifier import EmbeddingClassifier, default_encoder
+from .classifier import EmbeddingClassifier, default_encoder, default_scorer
 from .encoders import Encoder, HashingEncoder, MiniLMEncoder, TokenEncoder, WordLlamaEncoder
 from .fitting import FitReport
 from .late import LateInteractionScorer
@@ -15,6 +15,7 @@ __all__ = [
     "EmbeddingClassifier",
     "FitReport",
     "default_encoder",
+    "default_scorer",
     "Encoder",
     "TokenEncoder",
     "MiniLMEncoder",
