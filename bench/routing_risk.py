@@ -36,19 +36,10 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from routing_accuracy import DATA, OOS, CachedEncoder, labelled, level_routes, rows, train_routes
+from routing_accuracy import DATA, OOS, CachedEncoder, auroc, labelled, level_routes, rows, train_routes
 
 from jeeves_router.classify.embedding import EmbeddingClassifier, MiniLMEncoder
 from jeeves_router.errors import UsageError
-
-
-def auroc(scores: np.ndarray, positive: np.ndarray) -> float:
-    """Area under the ROC curve of ``scores`` for ``positive`` rows (average ranks for ties)."""
-    _, inverse, counts = np.unique(scores, return_inverse=True, return_counts=True)
-    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
-    ranks = (starts + (counts + 1) / 2)[inverse]
-    n_pos, n_neg = int(positive.sum()), int((~positive).sum())
-    return float((ranks[positive].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
 
 
 def ceiling(top_feature: np.ndarray, correct: np.ndarray, cap: float) -> float:
@@ -129,9 +120,9 @@ def main() -> None:
     enc.encode_tokens([r["text"] for r in val_rows + test_rows] + oos_pool)
     print(f"encoded val+test in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
     scorers: dict[str, tuple[str, dict[str, Any], list[str]]] = {
-        "centroid (default)": ("centroid", {}, []),
+        "centroid": ("centroid", {}, []),
         "logistic regression (C=10)": ("logreg", {"c": 10.0}, []),
-        "late interaction": ("late", {}, []),
+        "late interaction (the default)": ("late", {}, []),
         "late interaction + pool OOS negatives": ("late", {}, oos_pool),
     }
     if args.scorers:
