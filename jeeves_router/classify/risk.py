@@ -15,7 +15,7 @@ binomial tests):
    the sequence starts at half the accept-share of the loosest cut that the ordering part
    alone certifies (its exact upper bound is within the cap), so the first test is very
    likely to pass, and goes on through every looser cut. (With ``oos_share``, below, it
-   starts at the strictest cut the ordering part certifies.) When the ordering part is too small
+   starts at the cut with the lowest bound on the ordering part.) When the ordering part is too small
    to certify any cut, it starts at the loosest cut with no misroute there.
 3. On the testing part, each cut in turn is tested for "misroute rate > cap" with the exact
    binomial (Clopper-Pearson) test: among the ``n`` testing rows it accepts, ``k`` misrouted,
@@ -238,7 +238,7 @@ def choose_risk_threshold(
     a = sorted(((s[i], ok[i]) for i in ordering), key=lambda t: -t[0])
     alpha, oos_testing = 1.0 - confidence, len(testing) - len(order) + split
     cuts: list[float] = []
-    certified: list[int] = []
+    certified: list[tuple[float, int]] = []  # (bound, accept-share index) of the cuts it certifies
     promising = -1
     for pct in range(1, 101):
         n = max(1, round(pct / 100 * len(a)))
@@ -246,18 +246,22 @@ def choose_risk_threshold(
         wrong = sum(1 for _, good in a[:n] if not good)
         # Its exact upper bound is within the cap (with a stated share, as if the testing part's
         # out-of-scope rows were all rejected: the ordering part has none of them).
-        if binomial_cdf(wrong, n, max_misroute) <= alpha and (
-            oos_share is None
-            or shifted_misroute_bound(wrong, n, len(a), 0, oos_testing, oos_share=oos_share, alpha=alpha)
-            <= max_misroute
-        ):
-            certified.append(pct - 1)
+        if binomial_cdf(wrong, n, max_misroute) <= alpha:
+            bound = (
+                0.0
+                if oos_share is None
+                else shifted_misroute_bound(wrong, n, len(a), 0, oos_testing, oos_share=oos_share, alpha=alpha)
+            )
+            if bound <= max_misroute:
+                certified.append((bound, pct - 1))
         if wrong == 0:
             promising = pct - 1
     if not certified:
         start = max(promising, 0)
-    else:  # with a stated share the bound also fails at strict cuts (few in-scope rows accepted)
-        start = certified[-1] // 2 if oos_share is None else certified[0]
+    elif oos_share is None:
+        start = certified[-1][1] // 2
+    else:  # the bound also fails at strict cuts (few in-scope rows accepted): start at the safest
+        start = min(certified)[1]
     sequence = sorted(set(cuts[start:]), reverse=True)
     b = sorted(((s[i], ok[i], inside[i]) for i in testing), key=lambda t: -t[0])
     if oos_share is None:
