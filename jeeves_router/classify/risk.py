@@ -44,10 +44,9 @@ lower for ``c``, at ``0.45``, ``0.45`` and ``0.1`` of ``1 - confidence``; a unio
 give an upper bound on ``R`` that holds with probability ``confidence``. Each class is bounded
 on its own rows, so the guarantee needs only that in-scope rows are exchangeable with
 in-scope traffic and out-of-scope rows with out-of-scope traffic, whatever their mix, up to
-``oos_share`` (a larger real share can break it). The ordering third is drawn from the
-in-scope rows only; every out-of-scope row goes to testing, because ``a`` is bounded from a
-few rows (with 100 rows and none accepted its bound is still about 3.7 %, which is what caps
-the coverage at a large ``oos_share``).
+``oos_share`` (a larger real share can break it). The ordering third is drawn from each
+class separately. ``a`` is bounded from few rows (with 67 testing rows and none accepted its
+bound is still about 5.5 %), which is what caps the coverage at a large ``oos_share``.
 """
 
 from __future__ import annotations
@@ -230,38 +229,38 @@ def choose_risk_threshold(
             raise UsageError(
                 "oos_share needs out-of-scope rows in the validation data to bound how many of them are accepted"
             )
+    rng = random.Random(seed)
     order = [i for i in range(len(s)) if inside[i]]
-    random.Random(seed).shuffle(order)
-    split = len(order) // 3
-    ordering = order[:split]
-    testing = order[split:] + [i for i in range(len(s)) if not inside[i]]
+    rng.shuffle(order)
+    outside = [i for i in range(len(s)) if not inside[i]]
+    rng.shuffle(outside)
+    split, oos_split = len(order) // 3, len(outside) // 3
+    ordering, testing = order[:split], order[split:] + outside[oos_split:]
     a = sorted(((s[i], ok[i]) for i in ordering), key=lambda t: -t[0])
-    alpha, oos_testing = 1.0 - confidence, len(testing) - len(order) + split
+    oos_ordering = sorted((s[i] for i in outside[:oos_split]), reverse=True)
+    alpha = 1.0 - confidence
     cuts: list[float] = []
-    certified: list[tuple[float, int]] = []  # (bound, accept-share index) of the cuts it certifies
+    certified: list[int] = []
+    bounds: list[tuple[float, int]] = []
     promising = -1
     for pct in range(1, 101):
         n = max(1, round(pct / 100 * len(a)))
         cuts.append(a[n - 1][0])
         wrong = sum(1 for _, good in a[:n] if not good)
-        # Its exact upper bound is within the cap (with a stated share, as if the testing part's
-        # out-of-scope rows were all rejected: the ordering part has none of them).
-        if binomial_cdf(wrong, n, max_misroute) <= alpha:
-            bound = (
-                0.0
-                if oos_share is None
-                else shifted_misroute_bound(wrong, n, len(a), 0, oos_testing, oos_share=oos_share, alpha=alpha)
-            )
-            if bound <= max_misroute:
-                certified.append((bound, pct - 1))
+        if binomial_cdf(wrong, n, max_misroute) <= alpha:  # its exact upper bound is within the cap
+            certified.append(pct - 1)
         if wrong == 0:
             promising = pct - 1
-    if not certified:
+        if oos_share is not None:
+            j = sum(1 for x in oos_ordering if x >= cuts[-1])
+            bound = shifted_misroute_bound(wrong, n, len(a), j, len(oos_ordering), oos_share=oos_share, alpha=alpha)
+            bounds.append((bound, pct - 1))
+    if oos_share is not None:  # the bound also fails at strict cuts (few in-scope rows accepted)
+        start = min(bounds)[1]
+    elif certified:
+        start = certified[-1] // 2
+    else:
         start = max(promising, 0)
-    elif oos_share is None:
-        start = certified[-1][1] // 2
-    else:  # the bound also fails at strict cuts (few in-scope rows accepted): start at the safest
-        start = min(certified)[1]
     sequence = sorted(set(cuts[start:]), reverse=True)
     b = sorted(((s[i], ok[i], inside[i]) for i in testing), key=lambda t: -t[0])
     if oos_share is None:
