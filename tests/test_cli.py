@@ -283,12 +283,12 @@ def test_fit_certifies_for_a_stated_out_of_scope_share(tmp_path: Path) -> None:
     saved = tmp_path / "risk.json"
     args = ["fit", "--data", str(DATA / "desk_test.jsonl"), "--classifier", "tests.test_cli:desk_embedded"]
     result = runner.invoke(
-        app, [*args, "--max-misroute", "0.2", "--risk-confidence", "0.8", "--oos-share", "0.3", "--out", str(saved)]
+        app, [*args, "--max-misroute", "0.2", "--risk-confidence", "0.8", "--oos-share", "0.2", "--out", str(saved)]
     )
     assert result.exit_code == 0, result.output
-    assert "for up to 30% out-of-scope traffic" in result.stdout
+    assert "for up to 20% out-of-scope traffic" in result.stdout
     risk = json.loads(saved.read_text())["risk"]
-    assert risk["certified"] and risk["oos_share"] == 0.3 and risk["upper_bound"] <= 0.2
+    assert risk["certified"] and risk["oos_share"] == 0.2 and risk["upper_bound"] <= 0.2
 
 
 def test_eval_reports_coverage_and_misroute_among_auto_routed() -> None:
