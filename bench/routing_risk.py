@@ -3,22 +3,27 @@
 Same protocol as bench/routing_accuracy.py (k=10 examples per route from `pool` with
 random.Random(f"{seed}:{route}"), the description as one more item, tuned on `val` only,
 reported on `test`, seeds 0-4), for these embedded scorers on the same vectors:
-centroid (the default), logistic regression (C=10), late interaction, and late interaction
-with the 100 out-of-scope `pool` rows as negatives.
+centroid, logistic regression (C=10), late interaction (the default with MiniLM), and late
+interaction with the 100 out-of-scope `pool` rows as negatives.
 
 For each route set (intent150, domain10) and scorer it prints, as the mean over seeds:
 
 * OOS AUROC on test: how well the top confidence ranks in-scope rows above out-of-scope ones
   (Mann-Whitney, ties counted half);
 * overall acc@t on test at the balanced threshold (`fit()` default);
-* risk control: `fit(max_misroute=CAP, risk_confidence=0.95)` on val, then on test the
-  coverage (share auto-routed) and the misroute rate among auto-routed rows (in-scope and
-  out-of-scope together), with the worst seed and whether the cap held on every seed.
+* the coverage ceiling: the largest share of test rows that any cut of the top score
+  auto-routes with at most CAP misrouted among them (an oracle: no certified cut can do better);
+* risk control: `fit(max_misroute=CAP, risk_confidence=0.95, oos_share=S)` on val, then on test
+  the coverage (share auto-routed) and the misroute rate among auto-routed rows (in-scope and
+  out-of-scope together) per seed, and whether the cap held on every seed. S is `none` (the
+  guarantee assumes val's mix of out-of-scope rows) and/or a stated worst-case share.
 
-Note the validation split has 3 % out-of-scope rows and the test split 18 %: the guarantee
-assumes validation rows and traffic come from one distribution, which this split breaks.
+Note the validation split has 3 % out-of-scope rows and the test split 18 %: the plain guarantee
+assumes validation rows and traffic come from one distribution, which this split breaks; with
+`--oos-shares 0.2` each class is bounded on its own rows (see jeeves_router.classify.risk).
 
-Run from the repository root: `python bench/routing_risk.py [--seeds 5] [--cap 0.02]`.
+Run from the repository root:
+`python bench/routing_risk.py [--seeds 5] [--cap 0.02] [--oos-shares none,0.2] [--levels intent150]`.
 """
 
 from __future__ import annotations
