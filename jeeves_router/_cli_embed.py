@@ -185,7 +185,6 @@ def load_embedding(
     classifier (including the shipped desk, the default) is an error rather than ignored.
     """
     from .classify.embedding import EmbeddingClassifier
-    from .classify.embedding.classifier import default_encoder, default_scorer
     from .eval import check_labels, load_labelled, load_negatives, load_routes
 
     check_unit("--threshold", threshold)
@@ -200,9 +199,9 @@ def load_embedding(
     if saved is not None:
         clf = EmbeddingClassifier.load(source)
     else:
-        kind = scorer.value if scorer is not None else default_scorer(default_encoder())
-        negatives = load_negatives(source) if kind == ScorerName.late.value else ()
-        clf = EmbeddingClassifier(load_routes(source), scorer=kind, negatives=negatives)
+        kind = scorer if scorer is not None else ScorerName.centroid
+        negatives = load_negatives(source) if kind is ScorerName.late else ()
+        clf = EmbeddingClassifier(load_routes(source), scorer=kind.value, negatives=negatives)
     if fit_on is not None:
         rows = load_labelled(fit_on)
         check_labels(rows, clf.route_names, oos_label=oos_label, path=fit_on)

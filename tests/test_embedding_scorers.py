@@ -1,7 +1,5 @@
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import numpy as np
 import pytest
 
@@ -93,28 +91,3 @@ def test_array_codec_is_exact_and_validates() -> None:
     np.testing.assert_array_equal(decode_array(encode_array(a)), a)
     with pytest.raises(UsageError):
         decode_array({"shape": [2]})
-
-
-class _SentenceOnly:
-    """An encoder without token vectors (like WordLlama)."""
-
-    def __init__(self) -> None:
-        from jeeves_router.classify.embedding import HashingEncoder
-
-        self.inner = HashingEncoder()
-        self.name, self.dim = "sentence-only", self.inner.dim
-
-    def encode(self, texts: Sequence[str]) -> np.ndarray:
-        return self.inner.encode(texts)
-
-
-def test_the_default_scorer_is_late_with_token_vectors_and_centroid_without() -> None:
-    from jeeves_router.classify.embedding import EmbeddingClassifier, HashingEncoder, default_scorer
-    from tests.test_embedding_classifier import ROUTES
-
-    token = EmbeddingClassifier(ROUTES, encoder=HashingEncoder(), negatives=["what is the weather like"])
-    assert default_scorer(HashingEncoder()) == "late" and token.scorer.kind == "late"
-    again = EmbeddingClassifier.from_dict(token.to_dict(), encoder=HashingEncoder())
-    assert again.scorer.kind == "late" and again.negatives == token.negatives
-    plain = EmbeddingClassifier(ROUTES, encoder=_SentenceOnly())  # type: ignore[arg-type]
-    assert default_scorer(_SentenceOnly()) == "centroid" and plain.scorer.kind == "centroid"  # type: ignore[arg-type]

@@ -5,7 +5,7 @@ no model; the default encoder is loaded on first use.
 """
 
 from .calibration import IsotonicCalibrator, PlattCalibrator, ThresholdChoice, choose_threshold
-from .classifier import EmbeddingClassifier, default_encoder, default_scorer
+from .classifier import EmbeddingClassifier, default_encoder
 from .encoders import Encoder, HashingEncoder, MiniLMEncoder, TokenEncoder, WordLlamaEncoder
 from .fitting import FitReport
 from .late import LateInteractionScorer
@@ -15,7 +15,6 @@ __all__ = [
     "EmbeddingClassifier",
     "FitReport",
     "default_encoder",
-    "default_scorer",
     "Encoder",
     "TokenEncoder",
     "MiniLMEncoder",

@@ -26,7 +26,7 @@ from .encoders import Encoder, MiniLMEncoder, TokenEncoder, blas_single_thread
 from .fitting import FitReport, check_held_out, fit_threshold
 from .scorers import Scorer, make_scorer, scorer_from_dict
 
-__all__ = ["EmbeddingClassifier", "FitReport", "default_encoder", "default_scorer"]
+__all__ = ["EmbeddingClassifier", "FitReport", "default_encoder"]
 
 log = get_logger(__name__)
 
@@ -53,16 +53,6 @@ def default_encoder() -> Encoder:
     return MiniLMEncoder()
 
 
-def default_scorer(encoder: Encoder) -> str:
-    """The scorer ``scorer="auto"`` picks: ``"late"`` when ``encoder`` gives token vectors, else ``"centroid"``.
-
-    ``late`` ranks out-of-scope requests below in-scope ones better than logistic regression
-    on both CLINC150 route sets, with or without out-of-scope negatives (see the README); the
-    centroid is the best measured of the scorers that need sentence vectors only.
-    """
-    return "late" if isinstance(encoder, TokenEncoder) else "centroid"
-
-
 class EmbeddingClassifier:
     """A :class:`~jeeves_router.classify.types.Classifier` that compares sentence vectors.
 
@@ -77,9 +67,8 @@ class EmbeddingClassifier:
     Args:
         routes: The routes it knows.
         encoder: Any :class:`Encoder`; default the shared :class:`MiniLMEncoder`.
-        scorer: ``"auto"`` (:func:`default_scorer`: ``"late"`` with an encoder that gives
-            token vectors, such as the default MiniLM, else ``"centroid"``), ``"centroid"``,
-            ``"nearest"``, ``"logreg"``, ``"late"`` or a :class:`Scorer` instance.
+        scorer: ``"centroid"``, ``"nearest"``, ``"logreg"``, ``"late"`` (the most accurate;
+            needs an encoder with token vectors, such as MiniLM) or a :class:`Scorer` instance.
         scorer_options: Keyword options for a scorer given by name.
         negatives: Out-of-scope example requests (things the router must *not* accept);
             scorers with ``uses_negatives`` (``"late"``) learn to reject their like.
@@ -100,7 +89,7 @@ class EmbeddingClassifier:
         routes: Sequence[RouteSpec],
         *,
         encoder: Encoder | None = None,
-        scorer: str | Scorer = "auto",
+        scorer: str | Scorer = "centroid",
         scorer_options: dict[str, Any] | None = None,
         negatives: Sequence[str] = (),
         threshold: float | None = None,
@@ -130,8 +119,6 @@ class EmbeddingClassifier:
         self.calibrator: Calibrator | None = None
         self._index = {n: i for i, n in enumerate(names)}
         self._encode_ms: float | None = None
-        if scorer == "auto":
-            scorer = default_scorer(self.encoder)
         self.scorer = _fitted_scorer if _fitted_scorer is not None else make_scorer(scorer, **(scorer_options or {}))
         if self.scorer.uses_tokens and not isinstance(self.encoder, TokenEncoder):
             raise UsageError(
