@@ -266,7 +266,7 @@ def main() -> None:
     }
     oos_pool = [r["text"] for r in pool if r["route"] == OOS]
     if hasattr(enc.inner, "encode_tokens"):
-        routers["late interaction (the default)"] = lambda e, r, v, t: run_ours(e, r, v, t, "late", {})
+        routers["late interaction"] = lambda e, r, v, t: run_ours(e, r, v, t, "late", {})
         routers["late interaction + pool OOS rows as negatives"] = lambda e, r, v, t: run_ours(
             e, r, v, t, "late", {}, oos_pool
         )

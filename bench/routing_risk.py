@@ -3,7 +3,7 @@
 Same protocol as bench/routing_accuracy.py (k=10 examples per route from `pool` with
 random.Random(f"{seed}:{route}"), the description as one more item, tuned on `val` only,
 reported on `test`, seeds 0-4), for these embedded scorers on the same vectors:
-centroid, logistic regression (C=10), late interaction (the default with MiniLM), and late
+centroid, logistic regression (C=10), late interaction, and late
 interaction with the 100 out-of-scope `pool` rows as negatives.
 
 For each route set (intent150, domain10) and scorer it prints, as the mean over seeds:
@@ -127,7 +127,7 @@ def main() -> None:
     scorers: dict[str, tuple[str, dict[str, Any], list[str]]] = {
         "centroid": ("centroid", {}, []),
         "logistic regression (C=10)": ("logreg", {"c": 10.0}, []),
-        "late interaction (the default)": ("late", {}, []),
+        "late interaction": ("late", {}, []),
         "late interaction + pool OOS negatives": ("late", {}, oos_pool),
     }
     if args.scorers:

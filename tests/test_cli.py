@@ -164,7 +164,7 @@ def test_fit_without_oos_rows_says_so_and_prints_a_dash(tmp_path: Path) -> None:
     data.write_text(
         "".join(ln + "\n" for ln in (DATA / "desk_val.jsonl").read_text().splitlines() if '"oos"' not in ln)
     )
-    # centroid routes a few of these wrong (the default late scorer none, which is a refused degenerate fit)
+    # centroid routes a few of these wrong (the late scorer none: a degenerate fit, refused)
     args = ["fit", "--data", str(data), "--scorer", "centroid", "--routes", str(DATA / "desk_routes.json")]
     result = runner.invoke(app, [*args, "--out", str(tmp_path / "m.json")])
     assert result.exit_code == 0, result.output
