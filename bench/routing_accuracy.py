@@ -5,7 +5,9 @@ Protocol (same for every router, same vectors):
   * each route gets k in {0, 5, 10} examples drawn from `pool` with
     random.Random(f"{seed}:{route}").sample, plus its description as one more item;
   * the acceptance threshold is chosen on `val` to maximise (in-scope acc@t + OOS recall@t) / 2
-    and applied unchanged to `test`; figures are the mean over seeds 0-4.
+    and applied unchanged to `test`; figures are the mean over seeds 0-4;
+  * OOS AUROC: how well the top route's confidence ranks in-scope `test` rows above
+    out-of-scope ones (Mann-Whitney, ties counted half), threshold-free.
   * semantic-router 1.1.1 gets the same encoder through a DenseEncoder subclass:
     IndexedRouter(top_k=5, aggregation="mean"), its threshold tuned on its top score.
 
@@ -114,7 +116,17 @@ def train_routes(level: str, k: int, seed: int, pool: list[dict[str, str]]) -> l
     return out
 
 
+def auroc(scores: np.ndarray, positive: np.ndarray) -> float:
+    """Area under the ROC curve of ``scores`` for ``positive`` rows (average ranks for ties)."""
+    _, inverse, counts = np.unique(scores, return_inverse=True, return_counts=True)
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    ranks = (starts + (counts + 1) / 2)[inverse]
+    n_pos, n_neg = int(positive.sum()), int((~positive).sum())
+    return float((ranks[positive].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
+
+
 def figures(top: Sequence[str], conf: np.ndarray, t: float, gold: Sequence[str]) -> dict[str, float]:
+    """Closed and at-threshold accuracy, OOS recall, and the OOS AUROC of the top confidence."""
     g = np.asarray(gold)
     p = np.asarray(top)
     accepted = conf >= t
@@ -125,6 +137,7 @@ def figures(top: Sequence[str], conf: np.ndarray, t: float, gold: Sequence[str])
         "in_acc": float(((p == g) & accepted)[ins].mean()),
         "oos_recall": float((~accepted)[~ins].mean()),
         "overall": float((decided == g).mean()),
+        "auroc": auroc(np.asarray(conf, dtype=np.float64), ins),
     }
 
 
@@ -221,6 +234,8 @@ def main() -> None:
     ap.add_argument("--latency-only", action="store_true", help="skip the accuracy runs")
     ap.add_argument("--latency-threads", type=int, default=2, help="onnxruntime threads for the latency runs")
     ap.add_argument("--encoder", choices=["minilm", "wordllama"], default="minilm")
+    ap.add_argument("--levels", default="intent150,domain10", help="route sets of the accuracy runs")
+    ap.add_argument("--ks", default="0,5,10", help="examples per route of the accuracy runs")
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
     if not DATA.is_dir():
@@ -262,7 +277,7 @@ def main() -> None:
         if args.latency_only
         else [("intent150", 10)]
         if args.quick
-        else [(lv, k) for lv in ("intent150", "domain10") for k in (0, 5, 10)]
+        else [(lv, int(k)) for lv in args.levels.split(",") for k in args.ks.split(",")]
     )
     results: dict[tuple[str, str, int], dict[str, float]] = {}
     for level, k in grid:
@@ -365,16 +380,17 @@ def print_tables(results: dict[Any, dict[str, float]], lat: dict[str, tuple[floa
                  grid: list[tuple[str, int]], seeds: int, encoder: str) -> None:  # fmt: skip
     print(f"\nCLINC150 test, mean of {seeds} seeds, encoder {encoder}, threshold tuned on val\n")
     print("| router (same vectors) | intent150 k=10: closed acc / in-scope acc@t / OOS recall@t / overall acc@t "
-          "| domain10 k=10 overall acc@t | 1-query p50, BLAS 1 thread / default |")  # fmt: skip
+          "/ OOS AUROC | domain10 k=10: the same | 1-query p50, BLAS 1 thread / default |")  # fmt: skip
     print("|---|---|---|---|")
     for name in routers:
-        r = results.get((name, "intent150", 10))
-        d = results.get((name, "domain10", 10))
-        a = f"{r['closed']:.3f} / {r['in_acc']:.3f} / {r['oos_recall']:.3f} / {r['overall']:.3f}" if r else "-"
-        b = f"{d['overall']:.3f}" if d else "-"
+        cells = []
+        for level in ("intent150", "domain10"):
+            r = results.get((name, level, 10))
+            cells.append(f"{r['closed']:.3f} / {r['in_acc']:.3f} / {r['oos_recall']:.3f} / {r['overall']:.3f} / "
+                         f"{r['auroc']:.3f}" if r else "-")  # fmt: skip
         lt = lat.get(name)
         c = f"{lt[0]:.2f} ms / {lt[1]:.2f} ms" if lt else "-"
-        print(f"| {name} | {a} | {b} | {c} |")
+        print(f"| {name} | {cells[0]} | {cells[1]} | {c} |")
     enc_only = lat.get("encoder only")
     if enc_only:
         print(f"| (encoder alone) | | | {enc_only[0]:.2f} ms |")

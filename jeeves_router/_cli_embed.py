@@ -301,6 +301,11 @@ def progress(console: Console, total: int, label: str) -> Any:
     return bar
 
 
+def share_note(oos_share: float | None) -> str:
+    """`` for up to 20% out-of-scope traffic`` (empty without a stated share)."""
+    return "" if oos_share is None else f" for up to {oos_share:.0%} out-of-scope traffic"
+
+
 def certify_classifier(
     spec: str,
     routes: Path | None,
@@ -310,6 +315,7 @@ def certify_classifier(
     oos_label: str,
     max_misroute: float,
     risk_confidence: float,
+    oos_share: float | None = None,
     out: Console,
     err: Console,
 ) -> None:
@@ -327,8 +333,9 @@ def certify_classifier(
         preds = anyio.run(lambda: predict(clf, specs, rows, on_progress=lambda n: bar.advance(0, n)))
     correct = [p.top_route == r.label and r.label != oos_label for p, r in zip(preds, rows, strict=True)]
     risk = choose_risk_threshold(
-        [p.top_confidence for p in preds], correct, max_misroute=max_misroute, confidence=risk_confidence
-    )
+        [p.top_confidence for p in preds], correct, max_misroute=max_misroute, confidence=risk_confidence,
+        in_scope=[r.label != oos_label for r in rows], oos_share=oos_share,
+    )  # fmt: skip
     if not risk.certified:
         raise UsageError(
             f"no threshold keeps misroutes at or below {max_misroute:g} with confidence {risk_confidence:g} on these "
@@ -336,7 +343,8 @@ def certify_classifier(
         )
     out.print(
         f"require_confidence_above={risk.cut:.6g}: misroute among accepted <= {max_misroute:g} with confidence "
-        f"{risk_confidence:g}; on the {risk.testing_rows} testing rows coverage {risk.coverage:.3f}, misroute "
+        f"{risk_confidence:g}{share_note(oos_share)}; "
+        f"on the {risk.testing_rows} testing rows coverage {risk.coverage:.3f}, misroute "
         f"{risk.misroute:.4f} (upper bound {risk.upper_bound:.4f})",
         highlight=False,
     )

@@ -188,6 +188,13 @@ def fit(
         ),
     ] = None,
     risk_confidence: Annotated[float, typer.Option(help="Confidence of the --max-misroute guarantee.")] = 0.95,
+    oos_share: Annotated[
+        float | None,
+        typer.Option(
+            help="With --max-misroute: certify for traffic with up to this share of out-of-scope requests, "
+            "whatever the share in --data (in-scope and out-of-scope rows are bounded separately)."
+        ),
+    ] = None,
     oos_label: OosOpt = "oos",
 ) -> None:
     """Calibrate an embedded classifier and choose its threshold on labelled data; save it.
@@ -201,11 +208,14 @@ def fit(
         emb.check_unit("--target-precision", target_precision, low_open=True)
         emb.check_unit("--max-misroute", max_misroute, low_open=True, high_open=True)
         emb.check_unit("--risk-confidence", risk_confidence, low_open=True, high_open=True)
+        emb.check_unit("--oos-share", oos_share, high_open=True)
+        if oos_share is not None and max_misroute is None:
+            raise UsageError("--oos-share applies to --max-misroute; give both")
         if classifier is not None:
             if scorer is not None or max_misroute is None:
                 raise UsageError("--classifier needs --max-misroute (and no --scorer): fit certifies its threshold")
             emb.certify_classifier(classifier, routes, data, save_to, oos_label=oos_label, max_misroute=max_misroute,
-                                   risk_confidence=risk_confidence, out=out, err=err)  # fmt: skip
+                                   risk_confidence=risk_confidence, oos_share=oos_share, out=out, err=err)  # fmt: skip
             return
         if save_to is None:
             raise UsageError("fit needs --out FILE.json: where to write the fitted classifier")
@@ -221,6 +231,7 @@ def fit(
             target_precision=target_precision,
             max_misroute=max_misroute,
             risk_confidence=risk_confidence,
+            oos_share=oos_share,
         )
         clf.save(save_to)
     t = report.threshold
@@ -233,8 +244,9 @@ def fit(
     if report.risk is not None:
         r = report.risk
         out.print(
-            f"misroute among accepted <= {r.max_misroute:g} with confidence {r.confidence:g}: on the "
-            f"{r.testing_rows} testing rows coverage {r.coverage:.3f}, misroute {r.misroute:.4f} "
+            f"misroute among accepted <= {r.max_misroute:g} with confidence {r.confidence:g}"
+            f"{emb.share_note(r.oos_share)}: on the {r.testing_rows} testing rows coverage {r.coverage:.3f}, "
+            f"misroute {r.misroute:.4f} "
             f"(upper bound {r.upper_bound:.4f})",
             highlight=False,
         )

@@ -164,7 +164,9 @@ def test_fit_without_oos_rows_says_so_and_prints_a_dash(tmp_path: Path) -> None:
     data.write_text(
         "".join(ln + "\n" for ln in (DATA / "desk_val.jsonl").read_text().splitlines() if '"oos"' not in ln)
     )
-    result = runner.invoke(app, ["fit", "--data", str(data), "--out", str(tmp_path / "m.json")])
+    # centroid routes a few of these wrong (the late scorer none: a degenerate fit, refused)
+    args = ["fit", "--data", str(data), "--scorer", "centroid", "--routes", str(DATA / "desk_routes.json")]
+    result = runner.invoke(app, [*args, "--out", str(tmp_path / "m.json")])
     assert result.exit_code == 0, result.output
     assert "out-of-scope recall -" in result.stdout.replace("\n", " ")
     assert "not tuned to reject out-of-scope" in result.stderr.replace("\n", " ")
@@ -188,6 +190,8 @@ def test_fit_on_the_routes_own_examples_is_refused(tmp_path: Path) -> None:
         (["--objective", "recall"], "--objective"),
         (["--max-misroute", "1.5"], "--max-misroute"),
         (["--max-misroute", "0.02", "--risk-confidence", "1"], "--risk-confidence"),
+        (["--max-misroute", "0.02", "--oos-share", "1"], "--oos-share"),
+        (["--oos-share", "0.2"], "--oos-share"),
         (["--scorer", "svm"], "--scorer"),
     ],
 )
@@ -273,6 +277,18 @@ def test_fit_certifies_the_threshold_of_any_classifier(tmp_path: Path) -> None:
     risk = json.loads(saved.read_text())["risk"]
     assert risk["certified"] and risk["upper_bound"] <= 0.2 and 0.0 < risk["coverage"] <= 1.0
     assert "--max-misroute" in one_line_error(runner.invoke(app, args))
+
+
+def test_fit_certifies_for_a_stated_out_of_scope_share(tmp_path: Path) -> None:
+    saved = tmp_path / "risk.json"
+    args = ["fit", "--data", str(DATA / "desk_test.jsonl"), "--classifier", "tests.test_cli:desk_embedded"]
+    result = runner.invoke(
+        app, [*args, "--max-misroute", "0.2", "--risk-confidence", "0.8", "--oos-share", "0.2", "--out", str(saved)]
+    )
+    assert result.exit_code == 0, result.output
+    assert "for up to 20% out-of-scope traffic" in result.stdout
+    risk = json.loads(saved.read_text())["risk"]
+    assert risk["certified"] and risk["oos_share"] == 0.2 and risk["upper_bound"] <= 0.2
 
 
 def test_eval_reports_coverage_and_misroute_among_auto_routed() -> None:

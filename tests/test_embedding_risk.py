@@ -10,7 +10,12 @@ import pytest
 
 from jeeves_router.classify.embedding import EmbeddingClassifier, HashingEncoder
 from jeeves_router.classify.embedding.calibration import choose_threshold
-from jeeves_router.classify.risk import binomial_cdf, choose_risk_threshold, clopper_pearson_upper
+from jeeves_router.classify.risk import (
+    binomial_cdf,
+    choose_risk_threshold,
+    clopper_pearson_upper,
+    shifted_misroute_bound,
+)
 from jeeves_router.errors import UsageError
 from tests.test_embedding_classifier import ROUTES, VAL
 
@@ -128,3 +133,87 @@ def test_a_small_clean_validation_set_still_certifies_its_clean_region() -> None
     choice = choose_risk_threshold(scores, correct, max_misroute=0.1, confidence=0.9)
     assert choice.certified and choice.misroute <= 0.1 and choice.coverage > 0.5
     assert choice.cut > 1.0 - 60 / 100 - 0.05
+
+
+def shifted(n_in: int, n_oos: int, seed: int) -> tuple[list[float], list[bool], list[bool]]:
+    """In-scope scores uniform, P(wrong | s) = 0.2 * (1 - s); out-of-scope scores uniform on [0, 0.7]."""
+    rng = random.Random(seed)
+    ins = [rng.random() for _ in range(n_in)]
+    oos = [0.7 * rng.random() for _ in range(n_oos)]
+    correct = [rng.random() >= 0.2 * (1 - s) for s in ins] + [False] * n_oos
+    return ins + oos, correct, [True] * n_in + [False] * n_oos
+
+
+def misroute_at_share(cut: float, share: float) -> float:
+    """Exact misroute rate among accepted requests of :func:`shifted` traffic with ``share`` out of scope."""
+    t = min(max(cut, 0.0), 1.0)
+    wrong_in, accepted_in, accepted_oos = 0.1 * (1 - t) ** 2, 1 - t, max(0.0, (0.7 - t) / 0.7)
+    return ((1 - share) * wrong_in + share * accepted_oos) / ((1 - share) * accepted_in + share * accepted_oos)
+
+
+def test_a_stated_oos_share_keeps_the_cap_when_traffic_has_more_oos_than_validation() -> None:
+    # Validation is 3 % out of scope, traffic 20 %: the one-distribution bound is certified on the
+    # validation mix and breaks on the traffic; bounding each class on its own rows holds.
+    cap, share = 0.1, 0.2
+    broke_mixed = broke_shifted = 0
+    for seed in range(6):
+        scores, correct, in_scope = shifted(6000, 185, seed)
+        mixed = choose_risk_threshold(scores, correct, max_misroute=cap, confidence=0.9, seed=seed)
+        held = choose_risk_threshold(
+            scores, correct, max_misroute=cap, confidence=0.9, seed=seed, in_scope=in_scope, oos_share=share
+        )
+        assert mixed.certified and held.certified and held.oos_share == share and mixed.oos_share is None
+        assert held.upper_bound <= cap and held.cut > mixed.cut
+        broke_mixed += misroute_at_share(mixed.cut, share) > cap
+        broke_shifted += misroute_at_share(held.cut, share) > cap
+        # not needlessly strict: every out-of-scope score is below 0.7 and in-scope errors are rare above it
+        assert held.cut < 0.8
+    assert broke_mixed == 6 and broke_shifted == 0
+
+
+def test_a_zero_oos_share_bounds_the_in_scope_rows_alone() -> None:
+    scores, correct, in_scope = shifted(3000, 0, 4)
+    # Out-of-scope rows that outscore everything: fatal on the validation mix, ignored at share 0.
+    scores, correct, in_scope = scores + [0.999] * 300, correct + [False] * 300, in_scope + [False] * 300
+    assert not choose_risk_threshold(scores, correct, max_misroute=0.05).certified
+    choice = choose_risk_threshold(scores, correct, max_misroute=0.05, in_scope=in_scope, oos_share=0.0)
+    assert choice.certified and choice.cut < 0.8 and choice.misroute <= 0.05
+
+
+def test_shifted_bound_hand_values() -> None:
+    # No out-of-scope traffic: the bound is the in-scope misroute bound alone.
+    assert shifted_misroute_bound(3, 100, 200, 0, 10, oos_share=0.0, alpha=0.05) == pytest.approx(
+        clopper_pearson_upper(3, 100, 1 - 0.45 * 0.05)
+    )
+    assert shifted_misroute_bound(0, 0, 200, 0, 10, oos_share=0.2, alpha=0.05) == 1.0
+    # Accepting every out-of-scope row when half the traffic is out of scope: at least a third misrouted.
+    assert shifted_misroute_bound(0, 100, 100, 10, 10, oos_share=0.5, alpha=0.05) > 1 / 3
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"oos_share": 0.2}, "in_scope flag"),
+        ({"oos_share": 1.0, "in_scope": [True] * 20}, "oos_share"),
+        ({"oos_share": 0.2, "in_scope": [True] * 20}, "out-of-scope rows"),
+    ],
+)
+def test_oos_share_arguments_are_checked(kwargs: dict[str, object], match: str) -> None:
+    with pytest.raises(UsageError, match=match):
+        choose_risk_threshold([0.5] * 20, [True] * 20, max_misroute=0.1, **kwargs)  # type: ignore[arg-type]
+
+
+def test_fit_passes_the_oos_share_through() -> None:
+    rng = random.Random(5)
+    texts, labels = [], []
+    for route in ROUTES:
+        for ex in route.examples:
+            for i in range(12):
+                words = ex.split()
+                rng.shuffle(words)
+                texts.append(" ".join(words) + f" please {i}")
+                labels.append(route.name)
+    texts += [f"banana bread recipe number {i}" for i in range(40)]
+    labels += ["oos"] * 40
+    report = make().fit(texts, labels, max_misroute=0.2, risk_confidence=0.9, oos_share=0.1)
+    assert report.risk is not None and report.risk.certified and report.risk.oos_share == 0.1

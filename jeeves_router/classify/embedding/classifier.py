@@ -261,6 +261,7 @@ class EmbeddingClassifier:
         target_precision: float = 0.9,
         max_misroute: float | None = None,
         risk_confidence: float = 0.95,
+        oos_share: float | None = None,
     ) -> FitReport:
         """Calibrate confidences and choose the threshold on labelled validation rows.
 
@@ -277,6 +278,9 @@ class EmbeddingClassifier:
                 ``risk_confidence`` (see :mod:`jeeves_router.classify.risk` for the method and
                 its assumptions).
             risk_confidence: See ``max_misroute``.
+            oos_share: With ``max_misroute``: certify the cap for traffic with up to this share
+                of out-of-scope requests, whatever share the validation rows have (in-scope
+                and out-of-scope rows are bounded separately; needs out-of-scope rows).
 
         Returns:
             The chosen calibration and threshold with their validation figures. Without
@@ -300,7 +304,7 @@ class EmbeddingClassifier:
         truth = np.asarray([self._index.get(lab, -1) for lab in labels], dtype=np.int64)
         calibrator, report = fit_threshold(
             features, truth, calibration=calibration, objective=objective, target_precision=target_precision,
-            max_misroute=max_misroute, risk_confidence=risk_confidence,
+            max_misroute=max_misroute, risk_confidence=risk_confidence, oos_share=oos_share,
         )  # fmt: skip
         self.calibrator, self.threshold = calibrator, report.threshold.threshold
         log.debug("embedding.fit", threshold=self.threshold, in_scope_acc=report.threshold.in_scope_accuracy,

@@ -77,6 +77,7 @@ def fit_threshold(
     target_precision: float,
     max_misroute: float | None,
     risk_confidence: float,
+    oos_share: float | None = None,
 ) -> tuple[Calibrator, FitReport]:
     """Calibrate on the rows' decision features [n, routes] and choose the threshold.
 
@@ -88,6 +89,8 @@ def fit_threshold(
         target_precision: For ``objective="precision"``.
         max_misroute: Cap on the misroute rate of accepted requests, or ``None``.
         risk_confidence: Probability with which that cap holds.
+        oos_share: Certify the cap for traffic with up to this out-of-scope share, bounding
+            in-scope and out-of-scope rows separately (``None``: the validation mix).
 
     Returns:
         The fitted calibrator and the report (whose ``threshold.threshold`` is the threshold).
@@ -117,8 +120,9 @@ def fit_threshold(
     risk = None
     if max_misroute is not None:
         risk = choose_risk_threshold(
-            top_feature.tolist(), correct.tolist(), max_misroute=max_misroute, confidence=risk_confidence
-        )
+            top_feature.tolist(), correct.tolist(), max_misroute=max_misroute, confidence=risk_confidence,
+            in_scope=in_scope.tolist(), oos_share=oos_share,
+        )  # fmt: skip
         if not risk.certified:
             raise UsageError(
                 f"fit: no threshold keeps misroutes at or below {max_misroute:g} with confidence "
