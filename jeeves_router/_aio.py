@@ -1,12 +1,26 @@
-"""Small async helpers."""
+"""Small async helpers, and the one path a run's events take to their consumer.
+
+A run is a chain of plain coroutines (root run, router, specialist run, tool loop...). Each
+event is sent with ``await emit(event)``: the event travels up the coroutine chain as a
+single yielded value, straight to the nearest :class:`EventPump`, which hands it to the
+consumer and resumes the run when the next event is asked for. No layer re-yields the
+events of the layer below it, and an in-flight run holds one frame per layer (no async
+generator, no ``asend`` object, no finaliser weak reference per layer).
+
+Waits of the run (sleeps, sockets, locks) are yielded to the event loop unchanged, so the
+run stays cancellable at every await point and runs in the consumer's task, as a chain
+of async generators would.
+"""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import sys
+import types
+from collections.abc import AsyncIterator, Awaitable, Coroutine, Generator
 from types import TracebackType
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
-__all__ = ["aclosing", "aclose"]
+__all__ = ["EventPump", "aclose", "aclosing", "emit"]
 
 T = TypeVar("T")
 
@@ -44,3 +58,137 @@ async def aclose(it: AsyncIterator[T]) -> None:
     close = getattr(it, "aclose", None)
     if close is not None:
         await close()
+
+
+@types.coroutine
+def emit(item: Any) -> Generator[Any, None, None]:
+    """Send ``item`` to the consumer of the enclosing :class:`EventPump`; awaited by the sender.
+
+    The item travels up the coroutine chain as a yielded value; the pump recognises it by
+    its type (the pump's ``kind``) and hands it over. The await returns once the consumer
+    asks for the next item. Only valid in a coroutine driven by an :class:`EventPump`; an
+    exception thrown into the pump (cancellation, or ``GeneratorExit`` from
+    :meth:`EventPump.aclose`) is raised at this await.
+    """
+    yield item
+
+
+class EventPump(Generic[T]):
+    """The items a coroutine emits with :func:`emit`, as an async iterator.
+
+    ``await pump.__anext__()`` runs the coroutine until its next ``emit`` of an instance
+    of ``kind`` (which it returns) or its end (``StopAsyncIteration``); everything else the
+    coroutine yields is a wait, passed through to the event loop. An exception of the
+    coroutine is raised from it (and kept in :attr:`error`). :meth:`aclose` stops the
+    coroutine at its current await point, running its ``finally`` blocks, which may await.
+
+    Args:
+        coro: The coroutine to drive.
+        kind: The type of the emitted items.
+
+    Attributes:
+        error: The exception the coroutine ended with (``None`` while it has not failed).
+    """
+
+    __slots__ = ("__weakref__", "_coro", "_kind", "_state", "error")  # weakref: the event loop's finaliser set
+
+    _NEW, _RUNNING, _DONE = 0, 1, 2
+
+    def __init__(self, coro: Coroutine[Any, Any, None], kind: type[T]) -> None:
+        self._coro = coro
+        self._kind = kind
+        self._state = EventPump._NEW
+        self.error: BaseException | None = None
+
+    def __aiter__(self) -> EventPump[T]:
+        return self
+
+    def __anext__(self) -> Awaitable[T]:
+        """The next item."""
+        return self._drive(True)  # type: ignore[return-value]
+
+    def drain(self) -> Awaitable[None]:
+        """Run the coroutine to its end, discarding its items (``await pump.drain()``).
+
+        What ``async for _ in pump: pass`` does, in one step per wait instead of one per item.
+        """
+        return self._drive(False)  # type: ignore[return-value]
+
+    @types.coroutine
+    def _drive(self, one: bool) -> Generator[Any, Any, Any]:
+        """Run the coroutine until its next item (``one``) or its end, passing its waits through.
+
+        A generator-based awaitable: a step costs no Python call and raises no exception.
+        """
+        if self._state == EventPump._DONE:
+            if one:
+                raise StopAsyncIteration
+            return None
+        self._state = EventPump._RUNNING
+        coro, kind = self._coro, self._kind
+        value: Any = None
+        exc: BaseException | None = None
+        while True:
+            try:
+                out = coro.send(value) if exc is None else coro.throw(exc)
+            except StopIteration:
+                self._state = EventPump._DONE
+                if one:
+                    raise StopAsyncIteration from None
+                return None
+            except BaseException as failure:
+                self._state = EventPump._DONE
+                if isinstance(failure, Exception):
+                    self.error = failure
+                raise
+            if isinstance(out, kind):
+                if one:
+                    return out
+                value, exc = None, None  # an item nobody reads: resume at once
+                continue
+            try:  # a wait for the event loop, passed through; its answer goes back in
+                value, exc = (yield out), None
+            except BaseException as thrown:  # e.g. cancellation: raised at the run's await point
+                value, exc = None, thrown
+
+    async def aclose(self) -> None:
+        """Stop the coroutine at its current await point; its ``finally`` blocks run (and may await)."""
+        state, self._state = self._state, EventPump._DONE
+        if state == EventPump._NEW:
+            self._coro.close()
+        elif state == EventPump._RUNNING:
+            await _finish(self._coro, self._kind)
+
+    def __del__(self) -> None:
+        if self._state == EventPump._NEW:  # never iterated: nothing ran, nothing to warn about
+            self._coro.close()
+        elif self._state == EventPump._RUNNING:
+            # Dropped without aclose() while the run was suspended (e.g. `break` with no aclose):
+            # let the event loop close it, as it finalises an abandoned async generator.
+            finalizer = sys.get_asyncgen_hooks().finalizer
+            try:
+                if finalizer is not None:
+                    finalizer(self)  # type: ignore[arg-type]  # asyncio's only calls aclose()
+                    return
+            except Exception:  # a loop whose finaliser needs a real async generator
+                pass
+            self._coro.close()
+
+
+@types.coroutine
+def _finish(coro: Coroutine[Any, Any, None], kind: type) -> Generator[Any, Any, None]:
+    """Throw ``GeneratorExit`` into ``coro`` and drive it to its end, passing its waits through."""
+    try:
+        out = coro.throw(GeneratorExit())
+        while True:
+            if isinstance(out, kind):
+                coro.close()
+                raise RuntimeError("a run emitted an event while it was being closed")
+            try:
+                value = yield out
+            except BaseException as exc:  # cancelled while closing: the run sees it too
+                out = coro.throw(exc)
+            else:
+                out = coro.send(value)
+    except (GeneratorExit, StopIteration):
+        return

@@ -3,24 +3,24 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
 import anyio
 
-from ._aio import aclosing
-from .architectures.base import Architecture, RunContext, run_child
+from ._aio import EventPump
+from .architectures.base import Architecture, RunContext, emit_each, execute, run_child
 from .architectures.react import ToolLoop
 from .errors import UsageError
-from .events import Event
+from .events import Event, EventBase
 from .ids import new_session_id, validate_route_name
 from .messages import Message
 from .models.base import Model
 from .models.registry import resolve_model
 from .results import RunResult
 from .runtime import PASS_THROUGH, Runtime
-from .tools import Tool, Toolset, ToolsetHost, as_tool, split_toolsets
+from .tools import Tool, Toolset, ToolsetHost, as_tool, split_toolsets, toolset_host
 
 __all__ = ["Agent", "RunStream"]
 
@@ -145,12 +145,26 @@ class Agent:
             prepare(self, ctx)
         return ctx
 
-    def _events(self, ctx: RunContext) -> AsyncIterator[Event]:
+    def _events(self, ctx: RunContext) -> EventPump[Event]:
         """All events of one root run of this agent; sets ``ctx.result``; re-raises failures."""
+        return EventPump(self._root(ctx), EventBase)  # type: ignore[arg-type]
+
+    def _root(self, ctx: RunContext) -> Coroutine[Any, Any, None]:
+        """The root run of ``ctx`` as a coroutine emitting its events (for an :class:`EventPump`)."""
         observe = getattr(ctx.runtime, "observe_run", None)
         if observe is not None:  # a journaling runtime records root runs (and sets run_id)
-            return observe(ctx, run_child)  # type: ignore[no-any-return]
-        return run_child(self, ctx)
+            observed: AsyncIterator[Event] = observe(ctx, run_child)
+            return emit_each(observed, ctx)
+        return execute(self, ctx)
+
+    async def _drain(self, ctx: RunContext) -> RunResult:
+        events = self._events(ctx)
+        try:
+            await events.drain()
+        finally:
+            await events.aclose()
+        assert ctx.result is not None
+        return ctx.result
 
     async def run(
         self,
@@ -177,12 +191,7 @@ class Agent:
             UsageError: for bad arguments (e.g. an unknown ``force_route``).
             Exception: a failure inside the run, with its original type.
         """
-        ctx = self._context(prompt, session_id, history, context, force_route, options)
-        async with aclosing(self._events(ctx)) as events:
-            async for _ in events:
-                pass
-        assert ctx.result is not None
-        return ctx.result
+        return await self._drain(self._context(prompt, session_id, history, context, force_route, options))
 
     def stream(
         self,
@@ -235,28 +244,26 @@ class Agent:
         point = await point_of(self, session_id, run_id)
         ctx = self._context(point.prompt, session_id, point.history, point.context, point.force_route, point.options)
         ctx.resume_run = point.run_id
-        async with aclosing(self._events(ctx)) as events:
-            async for _ in events:
-                pass
-        assert ctx.result is not None
-        return ctx.result
+        return await self._drain(ctx)
 
 
-class RunStream:
+class RunStream(EventPump[Event]):
     """The events of one run: an async iterator and an async context manager.
 
     Closing it early (``break`` then :meth:`aclose`, ``async with``, or
     ``contextlib.aclosing``) stops the run at its current await point: model streams are
-    closed, no task is left behind, and no exception group escapes. The run is a pull-based
-    chain of async generators (no producer task), so a slow consumer slows the run
-    instead of buffering events without bound.
+    closed, no task is left behind, and no exception group escapes. The run is pull-based
+    (no producer task): it advances when the next event is asked for, so a slow consumer
+    slows the run instead of buffering events without bound. A failed run yields its
+    ``run.failed`` event, then raises; the exception is also kept in :attr:`error`.
     """
 
+    __slots__ = ("_ctx", "_host")
+
     def __init__(self, agent: Agent, ctx: RunContext) -> None:
+        super().__init__(agent._root(ctx), EventBase)  # type: ignore[arg-type]
         self._ctx = ctx
-        self._gen = agent._events(ctx)
-        self._host = ToolsetHost()  # where MCP connections of the run live under `async with`
-        self.error: BaseException | None = None
+        self._host: ToolsetHost | None = None  # where MCP connections live under `async with`
 
     @property
     def session_id(self) -> str:
@@ -268,24 +275,10 @@ class RunStream:
         """The result, once the stream has been consumed to its end (``None`` if it failed)."""
         return self._ctx.result if self.error is None else None
 
-    def __aiter__(self) -> RunStream:
-        return self
-
-    async def __anext__(self) -> Event:
-        try:
-            return await self._gen.__anext__()
-        except StopAsyncIteration:
-            raise
-        except Exception as exc:  # raised after its run.failed event, as run() raises it
-            self.error = exc
-            raise
-
-    async def aclose(self) -> None:
-        """Stop the run and release its resources."""
-        await self._gen.aclose()  # type: ignore[attr-defined]
-
     async def __aenter__(self) -> RunStream:
-        await self._host.__aenter__()
+        self._host = toolset_host()
+        if self._host is not None:
+            await self._host.__aenter__()
         return self
 
     async def __aexit__(
@@ -294,4 +287,5 @@ class RunStream:
         try:
             await self.aclose()
         finally:
-            await self._host.__aexit__(exc_type, exc, tb)
+            if self._host is not None:
+                await self._host.__aexit__(exc_type, exc, tb)

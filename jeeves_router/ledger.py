@@ -27,19 +27,25 @@ __all__ = ["Ledger"]
 
 
 class Ledger:
-    """Usage and completed tool calls of one root run (see the module docstring)."""
+    """Usage and completed tool calls of one root run (see the module docstring).
 
-    __slots__ = ("_spent", "_tools")
+    Attributes:
+        texts: How many text deltas the run has emitted so far (compare two readings).
+    """
+
+    __slots__ = ("_spent", "_tools", "texts")
 
     def __init__(self) -> None:
-        self._spent: list[tuple[tuple[str, ...], Usage]] | None = None
+        self.texts = 0
+        self._spent: list[Any] | None = None  # path, usage, path, usage... (no tuple per entry)
         self._tools: dict[tuple[str, int], tuple[str, Mapping[str, Any], ToolOutcome]] | None = None
 
     def spent(self, path: tuple[str, ...], usage: Usage) -> None:
         """Enter one model response's usage under the route path of the agent that made it."""
         if self._spent is None:
-            self._spent = []
-        self._spent.append((path, usage))
+            self._spent = [path, usage]
+        else:
+            self._spent += (path, usage)
 
     def mark(self) -> int:
         """A position to measure an attempt from (see :meth:`since`)."""
@@ -48,11 +54,12 @@ class Ledger:
     def since(self, mark: int, prefix: tuple[str, ...]) -> Usage:
         """The usage entered after ``mark`` under ``prefix`` (the path and every path below it)."""
         total = NO_USAGE
-        if self._spent is not None:
+        spent = self._spent
+        if spent is not None:
             n = len(prefix)
-            for path, usage in self._spent[mark:]:
-                if path[:n] == prefix:
-                    total = total + usage
+            for i in range(mark, len(spent), 2):
+                if spent[i][:n] == prefix:
+                    total = total + spent[i + 1]
         return total
 
     def completed_call(

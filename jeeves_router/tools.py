@@ -43,6 +43,7 @@ __all__ = [
     "ContextUpdate",
     "Toolset",
     "ToolsetHost",
+    "toolset_host",
     "open_toolsets",
     "split_toolsets",
 ]
@@ -285,6 +286,11 @@ def split_toolsets(items: Iterable[Any]) -> tuple[list[Any], tuple[Toolset, ...]
     if toolsets:
         _toolsets_in_use = True
     return [t for t in given if not isinstance(t, Toolset)], toolsets
+
+
+def toolset_host() -> ToolsetHost | None:
+    """A new :class:`ToolsetHost`, or ``None`` while no agent has a toolset (nothing to host)."""
+    return ToolsetHost() if _toolsets_in_use else None
 
 
 def current_toolset_host() -> ToolsetHost | None:

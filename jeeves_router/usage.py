@@ -29,6 +29,8 @@ class Usage:
     def __add__(self, other: Usage) -> Usage:
         if not isinstance(other, Usage):
             return NotImplemented
+        if self is NO_USAGE or other is NO_USAGE:  # nothing to add: no new object
+            return other if self is NO_USAGE else self
         cost = None if self.cost_usd is None or other.cost_usd is None else self.cost_usd + other.cost_usd
         return Usage(
             self.input_tokens + other.input_tokens,

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import gc
 import json
+import warnings
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
@@ -29,11 +31,12 @@ from jeeves_router.events import (
     RecoveryReplan,
     RecoveryReport,
     RecoveryRetry,
+    TextDelta,
 )
-from jeeves_router.models.base import ModelRequest
+from jeeves_router.models.base import ModelRequest, ModelTextDelta
 from jeeves_router.policies import RetryPolicy
 from jeeves_router.recovery import ErrorClassification, ErrorContext, ErrorSeverity, ExecutionError, Recovery
-from jeeves_router.testing import FunctionModel, ScriptedModel, capture_events
+from jeeves_router.testing import Chunks, FunctionModel, ScriptedModel, capture_events
 
 
 class Sleeps:
@@ -476,3 +479,51 @@ async def test_a_journaled_capability_run_replays_without_calls() -> None:
     again = await replay.resume("cap-1")
     assert again.output == first.output == "rows: 3"
     assert silent.requests == [] and len(sql.calls) == 1
+
+
+class StreamsThenFails:
+    """A model that streams one chunk of text, then fails with a retriable error."""
+
+    name = "streams-then-fails"
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def request(self, request: ModelRequest) -> Any:  # pragma: no cover - the tool loop streams
+        raise AssertionError("not used")
+
+    async def stream(self, request: ModelRequest) -> Any:
+        self.calls += 1
+        yield ModelTextDelta("partial answer")
+        raise ConnectionError("connection reset mid-stream")
+
+
+@pytest.mark.anyio
+async def test_an_agent_step_whose_text_reached_the_consumer_is_not_retried() -> None:
+    model = StreamsThenFails()
+    writer = Agent("Writes.", name="writer", model=model)
+    brain = Brain(yes={"writer"}, plans=[plan("writer")])
+    events = await capture_events(agent(brain, [Capability("writer", writer, "writes")]), "x")
+    assert model.calls == 1  # its text was streamed: a retry would show the user a second answer
+    assert not of(events, RecoveryRetry)
+    assert [e.text for e in events if isinstance(e, TextDelta)] == ["partial answer"]
+    assert result(events).status == "critical"
+
+
+@pytest.mark.anyio
+async def test_closing_the_stream_mid_step_stops_the_capability_agent_cleanly() -> None:
+    writer = Agent("Writes.", name="writer", model=ScriptedModel([Chunks(*[f"w{i} " for i in range(50)])]))
+    brain = Brain(yes={"writer"}, plans=[plan("writer")])
+    desk = agent(brain, [Capability("writer", writer, "writes")])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        stream = desk.stream("x")
+        seen = 0
+        async for ev in stream:
+            if isinstance(ev, TextDelta):
+                seen += 1
+                if seen == 3:
+                    break
+        await stream.aclose()
+        gc.collect()
+    assert seen == 3 and stream.result is None

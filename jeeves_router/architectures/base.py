@@ -1,34 +1,38 @@
-"""What every architecture shares: the run context and the Architecture protocol."""
+"""What every architecture shares: the run context, the Architecture protocol and :func:`execute`."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from contextlib import nullcontext
+import types
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Generator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from .._aio import aclose
+from .._aio import EventPump, aclose
 from .._log import get_logger
 from ..classify.types import Classifier, ClassifyRequest, ClassifyResult
 from ..errors import RunError
-from ..events import Event, RunCompleted, RunFailed, RunStarted
+from ..events import Event, EventBase, RunCompleted, RunFailed, RunStarted, TextDelta
 from ..ledger import Ledger
 from ..messages import Message, ToolCallPart
 from ..models.base import Model, ModelRequest, ModelStreamItem
 from ..results import RunResult
 from ..runtime import PASS_THROUGH, Runtime, StepKey
 from ..tools import Tool, ToolContext, ToolOutcome, open_toolsets
-from ..tracing import traced_run
+from ..tracing import active_tracer, traced_run
 
 if TYPE_CHECKING:
     from ..actor import Actor
     from ..tools import Handoff
 
-__all__ = ["Architecture", "RunContext", "run_child"]
+__all__ = ["Architecture", "ArchitectureRun", "RunContext", "emit_all", "emit_each", "execute", "run_child"]
 
 log = get_logger(__name__)
 
 T = TypeVar("T")
+
+#: What :meth:`Architecture.run` returns: a coroutine that sends its events with
+#: ``await ctx.emit(ev)`` (the built-in tool loop and router), or an async iterator of events.
+ArchitectureRun = Coroutine[Any, Any, None] | AsyncIterator[Event]
 
 
 @dataclass(slots=True, eq=False)
@@ -91,6 +95,17 @@ class RunContext:
             ledger=self.ledger,
         )
 
+    @types.coroutine
+    def emit(self, event: Event) -> Generator[Event, None, None]:
+        """Send ``event`` to the run's consumer: ``await ctx.emit(ev)`` (see :func:`jeeves_router._aio.emit`).
+
+        Text deltas are counted in the ledger, so an architecture that retries a child can
+        tell whether any of the child's text reached the consumer.
+        """
+        if isinstance(event, TextDelta):
+            self.ledger.texts += 1
+        yield event
+
     def next_key(self, name: str) -> StepKey:
         """The key of the next step of this run."""
         key = StepKey(self.session_id, self.run_id, name, self._step)
@@ -149,27 +164,51 @@ class RunContext:
 class Architecture(Protocol):
     """How an agent turns a request into an answer.
 
-    ``run`` is an async generator of events; it must set ``ctx.result`` before it ends.
+    ``run`` returns a coroutine that sends its events with ``await ctx.emit(ev)`` (the flat
+    path: no layer re-yields them) or an async iterator of events; either way it must set
+    ``ctx.result`` before it ends. A child agent is run with ``await execute(child, cctx)``.
     """
 
     def validate(self, agent: Actor) -> None:
         """Check the architecture fits ``agent``; raise UsageError otherwise."""
         ...
 
-    def run(self, agent: Actor, ctx: RunContext) -> AsyncIterator[Event]:
-        """Execute one run, yielding its events."""
+    def run(self, agent: Actor, ctx: RunContext) -> ArchitectureRun:
+        """Execute one run, emitting (or yielding) its events."""
         ...
 
 
-async def run_child(
+def emit_all(body: ArchitectureRun, ctx: RunContext) -> Awaitable[None]:
+    """Run an architecture's ``body``: a coroutine as it is, an async iterator's events each emitted."""
+    if type(body) is types.CoroutineType:
+        return body  # type: ignore[return-value]
+    return emit_each(body, ctx)  # type: ignore[arg-type]
+
+
+async def emit_each(events: AsyncIterator[Event], ctx: RunContext) -> None:
+    """Emit every event of ``events`` through ``ctx.emit`` (for a body that yields its events)."""
+    try:
+        async for ev in events:
+            await ctx.emit(ev)
+    finally:
+        await aclose(events)
+
+
+def events_of(body: ArchitectureRun) -> AsyncIterator[Event]:
+    """``body``'s events as an async iterator (a coroutine body is driven by an :class:`EventPump`)."""
+    return EventPump(body, EventBase) if type(body) is types.CoroutineType else body  # type: ignore[arg-type,return-value]
+
+
+async def execute(
     agent: Actor, ctx: RunContext, *, architecture: Architecture | None = None, announce: bool = True
-) -> AsyncIterator[Event]:
+) -> None:
     """Run ``agent`` on ``ctx`` and emit its run events: the one place that does it.
 
     Every run — the root run of :meth:`Agent.run`, a routed specialist, a handoff target,
     a capability agent — goes through here, so ``run.started`` and then ``run.completed``
     (with the result) or ``run.failed`` (then the exception is re-raised, with its type)
-    are emitted exactly once per run.
+    are emitted exactly once per run. The events go through ``ctx.emit``, straight to the
+    consumer; use :func:`run_child` for them as an async iterator instead.
 
     Args:
         agent: The agent to run.
@@ -181,29 +220,42 @@ async def run_child(
     """
     arch = agent.architecture if architecture is None else architecture
     if not announce:
-        inner = arch.run(agent, ctx)
-        try:
-            async for ev in inner:
-                yield ev
-        finally:
-            await aclose(inner)
+        await emit_all(arch.run(agent, ctx), ctx)
         return
     sid, path = ctx.session_id, ctx.path
-    yield RunStarted(session_id=sid, path=path, agent=agent.name, prompt=ctx.prompt)
+    await ctx.emit(RunStarted(session_id=sid, path=path, agent=agent.name, prompt=ctx.prompt))
     try:
-        # an agent run as itself opens its toolsets (MCP servers) for the run, and closes them with it
-        async with open_toolsets(agent) if architecture is None else nullcontext():
-            events = traced_run(arch.run(agent, ctx), agent, ctx)
-            try:
-                async for ev in events:
-                    yield ev
-            finally:
-                await aclose(events)
+        if architecture is None and agent.toolsets:
+            # an agent run as itself opens its toolsets (MCP servers) for the run, and closes them with it
+            async with open_toolsets(agent):
+                await _body(arch, agent, ctx)
+        else:
+            await _body(arch, agent, ctx)
     except Exception as exc:
         severity = exc.severity if isinstance(exc, RunError) else None
         log.info("run failed", session_id=sid, path=path, error_type=type(exc).__name__)
-        yield RunFailed(session_id=sid, path=path, error_type=type(exc).__name__, message=str(exc), severity=severity)
+        await ctx.emit(
+            RunFailed(session_id=sid, path=path, error_type=type(exc).__name__, message=str(exc), severity=severity)
+        )
         raise
     if ctx.result is None:
         raise RuntimeError(f"architecture {type(arch).__name__} ended without a result")
-    yield RunCompleted(session_id=sid, path=path, result=ctx.result)
+    await ctx.emit(RunCompleted(session_id=sid, path=path, result=ctx.result))
+
+
+def _body(arch: Architecture, agent: Actor, ctx: RunContext) -> Awaitable[None]:
+    body = arch.run(agent, ctx)
+    if active_tracer() is not None:  # OpenTelemetry configured: the run inside its span
+        body = traced_run(events_of(body), agent, ctx)
+    return emit_all(body, ctx)
+
+
+def run_child(
+    agent: Actor, ctx: RunContext, *, architecture: Architecture | None = None, announce: bool = True
+) -> EventPump[Event]:
+    """:func:`execute` with its events as an async iterator, for a caller that inspects them.
+
+    Same arguments as :func:`execute`. The iterator raises the run's exception after its
+    ``run.failed`` event; close it (``aclose``) when leaving early.
+    """
+    return EventPump(execute(agent, ctx, architecture=architecture, announce=announce), EventBase)  # type: ignore[arg-type]

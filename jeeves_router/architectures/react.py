@@ -19,13 +19,13 @@ Without recovery, failures propagate unchanged, with their original type.
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator
+from collections.abc import Coroutine
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from .._aio import aclose, aclosing
+from .._aio import aclose
 from ..errors import ModelError
-from ..events import Event, TextDelta, ToolCalled, ToolResult
+from ..events import TextDelta, ToolCalled, ToolResult
 from ..messages import Message, TextPart, ToolCallPart, ToolResultPart
 from ..models.base import ModelRequest, ModelResponse, ModelTextDelta
 from ..recovery.config import Recovery
@@ -56,31 +56,30 @@ class ToolLoop:
     def validate(self, agent: Actor) -> None:
         """Nothing to check beyond what Agent checks."""
 
-    def run(self, agent: Actor, ctx: RunContext) -> AsyncGenerator[Event, None]:
-        """Run the loop, yielding text deltas and tool events."""
+    def run(self, agent: Actor, ctx: RunContext) -> Coroutine[Any, Any, None]:
+        """Run the loop, emitting text deltas and tool events."""
         config = recovery_for(self.recovery, agent.classify_error)
-        if config is None:  # no recovery: no wrapper generator between the loop and the consumer
+        if config is None:  # no recovery: no wrapper between the loop and the run
             return self._loop(agent, ctx, None)
         return self._run_recovering(agent, ctx, RecoveryRun(config, ctx, can_escalate=len(ctx.path) > 1))
 
-    async def _run_recovering(self, agent: Actor, ctx: RunContext, rec: RecoveryRun) -> AsyncGenerator[Event, None]:
+    async def _run_recovering(self, agent: Actor, ctx: RunContext, rec: RecoveryRun) -> None:
         try:
-            async with aclosing(self._loop(agent, ctx, rec)) as events:
-                async for ev in events:
-                    yield ev
+            await self._loop(agent, ctx, rec)
         except RecoveryStop as stop:
-            yield await rec.stopped(stop)
+            await ctx.emit(await rec.stopped(stop))
 
-    async def _loop(self, agent: Actor, ctx: RunContext, rec: RecoveryRun | None) -> AsyncGenerator[Event, None]:
+    async def _loop(self, agent: Actor, ctx: RunContext, rec: RecoveryRun | None) -> None:
         model = agent.resolved_model()  # a bad model string fails here, before any model call
         specs = tuple(t.spec for t in agent.tool_map.values())
-        messages: list[Message] = [*ctx.history, Message("user", (TextPart(ctx.prompt),))]
+        # a tuple, extended per turn: the request shares it (no list and no copy per turn)
+        messages: tuple[Message, ...] = (*ctx.history, Message("user", (TextPart(ctx.prompt),)))
         first_new = len(ctx.history)  # the messages this run adds start here
         usage = NO_USAGE
         sid, path = ctx.session_id, ctx.path
         for _turn in range(agent.max_turns):
             request = ModelRequest(
-                messages=tuple(messages),
+                messages=messages,
                 system=agent.instructions,
                 tools=specs,
                 temperature=agent.temperature,
@@ -102,7 +101,7 @@ class ToolLoop:
                             if isinstance(item, ModelTextDelta):
                                 if item.text:
                                     streamed = True
-                                    yield TextDelta(session_id=sid, path=path, text=item.text)
+                                    await ctx.emit(TextDelta(session_id=sid, path=path, text=item.text))
                             else:
                                 response = item
                     finally:
@@ -122,7 +121,7 @@ class ToolLoop:
                     )
                     if f.action is not Action.RETRY:
                         raise f.stop() from exc
-                    yield rec.retry_event(f)
+                    await ctx.emit(rec.retry_event(f))
                     await rec.backoff(f)
                     continue
                 break
@@ -133,7 +132,7 @@ class ToolLoop:
             if rec is not None:
                 rec.usage = usage
             reply = response.as_message()
-            messages.append(reply)
+            messages = (*messages, reply)
             calls = response.tool_calls
             if not calls:
                 ctx.result = RunResult(
@@ -143,7 +142,7 @@ class ToolLoop:
                     path=path,
                     usage=usage,
                     usage_by_route={},
-                    messages=tuple(messages[first_new:]),
+                    messages=messages[first_new:],
                 )
                 return
             results: list[ToolResultPart] = []
@@ -153,8 +152,8 @@ class ToolLoop:
                         f"ignored: this turn already handed off to {ctx.handoff.target}", is_error=True
                     )
                 else:
-                    yield ToolCalled(
-                        session_id=sid, path=path, call_id=call.id, tool=call.name, arguments=call.arguments
+                    await ctx.emit(
+                        ToolCalled(session_id=sid, path=path, call_id=call.id, tool=call.name, arguments=call.arguments)
                     )
                     call_tool = partial(self._call, agent, ctx, call)
                     if rec is None:
@@ -163,7 +162,7 @@ class ToolLoop:
                         op, policy, hooks = f"tool:{call.name}", rec.config.retry_policy, (agent.classify_error,)
                         done = await rec.call(op, call_tool, policy=policy, hooks=hooks)
                         while isinstance(done, Failure):
-                            yield rec.retry_event(done)
+                            await ctx.emit(rec.retry_event(done))
                             await rec.backoff(done)
                             done = await rec.call(op, call_tool, after=done, policy=policy, hooks=hooks)
                         outcome = done
@@ -171,17 +170,19 @@ class ToolLoop:
                         ctx.handoff = outcome.handoff
                     if outcome.context_update:
                         ctx.context = {**ctx.context, **outcome.context_update}
-                yield ToolResult(
-                    session_id=sid,
-                    path=path,
-                    call_id=call.id,
-                    tool=call.name,
-                    content=outcome.content,
-                    is_error=outcome.is_error,
+                await ctx.emit(
+                    ToolResult(
+                        session_id=sid,
+                        path=path,
+                        call_id=call.id,
+                        tool=call.name,
+                        content=outcome.content,
+                        is_error=outcome.is_error,
+                    )
                 )
                 results.append(ToolResultPart(call.id, call.name, outcome.content, outcome.is_error))
             tool_msg = Message("tool", tuple(results))
-            messages.append(tool_msg)
+            messages = (*messages, tool_msg)
             if ctx.handoff is not None:
                 ctx.result = RunResult(
                     output=None,
@@ -189,7 +190,7 @@ class ToolLoop:
                     session_id=sid,
                     path=path,
                     usage=usage,
-                    messages=tuple(messages[first_new:]),
+                    messages=messages[first_new:],
                     metadata={"handoff": ctx.handoff.target},
                 )
                 return
@@ -199,7 +200,7 @@ class ToolLoop:
             session_id=sid,
             path=path,
             usage=usage,
-            messages=tuple(messages[first_new:]),
+            messages=messages[first_new:],
             metadata={"max_turns": agent.max_turns},
         )
 

@@ -13,7 +13,7 @@ from ..errors import ModelError, UsageError
 from ..messages import Message, TextPart, assistant, text_of, user
 from ..models.base import Model, ModelRequest
 from ..models.registry import resolve_model
-from ..usage import Usage
+from ..usage import NO_USAGE
 from .constrained import CONSTRAINED_CLASSIFIER_PROMPT, classification_format, few_shot_turns, supports_constrained
 from .parser import parse_classification
 from .prompt import DEFAULT_CLASSIFIER_PROMPT, format_error_feedback, render_prompt, validate_prompt_template
@@ -160,7 +160,7 @@ class LLMClassifier:
         system = self.system_prompt(request.routes, constrained=constrained)
         shots = self.example_turns(request.routes, constrained=constrained)
         messages: list[Message] = [self.user_message(request)]
-        usage = Usage()
+        usage = NO_USAGE  # the first attempt's usage is then taken as it is (no new object)
         attempts = 0
         while True:
             attempts += 1

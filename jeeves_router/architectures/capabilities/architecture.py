@@ -22,13 +22,12 @@ CRITICAL ends the run with status ``"critical"`` and a report; FATAL raises.
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncGenerator, Awaitable, Sequence
+from collections.abc import Awaitable, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Literal
 
-from ..._aio import aclosing
 from ...errors import UsageError
-from ...events import CapabilitiesSelected, CapabilityCompleted, CapabilityStarted, Event, TextDelta
+from ...events import CapabilitiesSelected, CapabilityCompleted, CapabilityStarted
 from ...ids import child_session_id
 from ...messages import assistant, user
 from ...models.base import Model, ModelRequest, ModelResponse
@@ -37,7 +36,8 @@ from ...recovery.config import Recovery
 from ...recovery.run import Failure, RecoveryRedirect, RecoveryRun, RecoveryStop
 from ...recovery.severity import ErrorSeverity, ExecutionError
 from ...results import RunResult
-from ..base import RunContext, run_child
+from ..base import RunContext
+from ..base import execute as execute_agent
 from .capability import (
     Capability,
     CapabilityCall,
@@ -139,16 +139,14 @@ class Capabilities:
     def _model(self, agent: Actor, which: Model | str | None, what: str) -> Model:
         return agent.resolved_model() if which is None else resolve_model(which, what=what)
 
-    async def run(self, agent: Actor, ctx: RunContext) -> AsyncGenerator[Event, None]:
-        """Extract, select, orchestrate; yields capability, recovery and the agents' events."""
+    async def run(self, agent: Actor, ctx: RunContext) -> None:
+        """Extract, select, orchestrate; emits capability and recovery events (the agents emit their own)."""
         rec = RecoveryRun(self.recovery, ctx, can_escalate=len(ctx.path) > 1)
         st = RunState(task=ctx.prompt)
         try:
-            async with aclosing(self._flow(agent, ctx, rec, st)) as events:
-                async for ev in events:
-                    yield ev
+            await self._flow(agent, ctx, rec, st)
         except RecoveryStop as stop:
-            yield await rec.stopped(stop, usage_by_route=dict(st.by_route), metadata=st.metadata(self.mode))
+            await ctx.emit(await rec.stopped(stop, usage_by_route=dict(st.by_route), metadata=st.metadata(self.mode)))
             return
         ctx.result = RunResult(
             output=st.output,
@@ -171,7 +169,7 @@ class Capabilities:
         st.add(ORCHESTRATOR_USAGE_KEY, response.usage, rec)
         return response
 
-    async def _flow(self, agent: Actor, ctx: RunContext, rec: RecoveryRun, st: RunState) -> AsyncGenerator[Event, None]:
+    async def _flow(self, agent: Actor, ctx: RunContext, rec: RecoveryRun, st: RunState) -> None:
         orchestrator = self._model(agent, self.orchestrator_model, "orchestrator_model")
         hooks = (agent.classify_error,)
         if self.task_extraction:
@@ -181,7 +179,7 @@ class Capabilities:
             extract = partial(self.request, ctx, rec, st, orchestrator, req, "extract_task")
             response = await rec.call("extract_task", extract, hooks=hooks)
             while isinstance(response, Failure):
-                yield rec.retry_event(response)
+                await ctx.emit(rec.retry_event(response))
                 await rec.backoff(response)
                 response = await rec.call("extract_task", extract, after=response, hooks=hooks)
             st.task = response.text.strip() or ctx.prompt
@@ -204,38 +202,38 @@ class Capabilities:
 
             sel = await rec.call("select", select, hooks=hooks)
             while isinstance(sel, Failure):
-                yield rec.retry_event(sel)
+                await ctx.emit(rec.retry_event(sel))
                 await rec.backoff(sel)
                 sel = await rec.call("select", select, after=sel, hooks=hooks)
             st.add(SELECTION_USAGE_KEY, sel.usage, rec)
             st.selected = sel.chosen
-            yield CapabilitiesSelected(
-                session_id=ctx.session_id,
-                path=ctx.path,
-                capabilities=sel.chosen,
-                always_active=sel.always_active,
-                skipped=sel.skipped,
-                bypass=bypass,
+            await ctx.emit(
+                CapabilitiesSelected(
+                    session_id=ctx.session_id,
+                    path=ctx.path,
+                    capabilities=sel.chosen,
+                    always_active=sel.always_active,
+                    skipped=sel.skipped,
+                    bypass=bypass,
+                )
             )
             if not sel.chosen:
                 err = ExecutionError(ErrorSeverity.CRITICAL, "no capability was selected for the task")
                 raise rec.fail(err, operation="select", attempt=1, policy=rec.config.framework_retry).stop()
             try:
-                async with aclosing(orchestrate(self, agent, ctx, rec, st, orchestrator)) as events:
-                    async for ev in events:
-                        yield ev
+                await orchestrate(self, agent, ctx, rec, st, orchestrator)
                 return
             except RecoveryRedirect as redirect:
                 f = redirect.failure
                 if f.capability is not None:
                     st.excluded.append(f.capability)
                 feedback = f.feedback()
-                yield rec.reclassify_event(f, st.excluded)
+                await ctx.emit(rec.reclassify_event(f, st.excluded))
 
     async def execute(
         self, agent: Actor, ctx: RunContext, rec: RecoveryRun, st: RunState, name: str, task: str
-    ) -> AsyncGenerator[Event, None]:
-        """Run one capability step under the ladder; raises RecoveryRedirect to replan/reclassify."""
+    ) -> None:
+        """Run one capability step under the ladder, emitting its events; RecoveryRedirect to replan/reclassify."""
         cap = self.by_name[name]
         st.steps += 1
         index = st.steps
@@ -244,27 +242,26 @@ class Capabilities:
         while True:
             attempt += 1
             rec.begin(operation)
-            yield CapabilityStarted(session_id=ctx.session_id, path=ctx.path, capability=name, step=index)
+            await ctx.emit(CapabilityStarted(session_id=ctx.session_id, path=ctx.path, capability=name, step=index))
             started = time.monotonic()
-            streamed = False
+            texts = ctx.ledger.texts
             try:
                 if hasattr(cap.handler, "_events"):  # an agent: its run, events and all
                     child = self._child(ctx, st, cap, task, index)
-                    async with aclosing(run_child(cap.handler, child)) as events:
-                        async for ev in events:
-                            streamed = streamed or isinstance(ev, TextDelta)
-                            yield ev
+                    await execute_agent(cap.handler, child)  # its events go straight to the consumer
                     result = self._agent_output(ctx, cap, child)
                 else:
                     result = await self._call(ctx, rec, st, cap, task, index, attempt)
             except Exception as exc:
-                yield CapabilityCompleted(
-                    session_id=ctx.session_id,
-                    path=ctx.path,
-                    capability=name,
-                    duration_s=time.monotonic() - started,
-                    ok=False,
-                    step=index,
+                await ctx.emit(
+                    CapabilityCompleted(
+                        session_id=ctx.session_id,
+                        path=ctx.path,
+                        capability=name,
+                        duration_s=time.monotonic() - started,
+                        ok=False,
+                        step=index,
+                    )
                 )
                 f = rec.fail(
                     exc,
@@ -275,19 +272,21 @@ class Capabilities:
                     capability=name,
                     can_reclassify=len(st.excluded) + 1 < len(self.capabilities),
                     can_replan=True,
-                    output_started=streamed,
+                    output_started=ctx.ledger.texts != texts,  # some of its text reached the consumer
                 )
                 f.raise_unless_retry()
-                yield rec.retry_event(f)
+                await ctx.emit(rec.retry_event(f))
                 await rec.backoff(f)
                 continue
-            yield CapabilityCompleted(
-                session_id=ctx.session_id,
-                path=ctx.path,
-                capability=name,
-                duration_s=time.monotonic() - started,
-                ok=True,
-                step=index,
+            await ctx.emit(
+                CapabilityCompleted(
+                    session_id=ctx.session_id,
+                    path=ctx.path,
+                    capability=name,
+                    duration_s=time.monotonic() - started,
+                    ok=True,
+                    step=index,
+                )
             )
             rec.succeeded(operation)
             st.add(name, result.usage, rec)

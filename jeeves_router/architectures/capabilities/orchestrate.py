@@ -9,11 +9,9 @@ loop of :class:`~.capabilities.Capabilities`.
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator
-from typing import TYPE_CHECKING
+from collections.abc import Coroutine
+from typing import TYPE_CHECKING, Any
 
-from ..._aio import aclosing
-from ...events import Event
 from ...models.base import Model
 from ...recovery.ladder import Action
 from ...recovery.run import Failure, RecoveryRedirect, RecoveryRun
@@ -28,19 +26,17 @@ if TYPE_CHECKING:
 __all__ = ["orchestrate"]
 
 
-async def orchestrate(
+def orchestrate(
     arch: Capabilities, agent: Actor, ctx: RunContext, rec: RecoveryRun, st: RunState, model: Model
-) -> AsyncGenerator[Event, None]:
-    """Run the selected capabilities in ``arch.mode``; sets ``st.output`` and ``st.status``."""
+) -> Coroutine[Any, Any, None]:
+    """Run the selected capabilities in ``arch.mode``, emitting their events; sets ``st.output`` and ``st.status``."""
     runner = _plan_first if arch.mode == "plan_first" else _react
-    async with aclosing(runner(arch, agent, ctx, rec, st, model)) as events:
-        async for ev in events:
-            yield ev
+    return runner(arch, agent, ctx, rec, st, model)
 
 
 async def _plan_first(
     arch: Capabilities, agent: Actor, ctx: RunContext, rec: RecoveryRun, st: RunState, model: Model
-) -> AsyncGenerator[Event, None]:
+) -> None:
     feedback: str | None = None
     while True:
         allowed = {c.name: c for c in arch.capabilities if c.name not in st.excluded}
@@ -55,19 +51,17 @@ async def _plan_first(
             hooks = (agent.classify_error,)
             steps = await rec.call("plan", make_plan, hooks=hooks, can_replan=True)
             while isinstance(steps, Failure):
-                yield rec.retry_event(steps)
+                await ctx.emit(rec.retry_event(steps))
                 await rec.backoff(steps)
                 steps = await rec.call("plan", make_plan, after=steps, hooks=hooks, can_replan=True)
             st.plan = tuple((s.capability, s.task) for s in steps)
             for step in steps:
-                async with aclosing(arch.execute(agent, ctx, rec, st, step.capability, step.task)) as events:
-                    async for ev in events:
-                        yield ev
+                await arch.execute(agent, ctx, rec, st, step.capability, step.task)
         except RecoveryRedirect as redirect:
             if redirect.failure.action is not Action.REPLAN:
                 raise
             feedback = redirect.failure.feedback()
-            yield rec.replan_event(redirect.failure)
+            await ctx.emit(rec.replan_event(redirect.failure))
             continue
         st.output = st.done[-1][1] if st.done else None
         return
@@ -75,7 +69,7 @@ async def _plan_first(
 
 async def _react(
     arch: Capabilities, agent: Actor, ctx: RunContext, rec: RecoveryRun, st: RunState, model: Model
-) -> AsyncGenerator[Event, None]:
+) -> None:
     feedback: str | None = None
     for _ in range(arch.max_iterations):
         allowed = {c.name: c for c in arch.capabilities if c.name not in st.excluded}
@@ -90,21 +84,19 @@ async def _react(
             hooks = (agent.classify_error,)
             choice = await rec.call("orchestrate", choose, hooks=hooks, can_replan=True)
             while isinstance(choice, Failure):
-                yield rec.retry_event(choice)
+                await ctx.emit(rec.retry_event(choice))
                 await rec.backoff(choice)
                 choice = await rec.call("orchestrate", choose, after=choice, hooks=hooks, can_replan=True)
             if choice.step is None:
                 st.output = choice.answer
                 return
             st.plan = (*st.plan, (choice.step.capability, choice.step.task))
-            async with aclosing(arch.execute(agent, ctx, rec, st, choice.step.capability, choice.step.task)) as events:
-                async for ev in events:
-                    yield ev
+            await arch.execute(agent, ctx, rec, st, choice.step.capability, choice.step.task)
             feedback = None
         except RecoveryRedirect as redirect:
             if redirect.failure.action is not Action.REPLAN:
                 raise
             feedback = redirect.failure.feedback()
-            yield rec.replan_event(redirect.failure)
+            await ctx.emit(rec.replan_event(redirect.failure))
     st.status = "max_turns"
     st.output = None

@@ -2,7 +2,7 @@
 
 Always-active capabilities are taken first and never asked about. The others are asked
 in parallel, at most ``max_concurrent`` calls at once; each task only stores its answer
-(events are yielded by the caller afterwards, never from inside the task group). A call
+(events are emitted by the caller afterwards, never from inside the task group). A call
 that fails or whose reply has no clear yes/no is logged and the capability skipped — unless
 its failure is FATAL, which aborts the run. Then ``requires`` are expanded transitively:
 a required context type that the run's context does not hold and no chosen capability

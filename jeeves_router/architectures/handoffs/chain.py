@@ -16,11 +16,10 @@ resolve against the chain when a run starts.
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Callable, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Coroutine, Sequence
+from typing import TYPE_CHECKING, Any
 
 from ...errors import UsageError
-from ...events import Event
 from ..base import Architecture, RunContext
 from ..react import ToolLoop
 from .graph import HandoffGraph, build_graph
@@ -133,6 +132,6 @@ class HandoffChain:
         if self.settings.store is not None:
             await self.settings.store.delete(session_id)
 
-    def run(self, agent: Actor, ctx: RunContext) -> AsyncGenerator[Event, None]:
-        """Visit agents until one answers; yields every agent's events and the handoff events."""
+    def run(self, agent: Actor, ctx: RunContext) -> Coroutine[Any, Any, None]:
+        """Visit agents until one answers; emits the handoff events (every agent emits its own)."""
         return ChainRun(self.graph(agent), self.settings, agent, ctx).run()

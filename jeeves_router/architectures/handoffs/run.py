@@ -15,11 +15,10 @@ events and the result, never the guards or the sticky session.
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import Awaitable, Iterable, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from ..._aio import aclose
 from ...events import Event, HandoffCompleted, HandoffRejected, HandoffRequested
 from ...messages import user
 from ...results import FallbackReason, RunResult, RunStatus
@@ -44,21 +43,24 @@ class ChainRun(VisitRunner):
     def __init__(self, graph: HandoffGraph, settings: ChainSettings, agent: Actor, ctx: RunContext) -> None:
         super().__init__(graph, settings, agent, ctx)
         self.edges: dict[tuple[str, str], int] = {}
-        self.accepted: list[dict[str, Any]] = []
-        self.visited: list[str] = []
+        # tuples, not lists: an in-flight run holds no GC-tracked container for them
+        self.accepted: tuple[tuple[str, str, str | None], ...] = ()  # (from, to, reason) per handoff
+        self.visited: tuple[str, ...] = ()
         self.confidence: float | None = None
         self.fallback_reason: FallbackReason | None = None
         self.sticky = False
 
-    async def run(self) -> AsyncGenerator[Event, None]:
-        """Visit agents until one answers or a guard stops the chain; sets ``ctx.result``."""
+    async def run(self) -> None:
+        """Visit agents until one answers or a guard stops the chain; sets ``ctx.result``.
+
+        Events go to the consumer through ``ctx.emit``; every agent's run emits its own.
+        """
         g, ctx, store = self.graph, self.ctx, self.settings.store
         current = g.entry
         incoming: tuple[str, str | None, Any] | None = None
         if ctx.force_route is not None:
             current = ctx.force_route
-            for ev in self._hop(g.entry, current, "forced route"):
-                yield ev
+            await self._emit(self._hop(g.entry, current, "forced route"))
         elif store is not None:
             if ctx.options.get("reset_sticky"):
                 await store.delete(ctx.session_id)
@@ -69,53 +71,50 @@ class ChainRun(VisitRunner):
                 self.steps[ctx.session_id] = ctx._step
                 if last is not None and last in g.nodes and last != g.entry:
                     current, self.sticky = last, True
-                    for ev in self._hop(g.entry, last, "sticky session: the last agent that answered", sticky=True):
-                        yield ev
+                    await self._emit(
+                        self._hop(g.entry, last, "sticky session: the last agent that answered", sticky=True)
+                    )
         while True:
             visit = self._new_visit(g.nodes[current])
-            self.visited.append(current)
-            events = self._enter(visit, incoming)
-            try:
-                async for ev in events:
-                    yield ev
-            finally:
-                await aclose(events)
+            self.visited = (*self.visited, current)
+            await self._enter(visit, incoming)
             if visit.redirect is not None:
                 current, incoming = visit.redirect, None
                 continue
             if visit.handoff is None and visit.failure is None:
                 assert visit.result is not None
-                for ev in await self._finish(current, visit.result.status, visit.result):
-                    yield ev
+                await self._emit(await self._finish(current, visit.result.status, visit.result))
                 return
             hop_events, (target, reason, payload) = self._next(current, visit)
-            for ev in hop_events:
-                yield ev
+            await self._emit(hop_events)
             if target is None:
-                for ev in await self._finish(current, "unresolved", None):
-                    yield ev
+                await self._emit(await self._finish(current, "unresolved", None))
                 return
             stop = self._check(current, target, reason)
             if stop is not None:
-                yield stop
+                await ctx.emit(stop)
                 status: RunStatus = "handoff_limit" if stop.why == "limit" else "handoff_cycle"
-                for ev in await self._finish(current, status, None):
-                    yield ev
+                await self._emit(await self._finish(current, status, None))
                 return
-            for ev in self._hop(current, target, reason):
-                yield ev
+            await self._emit(self._hop(current, target, reason))
+            del hop_events  # not held while the next agent runs
             incoming = (current, reason, payload)
             current = target
 
-    def _enter(self, visit: Visit, incoming: tuple[str, str | None, Any] | None) -> AsyncGenerator[Event, None]:
-        """Visit one node: its events; the outcome is left on ``visit``."""
+    async def _emit(self, events: Iterable[Event]) -> None:
+        """Emit each of ``events`` (none is held by the chain's frame once sent)."""
+        for ev in events:
+            await self.ctx.emit(ev)
+
+    def _enter(self, visit: Visit, incoming: tuple[str, str | None, Any] | None) -> Awaitable[None]:
+        """Visit one node, emitting its events; the outcome is left on ``visit``."""
         return self._visit(visit, incoming)
 
     def _hop(self, frm: str, to: str, reason: str | None, *, sticky: bool = False) -> Sequence[Event]:
         """The events of an accepted move from ``frm`` to ``to`` (a handoff, a forced or sticky start)."""
         return (HandoffCompleted(**self._ev(), from_agent=frm, to_agent=to, reason=reason, sticky=sticky),)
 
-    def _next(self, current: str, visit: Visit) -> tuple[list[Event], tuple[str | None, str | None, Any]]:
+    def _next(self, current: str, visit: Visit) -> tuple[Sequence[Event], tuple[str | None, str | None, Any]]:
         """Where a visit that handed off (or failed) leads: its events and ``(target, reason, payload)``."""
         ev = self._ev()
         if visit.handoff is None:
@@ -124,15 +123,15 @@ class ChainRun(VisitRunner):
             fallback = self.graph.fallback if self.graph.fallback != current else None
             reason = f"fallback: {visit.failure}"
             if fallback is None:
-                return [], (None, reason, None)
-            return [HandoffRequested(**ev, from_agent=current, to_agent=fallback, reason=reason)], (
+                return (), (None, reason, None)
+            return (HandoffRequested(**ev, from_agent=current, to_agent=fallback, reason=reason),), (
                 fallback,
                 reason,
                 None,
             )
         h = visit.handoff
         event = HandoffRequested(**ev, from_agent=current, to_agent=h.target, reason=h.reason, confidence=h.confidence)
-        return [event], (h.target, h.reason, h.payload)
+        return (event,), (h.target, h.reason, h.payload)
 
     def _check(self, frm: str, to: str, reason: str | None) -> HandoffRejected | None:
         s = self.settings
@@ -151,10 +150,10 @@ class ChainRun(VisitRunner):
                 reason=f"{frm} -> {to} already taken {taken} time(s) (max_edge_traversals={s.max_edge_traversals})",
             )
         self.edges[edge] = taken + 1
-        self.accepted.append({"from": frm, "to": to, "reason": reason})
+        self.accepted = (*self.accepted, (frm, to, reason))
         return None
 
-    async def _finish(self, node: str, status: RunStatus, res: RunResult | None) -> list[Event]:
+    async def _finish(self, node: str, status: RunStatus, res: RunResult | None) -> Sequence[Event]:
         """Set ``ctx.result`` (and the sticky session); the run's closing events."""
         ctx, g = self.ctx, self.graph
         used_fallback = self.fallback_reason is not None and status == "ok"
@@ -179,13 +178,17 @@ class ChainRun(VisitRunner):
             report=res.report if res is not None else None,
             metadata={
                 **(dict(res.metadata) if res is not None else {}),
-                "handoffs": tuple(self.accepted),
+                "handoffs": self.handoffs(),
                 "agents": tuple(self.visited),
                 "last_agent": node,
                 "sticky": self.sticky,
             },
         )
-        return []
+        return ()
+
+    def handoffs(self) -> tuple[dict[str, Any], ...]:
+        """The accepted handoffs so far, as ``{"from", "to", "reason"}`` dicts (the result's metadata)."""
+        return tuple({"from": frm, "to": to, "reason": reason} for frm, to, reason in self.accepted)
 
     async def _remember(self, node: str | None) -> None:
         """Keep ``node`` as the session's sticky agent (``None`` or the entry: forget it)."""

@@ -2,12 +2,13 @@
 
 A visit runs the agent's own architecture (normally the tool loop) on a view of the agent
 that also has the generated handoff tools, under the agent's session id; the agent's
-events pass through to the parent's stream. An agent with nothing to hand off to runs as
-it is (its toolsets opened as for any run). While the events pass, the visit watches the
-tool results: a handoff call the tool loop ignored (an earlier call of the turn already
-handed off) is reported as a ``duplicate``; a call to a handoff tool that does not exist,
-or an own tool returning a ``Handoff`` to an unknown target, is an ``unknown`` target the
-model may correct once. A text reply that announces a handoff gets one corrective re-prompt.
+events go straight to the consumer (``execute``, no re-yield). An agent with nothing to
+hand off to runs as it is (its toolsets opened as for any run). An agent that can hand off
+has its events read on the way (``run_child``), and the visit watches its tool results: a
+handoff call the tool loop ignored (an earlier call of the turn already handed off) is
+reported as a ``duplicate``; a call to a handoff tool that does not exist, or an own tool
+returning a ``Handoff`` to an unknown target, is an ``unknown`` target the model may
+correct once. A text reply that announces a handoff gets one corrective re-prompt.
 
 A router's own node is never visited here: :class:`~jeeves_router.Router` classifies it
 (``RouterRun``), with whatever classifier it has.
@@ -15,19 +16,18 @@ A router's own node is never visited here: :class:`~jeeves_router.Router` classi
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Callable, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ..._aio import aclosing
 from ...errors import UsageError
 from ...events import Event, HandoffRejected, ToolResult
 from ...ids import child_session_id
 from ...messages import Message
 from ...results import FallbackReason, RunResult
 from ...tools import Handoff, Tool, ToolOutcome
-from ...usage import Usage
-from ..base import Architecture, RunContext, run_child
+from ...usage import NO_USAGE, Usage
+from ..base import Architecture, RunContext, execute, run_child
 from ..react import ToolLoop
 from .graph import HandoffGraph, HandoffNode
 from .session import SessionStore
@@ -49,6 +49,8 @@ __all__ = ["ChainSettings", "Visit", "VisitRunner"]
 
 T = TypeVar("T")
 
+_NO_NAMES: frozenset[str] = frozenset()  # shared: a visit without handoff tools allocates no set
+
 
 @dataclass(frozen=True, slots=True)
 class ChainSettings:
@@ -61,17 +63,17 @@ class ChainSettings:
     store: SessionStore | None = None
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Visit:
     """One agent's turn (and its corrective re-prompt) within a chain."""
 
     node: HandoffNode
     inner: Architecture
     tool_targets: dict[str, str]
-    tool_names: set[str]
+    tool_names: frozenset[str]
     handoff_call: str | None = None
     unknown: int = 0
-    notes: list[Event] = field(default_factory=list)
+    notes: tuple[Event, ...] = ()
     # outcome
     result: RunResult | None = None
     handoff: Handoff | None = None
@@ -93,9 +95,9 @@ class VisitRunner:
         self.graph, self.settings, self.agent, self.ctx = graph, settings, agent, ctx
         self.context = ctx.context
         self.steps: dict[str, int] = {ctx.session_id: ctx._step}
-        self.usage = Usage()
+        self.usage = NO_USAGE
         self.usage_by: dict[str, Usage] = {}
-        self.transcript: list[Message] = []
+        self.transcript: tuple[Message, ...] = ()  # a tuple: no GC-tracked list per in-flight run
         self._sids: dict[str, str] = {}
 
     # -- naming ----------------------------------------------------------------------------
@@ -124,7 +126,7 @@ class VisitRunner:
         targets: dict[str, str] = {}
         if isinstance(inner, ToolLoop):
             targets = {f"{TRANSFER_PREFIX}{t}": t for t in node.targets}
-        return Visit(node, inner, targets, set())
+        return Visit(node, inner, targets, _NO_NAMES)
 
     def _tools(self, visit: Visit) -> list[Tool]:
         node, g = visit.node, self.graph
@@ -144,13 +146,14 @@ class VisitRunner:
         dup = {n for n in names if names.count(n) > 1}
         if dup:
             raise UsageError(f"agent {node.name!r} has a tool named like a generated handoff tool: {sorted(dup)}")
-        visit.tool_names = set(names)
+        visit.tool_names = frozenset(names)
         return tools
 
     def _unknown(self, visit: Visit, requested: str, outcome: ToolOutcome | None) -> ToolOutcome:
         known = ", ".join(sorted(visit.tool_targets.values())) or "none"
         again = visit.unknown >= 2
-        visit.notes.append(
+        visit.notes = (
+            *visit.notes,
             HandoffRejected(
                 **self._ev(),
                 from_agent=visit.node.name,
@@ -159,7 +162,7 @@ class VisitRunner:
                 reason=(
                     "unknown again: using the fallback" if again else "unknown target: the model may correct it once"
                 ),
-            )
+            ),
         )
         if again and outcome is not None:
             return outcome
@@ -172,12 +175,16 @@ class VisitRunner:
         ctx, node = self.ctx, visit.node
         if incoming is None or (self.settings.history == "all" and not self.transcript):
             return None, ctx.history, ctx.prompt  # what "all" gives when no agent has spoken yet
-        inp = HandoffInput(
-            ctx.history, ctx.prompt, tuple(self.transcript), incoming[0], node.name, incoming[1], incoming[2]
-        )
+        inp = HandoffInput(ctx.history, ctx.prompt, self.transcript, incoming[0], node.name, incoming[1], incoming[2])
         return (None, *target_conversation(self.settings.history, inp))
 
-    async def _visit(self, visit: Visit, incoming: tuple[str, str | None, Any] | None) -> AsyncGenerator[Event, None]:
+    async def _visit(self, visit: Visit, incoming: tuple[str, str | None, Any] | None) -> None:
+        """Run the visited agent's turn; its outcome is left on ``visit``.
+
+        The agent's events go straight to the consumer (``execute``). Only an agent that can
+        hand off has its events read on the way (through :func:`run_child`), to watch its
+        tool results for handoffs.
+        """
         node, ctx = visit.node, self.ctx
         sid, path = self._sid(node.name), self._path(node.name)
         instructions, history, prompt = self._input(visit, incoming)
@@ -194,27 +201,21 @@ class VisitRunner:
             child.context, child._step = self.context, self.steps.get(sid, 0)
             mark = ctx.ledger.mark()  # what this turn spends, kept even if it is cut short
             visit.handoff_call = None
-            cut = False
             try:
-                async with aclosing(run_child(view, child, architecture=inner, announce=own_run)) as events:
-                    async for ev in events:
-                        yield ev
-                        if not isinstance(ev, ToolResult):
-                            continue  # only a tool result can hand off or name an unknown target
-                        for extra in self._watch(ev, child, visit):
-                            yield extra
-                        if visit.unknown >= 2 and child.handoff is None:
-                            cut = True  # the model named an unknown target twice: stop its turn now
-                            break
+                if visit.tool_targets:
+                    cut = await self._watched(view, child, inner, own_run, visit)
+                else:
+                    await execute(view, child, architecture=inner, announce=own_run)
+                    cut = False
             finally:
                 self.steps[sid] = child._step
             self.context = child.context
             res = None if cut else child.result
             usage = res.usage if res is not None else ctx.ledger.since(mark, path)
             self.usage = self.usage + usage
-            self.usage_by[node.name] = self.usage_by.get(node.name, Usage()) + usage
+            self.usage_by[node.name] = self.usage_by.get(node.name, NO_USAGE) + usage
             if res is not None:
-                self.transcript.extend(res.messages[1:] if first else res.messages)
+                self.transcript = (*self.transcript, *(res.messages[1:] if first else res.messages))
             if res is None:
                 res = RunResult(
                     output=None,
@@ -238,24 +239,47 @@ class VisitRunner:
             if res.status != "ok" or not visit.tool_targets or not self._announced(visit, res.output or ""):
                 return
             if reprompted:
-                yield HandoffRejected(
-                    **self._ev(),
-                    from_agent=node.name,
-                    to_agent=self.graph.fallback or "",
-                    why="no_handoff",
-                    reason="announced a handoff again without a tool call",
+                await ctx.emit(
+                    HandoffRejected(
+                        **self._ev(),
+                        from_agent=node.name,
+                        to_agent=self.graph.fallback or "",
+                        why="no_handoff",
+                        reason="announced a handoff again without a tool call",
+                    )
                 )
                 visit.failure = "no_handoff"
                 return
-            yield HandoffRejected(
-                **self._ev(),
-                from_agent=node.name,
-                to_agent="",
-                why="no_handoff",
-                reason="replied without calling a handoff tool: asking once more",
+            await ctx.emit(
+                HandoffRejected(
+                    **self._ev(),
+                    from_agent=node.name,
+                    to_agent="",
+                    why="no_handoff",
+                    reason="replied without calling a handoff tool: asking once more",
+                )
             )
             reprompted, first = True, False
             history, prompt = (*history, *res.messages), self._corrective(visit)
+
+    async def _watched(
+        self, view: Actor, child: RunContext, inner: Architecture | None, own_run: bool, visit: Visit
+    ) -> bool:
+        """Run an agent that can hand off, watching its tool results; True when its turn was cut short."""
+        emit = self.ctx.emit
+        events = run_child(view, child, architecture=inner, announce=own_run)
+        try:
+            async for ev in events:
+                await emit(ev)
+                if not isinstance(ev, ToolResult):
+                    continue  # only a tool result can hand off or name an unknown target
+                for extra in self._watch(ev, child, visit):
+                    await emit(extra)
+                if visit.unknown >= 2 and child.handoff is None:
+                    return True  # the model named an unknown target twice: stop its turn now
+        finally:
+            await events.aclose()
+        return False
 
     def _announced(self, visit: Visit, text: str) -> bool:
         detect = self.settings.detect_announced
@@ -294,5 +318,5 @@ class VisitRunner:
             requested = ev.tool.removeprefix(TRANSFER_PREFIX).removeprefix(CLASSIFY_PREFIX)
             self._unknown(visit, requested, None)
         out.extend(visit.notes)
-        visit.notes.clear()
+        visit.notes = ()
         return out

@@ -33,17 +33,16 @@ sticky sessions and hand-back.
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Mapping, Sequence
+from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from ..._aio import aclosing
 from ...classify.parser import normalize_route_name
 from ...classify.prompt import validate_prompt_template
 from ...classify.resolve import RouteDecision, resolve_route
 from ...classify.types import Classification, Classifier, ClassifyRequest, ClassifyResult, RouteSpec
 from ...errors import UsageError
-from ...events import Event, RouterClassified
+from ...events import RouterClassified
 from ...messages import Message, TextPart
 from ...models.base import Model
 from ...recovery.config import Recovery
@@ -318,18 +317,16 @@ class Router:
             model_calls_saved=result.model_calls_saved,
         )
 
-    def run(self, agent: Actor, ctx: RunContext) -> AsyncGenerator[Event, None]:
-        """Classify, decide, dispatch, follow handoffs; yields router events and every agent's events."""
+    def run(self, agent: Actor, ctx: RunContext) -> Coroutine[Any, Any, None]:
+        """Classify, decide, dispatch, follow handoffs; emits router events (every agent emits its own)."""
         hooks = [agent.classify_error, *(r.classify_error for r in self.routes), *(r.retry_policy for r in self.routes)]
         config = recovery_for(self.recovery, *hooks)
-        if config is None:  # no recovery: no wrapper generator between the run and the consumer
+        if config is None:  # no recovery: no wrapper between the chain and the run
             return RouterRun(self, agent, ctx, None).run()
         return self._run_recovering(agent, ctx, RecoveryRun(config, ctx, can_escalate=len(ctx.path) > 1))
 
-    async def _run_recovering(self, agent: Actor, ctx: RunContext, rec: RecoveryRun) -> AsyncGenerator[Event, None]:
+    async def _run_recovering(self, agent: Actor, ctx: RunContext, rec: RecoveryRun) -> None:
         try:
-            async with aclosing(RouterRun(self, agent, ctx, rec).run()) as events:
-                async for ev in events:
-                    yield ev
+            await RouterRun(self, agent, ctx, rec).run()
         except RecoveryStop as stop:
-            yield await rec.stopped(stop, route=stop.failure.route)
+            await ctx.emit(await rec.stopped(stop, route=stop.failure.route))

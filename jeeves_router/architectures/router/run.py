@@ -17,20 +17,19 @@ again without its route (RECLASSIFICATION) — on a sticky or handed-off turn as
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import Awaitable, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from ..._aio import aclosing
 from ...classify.resolve import valid_confidence
 from ...classify.types import ClassifyResult
-from ...events import Event, RouterCompleted, RouterDispatched, RouterFallback, RouterUnresolved, TextDelta
+from ...events import Event, RouterCompleted, RouterDispatched, RouterFallback, RouterUnresolved
 from ...messages import user
 from ...recovery.ladder import Action
 from ...recovery.run import Failure, RecoveryRun
 from ...results import RunResult, RunStatus
 from ...tools import Handoff
-from ...usage import Usage
+from ...usage import NO_USAGE, Usage
 from ..base import RunContext
 from ..handoffs.run import ChainRun
 from ..handoffs.visit import Visit
@@ -49,21 +48,21 @@ class RouterRun(ChainRun):
     def __init__(self, router: Router, agent: Actor, ctx: RunContext, rec: RecoveryRun | None) -> None:
         super().__init__(router.graph(agent), router.settings, agent, ctx)
         self.router, self.rec = router, rec
-        self.excluded: list[str] = []
+        self.excluded: tuple[str, ...] = ()
         self.feedback: str | None = None  # why the last dispatch failed (recovery)
+        # the classifier's usage, kept apart from ``usage_by`` until the result (no dict while a specialist runs)
+        self.classifier_usage: Usage | None = None
 
     # -- the entry node: classification ----------------------------------------------------
 
-    def _enter(self, visit: Visit, incoming: tuple[str, str | None, Any] | None) -> AsyncGenerator[Event, None]:
+    def _enter(self, visit: Visit, incoming: tuple[str, str | None, Any] | None) -> Awaitable[None]:
         if visit.node.name == self.graph.entry:
             return self._classify(visit, incoming)
         if self.rec is None:  # no recovery: the specialist's exception reaches the caller unchanged
             return self._visit(visit, incoming)
         return self._dispatch(visit, incoming, self.rec)
 
-    async def _classify(
-        self, visit: Visit, incoming: tuple[str, str | None, Any] | None
-    ) -> AsyncGenerator[Event, None]:
+    async def _classify(self, visit: Visit, incoming: tuple[str, str | None, Any] | None) -> None:
         router, ctx, rec = self.router, self.ctx, self.rec
         feedback = self.feedback
         if incoming is not None:  # handed back by a specialist
@@ -72,7 +71,7 @@ class RouterRun(ChainRun):
                 f"{who} handed the request back" + (f" ({why})" if why else "") + "; pick the route that fits now."
             )
         classify = partial(
-            router.classify, self.agent, ctx, exclude=tuple(self.excluded), feedback=feedback, context=self.context
+            router.classify, self.agent, ctx, exclude=self.excluded, feedback=feedback, context=self.context
         )
         if rec is None:
             cres: ClassifyResult = await classify()
@@ -80,45 +79,51 @@ class RouterRun(ChainRun):
             hooks = (self.agent.classify_error,)
             out = await rec.call("classify", classify, hooks=hooks)
             while isinstance(out, Failure):
-                yield rec.retry_event(out)
+                await ctx.emit(rec.retry_event(out))
                 await rec.backoff(out)
                 out = await rec.call("classify", classify, after=out, hooks=hooks)
             cres = out
         self.steps[ctx.session_id] = ctx._step
-        self._spent(CLASSIFIER_USAGE_KEY, cres.usage, (*ctx.path, CLASSIFIER_USAGE_KEY))
+        used = cres.usage
+        self.classifier_usage = used if self.classifier_usage is None else self.classifier_usage + used
+        self._spent(None, used, (*ctx.path, CLASSIFIER_USAGE_KEY))
         c = cres.classification
         self.confidence = c.confidence if c.ok and valid_confidence(c.confidence) else None
-        yield router.classified_event(ctx, cres)
+        await ctx.emit(router.classified_event(ctx, cres))
         decision = router.decide(c, exclude=self.excluded)
         requested = c.route or c.requested
         if decision.unresolved:
-            yield RouterUnresolved(
-                **self._ev(),
-                reason=decision.reason or "missing_route",
-                requested_route=requested,
-                confidence=self.confidence,
+            await ctx.emit(
+                RouterUnresolved(
+                    **self._ev(),
+                    reason=decision.reason or "missing_route",
+                    requested_route=requested,
+                    confidence=self.confidence,
+                )
             )
             self.fallback_reason = decision.reason
             visit.failure = decision.reason or "missing_route"
             return
         assert decision.route is not None
         if decision.used_fallback:
-            yield RouterFallback(
-                **self._ev(),
-                reason=decision.reason or "low_confidence",
-                fallback_route=decision.route,
-                requested_route=requested,
-                confidence=self.confidence,
+            await ctx.emit(
+                RouterFallback(
+                    **self._ev(),
+                    reason=decision.reason or "low_confidence",
+                    fallback_route=decision.route,
+                    requested_route=requested,
+                    confidence=self.confidence,
+                )
             )
         self.fallback_reason = decision.reason if decision.used_fallback else None
         visit.handoff = Handoff(target=decision.route, reason=c.reason, confidence=self.confidence)
 
-    def _next(self, current: str, visit: Visit) -> tuple[list[Event], tuple[str | None, str | None, Any]]:
+    def _next(self, current: str, visit: Visit) -> tuple[Sequence[Event], tuple[str | None, str | None, Any]]:
         if current != self.graph.entry:
             return super()._next(current, visit)
         if visit.handoff is None:  # unresolved: the decision had no fallback to offer
-            return [], (None, None, None)
-        return [], (visit.handoff.target, visit.handoff.reason, None)
+            return (), (None, None, None)
+        return (), (visit.handoff.target, visit.handoff.reason, None)
 
     def _hop(self, frm: str, to: str, reason: str | None, *, sticky: bool = False) -> Sequence[Event]:
         if frm != self.graph.entry:
@@ -132,9 +137,7 @@ class RouterRun(ChainRun):
 
     # -- the other nodes: dispatch, with recovery -------------------------------------------
 
-    async def _dispatch(
-        self, visit: Visit, incoming: tuple[str, str | None, Any] | None, rec: RecoveryRun
-    ) -> AsyncGenerator[Event, None]:
+    async def _dispatch(self, visit: Visit, incoming: tuple[str, str | None, Any] | None, rec: RecoveryRun) -> None:
         router, ctx, node = self.router, self.ctx, visit.node
         route = router.routes_by_name.get(node.name)
         from_router = incoming is None or incoming[0] == self.graph.entry
@@ -144,14 +147,11 @@ class RouterRun(ChainRun):
         while True:
             attempt += 1
             if attempt > 1 and from_router:
-                yield self._dispatched(node.name)  # the first one came with the hop
+                await ctx.emit(self._dispatched(node.name))  # the first one came with the hop
             rec.begin(operation)
-            step, mark, streamed = self.steps.get(sid, 0), ctx.ledger.mark(), False
+            step, mark, texts = self.steps.get(sid, 0), ctx.ledger.mark(), ctx.ledger.texts
             try:
-                async with aclosing(self._visit(visit, incoming)) as events:
-                    async for ev in events:
-                        streamed = streamed or isinstance(ev, TextDelta)
-                        yield ev
+                await self._visit(visit, incoming)  # the specialist's events go straight to the consumer
             except Exception as exc:
                 # a retry runs the same steps again: the ledger answers completed tool calls
                 self.steps[sid] = step
@@ -166,38 +166,45 @@ class RouterRun(ChainRun):
                     policy=(route.retry_policy if route is not None else None) or rec.config.retry_policy,
                     hooks=(*hooks, node.agent.classify_error, self.agent.classify_error),
                     route=node.name,
-                    output_started=streamed,
+                    output_started=ctx.ledger.texts != texts,  # some of its text reached the consumer
                     can_reclassify=route is not None
                     and ctx.force_route is None
                     and len(self.excluded) + 1 < len(router.routes),
                 )
                 if f.action is Action.RETRY:
-                    yield rec.retry_event(f)
+                    await ctx.emit(rec.retry_event(f))
                     await rec.backoff(f)
                     visit.result = visit.handoff = visit.failure = None
                     visit.unknown = 0
                     continue
                 if f.action is Action.RECLASSIFY:
-                    self.excluded.append(node.name)
+                    self.excluded = (*self.excluded, node.name)
                     self.feedback = f.feedback()
-                    yield rec.reclassify_event(f, self.excluded)
+                    await ctx.emit(rec.reclassify_event(f, self.excluded))
                     visit.redirect = self.graph.entry
                     return
                 raise f.stop() from exc
             rec.succeeded(operation)
             return
 
-    def _spent(self, key: str, usage: Usage, ledger_path: tuple[str, ...] | None) -> None:
+    def _spent(self, key: str | None, usage: Usage, ledger_path: tuple[str, ...] | None) -> None:
+        """Count ``usage`` in the run's total and under ``key`` (``None``: the total only), and in the ledger."""
         self.usage = self.usage + usage
-        self.usage_by[key] = self.usage_by.get(key, Usage()) + usage
+        if key is not None:
+            self.usage_by[key] = self.usage_by.get(key, NO_USAGE) + usage
         if ledger_path is not None:
             self.ctx.ledger.spent(ledger_path, usage)
         if self.rec is not None:
             self.rec.usage = self.usage
 
+    def _usage_by_route(self) -> dict[str, Usage]:
+        if self.classifier_usage is None:
+            return dict(self.usage_by)
+        return {CLASSIFIER_USAGE_KEY: self.classifier_usage, **self.usage_by}
+
     # -- the result -----------------------------------------------------------------------
 
-    async def _finish(self, node: str, status: RunStatus, res: RunResult | None) -> list[Event]:
+    async def _finish(self, node: str, status: RunStatus, res: RunResult | None) -> Sequence[Event]:
         ctx, g, router = self.ctx, self.graph, self.router
         dispatched = res is not None and node != g.entry
         used_fallback = dispatched and self.fallback_reason is not None and status == "ok"
@@ -209,9 +216,7 @@ class RouterRun(ChainRun):
         specialists = [n for n in self.visited if n != g.entry]
         metadata: dict[str, Any] = dict(res.metadata) if res is not None else {}
         if router.chaining:
-            metadata.update(
-                handoffs=tuple(self.accepted), agents=tuple(self.visited), last_agent=node, sticky=self.sticky
-            )
+            metadata.update(handoffs=self.handoffs(), agents=self.visited, last_agent=node, sticky=self.sticky)
         if self.excluded:
             metadata["excluded_routes"] = tuple(self.excluded)
         if dispatched and len(specialists) == 1:
@@ -229,11 +234,11 @@ class RouterRun(ChainRun):
             fallback_reason=self.fallback_reason,
             specialist_session_id=self._sid(node) if dispatched else None,
             usage=self.usage,
-            usage_by_route=dict(self.usage_by),
+            usage_by_route=self._usage_by_route(),
             messages=messages,
             report=res.report if res is not None else None,
             metadata=metadata,
         )
         if not dispatched or res is None:
-            return []
-        return [RouterCompleted(**self._ev(), route=node, status=res.status, usage=res.usage)]
+            return ()
+        return (RouterCompleted(**self._ev(), route=node, status=res.status, usage=res.usage),)
