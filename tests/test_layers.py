@@ -44,6 +44,7 @@ LAYERS: list[tuple[str, int]] = [
     ("eval_plots", 6),
     ("eval_data", 6),
     ("_cli_embed", 6),
+    ("_cli_show", 6),
     ("testing", 6),
     ("__init__", 6),
 ]
