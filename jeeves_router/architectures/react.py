@@ -30,7 +30,7 @@ from ..messages import Message, TextPart, ToolCallPart, ToolResultPart
 from ..models.base import ModelRequest, ModelResponse, ModelTextDelta
 from ..recovery.config import Recovery
 from ..recovery.ladder import Action
-from ..recovery.run import Failure, RecoveryRun, RecoveryStop, recovery_for
+from ..recovery.run import RecoveryRun, RecoveryStop, recovery_for
 from ..results import RunResult
 from ..tools import ToolOutcome
 from ..usage import NO_USAGE
@@ -160,12 +160,7 @@ class ToolLoop:
                         outcome = await call_tool()
                     else:
                         op, policy, hooks = f"tool:{call.name}", rec.config.retry_policy, (agent.classify_error,)
-                        done = await rec.call(op, call_tool, policy=policy, hooks=hooks)
-                        while isinstance(done, Failure):
-                            await ctx.emit(rec.retry_event(done))
-                            await rec.backoff(done)
-                            done = await rec.call(op, call_tool, after=done, policy=policy, hooks=hooks)
-                        outcome = done
+                        outcome = await rec.call_retrying(op, call_tool, policy=policy, hooks=hooks)
                     if outcome.handoff is not None:
                         ctx.handoff = outcome.handoff
                     if outcome.context_update:

@@ -236,13 +236,7 @@ class RecoveryRun:
         """One attempt of ``fn`` under the ladder: its value, or the :class:`Failure` to retry.
 
         The caller announces and waits the retry, then calls again with ``after=`` the
-        failure (no nested generator, no out-parameter)::
-
-            out = await rec.call("classify", fn)
-            while isinstance(out, Failure):
-                yield rec.retry_event(out)
-                await rec.backoff(out)
-                out = await rec.call("classify", fn, after=out)
+        failure; :meth:`call_retrying` is that loop.
 
         A stop raises :class:`RecoveryStop`, a reclassify or replan raises
         :class:`RecoveryRedirect`, abort and escalate raise the original exception.
@@ -269,6 +263,27 @@ class RecoveryRun:
             return f
         self.succeeded(operation)
         return value
+
+    async def call_retrying(
+        self,
+        operation: str,
+        fn: Callable[[], Awaitable[T]],
+        *,
+        policy: RetryPolicy | None = None,
+        hooks: Sequence[ErrorHook | None] = (),
+        can_replan: bool = False,
+    ) -> T:
+        """:meth:`call` until ``fn`` succeeds, each retry announced (``recovery.retry``) and waited.
+
+        The one retry loop of a step: a stop, redirect, abort or escalate raises as in
+        :meth:`call`.
+        """
+        out = await self.call(operation, fn, policy=policy, hooks=hooks, can_replan=can_replan)
+        while isinstance(out, Failure):
+            await self.ctx.emit(self.retry_event(out))
+            await self.backoff(out)
+            out = await self.call(operation, fn, after=out, policy=policy, hooks=hooks, can_replan=can_replan)
+        return out
 
     def retry_event(self, f: Failure) -> RecoveryRetry:
         """The ``recovery.retry`` event announcing the next attempt of ``f``'s step."""

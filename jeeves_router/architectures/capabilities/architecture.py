@@ -33,7 +33,7 @@ from ...messages import assistant, user
 from ...models.base import Model, ModelRequest, ModelResponse
 from ...models.registry import resolve_model
 from ...recovery.config import Recovery
-from ...recovery.run import Failure, RecoveryRedirect, RecoveryRun, RecoveryStop
+from ...recovery.run import RecoveryRedirect, RecoveryRun, RecoveryStop
 from ...recovery.severity import ErrorSeverity, ExecutionError
 from ...results import RunResult
 from ..base import RunContext
@@ -177,11 +177,7 @@ class Capabilities:
 
             req = extraction_request(ctx.history, ctx.prompt)
             extract = partial(self.request, ctx, rec, st, orchestrator, req, "extract_task")
-            response = await rec.call("extract_task", extract, hooks=hooks)
-            while isinstance(response, Failure):
-                await ctx.emit(rec.retry_event(response))
-                await rec.backoff(response)
-                response = await rec.call("extract_task", extract, after=response, hooks=hooks)
+            response = await rec.call_retrying("extract_task", extract, hooks=hooks)
             st.task = response.text.strip() or ctx.prompt
         bypass = bool(ctx.options.get("bypass_selection", self.bypass))
         selector = self._model(agent, self.classifier_model, "classifier_model")
@@ -200,11 +196,7 @@ class Capabilities:
                     bypass=bypass,
                 )
 
-            sel = await rec.call("select", select, hooks=hooks)
-            while isinstance(sel, Failure):
-                await ctx.emit(rec.retry_event(sel))
-                await rec.backoff(sel)
-                sel = await rec.call("select", select, after=sel, hooks=hooks)
+            sel = await rec.call_retrying("select", select, hooks=hooks)
             st.add(SELECTION_USAGE_KEY, sel.usage, rec)
             st.selected = sel.chosen
             await ctx.emit(

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...models.base import Model
 from ...recovery.ladder import Action
-from ...recovery.run import Failure, RecoveryRedirect, RecoveryRun
+from ...recovery.run import RecoveryRedirect, RecoveryRun
 from ..base import RunContext
 from .planning import PlanStep, ReactChoice, parse_plan, parse_react_choice, plan_request, react_request
 
@@ -49,11 +49,7 @@ async def _plan_first(
 
         try:
             hooks = (agent.classify_error,)
-            steps = await rec.call("plan", make_plan, hooks=hooks, can_replan=True)
-            while isinstance(steps, Failure):
-                await ctx.emit(rec.retry_event(steps))
-                await rec.backoff(steps)
-                steps = await rec.call("plan", make_plan, after=steps, hooks=hooks, can_replan=True)
+            steps = await rec.call_retrying("plan", make_plan, hooks=hooks, can_replan=True)
             st.plan = tuple((s.capability, s.task) for s in steps)
             for step in steps:
                 await arch.execute(agent, ctx, rec, st, step.capability, step.task)
@@ -82,11 +78,7 @@ async def _react(
 
         try:
             hooks = (agent.classify_error,)
-            choice = await rec.call("orchestrate", choose, hooks=hooks, can_replan=True)
-            while isinstance(choice, Failure):
-                await ctx.emit(rec.retry_event(choice))
-                await rec.backoff(choice)
-                choice = await rec.call("orchestrate", choose, after=choice, hooks=hooks, can_replan=True)
+            choice = await rec.call_retrying("orchestrate", choose, hooks=hooks, can_replan=True)
             if choice.step is None:
                 st.output = choice.answer
                 return

@@ -26,7 +26,7 @@ from ...classify.types import ClassifyResult
 from ...events import Event, RouterCompleted, RouterDispatched, RouterFallback, RouterUnresolved
 from ...messages import user
 from ...recovery.ladder import Action
-from ...recovery.run import Failure, RecoveryRun
+from ...recovery.run import RecoveryRun
 from ...results import RunResult, RunStatus
 from ...tools import Handoff
 from ...usage import NO_USAGE, Usage
@@ -77,12 +77,7 @@ class RouterRun(ChainRun):
             cres: ClassifyResult = await classify()
         else:
             hooks = (self.agent.classify_error,)
-            out = await rec.call("classify", classify, hooks=hooks)
-            while isinstance(out, Failure):
-                await ctx.emit(rec.retry_event(out))
-                await rec.backoff(out)
-                out = await rec.call("classify", classify, after=out, hooks=hooks)
-            cres = out
+            cres = await rec.call_retrying("classify", classify, hooks=hooks)
         self.steps[ctx.session_id] = ctx._step
         used = cres.usage
         self.classifier_usage = used if self.classifier_usage is None else self.classifier_usage + used
