@@ -13,6 +13,9 @@ Reported per framework and N:
   specialist's model call, minus the size before they started, divided by N;
 * GC-tracked objects per in-flight run: ``len(gc.get_objects())`` measured the same way.
 
+A first row, "asyncio alone (floor)", runs the same job shape with no framework (two waits and 20
+chunks through an async generator): the event loop's own cost, under which no framework can go.
+
 The in-flight figures come from a separate round where the fake specialist waits on an
 event instead of sleeping, so every run is parked at the same point when measured.
 
@@ -189,6 +192,29 @@ async def langgraph_one(i: int) -> None:
         raise AssertionError("langgraph: wrong answer")
 
 
+# ----------------------------------------------------------------------------- the floor
+
+
+async def _bare_specialist() -> AsyncIterator[str]:
+    await GATE.wait()
+    for chunk in CHUNKS:
+        yield chunk
+
+
+async def asyncio_floor_one(i: int) -> None:
+    """The same job with no framework: two waits and 20 chunks through an async generator.
+
+    The line under which no framework on this event loop can go; printed for scale, not a peer.
+    """
+    await asyncio.sleep(SLEEP_S)
+    fields = dict(line.split(":", 1) for line in CLASSIFIER_REPLY.splitlines())
+    if fields["route"].strip() not in ROUTES:
+        raise AssertionError("floor: wrong route")
+    chunks = [c async for c in _bare_specialist()]
+    if "".join(chunks) != ANSWER:
+        raise AssertionError("floor: wrong answer")
+
+
 # ----------------------------------------------------------------------------- measuring
 
 One = Callable[[int], Awaitable[None]]
@@ -225,7 +251,10 @@ async def census(one: One, n: int) -> tuple[float, float]:
 
 async def main(ns: list[int], repeat: int, peers: bool) -> None:
     global _LG
-    contenders: dict[str, One] = {"jeeves_router (stream)": jeeves_router_one}
+    contenders: dict[str, One] = {
+        "asyncio alone (floor)": asyncio_floor_one,
+        "jeeves_router (stream)": jeeves_router_one,
+    }
     try:
         if peers:
             _LG = build_langgraph()
