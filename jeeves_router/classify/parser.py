@@ -33,6 +33,12 @@ characters (zero-width space, joiners, BOM) inside it does not match (``unknown_
 A declared name followed by punctuation and other words (``billing, because ...``,
 ``tech support (api errors)``) matches that name.
 
+First step: a reply in the canonical form that :func:`format_classification` writes
+(``route: <declared name>`` and ``confidence: <plain decimal in [0, 1]>`` on two lines, an
+optional final newline) is read by one bounded regular expression and a lookup. It is the
+same rule, not another one: the lookup table is filled by the full path itself, for exactly
+the text the expression captures, and anything else goes through the full path.
+
 On a non-``ok`` status, ``reason`` says what was seen (``"confidence '1/5' is a
 fraction, not one number"``) instead of the reply's own reason.
 
@@ -62,6 +68,9 @@ _ASCII_SPACE = " \t\n\r\f\v"
 _HEAD_END_RE = re.compile(r"[,;:(\[{]|[ \t][-\u2013\u2014][ \t]|\.[ \t]")
 _LIST_SEP_RE = re.compile(r"[,;/|]")
 _LIST_ITEMS = 8  # list items checked for "billing, technical"
+# The canonical reply (see format_classification). Bounded, so it costs at most a few
+# hundred steps whatever the text; a longer name or number takes the full path.
+_WELL_FORMED_RE = re.compile(r"route: ([^\n\r]{1,128})\nconfidence: ([01](?:\.[0-9]{0,32})?|\.[0-9]{1,32})\n?")
 
 # (identity, declared name or None, the value as written)
 _Mention = tuple[str, str | None, str]
@@ -91,6 +100,10 @@ class _Index(NamedTuple):
     names: dict[str, str]  # normalised name -> declared name
     head_limit: int  # how far into a value a declared name may end ("billing, because ...")
     ascii: bool  # every declared name is ASCII
+    # name as written after "route: " in a canonical reply -> the declared route it names
+    # (filled by _mentions itself, so the first step reads exactly what the full path reads)
+    exact: dict[str, str]
+    stable: bool  # plain str / RouteSpec routes: the tuple may be remembered by identity
 
     def key(self, text: str) -> str:
         """The matching key of ``text``, or ``text`` itself when it cannot match.
@@ -163,19 +176,40 @@ def parse_classification(
 @lru_cache(maxsize=256)
 def _route_index(routes: tuple[str | RouteSpec, ...]) -> _Index:
     names: dict[str, str] = {}
+    declared: list[str] = []
+    stable = True
     for r in routes:
         name = r.name if isinstance(r, RouteSpec) else str(r)
+        stable = stable and type(name) is str and (type(r) is str or type(r) is RouteSpec)
+        declared.append(name)
         names.setdefault(normalize_route_name(name), name)
     longest = max((len(n) for n in names.values()), default=0)
-    return _Index(names, 2 * longest + 16, all(k.isascii() for k in names))
+    index = _Index(names, 2 * longest + 16, all(k.isascii() for k in names), {}, stable)
+    for name in declared:
+        found = _mentions(" " + name, index)
+        if len(found) == 1 and found[0][1] is not None:
+            index.exact[name] = found[0][1]
+    return index
+
+
+# The last routes seen and their index: the Router passes the same tuple on every request,
+# and an identity check is cheaper than hashing every RouteSpec for the cache.
+_last_index: tuple[object, _Index | None] = (object(), None)
 
 
 def _index(routes: Iterable[str | RouteSpec]) -> _Index:
+    global _last_index
+    last_routes, last = _last_index
+    if last_routes is routes and last is not None:
+        return last
     routes_t = routes if isinstance(routes, tuple) else tuple(routes)
     try:
-        return _route_index(routes_t)
+        index = _route_index(routes_t)
     except TypeError:  # unhashable route objects: build the index without the cache
         return _route_index.__wrapped__(routes_t)
+    if index.stable and routes_t is routes:
+        _last_index = (routes_t, index)
+    return index
 
 
 def _sources(raw: str) -> tuple[list[Any], list[Any], str | None] | str:
@@ -206,6 +240,30 @@ def _sources(raw: str) -> tuple[list[Any], list[Any], str | None] | str:
 def _parse(text: object, routes: Iterable[str | RouteSpec], on_bad: float | None) -> Classification:
     raw = text if isinstance(text, str) else ""
     index = _index(routes)
+    first = _well_formed(raw, index)
+    return first if first is not None else _read(raw, index, on_bad)
+
+
+def _well_formed(raw: str, index: _Index) -> Classification | None:
+    """The first step: a canonical reply naming a declared route, else ``None``.
+
+    What :func:`_read` returns for the same reply: two key lines, so JSON is ignored and no
+    reason is stated; the route value ``" " + name`` is looked up in ``index.exact``, which
+    :func:`_mentions` filled for exactly that value; the number has no sign, exponent,
+    percent sign or decoration, so ``float`` reads it as :func:`.read_confidence` does.
+    """
+    m = _WELL_FORMED_RE.fullmatch(raw)
+    if m is None:
+        return None
+    route = index.exact.get(m[1])
+    if route is None:
+        return None
+    x = float(m[2])
+    return Classification(route, x, "ok", raw) if x <= 1.0 else None
+
+
+def _read(raw: str, index: _Index, on_bad: float | None) -> Classification:
+    """The full path: key lines or JSON, every route and confidence checked."""
     if not raw or raw.isspace():
         return Classification(None, 0.0, "empty", raw)
     sources = _sources(raw)
