@@ -93,6 +93,8 @@ class LLMClassifier:
         self.restrict_to_hints = restrict_to_hints
         self._rendered: dict[tuple[tuple[RouteSpec, ...], bool], str] = {}
         self._shots: dict[tuple[tuple[RouteSpec, ...], bool], tuple[Message, ...]] = {}
+        # The last (routes, constrained) asked for and its (system prompt, few-shot turns).
+        self._last: tuple[object, bool, tuple[str, tuple[Message, ...]]] = (object(), False, ("", ()))
         self._format_rejected = False
 
     def system_prompt(self, routes: tuple[RouteSpec, ...], *, constrained: bool = False) -> str:
@@ -117,6 +119,23 @@ class LLMClassifier:
                 routes, per_route=self.few_shot, confidence=self.few_shot_confidence, as_json=constrained
             )
         return turns
+
+    def _prompt_parts(self, routes: tuple[RouteSpec, ...], constrained: bool) -> tuple[str, tuple[Message, ...]]:
+        """(system prompt, few-shot turns) for ``routes``.
+
+        A router passes the same routes tuple on every request: it is recognised by
+        identity, without hashing every RouteSpec for the caches behind
+        :meth:`system_prompt` and :meth:`example_turns`.
+        """
+        last_routes, last_constrained, parts = self._last
+        if last_routes is routes and last_constrained == constrained:
+            return parts
+        parts = (
+            self.system_prompt(routes, constrained=constrained),
+            self.example_turns(routes, constrained=constrained),
+        )
+        self._last = (routes, constrained, parts)
+        return parts
 
     def uses_constraints(self, model: Model) -> bool:
         """Whether requests to ``model`` carry the classification schema."""
@@ -157,8 +176,7 @@ class LLMClassifier:
             self._model = resolve_model(self.model, what="classifier model")
         model = self._model
         constrained = self.uses_constraints(model)
-        system = self.system_prompt(request.routes, constrained=constrained)
-        shots = self.example_turns(request.routes, constrained=constrained)
+        system, shots = self._prompt_parts(request.routes, constrained)
         messages: list[Message] = [self.user_message(request)]
         usage = NO_USAGE  # the first attempt's usage is then taken as it is (no new object)
         attempts = 0
@@ -181,14 +199,13 @@ class LLMClassifier:
                 log.warning("classifier.response_format_rejected", model=model.name, status=exc.status_code)
                 self._format_rejected = True
                 constrained = False
-                system = self.system_prompt(request.routes)
-                shots = self.example_turns(request.routes)
+                system, shots = self._prompt_parts(request.routes, False)
                 attempts -= 1
                 continue
             usage = usage + response.usage
             reply = response.text
             c = parse_classification(reply, request.routes, on_bad_confidence=self.on_bad_confidence)
-            if c.ok or attempts > self.max_format_retries:
+            if c.status == "ok" or attempts > self.max_format_retries:
                 return ClassifyResult(c, usage=usage, stage="llm", model_calls=attempts, attempts=attempts)
             messages.append(assistant(reply))
             messages.append(user(format_error_feedback(c.status, reply, request.routes)))

@@ -12,6 +12,7 @@ import math
 import numbers
 from collections.abc import Collection
 from dataclasses import dataclass
+from functools import lru_cache
 
 from ..results import FallbackReason
 from .types import Classification
@@ -48,8 +49,16 @@ class RouteDecision:
         return self.route is None
 
 
+@lru_cache(maxsize=256)
+def _direct(route: str) -> RouteDecision:
+    """The decision to dispatch to ``route`` (immutable, so one per route is shared)."""
+    return RouteDecision(route, False, None)
+
+
 def valid_confidence(confidence: object) -> bool:
     """True for a real number (not a bool) that is finite and within [0, 1]."""
+    if type(confidence) is float:  # the usual case: NaN and infinities fail the comparison
+        return 0.0 <= confidence <= 1.0
     if isinstance(confidence, bool) or not isinstance(confidence, numbers.Real):
         return False
     x = float(confidence)
@@ -83,20 +92,23 @@ def resolve_route(
         RouteDecision(route='general', used_fallback=True, reason='invalid_confidence')
     """
     reason: FallbackReason | None
-    if not c.ok or c.route is None:
+    route, confidence = c.route, c.confidence
+    if c.status != "ok" or route is None:
         reason = _STATUS_REASON.get(c.status, "missing_route")
-    elif not isinstance(c.route, str):
+    elif type(route) is not str and not isinstance(route, str):
         reason = "unknown_route"
-    elif not valid_confidence(c.confidence):
+    elif not (0.0 <= confidence <= 1.0 if type(confidence) is float else valid_confidence(confidence)):
         reason = "invalid_confidence"
-    elif c.route not in routes:
+    elif route not in routes:
         reason = "unknown_route"
-    elif c.route in excluded:
+    elif route in excluded:
         reason = "excluded_route"
-    elif not c.confidence >= threshold:
+    elif not confidence >= threshold:
         reason = "low_confidence"
+    elif type(route) is str:
+        return _direct(route)
     else:
-        return RouteDecision(c.route, False, None)
+        return RouteDecision(route, False, None)
     if fallback is not None and fallback in routes and fallback not in excluded:
         return RouteDecision(fallback, True, reason)
     return RouteDecision(None, False, reason)
