@@ -161,9 +161,9 @@ def parse_classification(
         A :class:`Classification`; never raises.
 
     Example:
-        >>> parse_classification("route: billing\\nconfidence: 85%", ["billing"]).confidence
+        >>> parse_classification("route: billing\nconfidence: 85%", ["billing"]).confidence
         0.85
-        >>> parse_classification("route: billing\\nconfidence: 1/5", ["billing"]).status
+        >>> parse_classification("route: billing\nconfidence: 1/5", ["billing"]).status
         'invalid_confidence'
     """
     try:

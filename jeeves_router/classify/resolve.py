@@ -95,7 +95,7 @@ def resolve_route(
     route, confidence = c.route, c.confidence
     if c.status != "ok" or route is None:
         reason = _STATUS_REASON.get(c.status, "missing_route")
-    elif type(route) is not str and not isinstance(route, str):
+    elif not isinstance(route, str):
         reason = "unknown_route"
     elif not (0.0 <= confidence <= 1.0 if type(confidence) is float else valid_confidence(confidence)):
         reason = "invalid_confidence"
