@@ -1,6 +1,7 @@
 """The parser's first step for canonical replies, and the caches on the classification path.
 
-The first step (:func:`jeeves_router.classify.parser._well_formed`) must be invisible: on
+The first step (:func:`jeeves_router.classify.parser._well_formed`, for the two-line reply
+and the constrained JSON object) must be invisible: on
 every reply where it answers, it answers exactly what the full path
 (:func:`jeeves_router.classify.parser._read`) answers. The properties below check that on
 well-formed replies (where it must answer), near misses (one detail changed) and
@@ -10,6 +11,7 @@ over-long names.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 
@@ -38,6 +40,7 @@ TABLES: list[tuple[str, ...]] = [
     ("x" * 130, "y" * 128),  # longer than the first step reads
     ("billing, because", "billing"),
     ("route", "confidence", "reason"),
+    ('say "hi"', "back\\slash", "back\\nslash", "tab\there", "new\nline"),  # JSON escapes, control characters
 ]
 tables = st.one_of(
     st.sampled_from(TABLES),
@@ -49,6 +52,16 @@ numbers = st.one_of(
     st.from_regex(r"[01]?\.[0-9]{0,40}", fullmatch=True),
 )
 ends = st.sampled_from(["", "\n"])
+spaces = st.lists(st.sampled_from(["", " "]), min_size=7, max_size=7)
+
+
+def _json(name: str, number: str, end: str, sp: list[str]) -> str:
+    """The object a constrained model writes, with a space or none after each token."""
+    return (
+        f'{{{sp[0]}"route"{sp[1]}:{sp[2]}"{name}"{sp[3]},{sp[4]}"confidence"{sp[5]}:{sp[6]}{number}'
+        f"{sp[0]}}}{sp[1]}{end}"
+    )
+
 
 # Near misses: one detail of the canonical form changed.
 _MUTATIONS = [
@@ -77,8 +90,25 @@ _MUTATIONS = [
     lambda r, c, e: f"confidence: {c}\nroute: {r}{e}",
     lambda r, c, e: f'route: {r}\nconfidence: {c}\n{{"route": "x"}}',
     lambda r, c, e: f"route: {r}\u2028x\nconfidence: {c}{e}",
+    lambda r, c, e: f'{{"Route": "{r}", "confidence": {c}}}{e}',
+    lambda r, c, e: f'{{"route": "{r}", "confidence": "{c}"}}{e}',
+    lambda r, c, e: f'{{"route": "{r}", "confidence": {c}, "reason": "x"}}{e}',
+    lambda r, c, e: f'{{"confidence": {c}, "route": "{r}"}}{e}',
+    lambda r, c, e: f'{{"route": "{r}", "confidence": {c}}} {{"route": "x"}}',
+    lambda r, c, e: f'{{"route": "{r}", "confidence": {c}}}\n\n',
+    lambda r, c, e: f'{{"route": "{r}", "confidence": {c}}}\nreason: because',
+    lambda r, c, e: f'route: {r}\n{{"route": "{r}", "confidence": {c}}}',
+    lambda r, c, e: f'{{"route":  "{r}", "confidence": {c}}}{e}',
+    lambda r, c, e: f'{{"route":\t"{r}", "confidence": {c}}}{e}',
+    lambda r, c, e: f'{{"route": "{r}", "confidence": -{c}}}{e}',
+    lambda r, c, e: f'{{"route": "{r}", "confidence": {c}e0}}{e}',
+    lambda r, c, e: f'{{"route": "{r}", "confidence": {c},}}{e}',
+    lambda r, c, e: f'{{"route": "{r}", "route": "{r}", "confidence": {c}}}{e}',
+    lambda r, c, e: f'{{"route": "\\u0062{r}", "confidence": {c}}}{e}',
+    lambda r, c, e: f'{{"route": "{r}\t", "confidence": {c}}}{e}',
+    lambda r, c, e: f'x {{"route": "{r}", "confidence": {c}}}{e}',
 ]
-_ALPHABET = "route: confidencasb\n\r\t0123456789.,%-_ {}\"'*`#>/\u00e9\u0430\u200b\u2028\uff10"
+_ALPHABET = "route: confidencasb\n\r\t0123456789.,%-_ {}\"'*`#>/\\\u00e9\u0430\u200b\u2028\uff10"
 
 
 def _check(reply: str, routes: tuple[str, ...], on_bad: float | None) -> Classification | None:
@@ -97,17 +127,25 @@ def _check(reply: str, routes: tuple[str, ...], on_bad: float | None) -> Classif
 on_bad_values = st.sampled_from([None, 0.0, 0.5])
 
 
-@settings(max_examples=400)
-@given(tables, st.data(), numbers, ends, on_bad_values)
+@settings(max_examples=600)
+@given(tables, st.data(), numbers, ends, st.booleans(), spaces, on_bad_values)
 def test_first_step_equals_full_path_on_well_formed_replies(
-    routes: tuple[str, ...], data: st.DataObject, number: str, end: str, on_bad: float | None
+    routes: tuple[str, ...],
+    data: st.DataObject,
+    number: str,
+    end: str,
+    as_json: bool,
+    sp: list[str],
+    on_bad: float | None,
 ) -> None:
     name = data.draw(st.sampled_from(routes))
-    reply = f"route: {name}\nconfidence: {number}{end}"
+    reply = _json(name, number, end, sp) if as_json else f"route: {name}\nconfidence: {number}{end}"
     first = _check(reply, routes, on_bad)
     full = parser._read(reply, parser._index(routes), on_bad)
     plain = name == name.strip(" \t\f\v*_`\"'\u201c\u201d\u2018\u2019<>[]().,;:!?") and len(name) <= 128
-    decimal = re.fullmatch(r"[01](?:\.[0-9]{0,32})?|\.[0-9]{1,32}", number) is not None
+    plain = plain and not (as_json and re.search(r'["\\\x00-\x1f]', name))
+    number_form = r"[01](?:\.[0-9]{1,32})?" if as_json else r"[01](?:\.[0-9]{0,32})?|\.[0-9]{1,32}"
+    decimal = re.fullmatch(number_form, number) is not None
     if full.status == "ok" and plain and decimal and float(number) <= 1.0:
         assert first is not None  # the step is taken where it should be, not only harmless
 
@@ -128,6 +166,8 @@ def test_first_step_equals_full_path_on_adversarial_text(
     routes: tuple[str, ...], tail: str, prefixed: bool, on_bad: float | None
 ) -> None:
     _check(("route: " + tail) if prefixed else tail, routes, on_bad)
+    _check(('{"route": "' + tail) if prefixed else tail, routes, on_bad)
+    _check('{"route": "' + tail + '", "confidence": 0.5}', routes, on_bad)
 
 
 @settings(max_examples=200)
@@ -135,10 +175,10 @@ def test_first_step_equals_full_path_on_adversarial_text(
 def test_round_trip_takes_the_first_step(routes: tuple[str, ...], data: st.DataObject) -> None:
     name = data.draw(st.sampled_from(routes))
     confidence = data.draw(st.floats(min_value=0.0, max_value=1.0, allow_nan=False))
-    reply = format_classification(name, confidence)
-    c = _check(reply, routes, None)
-    if "e" not in repr(confidence):  # 1e-05 is read by the full path
-        assert c is not None and c.route == name and c.confidence == confidence
+    for reply in (format_classification(name, confidence), json.dumps({"route": name, "confidence": confidence})):
+        c = _check(reply, routes, None)
+        if "e" not in repr(confidence):  # 1e-05 is read by the full path
+            assert c is not None and c.route == name and c.confidence == confidence
 
 
 def test_route_tables_remembered_by_identity_stay_correct() -> None:

@@ -33,11 +33,13 @@ characters (zero-width space, joiners, BOM) inside it does not match (``unknown_
 A declared name followed by punctuation and other words (``billing, because ...``,
 ``tech support (api errors)``) matches that name.
 
-First step: a reply in the canonical form that :func:`format_classification` writes
-(``route: <declared name>`` and ``confidence: <plain decimal in [0, 1]>`` on two lines, an
-optional final newline) is read by one bounded regular expression and a lookup. It is the
-same rule, not another one: the lookup table is filled by the full path itself, for exactly
-the text the expression captures, and anything else goes through the full path.
+First step: a reply in a canonical form is read by one bounded regular expression and a
+lookup: the two lines :func:`format_classification` writes (``route: <declared name>`` and
+``confidence: <plain decimal in [0, 1]>``), or the one JSON object a constrained model
+writes (``{"route": "<declared name>", "confidence": <number in [0, 1]>}``, single spaces
+optional around its punctuation); either may end with a newline. It is the same rule, not
+another one: the lookup table is filled by the full path itself for exactly the value the
+expression captures, and anything else goes through the full path.
 
 On a non-``ok`` status, ``reason`` says what was seen (``"confidence '1/5' is a
 fraction, not one number"``) instead of the reply's own reason.
@@ -71,6 +73,10 @@ _LIST_ITEMS = 8  # list items checked for "billing, technical"
 # The canonical reply (see format_classification). Bounded, so it costs at most a few
 # hundred steps whatever the text; a longer name or number takes the full path.
 _WELL_FORMED_RE = re.compile(r"route: ([^\n\r]{1,128})\nconfidence: ([01](?:\.[0-9]{0,32})?|\.[0-9]{1,32})\n?")
+# The JSON a constrained model writes (see models/_gbnf.py: a space may follow any token).
+_WELL_FORMED_JSON_RE = re.compile(
+    r'\{ ?"route" ?: ?"([^"\\\x00-\x1f]{1,128})" ?, ?"confidence" ?: ?([01](?:\.[0-9]{1,32})?) ?\} ?\n?'
+)
 
 # (identity, declared name or None, the value as written)
 _Mention = tuple[str, str | None, str]
@@ -185,9 +191,9 @@ def _route_index(routes: tuple[str | RouteSpec, ...]) -> _Index:
         names.setdefault(normalize_route_name(name), name)
     longest = max((len(n) for n in names.values()), default=0)
     index = _Index(names, 2 * longest + 16, all(k.isascii() for k in names), {}, stable)
-    for name in declared:
+    for name in declared:  # as a key line's value (" billing") and as a JSON string
         found = _mentions(" " + name, index)
-        if len(found) == 1 and found[0][1] is not None:
+        if len(found) == 1 and found[0][1] is not None and _mentions(name, index) == found:
             index.exact[name] = found[0][1]
     return index
 
@@ -247,12 +253,14 @@ def _parse(text: object, routes: Iterable[str | RouteSpec], on_bad: float | None
 def _well_formed(raw: str, index: _Index) -> Classification | None:
     """The first step: a canonical reply naming a declared route, else ``None``.
 
-    What :func:`_read` returns for the same reply: two key lines, so JSON is ignored and no
-    reason is stated; the route value ``" " + name`` is looked up in ``index.exact``, which
-    :func:`_mentions` filled for exactly that value; the number has no sign, exponent,
-    percent sign or decoration, so ``float`` reads it as :func:`.read_confidence` does.
+    What :func:`_read` returns for the same reply. Two key lines: JSON is ignored and no
+    reason is stated. One JSON object and no key line (the text is one line starting with
+    ``{``): no reason is stated. The route value (``" " + name`` on a line, ``name`` in
+    JSON, which has no escapes) is looked up in ``index.exact``, filled by
+    :func:`_mentions` for both; the number has no sign, exponent, percent sign or
+    decoration, so ``float`` reads it as :func:`.read_confidence` and the JSON decoder do.
     """
-    m = _WELL_FORMED_RE.fullmatch(raw)
+    m = _WELL_FORMED_RE.fullmatch(raw) or _WELL_FORMED_JSON_RE.fullmatch(raw)
     if m is None:
         return None
     route = index.exact.get(m[1])
