@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Literal, Union
 
+from ._frozen import fast_init
 from .results import RunResult
 from .usage import Usage
 
@@ -59,6 +60,7 @@ __all__ = [
 _now = time.time
 
 
+@fast_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class EventBase:
     """Fields every event has."""
@@ -68,6 +70,7 @@ class EventBase:
     ts: float = field(default_factory=_now)
 
 
+@fast_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RunStarted(EventBase):
     """An agent started a run."""
@@ -77,6 +80,7 @@ class RunStarted(EventBase):
     kind: Literal["run.started"] = "run.started"
 
 
+@fast_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RunCompleted(EventBase):
     """An agent finished a run (any status but a raised error)."""
@@ -85,6 +89,7 @@ class RunCompleted(EventBase):
     kind: Literal["run.completed"] = "run.completed"
 
 
+@fast_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RunFailed(EventBase):
     """An agent's run raised. ``run()`` re-raises the original exception."""
@@ -95,6 +100,7 @@ class RunFailed(EventBase):
     kind: Literal["run.failed"] = "run.failed"
 
 
+@fast_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TextDelta(EventBase):
     """A piece of an agent's answer, as the model produced it."""
@@ -103,6 +109,7 @@ class TextDelta(EventBase):
     kind: Literal["text.delta"] = "text.delta"
 
 
+@fast_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolCalled(EventBase):
     """A tool is about to run."""
@@ -113,6 +120,7 @@ class ToolCalled(EventBase):
     kind: Literal["tool.called"] = "tool.called"
 
 
+@fast_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolResult(EventBase):
     """A tool returned (or failed; then ``is_error``)."""
@@ -124,6 +132,7 @@ class ToolResult(EventBase):
     kind: Literal["tool.result"] = "tool.result"
 
 
+@fast_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RouterClassified(EventBase):
     """The router's classifier answered.
@@ -149,6 +158,7 @@ class RouterClassified(EventBase):
     kind: Literal["router.classified"] = "router.classified"
 
 
+@fast_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RouterDispatched(EventBase):
     """The router handed the request to a route's agent."""
@@ -159,6 +169,7 @@ class RouterDispatched(EventBase):
     kind: Literal["router.dispatched"] = "router.dispatched"
 
 
+@fast_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RouterFallback(EventBase):
     """The fallback route is used instead of the classified one; ``reason`` says why."""
@@ -170,6 +181,7 @@ class RouterFallback(EventBase):
     kind: Literal["router.fallback"] = "router.fallback"
 
 
+@fast_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RouterUnresolved(EventBase):
     """No route could be chosen and there is no fallback: the run ends unresolved."""
@@ -180,6 +192,7 @@ class RouterUnresolved(EventBase):
     kind: Literal["router.unresolved"] = "router.unresolved"
 
 
+@fast_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RouterCompleted(EventBase):
     """The routed specialist finished."""
@@ -190,6 +203,7 @@ class RouterCompleted(EventBase):
     kind: Literal["router.completed"] = "router.completed"
 
 
+@fast_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class HandoffRequested(EventBase):
     """An agent asked to hand the conversation to another."""
@@ -201,6 +215,7 @@ class HandoffRequested(EventBase):
     kind: Literal["handoff.requested"] = "handoff.requested"
 
 
+@fast_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class HandoffCompleted(EventBase):
     """A handoff took place; ``to_agent`` now has the turn (``sticky``: by session memory)."""
@@ -212,6 +227,7 @@ class HandoffCompleted(EventBase):
     kind: Literal["handoff.completed"] = "handoff.completed"
 
 
+@fast_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class HandoffRejected(EventBase):
     """A handoff was refused: ``why`` is unknown, duplicate, limit, cycle, low_confidence or no_handoff.
@@ -226,6 +242,7 @@ class HandoffRejected(EventBase):
     kind: Literal["handoff.rejected"] = "handoff.rejected"
 
 
+@fast_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RecoveryRetry(EventBase):
     """A failed step will be tried again after ``delay_s``."""
@@ -238,6 +255,7 @@ class RecoveryRetry(EventBase):
     kind: Literal["recovery.retry"] = "recovery.retry"
 
 
+@fast_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RecoveryReclassify(EventBase):
     """The request is classified again, without the failed routes or capabilities."""
@@ -248,6 +266,7 @@ class RecoveryReclassify(EventBase):
     kind: Literal["recovery.reclassify"] = "recovery.reclassify"
 
 
+@fast_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RecoveryReplan(EventBase):
     """A new plan is requested after a failure."""
@@ -257,6 +276,7 @@ class RecoveryReplan(EventBase):
     kind: Literal["recovery.replan"] = "recovery.replan"
 
 
+@fast_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RecoveryReport(EventBase):
     """Recovery stopped the run; ``report`` is the structured error report."""
@@ -267,6 +287,7 @@ class RecoveryReport(EventBase):
     kind: Literal["recovery.report"] = "recovery.report"
 
 
+@fast_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CapabilitiesSelected(EventBase):
     """The capabilities chosen for a task."""
@@ -278,6 +299,7 @@ class CapabilitiesSelected(EventBase):
     kind: Literal["capabilities.selected"] = "capabilities.selected"
 
 
+@fast_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CapabilityStarted(EventBase):
     """A capability step began."""
@@ -287,6 +309,7 @@ class CapabilityStarted(EventBase):
     kind: Literal["capability.started"] = "capability.started"
 
 
+@fast_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CapabilityCompleted(EventBase):
     """A capability step ended."""

@@ -6,6 +6,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Union
 
+from ._frozen import fast_init
+
 __all__ = [
     "TextPart",
     "ToolCallPart",
@@ -21,6 +23,7 @@ __all__ = [
 Role = Literal["user", "assistant", "tool"]
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class TextPart:
     """Plain text."""
@@ -29,6 +32,7 @@ class TextPart:
     kind: Literal["text"] = "text"
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class ToolCallPart:
     """A model's request to call a tool.
@@ -50,6 +54,7 @@ class ToolCallPart:
     kind: Literal["tool_call"] = "tool_call"
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class ToolResultPart:
     """The result of one tool call, sent back to the model."""
@@ -64,6 +69,7 @@ class ToolResultPart:
 Part = Union[TextPart, ToolCallPart, ToolResultPart]
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Message:
     """One conversation turn: a role and its parts."""

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Protocol, get_type_hints, overload, runti
 import anyio.abc
 import anyio.to_thread
 
+from ._frozen import fast_init
 from .errors import UsageError
 from .models.base import ToolSpec
 
@@ -49,6 +50,7 @@ __all__ = [
 ]
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Handoff:
     """A tool result that hands the conversation to ``target``.
@@ -66,6 +68,7 @@ class Handoff:
     confidence: float | None = None
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class ContextUpdate:
     """A tool result that sets context variables for the rest of the run.
@@ -79,6 +82,7 @@ class ContextUpdate:
     content: str = "ok"
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class ToolContext:
     """What a tool may read of the run that called it."""
@@ -88,6 +92,7 @@ class ToolContext:
     context: Mapping[str, Any] = field(default_factory=dict)
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class ToolOutcome:
     """The result of one tool call, as the tool loop sees it."""

@@ -6,8 +6,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
+from .._frozen import fast_init
 from ..messages import Message
-from ..usage import Usage
+from ..usage import NO_USAGE, Usage
 
 __all__ = [
     "ParseStatus",
@@ -40,6 +41,7 @@ ParseStatus = Literal[
 ]
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Classification:
     """A routing decision as read from a classifier.
@@ -83,6 +85,7 @@ class Classification:
         return self.confidence - self.runner_up_confidence
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class RouteSpec:
     """What a classifier knows of a route: its name, description and example requests."""
@@ -92,6 +95,7 @@ class RouteSpec:
     examples: tuple[str, ...] = ()
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class ClassifyRequest:
     """One classification to make.
@@ -114,6 +118,7 @@ class ClassifyRequest:
     hints: tuple[str, ...] = ()
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class ClassifyResult:
     """What a classifier returns.
@@ -129,7 +134,7 @@ class ClassifyResult:
     """
 
     classification: Classification
-    usage: Usage = field(default_factory=Usage)
+    usage: Usage = NO_USAGE
     stage: str = "llm"
     model_calls: int = 0
     model_calls_saved: int = 0

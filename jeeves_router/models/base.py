@@ -12,8 +12,9 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, Union, runtime_checkable
 
+from .._frozen import fast_init
 from ..messages import Message, Part, TextPart, ToolCallPart
-from ..usage import Usage
+from ..usage import NO_USAGE, Usage
 
 __all__ = [
     "ToolSpec",
@@ -29,6 +30,7 @@ __all__ = [
 StopReason = Literal["end", "tool_calls", "max_tokens", "stop_sequence", "content_filter", "other"]
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class ToolSpec:
     """A tool as the model sees it: name, description and a JSON schema of its arguments."""
@@ -38,6 +40,7 @@ class ToolSpec:
     parameters: Mapping[str, Any]
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class ResponseFormat:
     """A request to constrain the reply to a JSON schema (when the backend supports it)."""
@@ -46,6 +49,7 @@ class ResponseFormat:
     schema: Mapping[str, Any]
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class ModelRequest:
     """One request to a model.
@@ -74,12 +78,13 @@ class ModelRequest:
     purpose: Literal["chat", "classify"] = "chat"
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class ModelResponse:
     """A complete model answer."""
 
     parts: tuple[Part, ...]
-    usage: Usage = field(default_factory=Usage)
+    usage: Usage = NO_USAGE
     stop_reason: StopReason | None = "end"
     model_name: str | None = None
 
@@ -98,6 +103,7 @@ class ModelResponse:
         return Message("assistant", self.parts)
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class ModelTextDelta:
     """A piece of streamed text."""
