@@ -117,7 +117,7 @@ def _build(cls: type, original: Any) -> Any:
         body.append(f"    _jr_set{i}(self, {value})")
     params = ["self", *positional, *(["*", *keyword] if keyword else [])]
     source = f"def __init__({', '.join(params)}):\n" + ("\n".join(body) or "    pass") + "\n"
-    exec(source, ns)  # noqa: S102 - generated from field names only, as dataclasses does
+    exec(source, ns)  # built from field names only, as dataclasses does
     init = ns["__init__"]
     init.__qualname__ = f"{cls.__qualname__}.__init__"
     init.__annotations__ = dict(original.__annotations__)

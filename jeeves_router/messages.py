@@ -80,12 +80,20 @@ class Message:
     @property
     def text(self) -> str:
         """The concatenated text parts."""
-        return "".join(p.text for p in self.parts if isinstance(p, TextPart))
+        return text_in(self.parts)
 
     @property
     def tool_calls(self) -> tuple[ToolCallPart, ...]:
         """The tool-call parts, in order."""
         return tuple(p for p in self.parts if isinstance(p, ToolCallPart))
+
+
+def text_in(parts: tuple[Part, ...]) -> str:
+    """The concatenated text of the text parts among ``parts``."""
+    if len(parts) == 1:  # the common case: one part, no join
+        only = parts[0]
+        return only.text if isinstance(only, TextPart) else ""
+    return "".join([p.text for p in parts if isinstance(p, TextPart)])
 
 
 def user(text: str) -> Message:

@@ -94,6 +94,11 @@ class RouteSpec:
     description: str = ""
     examples: tuple[str, ...] = ()
 
+    def __hash__(self) -> int:
+        # Equal specs have equal names; the name alone hashes without building a tuple
+        # (route tables are hashed as cache keys on every classification).
+        return hash(self.name)
+
 
 @fast_init
 @dataclass(frozen=True, slots=True)

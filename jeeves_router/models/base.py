@@ -9,11 +9,11 @@ the only code that imports provider SDKs.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal, Protocol, Union, runtime_checkable
 
 from .._frozen import fast_init
-from ..messages import Message, Part, TextPart, ToolCallPart
+from ..messages import Message, Part, ToolCallPart, text_in
 from ..usage import NO_USAGE, Usage
 
 __all__ = [
@@ -91,7 +91,7 @@ class ModelResponse:
     @property
     def text(self) -> str:
         """The concatenated text parts."""
-        return "".join(p.text for p in self.parts if isinstance(p, TextPart))
+        return text_in(self.parts)
 
     @property
     def tool_calls(self) -> tuple[ToolCallPart, ...]:
