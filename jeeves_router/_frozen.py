@@ -1,27 +1,38 @@
-"""Cheaper constructors for frozen, slotted dataclasses (the data objects of a run).
+"""Frozen, slotted dataclasses with a cheaper constructor (the data objects of a run).
 
 A frozen dataclass's generated ``__init__`` stores every field with
 ``object.__setattr__(self, "name", value)``: a method lookup, a type lookup of the name
 and a call, per field. A run builds a few dozen such objects (events, messages,
 results), so this is a measurable share of its cost.
 
-:func:`fast_init` gives a frozen, slotted dataclass an ``__init__`` with the same
-signature and the same effect that stores each field through the field's slot
+``@frozen`` makes ``@dataclass(frozen=True, slots=True)`` classes whose ``__init__`` has
+the same signature and the same effect but stores each field through the field's slot
 descriptor, bound once, and builds ``dict`` and ``list`` defaults inline. Everything else
 (frozenness, ``==``, ``repr``, ``hash``, ``match``, :func:`dataclasses.fields`,
-:func:`dataclasses.replace`, pickling, pydantic) is the dataclass's own and unchanged.
-The new ``__init__`` is generated when the class is first constructed, so importing a
-module pays nothing for it.
+:func:`dataclasses.replace`, pickling, pydantic) is the dataclass's own and unchanged. The
+``__init__`` is generated once, in place of the dataclass's (import costs the same).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
+import inspect
+from collections.abc import Callable
 from types import MemberDescriptorType
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
-__all__ = ["fast_init"]
+if TYPE_CHECKING:
+    from typing_extensions import dataclass_transform
+else:
+    try:
+        from typing import dataclass_transform
+    except ImportError:  # Python 3.10: only type checkers need it
+
+        def dataclass_transform(**_: Any) -> Any:
+            return lambda decorator: decorator
+
+
+__all__ = ["frozen"]
 
 _T = TypeVar("_T")
 
@@ -41,43 +52,42 @@ _FACTORY = _Factory()
 _LITERALS: dict[Any, str] = {dict: "{}", list: "[]"}
 
 
-def fast_init(cls: type[_T]) -> type[_T]:
-    """Give the frozen, slotted dataclass ``cls`` a cheaper ``__init__`` (see the module docstring).
+@overload
+def frozen(cls: type[_T], /) -> type[_T]: ...
 
-    Apply it above ``@dataclass(frozen=True, slots=True, ...)``.
+
+@overload
+def frozen(*, kw_only: bool = False) -> Callable[[type[_T]], type[_T]]: ...
+
+
+@dataclass_transform(frozen_default=True, field_specifiers=(dataclasses.field, dataclasses.Field))
+def frozen(cls: type[_T] | None = None, /, *, kw_only: bool = False) -> Any:
+    """Make ``cls`` a frozen, slotted dataclass with a cheaper ``__init__``.
+
+    ``@frozen`` is ``@dataclass(frozen=True, slots=True)`` and ``@frozen(kw_only=True)``
+    is ``@dataclass(frozen=True, slots=True, kw_only=True)`` (see the module docstring).
 
     Args:
-        cls: A frozen dataclass made with ``slots=True``, without ``__post_init__``,
-            ``InitVar`` or ``init=False`` fields.
+        cls: The class (when used as ``@frozen`` without arguments).
+        kw_only: Make every field keyword-only.
 
     Returns:
-        ``cls``, whose ``__init__`` is built on its first construction.
+        The dataclass, or a decorator that makes one.
 
     Raises:
-        TypeError: ``cls`` is not such a dataclass.
+        TypeError: ``cls`` defines ``__post_init__`` or has ``InitVar`` or ``init=False``
+            fields (not supported).
     """
-    params = getattr(cls, "__dataclass_params__", None)
-    if params is None or not params.frozen or "__slots__" not in cls.__dict__:
-        raise TypeError(f"{cls.__qualname__} is not a frozen dataclass with slots=True")
-    fields = dataclasses.fields(cls)  # type: ignore[arg-type]
-    if (
-        hasattr(cls, "__post_init__")
-        or len(fields) != len(cls.__dataclass_fields__)  # type: ignore[attr-defined]
-        or not all(f.init for f in fields)
-    ):
-        raise TypeError(f"{cls.__qualname__}: __post_init__, InitVar and init=False are not supported")
-    if any(f.name == "self" or f.name.startswith("_jr_") for f in fields):
-        raise TypeError(f"{cls.__qualname__}: a field name clashes with the generated __init__")
-    original = cls.__dict__["__init__"]
 
-    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
-        init = _build(cls, original)
-        type.__setattr__(cls, "__init__", init)
-        init(self, *args, **kwargs)
+    def make(cls: type[_T]) -> type[_T]:
+        documented = bool(cls.__doc__)
+        made: Any = dataclasses.dataclass(frozen=True, slots=True, kw_only=kw_only, init=False)(cls)
+        type.__setattr__(made, "__init__", _build(made))
+        if not documented:  # the docstring dataclasses would have made from the signature
+            made.__doc__ = made.__name__ + str(inspect.signature(made)).replace(" -> None", "")
+        return made  # type: ignore[no-any-return]
 
-    functools.update_wrapper(__init__, original)  # signature and annotations of the real one
-    type.__setattr__(cls, "__init__", __init__)
-    return cls
+    return make if cls is None else make(cls)
 
 
 def _slot_setter(cls: type, name: str) -> Any:
@@ -91,14 +101,25 @@ def _slot_setter(cls: type, name: str) -> Any:
     raise TypeError(f"{cls.__qualname__}.{name} is not stored in a slot")
 
 
-def _build(cls: type, original: Any) -> Any:
-    """Generate the ``__init__`` of ``cls`` (same parameters as ``original``, the dataclass's)."""
+def _build(cls: type) -> Any:
+    """Generate the ``__init__`` of the dataclass ``cls`` (the parameters dataclasses would give it)."""
+    fields = dataclasses.fields(cls)
+    if (
+        hasattr(cls, "__post_init__")
+        or len(fields) != len(cls.__dataclass_fields__)  # type: ignore[attr-defined]
+        or not all(f.init for f in fields)
+    ):
+        raise TypeError(f"{cls.__qualname__}: __post_init__, InitVar and init=False are not supported")
+    if any(f.name == "self" or f.name.startswith("_jr_") for f in fields):
+        raise TypeError(f"{cls.__qualname__}: a field name clashes with the generated __init__")
+    annotations: dict[str, Any] = {}
     ns: dict[str, Any] = {"__name__": cls.__module__, "_jr_factory": _FACTORY}
     positional: list[str] = []
     keyword: list[str] = []
     body: list[str] = []
-    for i, f in enumerate(dataclasses.fields(cls)):
+    for i, f in enumerate(fields):
         name = f.name
+        annotations[name] = f.type
         ns[f"_jr_set{i}"] = _slot_setter(cls, name)
         value = name
         if f.default is not dataclasses.MISSING:
@@ -120,6 +141,6 @@ def _build(cls: type, original: Any) -> Any:
     exec(source, ns)  # built from field names only, as dataclasses does
     init = ns["__init__"]
     init.__qualname__ = f"{cls.__qualname__}.__init__"
-    init.__annotations__ = dict(original.__annotations__)
-    init.__doc__ = original.__doc__
+    init.__annotations__ = {**annotations, "return": None}
+    init.__doc__ = None
     return init

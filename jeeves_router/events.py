@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Literal, Union
 
-from ._frozen import fast_init
+from ._frozen import frozen
 from .results import RunResult
 from .usage import Usage
 
@@ -60,8 +60,7 @@ __all__ = [
 _now = time.time
 
 
-@fast_init
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen(kw_only=True)
 class EventBase:
     """Fields every event has."""
 
@@ -70,8 +69,7 @@ class EventBase:
     ts: float = field(default_factory=_now)
 
 
-@fast_init
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen(kw_only=True)
 class RunStarted(EventBase):
     """An agent started a run."""
 
@@ -80,8 +78,7 @@ class RunStarted(EventBase):
     kind: Literal["run.started"] = "run.started"
 
 
-@fast_init
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen(kw_only=True)
 class RunCompleted(EventBase):
     """An agent finished a run (any status but a raised error)."""
 
@@ -89,8 +86,7 @@ class RunCompleted(EventBase):
     kind: Literal["run.completed"] = "run.completed"
 
 
-@fast_init
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen(kw_only=True)
 class RunFailed(EventBase):
     """An agent's run raised. ``run()`` re-raises the original exception."""
 
@@ -100,8 +96,7 @@ class RunFailed(EventBase):
     kind: Literal["run.failed"] = "run.failed"
 
 
-@fast_init
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen(kw_only=True)
 class TextDelta(EventBase):
     """A piece of an agent's answer, as the model produced it."""
 
@@ -109,8 +104,7 @@ class TextDelta(EventBase):
     kind: Literal["text.delta"] = "text.delta"
 
 
-@fast_init
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen(kw_only=True)
 class ToolCalled(EventBase):
     """A tool is about to run."""
 
@@ -120,8 +114,7 @@ class ToolCalled(EventBase):
     kind: Literal["tool.called"] = "tool.called"
 
 
-@fast_init
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen(kw_only=True)
 class ToolResult(EventBase):
     """A tool returned (or failed; then ``is_error``)."""
 
@@ -132,8 +125,7 @@ class ToolResult(EventBase):
     kind: Literal["tool.result"] = "tool.result"
 
 
-@fast_init
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen(kw_only=True)
 class RouterClassified(EventBase):
     """The router's classifier answered.
 
@@ -158,8 +150,7 @@ class RouterClassified(EventBase):
     kind: Literal["router.classified"] = "router.classified"
 
 
-@fast_init
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen(kw_only=True)
 class RouterDispatched(EventBase):
     """The router handed the request to a route's agent."""
 
@@ -169,8 +160,7 @@ class RouterDispatched(EventBase):
     kind: Literal["router.dispatched"] = "router.dispatched"
 
 
-@fast_init
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen(kw_only=True)
 class RouterFallback(EventBase):
     """The fallback route is used instead of the classified one; ``reason`` says why."""
 
@@ -181,8 +171,7 @@ class RouterFallback(EventBase):
     kind: Literal["router.fallback"] = "router.fallback"
 
 
-@fast_init
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen(kw_only=True)
 class RouterUnresolved(EventBase):
     """No route could be chosen and there is no fallback: the run ends unresolved."""
 
@@ -192,8 +181,7 @@ class RouterUnresolved(EventBase):
     kind: Literal["router.unresolved"] = "router.unresolved"
 
 
-@fast_init
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen(kw_only=True)
 class RouterCompleted(EventBase):
     """The routed specialist finished."""
 
@@ -203,8 +191,7 @@ class RouterCompleted(EventBase):
     kind: Literal["router.completed"] = "router.completed"
 
 
-@fast_init
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen(kw_only=True)
 class HandoffRequested(EventBase):
     """An agent asked to hand the conversation to another."""
 
@@ -215,8 +202,7 @@ class HandoffRequested(EventBase):
     kind: Literal["handoff.requested"] = "handoff.requested"
 
 
-@fast_init
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen(kw_only=True)
 class HandoffCompleted(EventBase):
     """A handoff took place; ``to_agent`` now has the turn (``sticky``: by session memory)."""
 
@@ -227,8 +213,7 @@ class HandoffCompleted(EventBase):
     kind: Literal["handoff.completed"] = "handoff.completed"
 
 
-@fast_init
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen(kw_only=True)
 class HandoffRejected(EventBase):
     """A handoff was refused: ``why`` is unknown, duplicate, limit, cycle, low_confidence or no_handoff.
 
@@ -242,8 +227,7 @@ class HandoffRejected(EventBase):
     kind: Literal["handoff.rejected"] = "handoff.rejected"
 
 
-@fast_init
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen(kw_only=True)
 class RecoveryRetry(EventBase):
     """A failed step will be tried again after ``delay_s``."""
 
@@ -255,8 +239,7 @@ class RecoveryRetry(EventBase):
     kind: Literal["recovery.retry"] = "recovery.retry"
 
 
-@fast_init
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen(kw_only=True)
 class RecoveryReclassify(EventBase):
     """The request is classified again, without the failed routes or capabilities."""
 
@@ -266,8 +249,7 @@ class RecoveryReclassify(EventBase):
     kind: Literal["recovery.reclassify"] = "recovery.reclassify"
 
 
-@fast_init
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen(kw_only=True)
 class RecoveryReplan(EventBase):
     """A new plan is requested after a failure."""
 
@@ -276,8 +258,7 @@ class RecoveryReplan(EventBase):
     kind: Literal["recovery.replan"] = "recovery.replan"
 
 
-@fast_init
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen(kw_only=True)
 class RecoveryReport(EventBase):
     """Recovery stopped the run; ``report`` is the structured error report."""
 
@@ -287,8 +268,7 @@ class RecoveryReport(EventBase):
     kind: Literal["recovery.report"] = "recovery.report"
 
 
-@fast_init
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen(kw_only=True)
 class CapabilitiesSelected(EventBase):
     """The capabilities chosen for a task."""
 
@@ -299,8 +279,7 @@ class CapabilitiesSelected(EventBase):
     kind: Literal["capabilities.selected"] = "capabilities.selected"
 
 
-@fast_init
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen(kw_only=True)
 class CapabilityStarted(EventBase):
     """A capability step began."""
 
@@ -309,8 +288,7 @@ class CapabilityStarted(EventBase):
     kind: Literal["capability.started"] = "capability.started"
 
 
-@fast_init
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen(kw_only=True)
 class CapabilityCompleted(EventBase):
     """A capability step ended."""
 

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Literal, Union
 
-from ._frozen import fast_init
+from ._frozen import frozen
 
 __all__ = [
     "TextPart",
@@ -23,8 +23,7 @@ __all__ = [
 Role = Literal["user", "assistant", "tool"]
 
 
-@fast_init
-@dataclass(frozen=True, slots=True)
+@frozen
 class TextPart:
     """Plain text."""
 
@@ -32,8 +31,7 @@ class TextPart:
     kind: Literal["text"] = "text"
 
 
-@fast_init
-@dataclass(frozen=True, slots=True)
+@frozen
 class ToolCallPart:
     """A model's request to call a tool.
 
@@ -54,8 +52,7 @@ class ToolCallPart:
     kind: Literal["tool_call"] = "tool_call"
 
 
-@fast_init
-@dataclass(frozen=True, slots=True)
+@frozen
 class ToolResultPart:
     """The result of one tool call, sent back to the model."""
 
@@ -69,8 +66,7 @@ class ToolResultPart:
 Part = Union[TextPart, ToolCallPart, ToolResultPart]
 
 
-@fast_init
-@dataclass(frozen=True, slots=True)
+@frozen
 class Message:
     """One conversation turn: a role and its parts."""
 

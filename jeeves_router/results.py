@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Literal
 
-from ._frozen import fast_init
+from ._frozen import frozen
 from .messages import Message
 from .usage import NO_USAGE, Usage
 
@@ -45,8 +45,7 @@ FallbackReason = Literal[
 ]
 
 
-@fast_init
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen(kw_only=True)
 class RunResult:
     """What :meth:`Agent.run` returns.
 

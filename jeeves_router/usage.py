@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from ._frozen import fast_init
+from ._frozen import frozen
 
 __all__ = ["Usage", "NO_USAGE"]
 
 
-@fast_init
-@dataclass(frozen=True, slots=True)
+@frozen
 class Usage:
     """Tokens and cost of one or more model requests; ``+`` sums them.
 

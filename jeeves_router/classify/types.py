@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from .._frozen import fast_init
+from .._frozen import frozen
 from ..messages import Message
 from ..usage import NO_USAGE, Usage
 
@@ -41,8 +41,7 @@ ParseStatus = Literal[
 ]
 
 
-@fast_init
-@dataclass(frozen=True, slots=True)
+@frozen
 class Classification:
     """A routing decision as read from a classifier.
 
@@ -85,8 +84,7 @@ class Classification:
         return self.confidence - self.runner_up_confidence
 
 
-@fast_init
-@dataclass(frozen=True, slots=True)
+@frozen
 class RouteSpec:
     """What a classifier knows of a route: its name, description and example requests."""
 
@@ -100,8 +98,7 @@ class RouteSpec:
         return hash(self.name)
 
 
-@fast_init
-@dataclass(frozen=True, slots=True)
+@frozen
 class ClassifyRequest:
     """One classification to make.
 
@@ -123,8 +120,7 @@ class ClassifyRequest:
     hints: tuple[str, ...] = ()
 
 
-@fast_init
-@dataclass(frozen=True, slots=True)
+@frozen
 class ClassifyResult:
     """What a classifier returns.
 

@@ -9,10 +9,9 @@ the only code that imports provider SDKs.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass
 from typing import Any, Literal, Protocol, Union, runtime_checkable
 
-from .._frozen import fast_init
+from .._frozen import frozen
 from ..messages import Message, Part, ToolCallPart, text_in
 from ..usage import NO_USAGE, Usage
 
@@ -30,8 +29,7 @@ __all__ = [
 StopReason = Literal["end", "tool_calls", "max_tokens", "stop_sequence", "content_filter", "other"]
 
 
-@fast_init
-@dataclass(frozen=True, slots=True)
+@frozen
 class ToolSpec:
     """A tool as the model sees it: name, description and a JSON schema of its arguments."""
 
@@ -40,8 +38,7 @@ class ToolSpec:
     parameters: Mapping[str, Any]
 
 
-@fast_init
-@dataclass(frozen=True, slots=True)
+@frozen
 class ResponseFormat:
     """A request to constrain the reply to a JSON schema (when the backend supports it)."""
 
@@ -49,8 +46,7 @@ class ResponseFormat:
     schema: Mapping[str, Any]
 
 
-@fast_init
-@dataclass(frozen=True, slots=True)
+@frozen
 class ModelRequest:
     """One request to a model.
 
@@ -78,8 +74,7 @@ class ModelRequest:
     purpose: Literal["chat", "classify"] = "chat"
 
 
-@fast_init
-@dataclass(frozen=True, slots=True)
+@frozen
 class ModelResponse:
     """A complete model answer."""
 
@@ -103,8 +98,7 @@ class ModelResponse:
         return Message("assistant", self.parts)
 
 
-@fast_init
-@dataclass(frozen=True, slots=True)
+@frozen
 class ModelTextDelta:
     """A piece of streamed text."""
 
