@@ -81,7 +81,7 @@ class Message:
     @property
     def tool_calls(self) -> tuple[ToolCallPart, ...]:
         """The tool-call parts, in order."""
-        return tuple(p for p in self.parts if isinstance(p, ToolCallPart))
+        return tool_calls_in(self.parts)
 
 
 def text_in(parts: tuple[Part, ...]) -> str:
@@ -90,6 +90,13 @@ def text_in(parts: tuple[Part, ...]) -> str:
         only = parts[0]
         return only.text if isinstance(only, TextPart) else ""
     return "".join([p.text for p in parts if isinstance(p, TextPart)])
+
+
+def tool_calls_in(parts: tuple[Part, ...]) -> tuple[ToolCallPart, ...]:
+    """The tool-call parts among ``parts``, in order."""
+    if len(parts) == 1:  # the common case: one part
+        return parts if isinstance(parts[0], ToolCallPart) else ()  # type: ignore[return-value]
+    return tuple([p for p in parts if isinstance(p, ToolCallPart)])
 
 
 def user(text: str) -> Message:

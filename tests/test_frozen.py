@@ -13,7 +13,7 @@ import pytest
 from jeeves_router import events as ev
 from jeeves_router._frozen import frozen
 from jeeves_router.classify.types import Classification, ClassifyResult, RouteSpec
-from jeeves_router.messages import Message, TextPart, ToolCallPart, assistant, text_in, user
+from jeeves_router.messages import Message, TextPart, ToolCallPart, assistant, text_in, tool_calls_in, user
 from jeeves_router.models.base import ModelResponse
 from jeeves_router.results import RunResult
 from jeeves_router.usage import NO_USAGE, Usage
@@ -163,3 +163,13 @@ def test_text_of_parts() -> None:
     assert Message("assistant", (TextPart("a"), call, TextPart("b"))).text == "ab"
     assert user("hi").text == "hi" and assistant("yo").text == "yo"
     assert ModelResponse((call, TextPart("z"))).text == "z"
+
+
+def test_tool_calls_of_parts() -> None:
+    one, two = ToolCallPart("c1", "lookup"), ToolCallPart("c2", "refund")
+    assert tool_calls_in((one,)) == (one,)
+    assert tool_calls_in((TextPart("a"),)) == ()
+    assert tool_calls_in(()) == ()
+    assert tool_calls_in((TextPart("a"), one, TextPart("b"), two)) == (one, two)
+    assert Message("assistant", (one, TextPart("x"))).tool_calls == (one,)
+    assert ModelResponse((one,)).tool_calls == (one,)

@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator, Mapping
 from typing import Any, Literal, Protocol, Union, runtime_checkable
 
 from .._frozen import frozen
-from ..messages import Message, Part, ToolCallPart, text_in
+from ..messages import Message, Part, ToolCallPart, text_in, tool_calls_in
 from ..usage import NO_USAGE, Usage
 
 __all__ = [
@@ -91,7 +91,7 @@ class ModelResponse:
     @property
     def tool_calls(self) -> tuple[ToolCallPart, ...]:
         """The tool-call parts, in order."""
-        return tuple(p for p in self.parts if isinstance(p, ToolCallPart))
+        return tool_calls_in(self.parts)
 
     def as_message(self) -> Message:
         """This answer as an assistant message."""
