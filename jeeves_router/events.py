@@ -19,10 +19,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Literal, Union
 
+from ._frozen import frozen
 from .results import RunResult
 from .usage import Usage
 
@@ -59,7 +60,7 @@ __all__ = [
 _now = time.time
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen(kw_only=True)
 class EventBase:
     """Fields every event has."""
 
@@ -68,7 +69,7 @@ class EventBase:
     ts: float = field(default_factory=_now)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen(kw_only=True)
 class RunStarted(EventBase):
     """An agent started a run."""
 
@@ -77,7 +78,7 @@ class RunStarted(EventBase):
     kind: Literal["run.started"] = "run.started"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen(kw_only=True)
 class RunCompleted(EventBase):
     """An agent finished a run (any status but a raised error)."""
 
@@ -85,7 +86,7 @@ class RunCompleted(EventBase):
     kind: Literal["run.completed"] = "run.completed"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen(kw_only=True)
 class RunFailed(EventBase):
     """An agent's run raised. ``run()`` re-raises the original exception."""
 
@@ -95,7 +96,7 @@ class RunFailed(EventBase):
     kind: Literal["run.failed"] = "run.failed"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen(kw_only=True)
 class TextDelta(EventBase):
     """A piece of an agent's answer, as the model produced it."""
 
@@ -103,7 +104,7 @@ class TextDelta(EventBase):
     kind: Literal["text.delta"] = "text.delta"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen(kw_only=True)
 class ToolCalled(EventBase):
     """A tool is about to run."""
 
@@ -113,7 +114,7 @@ class ToolCalled(EventBase):
     kind: Literal["tool.called"] = "tool.called"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen(kw_only=True)
 class ToolResult(EventBase):
     """A tool returned (or failed; then ``is_error``)."""
 
@@ -124,7 +125,7 @@ class ToolResult(EventBase):
     kind: Literal["tool.result"] = "tool.result"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen(kw_only=True)
 class RouterClassified(EventBase):
     """The router's classifier answered.
 
@@ -149,7 +150,7 @@ class RouterClassified(EventBase):
     kind: Literal["router.classified"] = "router.classified"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen(kw_only=True)
 class RouterDispatched(EventBase):
     """The router handed the request to a route's agent."""
 
@@ -159,7 +160,7 @@ class RouterDispatched(EventBase):
     kind: Literal["router.dispatched"] = "router.dispatched"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen(kw_only=True)
 class RouterFallback(EventBase):
     """The fallback route is used instead of the classified one; ``reason`` says why."""
 
@@ -170,7 +171,7 @@ class RouterFallback(EventBase):
     kind: Literal["router.fallback"] = "router.fallback"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen(kw_only=True)
 class RouterUnresolved(EventBase):
     """No route could be chosen and there is no fallback: the run ends unresolved."""
 
@@ -180,7 +181,7 @@ class RouterUnresolved(EventBase):
     kind: Literal["router.unresolved"] = "router.unresolved"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen(kw_only=True)
 class RouterCompleted(EventBase):
     """The routed specialist finished."""
 
@@ -190,7 +191,7 @@ class RouterCompleted(EventBase):
     kind: Literal["router.completed"] = "router.completed"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen(kw_only=True)
 class HandoffRequested(EventBase):
     """An agent asked to hand the conversation to another."""
 
@@ -201,7 +202,7 @@ class HandoffRequested(EventBase):
     kind: Literal["handoff.requested"] = "handoff.requested"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen(kw_only=True)
 class HandoffCompleted(EventBase):
     """A handoff took place; ``to_agent`` now has the turn (``sticky``: by session memory)."""
 
@@ -212,7 +213,7 @@ class HandoffCompleted(EventBase):
     kind: Literal["handoff.completed"] = "handoff.completed"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen(kw_only=True)
 class HandoffRejected(EventBase):
     """A handoff was refused: ``why`` is unknown, duplicate, limit, cycle, low_confidence or no_handoff.
 
@@ -226,7 +227,7 @@ class HandoffRejected(EventBase):
     kind: Literal["handoff.rejected"] = "handoff.rejected"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen(kw_only=True)
 class RecoveryRetry(EventBase):
     """A failed step will be tried again after ``delay_s``."""
 
@@ -238,7 +239,7 @@ class RecoveryRetry(EventBase):
     kind: Literal["recovery.retry"] = "recovery.retry"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen(kw_only=True)
 class RecoveryReclassify(EventBase):
     """The request is classified again, without the failed routes or capabilities."""
 
@@ -248,7 +249,7 @@ class RecoveryReclassify(EventBase):
     kind: Literal["recovery.reclassify"] = "recovery.reclassify"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen(kw_only=True)
 class RecoveryReplan(EventBase):
     """A new plan is requested after a failure."""
 
@@ -257,7 +258,7 @@ class RecoveryReplan(EventBase):
     kind: Literal["recovery.replan"] = "recovery.replan"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen(kw_only=True)
 class RecoveryReport(EventBase):
     """Recovery stopped the run; ``report`` is the structured error report."""
 
@@ -267,7 +268,7 @@ class RecoveryReport(EventBase):
     kind: Literal["recovery.report"] = "recovery.report"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen(kw_only=True)
 class CapabilitiesSelected(EventBase):
     """The capabilities chosen for a task."""
 
@@ -278,7 +279,7 @@ class CapabilitiesSelected(EventBase):
     kind: Literal["capabilities.selected"] = "capabilities.selected"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen(kw_only=True)
 class CapabilityStarted(EventBase):
     """A capability step began."""
 
@@ -287,7 +288,7 @@ class CapabilityStarted(EventBase):
     kind: Literal["capability.started"] = "capability.started"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen(kw_only=True)
 class CapabilityCompleted(EventBase):
     """A capability step ended."""
 

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Literal, Union
+
+from ._frozen import frozen
 
 __all__ = [
     "TextPart",
@@ -21,7 +23,7 @@ __all__ = [
 Role = Literal["user", "assistant", "tool"]
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class TextPart:
     """Plain text."""
 
@@ -29,7 +31,7 @@ class TextPart:
     kind: Literal["text"] = "text"
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class ToolCallPart:
     """A model's request to call a tool.
 
@@ -50,7 +52,7 @@ class ToolCallPart:
     kind: Literal["tool_call"] = "tool_call"
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class ToolResultPart:
     """The result of one tool call, sent back to the model."""
 
@@ -64,7 +66,7 @@ class ToolResultPart:
 Part = Union[TextPart, ToolCallPart, ToolResultPart]
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Message:
     """One conversation turn: a role and its parts."""
 
@@ -74,12 +76,27 @@ class Message:
     @property
     def text(self) -> str:
         """The concatenated text parts."""
-        return "".join(p.text for p in self.parts if isinstance(p, TextPart))
+        return text_in(self.parts)
 
     @property
     def tool_calls(self) -> tuple[ToolCallPart, ...]:
         """The tool-call parts, in order."""
-        return tuple(p for p in self.parts if isinstance(p, ToolCallPart))
+        return tool_calls_in(self.parts)
+
+
+def text_in(parts: tuple[Part, ...]) -> str:
+    """The concatenated text of the text parts among ``parts``."""
+    if len(parts) == 1:  # the common case: one part, no join
+        only = parts[0]
+        return only.text if isinstance(only, TextPart) else ""
+    return "".join([p.text for p in parts if isinstance(p, TextPart)])
+
+
+def tool_calls_in(parts: tuple[Part, ...]) -> tuple[ToolCallPart, ...]:
+    """The tool-call parts among ``parts``, in order."""
+    if len(parts) == 1:  # the common case: one part
+        return parts if isinstance(parts[0], ToolCallPart) else ()  # type: ignore[return-value]
+    return tuple([p for p in parts if isinstance(p, ToolCallPart)])
 
 
 def user(text: str) -> Message:

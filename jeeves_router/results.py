@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Literal
 
+from ._frozen import frozen
 from .messages import Message
-from .usage import Usage
+from .usage import NO_USAGE, Usage
 
 __all__ = ["RunResult", "RunStatus", "FallbackReason"]
 
@@ -44,7 +45,7 @@ FallbackReason = Literal[
 ]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@frozen(kw_only=True)
 class RunResult:
     """What :meth:`Agent.run` returns.
 
@@ -75,7 +76,7 @@ class RunResult:
     used_fallback: bool = False
     fallback_reason: FallbackReason | None = None
     specialist_session_id: str | None = None
-    usage: Usage = field(default_factory=Usage)
+    usage: Usage = NO_USAGE
     usage_by_route: Mapping[str, Usage] = field(default_factory=dict)
     messages: tuple[Message, ...] = ()
     report: Mapping[str, Any] | None = None

@@ -22,12 +22,13 @@ import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager, nullcontext
 from contextvars import ContextVar
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any, Protocol, get_type_hints, overload, runtime_checkable
 
 import anyio.abc
 import anyio.to_thread
 
+from ._frozen import frozen
 from .errors import UsageError
 from .models.base import ToolSpec
 
@@ -49,7 +50,7 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Handoff:
     """A tool result that hands the conversation to ``target``.
 
@@ -66,7 +67,7 @@ class Handoff:
     confidence: float | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class ContextUpdate:
     """A tool result that sets context variables for the rest of the run.
 
@@ -79,7 +80,7 @@ class ContextUpdate:
     content: str = "ok"
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class ToolContext:
     """What a tool may read of the run that called it."""
 
@@ -88,7 +89,7 @@ class ToolContext:
     context: Mapping[str, Any] = field(default_factory=dict)
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class ToolOutcome:
     """The result of one tool call, as the tool loop sees it."""
 

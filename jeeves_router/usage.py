@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from ._frozen import frozen
 
 __all__ = ["Usage", "NO_USAGE"]
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Usage:
     """Tokens and cost of one or more model requests; ``+`` sums them.
 
@@ -27,17 +27,20 @@ class Usage:
     cost_usd: float | None = 0.0
 
     def __add__(self, other: Usage) -> Usage:
+        if self is NO_USAGE:  # nothing to add: no new object
+            return other if isinstance(other, Usage) else NotImplemented
+        if other is NO_USAGE:
+            return self
         if not isinstance(other, Usage):
             return NotImplemented
-        if self is NO_USAGE or other is NO_USAGE:  # nothing to add: no new object
-            return other if self is NO_USAGE else self
-        cost = None if self.cost_usd is None or other.cost_usd is None else self.cost_usd + other.cost_usd
+        a = self.cost_usd
+        b = other.cost_usd
         return Usage(
             self.input_tokens + other.input_tokens,
             self.output_tokens + other.output_tokens,
             self.cached_input_tokens + other.cached_input_tokens,
             self.requests + other.requests,
-            cost,
+            None if a is None or b is None else a + b,
         )
 
     @property

@@ -22,6 +22,7 @@ LAYERS: list[tuple[str, int]] = [
     ("_aio", 1),
     ("_log", 1),
     ("_lazy", 1),
+    ("_frozen", 1),
     ("tracing", 2),
     ("models", 2),
     ("tools", 2),

@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PKG = ROOT / "jeeves_router"
 
 #: Import names of ``[project] dependencies`` (and what they bring for sure).
-BASE = {"pydantic", "pydantic_core", "anyio"}
+BASE = {"pydantic", "pydantic_core", "anyio", "typing_extensions"}  # pydantic and anyio require typing_extensions
 
 
 def third_party_imports() -> dict[str, set[str]]:

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Literal, Protocol, runtime_checkable
 
+from .._frozen import frozen
 from ..messages import Message
-from ..usage import Usage
+from ..usage import NO_USAGE, Usage
 
 __all__ = [
     "ParseStatus",
@@ -40,7 +41,7 @@ ParseStatus = Literal[
 ]
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Classification:
     """A routing decision as read from a classifier.
 
@@ -83,7 +84,7 @@ class Classification:
         return self.confidence - self.runner_up_confidence
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class RouteSpec:
     """What a classifier knows of a route: its name, description and example requests."""
 
@@ -91,8 +92,13 @@ class RouteSpec:
     description: str = ""
     examples: tuple[str, ...] = ()
 
+    def __hash__(self) -> int:
+        # Equal specs have equal names; the name alone hashes without building a tuple
+        # (route tables are hashed as cache keys on every classification).
+        return hash(self.name)
 
-@dataclass(frozen=True, slots=True)
+
+@frozen
 class ClassifyRequest:
     """One classification to make.
 
@@ -114,7 +120,7 @@ class ClassifyRequest:
     hints: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class ClassifyResult:
     """What a classifier returns.
 
@@ -129,7 +135,7 @@ class ClassifyResult:
     """
 
     classification: Classification
-    usage: Usage = field(default_factory=Usage)
+    usage: Usage = NO_USAGE
     stage: str = "llm"
     model_calls: int = 0
     model_calls_saved: int = 0

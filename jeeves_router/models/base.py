@@ -9,11 +9,11 @@ the only code that imports provider SDKs.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, Union, runtime_checkable
 
-from ..messages import Message, Part, TextPart, ToolCallPart
-from ..usage import Usage
+from .._frozen import frozen
+from ..messages import Message, Part, ToolCallPart, text_in, tool_calls_in
+from ..usage import NO_USAGE, Usage
 
 __all__ = [
     "ToolSpec",
@@ -29,7 +29,7 @@ __all__ = [
 StopReason = Literal["end", "tool_calls", "max_tokens", "stop_sequence", "content_filter", "other"]
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class ToolSpec:
     """A tool as the model sees it: name, description and a JSON schema of its arguments."""
 
@@ -38,7 +38,7 @@ class ToolSpec:
     parameters: Mapping[str, Any]
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class ResponseFormat:
     """A request to constrain the reply to a JSON schema (when the backend supports it)."""
 
@@ -46,7 +46,7 @@ class ResponseFormat:
     schema: Mapping[str, Any]
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class ModelRequest:
     """One request to a model.
 
@@ -74,31 +74,31 @@ class ModelRequest:
     purpose: Literal["chat", "classify"] = "chat"
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class ModelResponse:
     """A complete model answer."""
 
     parts: tuple[Part, ...]
-    usage: Usage = field(default_factory=Usage)
+    usage: Usage = NO_USAGE
     stop_reason: StopReason | None = "end"
     model_name: str | None = None
 
     @property
     def text(self) -> str:
         """The concatenated text parts."""
-        return "".join(p.text for p in self.parts if isinstance(p, TextPart))
+        return text_in(self.parts)
 
     @property
     def tool_calls(self) -> tuple[ToolCallPart, ...]:
         """The tool-call parts, in order."""
-        return tuple(p for p in self.parts if isinstance(p, ToolCallPart))
+        return tool_calls_in(self.parts)
 
     def as_message(self) -> Message:
         """This answer as an assistant message."""
         return Message("assistant", self.parts)
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class ModelTextDelta:
     """A piece of streamed text."""
 
