@@ -78,6 +78,7 @@ class ChainRun(VisitRunner):
             visit = self._new_visit(g.nodes[current])
             self.visited = (*self.visited, current)
             await self._enter(visit, incoming)
+            self._settle(visit)
             if visit.redirect is not None:
                 current, incoming = visit.redirect, None
                 continue
@@ -107,7 +108,7 @@ class ChainRun(VisitRunner):
             await self.ctx.emit(ev)
 
     def _enter(self, visit: Visit, incoming: tuple[str, str | None, Any] | None) -> Awaitable[None]:
-        """Visit one node, emitting its events; the outcome is left on ``visit``."""
+        """Visit one node, emitting its events; the outcome is left on ``visit`` (after :meth:`_settle`)."""
         return self._visit(visit, incoming)
 
     def _hop(self, frm: str, to: str, reason: str | None, *, sticky: bool = False) -> Sequence[Event]:

@@ -175,6 +175,10 @@ class Router:
         self.specs: tuple[RouteSpec, ...] = tuple(r.spec for r in self.routes)
         self._graph: tuple[Actor, HandoffGraph] | None = None
         self._chaining = hand_back or sticky
+        # any route's hook or retry policy turns recovery on (routes are fixed: looked up once)
+        self._route_hook = next(
+            (h for r in self.routes for h in (r.classify_error, r.retry_policy) if h is not None), None
+        )
         if classifier is None and classifier_model is not None:
             self._classifier = self._llm_classifier(classifier_model)
 
@@ -319,8 +323,7 @@ class Router:
 
     def run(self, agent: Actor, ctx: RunContext) -> Coroutine[Any, Any, None]:
         """Classify, decide, dispatch, follow handoffs; emits router events (every agent emits its own)."""
-        hooks = [agent.classify_error, *(r.classify_error for r in self.routes), *(r.retry_policy for r in self.routes)]
-        config = recovery_for(self.recovery, *hooks)
+        config = recovery_for(self.recovery, agent.classify_error, self._route_hook)
         if config is None:  # no recovery: no wrapper between the chain and the run
             return RouterRun(self, agent, ctx, None).run()
         return self._run_recovering(agent, ctx, RecoveryRun(config, ctx, can_escalate=len(ctx.path) > 1))

@@ -147,7 +147,9 @@ class RouterRun(ChainRun):
             step, mark, texts = self.steps.get(sid, 0), ctx.ledger.mark(), ctx.ledger.texts
             try:
                 await self._visit(visit, incoming)  # the specialist's events go straight to the consumer
+                self._settle(visit)
             except Exception as exc:
+                visit.child = None  # a failed attempt: nothing to settle
                 # a retry runs the same steps again: the ledger answers completed tool calls
                 self.steps[sid] = step
                 lost = ctx.ledger.since(mark, path)
