@@ -9,8 +9,7 @@ step name and a digest of the step's input, and replays it instead of calling ag
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from .models.base import Model, ModelRequest, ModelStreamItem
 
@@ -19,9 +18,12 @@ __all__ = ["Runtime", "StepKey", "PASS_THROUGH"]
 T = TypeVar("T")
 
 
-@dataclass(frozen=True, slots=True)
-class StepKey:
-    """Identifies a step: session, run (turn), name and 0-based index within the run."""
+class StepKey(NamedTuple):
+    """Identifies a step: session, run (turn), name and 0-based index within the run.
+
+    A named tuple (immutable, hashable, compared by value): one is made per step of every
+    run, and a tuple is the cheapest immutable record to make.
+    """
 
     session_id: str
     run_id: str

@@ -91,7 +91,7 @@ class RunContext:
             context=self.context,
             run_id=self.run_id,
             runtime=self.runtime,
-            options=dict(self.options.get("child_options", {})),
+            options=dict(self.options["child_options"]) if "child_options" in self.options else {},
             ledger=self.ledger,
         )
 
@@ -230,7 +230,11 @@ async def execute(
             async with open_toolsets(agent):
                 await _body(arch, agent, ctx)
         else:
-            await _body(arch, agent, ctx)
+            body = arch.run(agent, ctx)
+            if type(body) is types.CoroutineType and active_tracer() is None:
+                await body  # the common case, inline: no call between this run and its body
+            else:
+                await _traced(body, agent, ctx)
     except Exception as exc:
         severity = exc.severity if isinstance(exc, RunError) else None
         log.info("run failed", session_id=sid, path=path, error_type=type(exc).__name__)
@@ -244,8 +248,12 @@ async def execute(
 
 
 def _body(arch: Architecture, agent: Actor, ctx: RunContext) -> Awaitable[None]:
-    body = arch.run(agent, ctx)
-    if active_tracer() is not None:  # OpenTelemetry configured: the run inside its span
+    return _traced(arch.run(agent, ctx), agent, ctx)
+
+
+def _traced(body: ArchitectureRun, agent: Actor, ctx: RunContext) -> Awaitable[None]:
+    """Run ``body`` (see :func:`emit_all`), inside its span when OpenTelemetry is configured."""
+    if active_tracer() is not None:
         body = traced_run(events_of(body), agent, ctx)
     return emit_all(body, ctx)
 
