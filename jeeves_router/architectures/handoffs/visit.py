@@ -63,26 +63,42 @@ class ChainSettings:
     store: SessionStore | None = None
 
 
-@dataclass(eq=False, slots=True)
 class Visit:
-    """One agent's turn (and its corrective re-prompt) within a chain."""
+    """One agent's turn (and its corrective re-prompt) within a chain.
 
-    node: HandoffNode
-    inner: Architecture
-    tool_targets: dict[str, str]
-    tool_names: frozenset[str]
+    A plain class whose optional fields default at class level: making one sets only the
+    four fields every visit has (one is made per agent per run).
+
+    Attributes:
+        node: The visited node.
+        inner: The architecture the agent's turn runs.
+        tool_targets: ``transfer_to_<name>`` tool name -> target node (empty: it cannot hand off).
+        tool_names: Every tool name of the turn (set once the tools are built).
+        handoff_call: The call id of the tool result that handed off.
+        unknown: How often the agent named an unknown target.
+        notes: Events waiting to be emitted after the current tool result.
+        result: The outcome: the answer ...
+        handoff: ... or the accepted handoff ...
+        failure: ... or why the chain goes to its fallback.
+        redirect: Go on at this node without a handoff (no guard, no event): a router's reclassification.
+        child: A plain turn started by :meth:`VisitRunner._visit` whose outcome :meth:`VisitRunner._settle` reads.
+        mark: The ledger position at that turn's start.
+    """
+
     handoff_call: str | None = None
     unknown: int = 0
     notes: tuple[Event, ...] = ()
-    # outcome
     result: RunResult | None = None
     handoff: Handoff | None = None
     failure: FallbackReason | None = None
-    #: Go on at this node without a handoff (no guard, no event): a router's reclassification.
     redirect: str | None = None
-    #: A plain turn started by :meth:`VisitRunner._visit` whose outcome :meth:`VisitRunner._settle` reads.
     child: RunContext | None = None
     mark: int = 0
+
+    def __init__(
+        self, node: HandoffNode, inner: Architecture, tool_targets: dict[str, str], tool_names: frozenset[str]
+    ) -> None:
+        self.node, self.inner, self.tool_targets, self.tool_names = node, inner, tool_targets, tool_names
 
 
 class VisitRunner:
@@ -124,12 +140,14 @@ class VisitRunner:
         # A chain member runs the architecture its HandoffChain wraps. Only a tool loop can
         # call handoff tools: any other architecture (a nested router...) runs on the agent
         # as it is, as a final answer.
+        # Worked out once per node of the graph (again if the agent's architecture changed).
         arch = node.agent.architecture
-        inner: Architecture = getattr(arch, "wraps", None) or arch
-        targets: dict[str, str] = {}
-        if isinstance(inner, ToolLoop):
-            targets = {f"{TRANSFER_PREFIX}{t}": t for t in node.targets}
-        return Visit(node, inner, targets, _NO_NAMES)
+        plan = self.graph.plans.get(node.name)
+        if plan is None or plan[0] is not arch:
+            inner: Architecture = getattr(arch, "wraps", None) or arch
+            targets = {f"{TRANSFER_PREFIX}{t}": t for t in node.targets} if isinstance(inner, ToolLoop) else {}
+            plan = self.graph.plans[node.name] = (arch, inner, targets)
+        return Visit(node, plan[1], plan[2], _NO_NAMES)
 
     def _tools(self, visit: Visit) -> list[Tool]:
         node, g = visit.node, self.graph
