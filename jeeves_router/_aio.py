@@ -129,9 +129,23 @@ class EventPump(Generic[T]):
             if self._state == 2:
                 raise StopAsyncIteration
             self._state = 1
-            coro, kind = self._coro, self._kind
-            value = None
-            while True:
+            coro = self._coro
+            try:
+                out = coro.send(None)
+            except StopIteration:
+                self._state = 2
+                raise StopAsyncIteration from None
+            except BaseException as failure:
+                self._failed(failure)
+                raise
+            while not isinstance(out, self._kind):
+                try:  # a wait for the event loop, passed through; its answer goes back in
+                    value = yield out
+                except BaseException as thrown:  # e.g. cancellation: raised at the run's await point
+                    out = yield from self._thrown(thrown)
+                    if out is _END:
+                        raise StopAsyncIteration from None
+                    return out
                 try:
                     out = coro.send(value)
                 except StopIteration:
@@ -140,15 +154,7 @@ class EventPump(Generic[T]):
                 except BaseException as failure:
                     self._failed(failure)
                     raise
-                if isinstance(out, kind):
-                    return out
-                try:  # a wait for the event loop, passed through; its answer goes back in
-                    value = yield out
-                except BaseException as thrown:  # e.g. cancellation: raised at the run's await point
-                    out = yield from self._thrown(thrown)
-                    if out is _END:
-                        raise StopAsyncIteration from None
-                    return out
+            return out
 
         @types.coroutine
         def drain(self):

@@ -74,7 +74,6 @@ class ChainRun(VisitRunner):
                     await self._emit(
                         self._hop(g.entry, last, "sticky session: the last agent that answered", sticky=True)
                     )
-        emit = ctx.emit
         ev: Event | None = None  # cleared before the next agent runs: the chain holds no sent event
         while True:
             visit = self._new_visit(g.nodes[current])
@@ -89,24 +88,24 @@ class ChainRun(VisitRunner):
                 assert res is not None
                 del visit  # not held while the closing events are sent
                 for ev in await self._finish(current, res.status, res):
-                    await emit(ev)
+                    await ctx.emit(ev)
                 return
             hop_events, (target, reason, payload) = self._next(current, visit)
             for ev in hop_events:
-                await emit(ev)
+                await ctx.emit(ev)
             if target is None:
                 for ev in await self._finish(current, "unresolved", None):
-                    await emit(ev)
+                    await ctx.emit(ev)
                 return
             stop = self._check(current, target, reason)
             if stop is not None:
-                await emit(stop)
+                await ctx.emit(stop)
                 status: RunStatus = "handoff_limit" if stop.why == "limit" else "handoff_cycle"
                 for ev in await self._finish(current, status, None):
-                    await emit(ev)
+                    await ctx.emit(ev)
                 return
             for ev in self._hop(current, target, reason):
-                await emit(ev)
+                await ctx.emit(ev)
             del hop_events  # not held while the next agent runs
             ev = None
             incoming = (current, reason, payload)

@@ -63,42 +63,26 @@ class ChainSettings:
     store: SessionStore | None = None
 
 
+@dataclass(eq=False, slots=True)
 class Visit:
-    """One agent's turn (and its corrective re-prompt) within a chain.
+    """One agent's turn (and its corrective re-prompt) within a chain."""
 
-    A plain class whose optional fields default at class level: making one sets only the
-    four fields every visit has (one is made per agent per run).
-
-    Attributes:
-        node: The visited node.
-        inner: The architecture the agent's turn runs.
-        tool_targets: ``transfer_to_<name>`` tool name -> target node (empty: it cannot hand off).
-        tool_names: Every tool name of the turn (set once the tools are built).
-        handoff_call: The call id of the tool result that handed off.
-        unknown: How often the agent named an unknown target.
-        notes: Events waiting to be emitted after the current tool result.
-        result: The outcome: the answer ...
-        handoff: ... or the accepted handoff ...
-        failure: ... or why the chain goes to its fallback.
-        redirect: Go on at this node without a handoff (no guard, no event): a router's reclassification.
-        child: A plain turn started by :meth:`VisitRunner._visit` whose outcome :meth:`VisitRunner._settle` reads.
-        mark: The ledger position at that turn's start.
-    """
-
+    node: HandoffNode
+    inner: Architecture
+    tool_targets: dict[str, str]
+    tool_names: frozenset[str]
     handoff_call: str | None = None
     unknown: int = 0
     notes: tuple[Event, ...] = ()
+    # outcome
     result: RunResult | None = None
     handoff: Handoff | None = None
     failure: FallbackReason | None = None
+    #: Go on at this node without a handoff (no guard, no event): a router's reclassification.
     redirect: str | None = None
+    #: A plain turn started by :meth:`VisitRunner._visit` whose outcome :meth:`VisitRunner._settle` reads.
     child: RunContext | None = None
     mark: int = 0
-
-    def __init__(
-        self, node: HandoffNode, inner: Architecture, tool_targets: dict[str, str], tool_names: frozenset[str]
-    ) -> None:
-        self.node, self.inner, self.tool_targets, self.tool_names = node, inner, tool_targets, tool_names
 
 
 class VisitRunner:
