@@ -5,6 +5,8 @@ from __future__ import annotations
 import types
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Generator, Mapping
 from dataclasses import dataclass, field
+from functools import partial
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from .._aio import EventPump, aclose
@@ -27,6 +29,8 @@ if TYPE_CHECKING:
 __all__ = ["Architecture", "ArchitectureRun", "RunContext", "emit_all", "emit_each", "execute", "run_child"]
 
 log = get_logger(__name__)
+
+_NAME = attrgetter("name")
 
 T = TypeVar("T")
 
@@ -141,23 +145,22 @@ class RunContext:
             self.ledger.complete_call(key.session_id, key.index, tool.name, call.arguments, outcome)
         return outcome
 
-    async def record(self, name: str, input: Any, fn: Callable[[], Awaitable[T]]) -> T:
+    def record(self, name: str, input: Any, fn: Callable[[], Awaitable[T]]) -> Awaitable[T]:
         """Run any other step whose result a replay must see again (e.g. a sticky-session lookup)."""
-        return await self.runtime.step(self.next_key(name), input, fn)
+        return self.runtime.step(self.next_key(name), input, fn)
 
-    async def classify(
+    def classify(
         self, classifier: Classifier, request: ClassifyRequest, *, name: str = "classify"
-    ) -> ClassifyResult:
-        """Run one classification through the runtime."""
+    ) -> Awaitable[ClassifyResult]:
+        """Run one classification through the runtime (``await ctx.classify(...)``).
 
-        async def perform() -> ClassifyResult:
-            return await classifier.classify(request)
-
-        key = self.next_key(name)
-        return await self.runtime.step(
-            key,
-            {"text": request.text, "routes": [r.name for r in request.routes], "feedback": request.feedback},
-            perform,
+        Returns the runtime's step itself: no coroutine layer of its own between the
+        architecture and the runtime.
+        """
+        return self.runtime.step(
+            self.next_key(name),
+            {"text": request.text, "routes": list(map(_NAME, request.routes)), "feedback": request.feedback},
+            partial(classifier.classify, request),
         )
 
 

@@ -71,7 +71,7 @@ class ToolLoop:
 
     async def _loop(self, agent: Actor, ctx: RunContext, rec: RecoveryRun | None) -> None:
         model = agent.resolved_model()  # a bad model string fails here, before any model call
-        specs = tuple(t.spec for t in agent.tool_map.values())
+        specs = tuple([t.spec for t in agent.tool_map.values()]) if agent.tool_map else ()
         # a tuple, extended per turn: the request shares it (no list and no copy per turn)
         messages: tuple[Message, ...] = (*ctx.history, Message("user", (TextPart(ctx.prompt),)))
         first_new = len(ctx.history)  # the messages this run adds start here

@@ -70,14 +70,15 @@ class RouterRun(ChainRun):
             feedback = (
                 f"{who} handed the request back" + (f" ({why})" if why else "") + "; pick the route that fits now."
             )
-        classify = partial(
-            router.classify, self.agent, ctx, exclude=self.excluded, feedback=feedback, context=self.context
-        )
         if rec is None:
-            cres: ClassifyResult = await classify()
+            cres: ClassifyResult = await router.classify(
+                self.agent, ctx, exclude=self.excluded, feedback=feedback, context=self.context
+            )
         else:
-            hooks = (self.agent.classify_error,)
-            cres = await rec.call_retrying("classify", classify, hooks=hooks)
+            classify = partial(
+                router.classify, self.agent, ctx, exclude=self.excluded, feedback=feedback, context=self.context
+            )
+            cres = await rec.call_retrying("classify", classify, hooks=(self.agent.classify_error,))
         self.steps[ctx.session_id] = ctx._step
         used = cres.usage
         self.classifier_usage = used if self.classifier_usage is None else self.classifier_usage + used
@@ -128,7 +129,10 @@ class RouterRun(ChainRun):
 
     def _dispatched(self, route: str) -> RouterDispatched:
         forced = self.ctx.force_route is not None
-        return RouterDispatched(**self._ev(), route=route, child_session_id=self._sid(route), forced=forced)
+        ctx = self.ctx
+        return RouterDispatched(
+            session_id=ctx.session_id, path=ctx.path, route=route, child_session_id=self._sid(route), forced=forced
+        )
 
     # -- the other nodes: dispatch, with recovery -------------------------------------------
 
@@ -210,13 +214,12 @@ class RouterRun(ChainRun):
         if self.settings.store is not None:
             await self._remember(node if dispatched and status in ("ok", "fallback") else None)
         ctx.context = self.context
-        specialists = [n for n in self.visited if n != g.entry]
         metadata: dict[str, Any] = dict(res.metadata) if res is not None else {}
         if router.chaining:
             metadata.update(handoffs=self.handoffs(), agents=self.visited, last_agent=node, sticky=self.sticky)
         if self.excluded:
             metadata["excluded_routes"] = tuple(self.excluded)
-        if dispatched and len(specialists) == 1:
+        if dispatched and len(self.visited) - self.visited.count(g.entry) == 1:  # one specialist answered
             messages = res.messages if res is not None else ()
         else:
             messages = (user(ctx.prompt), *self.transcript) if self.transcript else ()
@@ -238,4 +241,6 @@ class RouterRun(ChainRun):
         )
         if not dispatched or res is None:
             return ()
-        return (RouterCompleted(**self._ev(), route=node, status=res.status, usage=res.usage),)
+        return (
+            RouterCompleted(session_id=ctx.session_id, path=ctx.path, route=node, status=res.status, usage=res.usage),
+        )
