@@ -28,7 +28,7 @@ class StepKey(NamedTuple):
     session_id: str
     run_id: str
     name: str
-    index: int
+    index: int  # type: ignore[assignment]  # the step position; shadows tuple.index, which no key needs
 
 
 class Runtime:

@@ -9,7 +9,7 @@ from functools import partial
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from .._aio import EventPump, aclose
+from .._aio import EventPump, aclose, emit
 from .._log import get_logger
 from ..classify.types import Classifier, ClassifyRequest, ClassifyResult
 from ..errors import RunError
@@ -109,6 +109,12 @@ class RunContext:
         if isinstance(event, TextDelta):
             self.ledger.texts += 1
         yield event
+
+    @types.coroutine
+    def emit_text(self, text: str) -> Generator[Event, None, None]:
+        """Send a ``text.delta`` of this run, counted as :meth:`emit` counts it: ``await ctx.emit_text(t)``."""
+        self.ledger.texts += 1
+        yield TextDelta(session_id=self.session_id, path=self.path, text=text)
 
     def next_key(self, name: str) -> StepKey:
         """The key of the next step of this run."""
@@ -226,7 +232,8 @@ async def execute(
         await emit_all(arch.run(agent, ctx), ctx)
         return
     sid, path = ctx.session_id, ctx.path
-    await ctx.emit(RunStarted(session_id=sid, path=path, agent=agent.name, prompt=ctx.prompt))
+    # the run's own events are never text: sent with the bare emit (ctx.emit only adds the text count)
+    await emit(RunStarted(session_id=sid, path=path, agent=agent.name, prompt=ctx.prompt))
     try:
         if architecture is None and agent.toolsets:
             # an agent run as itself opens its toolsets (MCP servers) for the run, and closes them with it
@@ -241,13 +248,13 @@ async def execute(
     except Exception as exc:
         severity = exc.severity if isinstance(exc, RunError) else None
         log.info("run failed", session_id=sid, path=path, error_type=type(exc).__name__)
-        await ctx.emit(
+        await emit(
             RunFailed(session_id=sid, path=path, error_type=type(exc).__name__, message=str(exc), severity=severity)
         )
         raise
     if ctx.result is None:
         raise RuntimeError(f"architecture {type(arch).__name__} ended without a result")
-    await ctx.emit(RunCompleted(session_id=sid, path=path, result=ctx.result))
+    await emit(RunCompleted(session_id=sid, path=path, result=ctx.result))
 
 
 def _body(arch: Architecture, agent: Actor, ctx: RunContext) -> Awaitable[None]:

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._aio import aclose
 from ..errors import ModelError
-from ..events import TextDelta, ToolCalled, ToolResult
+from ..events import ToolCalled, ToolResult
 from ..messages import Message, TextPart, ToolCallPart, ToolResultPart
 from ..models.base import ModelRequest, ModelResponse, ModelTextDelta
 from ..recovery.config import Recovery
@@ -101,7 +101,7 @@ class ToolLoop:
                             if isinstance(item, ModelTextDelta):
                                 if item.text:
                                     streamed = True
-                                    await ctx.emit(TextDelta(session_id=sid, path=path, text=item.text))
+                                    await ctx.emit_text(item.text)
                             else:
                                 response = item
                     finally:

@@ -19,6 +19,7 @@ from collections.abc import Awaitable, Iterable, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from ..._aio import emit
 from ...events import Event, HandoffCompleted, HandoffRejected, HandoffRequested
 from ...messages import user
 from ...results import FallbackReason, RunResult, RunStatus
@@ -74,7 +75,9 @@ class ChainRun(VisitRunner):
                     await self._emit(
                         self._hop(g.entry, last, "sticky session: the last agent that answered", sticky=True)
                     )
-        ev: Event | None = None  # cleared before the next agent runs: the chain holds no sent event
+        # The chain's own events (hops, rejections, closing events) are never text: sent with
+        # the bare emit. ``ev`` is cleared before the next agent runs: the chain holds no sent event.
+        ev: Event | None = None
         while True:
             visit = self._new_visit(g.nodes[current])
             self.visited = (*self.visited, current)
@@ -88,24 +91,24 @@ class ChainRun(VisitRunner):
                 assert res is not None
                 del visit  # not held while the closing events are sent
                 for ev in await self._finish(current, res.status, res):
-                    await ctx.emit(ev)
+                    await emit(ev)
                 return
             hop_events, (target, reason, payload) = self._next(current, visit)
             for ev in hop_events:
-                await ctx.emit(ev)
+                await emit(ev)
             if target is None:
                 for ev in await self._finish(current, "unresolved", None):
-                    await ctx.emit(ev)
+                    await emit(ev)
                 return
             stop = self._check(current, target, reason)
             if stop is not None:
-                await ctx.emit(stop)
+                await emit(stop)
                 status: RunStatus = "handoff_limit" if stop.why == "limit" else "handoff_cycle"
                 for ev in await self._finish(current, status, None):
-                    await ctx.emit(ev)
+                    await emit(ev)
                 return
             for ev in self._hop(current, target, reason):
-                await ctx.emit(ev)
+                await emit(ev)
             del hop_events  # not held while the next agent runs
             ev = None
             incoming = (current, reason, payload)

@@ -213,7 +213,7 @@ class VisitRunner:
             self._outcome(visit, child, visit.mark, cut=False, first=True)
 
     def _outcome(self, visit: Visit, child: RunContext, mark: int, *, cut: bool, first: bool) -> RunResult | None:
-        """Take one finished turn into the chain (steps, context, usage, transcript); set the visit's handoff or failure.
+        """Take one finished turn into the chain (steps, context, usage, transcript) and settle its outcome.
 
         Returns the turn's result (``visit.result``) unless it handed off or was cut short.
         """

@@ -21,6 +21,7 @@ from collections.abc import Awaitable, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from ..._aio import emit
 from ...classify.resolve import valid_confidence
 from ...classify.types import ClassifyResult
 from ...events import Event, RouterCompleted, RouterDispatched, RouterFallback, RouterUnresolved
@@ -85,7 +86,7 @@ class RouterRun(ChainRun):
         self._spent(None, used, (*ctx.path, CLASSIFIER_USAGE_KEY))
         c = cres.classification
         self.confidence = c.confidence if c.ok and valid_confidence(c.confidence) else None
-        await ctx.emit(router.classified_event(ctx, cres))
+        await emit(router.classified_event(ctx, cres))  # not text: the bare emit
         decision = router.decide(c, exclude=self.excluded)
         requested = c.route or c.requested
         if decision.unresolved:
