@@ -37,15 +37,18 @@ class Runtime:
     Subclasses override :meth:`step` and :meth:`model_stream` to record and replay.
     """
 
-    async def step(self, key: StepKey, input: Any, fn: Callable[[], Awaitable[T]]) -> T:
-        """Perform a non-streamed step (tool call, classification) and return its result.
+    def step(self, key: StepKey, input: Any, fn: Callable[[], Awaitable[T]]) -> Awaitable[T]:
+        """Perform a non-streamed step (tool call, classification): ``await runtime.step(...)`` gives its result.
+
+        The pass-through runtime returns ``fn()`` itself (no coroutine layer of its own);
+        a subclass usually overrides it with an ``async def`` that records the result.
 
         Args:
             key: The step's identity.
             input: A JSON-ready description of the step's input (digested for replay).
             fn: Performs the step.
         """
-        return await fn()
+        return fn()
 
     def model_stream(self, key: StepKey, model: Model, request: ModelRequest) -> AsyncIterator[ModelStreamItem]:
         """Perform one streamed model call."""

@@ -284,14 +284,29 @@ class Router:
         context: Mapping[str, Any] | None = None,
     ) -> ClassifyResult:
         """Classify ``ctx.prompt`` (through the runtime); never returns an undeclared route."""
+        request = self.classify_request(ctx, exclude=exclude, feedback=feedback, context=context)
+        return self.checked(await ctx.classify(self.classifier_for(agent), request), request, exclude)
+
+    def classify_request(
+        self,
+        ctx: RunContext,
+        *,
+        exclude: Sequence[str] = (),
+        feedback: str | None = None,
+        context: Mapping[str, Any] | None = None,
+    ) -> ClassifyRequest:
+        """What the classifier is asked for ``ctx.prompt`` (the first half of :meth:`classify`)."""
         specs = self.specs if not exclude else tuple(s for s in self.specs if s.name not in exclude)
         history = last_turns(ctx.history, self.history_turns) if self.history_turns else ()
         seen = ctx.context if context is None else context
         if self.context_schema is not None:
             seen = self.visible_context(seen)
-        request = ClassifyRequest(ctx.prompt, specs, history=history, context=seen, feedback=feedback)
-        result = await ctx.classify(self.classifier_for(agent), request)
-        checked = within_contract(result.classification, self._names if not exclude else {s.name for s in specs})
+        return ClassifyRequest(ctx.prompt, specs, history=history, context=seen, feedback=feedback)
+
+    def checked(self, result: ClassifyResult, request: ClassifyRequest, exclude: Sequence[str] = ()) -> ClassifyResult:
+        """``result`` held to the route contract of ``request`` (the second half of :meth:`classify`)."""
+        allowed = self._names if not exclude else {s.name for s in request.routes}
+        checked = within_contract(result.classification, allowed)
         return result if checked is result.classification else replace(result, classification=checked)
 
     def decide(self, c: Classification, *, exclude: Sequence[str] = ()) -> RouteDecision:

@@ -71,10 +71,10 @@ class RouterRun(ChainRun):
             feedback = (
                 f"{who} handed the request back" + (f" ({why})" if why else "") + "; pick the route that fits now."
             )
-        if rec is None:
-            cres: ClassifyResult = await router.classify(
-                self.agent, ctx, exclude=self.excluded, feedback=feedback, context=self.context
-            )
+        if rec is None:  # Router.classify inline: no coroutine layer between this run and the runtime's step
+            request = router.classify_request(ctx, exclude=self.excluded, feedback=feedback, context=self.context)
+            cres: ClassifyResult = await ctx.classify(router.classifier_for(self.agent), request)
+            cres = router.checked(cres, request, self.excluded)
         else:
             classify = partial(
                 router.classify, self.agent, ctx, exclude=self.excluded, feedback=feedback, context=self.context
