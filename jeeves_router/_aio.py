@@ -126,12 +126,12 @@ class EventPump(Generic[T]):
             A generator-based awaitable, itself the awaitable ``async for`` waits on (no
             wrapper call per item): a step costs no Python call and raises no exception.
             """
-            if self._state == 2:
-                raise StopAsyncIteration
-            self._state = 1
-            coro = self._coro
+            if self._state != 1:  # the first item, or none left
+                if self._state == 2:
+                    raise StopAsyncIteration
+                self._state = 1
             try:
-                out = coro.send(None)
+                out = self._coro.send(None)
             except StopIteration:
                 self._state = 2
                 raise StopAsyncIteration from None
@@ -147,7 +147,7 @@ class EventPump(Generic[T]):
                         raise StopAsyncIteration from None
                     return out
                 try:
-                    out = coro.send(value)
+                    out = self._coro.send(value)
                 except StopIteration:
                     self._state = 2
                     raise StopAsyncIteration from None

@@ -92,7 +92,7 @@ class ToolLoop:
                 attempt += 1
                 if rec is not None:
                     rec.begin("model")
-                streamed = False
+                texts = ctx.ledger.texts  # the attempt's text reached the consumer if this count moved
                 response: ModelResponse | None = None
                 stream = ctx.model_stream(model, request)
                 try:
@@ -100,7 +100,6 @@ class ToolLoop:
                         async for item in stream:
                             if isinstance(item, ModelTextDelta):
                                 if item.text:
-                                    streamed = True
                                     await ctx.emit_text(item.text)
                             else:
                                 response = item
@@ -117,7 +116,7 @@ class ToolLoop:
                         attempt=attempt,
                         policy=rec.config.retry_policy,
                         hooks=(agent.classify_error,),
-                        output_started=streamed,
+                        output_started=ctx.ledger.texts != texts,
                     )
                     if f.action is not Action.RETRY:
                         raise f.stop() from exc
