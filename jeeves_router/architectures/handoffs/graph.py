@@ -53,7 +53,7 @@ class HandoffGraph:
     nodes: Mapping[str, HandoffNode]
     entry: str
     fallback: str | None = None
-    plans: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    plans: dict[str, Any] = field(default_factory=dict, init=False, compare=False, repr=False)
 
     def resolve(self, target: str) -> str | None:
         """The node called ``target`` (exactly, else case- and separator-insensitively)."""

@@ -127,11 +127,11 @@ class VisitRunner:
         # Worked out once per node of the graph (again if the agent's architecture changed).
         arch = node.agent.architecture
         plan = self.graph.plans.get(node.name)
-        if plan is None or plan[0] is not arch:
+        if plan is None or plan[0] is not node or plan[1] is not arch:
             inner: Architecture = getattr(arch, "wraps", None) or arch
             targets = {f"{TRANSFER_PREFIX}{t}": t for t in node.targets} if isinstance(inner, ToolLoop) else {}
-            plan = self.graph.plans[node.name] = (arch, inner, targets)
-        return Visit(node, plan[1], plan[2], _NO_NAMES)
+            plan = self.graph.plans[node.name] = (node, arch, inner, targets)
+        return Visit(node, plan[2], plan[3], _NO_NAMES)
 
     def _tools(self, visit: Visit) -> list[Tool]:
         node, g = visit.node, self.graph
