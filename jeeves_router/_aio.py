@@ -18,7 +18,7 @@ import sys
 import types
 from collections.abc import AsyncIterator, Awaitable, Coroutine, Generator
 from types import TracebackType
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 __all__ = ["EventPump", "aclose", "aclosing", "emit"]
 
@@ -73,6 +73,9 @@ def emit(item: Any) -> Generator[Any, None, None]:
     yield item
 
 
+_END: Any = object()  # EventPump._thrown: the coroutine ended
+
+
 class EventPump(Generic[T]):
     """The items a coroutine emits with :func:`emit`, as an async iterator.
 
@@ -92,77 +95,148 @@ class EventPump(Generic[T]):
 
     __slots__ = ("__weakref__", "_coro", "_kind", "_state", "error")  # weakref: the event loop's finaliser set
 
-    _NEW, _RUNNING, _DONE = 0, 1, 2
+    # _state: 0 never iterated, 1 running (suspended at an await), 2 done. Literal ints in the
+    # hot path: a class-attribute lookup per step costs more than the step's own work.
 
     def __init__(self, coro: Coroutine[Any, Any, None], kind: type[T]) -> None:
         self._coro = coro
         self._kind = kind
-        self._state = EventPump._NEW
+        self._state = 0
         self.error: BaseException | None = None
 
     def __aiter__(self) -> EventPump[T]:
         return self
 
-    def __anext__(self) -> Awaitable[T]:
-        """The next item."""
-        return self._drive(True)  # type: ignore[return-value]
+    if TYPE_CHECKING:
 
-    def drain(self) -> Awaitable[None]:
-        """Run the coroutine to its end, discarding its items (``await pump.drain()``).
+        def __anext__(self) -> Awaitable[T]:
+            """The next item."""
+            ...
 
-        What ``async for _ in pump: pass`` does, in one step per wait instead of one per item.
-        """
-        return self._drive(False)  # type: ignore[return-value]
+        def drain(self) -> Awaitable[None]:
+            """Run the coroutine to its end, discarding its items (``await pump.drain()``)."""
+            ...
+
+    else:
+
+        @types.coroutine
+        def __anext__(self):
+            """The next item.
+
+            A generator-based awaitable, itself the awaitable ``async for`` waits on (no
+            wrapper call per item): a step costs no Python call and raises no exception.
+            """
+            if self._state != 1:  # the first item, or none left
+                if self._state == 2:
+                    raise StopAsyncIteration
+                self._state = 1
+            try:
+                out = self._coro.send(None)
+            except StopIteration:
+                self._state = 2
+                raise StopAsyncIteration from None
+            except BaseException as failure:
+                self._failed(failure)
+                raise
+            while not isinstance(out, self._kind):
+                try:  # a wait for the event loop, passed through; its answer goes back in
+                    value = yield out
+                except BaseException as thrown:  # e.g. cancellation: raised at the run's await point
+                    out = yield from self._thrown(thrown)
+                    if out is _END:
+                        raise StopAsyncIteration from None
+                    return out
+                try:
+                    out = self._coro.send(value)
+                except StopIteration:
+                    self._state = 2
+                    raise StopAsyncIteration from None
+                except BaseException as failure:
+                    self._failed(failure)
+                    raise
+            return out
+
+        @types.coroutine
+        def drain(self):
+            """Run the coroutine to its end, discarding its items (``await pump.drain()``).
+
+            What ``async for _ in pump: pass`` does, in one step per wait instead of one per item.
+            """
+            if self._state == 2:
+                return None
+            self._state = 1
+            coro, kind = self._coro, self._kind
+            value = None
+            while True:
+                try:
+                    out = coro.send(value)
+                except StopIteration:
+                    self._state = 2
+                    return None
+                except BaseException as failure:
+                    self._failed(failure)
+                    raise
+                if isinstance(out, kind):  # an item nobody reads: resume at once
+                    value = None
+                    continue
+                try:
+                    value = yield out
+                except BaseException as thrown:
+                    if (yield from self._thrown(thrown)) is _END:
+                        return None
+                    value = None
+
+    def _failed(self, failure: BaseException) -> None:
+        self._state = 2
+        if isinstance(failure, Exception):
+            self.error = failure
 
     @types.coroutine
-    def _drive(self, one: bool) -> Generator[Any, Any, Any]:
-        """Run the coroutine until its next item (``one``) or its end, passing its waits through.
+    def _thrown(self, exc: BaseException) -> Generator[Any, Any, Any]:
+        """Raise ``exc`` at the coroutine's await point; run it on to its next item (returned) or its end (``_END``).
 
-        A generator-based awaitable: a step costs no Python call and raises no exception.
+        The rare path of a step (an exception thrown into the pump, e.g. a cancellation),
+        kept out of the per-item loop so that loop only sends.
         """
-        if self._state == EventPump._DONE:
-            if one:
-                raise StopAsyncIteration
-            return None
-        self._state = EventPump._RUNNING
         coro, kind = self._coro, self._kind
-        value: Any = None
-        exc: BaseException | None = None
         while True:
             try:
-                out = coro.send(value) if exc is None else coro.throw(exc)
+                out = coro.throw(exc)
             except StopIteration:
-                self._state = EventPump._DONE
-                if one:
-                    raise StopAsyncIteration from None
-                return None
+                self._state = 2
+                return _END
             except BaseException as failure:
-                self._state = EventPump._DONE
-                if isinstance(failure, Exception):
-                    self.error = failure
+                self._failed(failure)
                 raise
-            if isinstance(out, kind):
-                if one:
-                    return out
-                value, exc = None, None  # an item nobody reads: resume at once
-                continue
-            try:  # a wait for the event loop, passed through; its answer goes back in
-                value, exc = (yield out), None
-            except BaseException as thrown:  # e.g. cancellation: raised at the run's await point
-                value, exc = None, thrown
+            while not isinstance(out, kind):
+                try:
+                    value = yield out
+                except BaseException as again:
+                    exc = again
+                    break
+                try:
+                    out = coro.send(value)
+                except StopIteration:
+                    self._state = 2
+                    return _END
+                except BaseException as failure:
+                    self._failed(failure)
+                    raise
+            else:
+                return out
 
     async def aclose(self) -> None:
         """Stop the coroutine at its current await point; its ``finally`` blocks run (and may await)."""
-        state, self._state = self._state, EventPump._DONE
-        if state == EventPump._NEW:
+        state, self._state = self._state, 2
+        if state == 0:
             self._coro.close()
-        elif state == EventPump._RUNNING:
+        elif state == 1:
             await _finish(self._coro, self._kind)
 
     def __del__(self) -> None:
-        if self._state == EventPump._NEW:  # never iterated: nothing ran, nothing to warn about
+        if self._state == 0:  # never iterated: nothing ran, nothing to warn about
             self._coro.close()
-        elif self._state == EventPump._RUNNING:
+        elif self._state == 1:
             # Dropped without aclose() while the run was suspended (e.g. `break` with no aclose):
             # let the event loop close it, as it finalises an abandoned async generator.
             finalizer = sys.get_asyncgen_hooks().finalizer

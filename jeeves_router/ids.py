@@ -34,6 +34,8 @@ ROUTE_NAME_PATTERN = r"[A-Za-z0-9]+(?:[-_][A-Za-z0-9]+)*"
 _ROUTE_NAME_RE = re.compile(ROUTE_NAME_PATTERN)
 _MAX_NAME = 48
 SEPARATOR = "__route_"
+_CHECKED: set[str] = set()  # route names child_session_id has validated (bounded)
+_MAX_CHECKED = 1024
 
 
 def validate_route_name(name: object, *, what: str = "route name") -> str:
@@ -102,7 +104,12 @@ def child_session_id(parent: str, route: str) -> str:
     Raises:
         UsageError: if ``route`` is not a valid route name.
     """
-    validate_route_name(route)
+    # A run derives the same few child ids again and again: each name is checked once.
+    if type(route) is not str or route not in _CHECKED:
+        validate_route_name(route)
+        if len(_CHECKED) >= _MAX_CHECKED:
+            _CHECKED.clear()
+        _CHECKED.add(route)
     return f"{parent}{SEPARATOR}{route}"
 
 

@@ -9,8 +9,7 @@ step name and a digest of the step's input, and replays it instead of calling ag
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from .models.base import Model, ModelRequest, ModelStreamItem
 
@@ -19,14 +18,17 @@ __all__ = ["Runtime", "StepKey", "PASS_THROUGH"]
 T = TypeVar("T")
 
 
-@dataclass(frozen=True, slots=True)
-class StepKey:
-    """Identifies a step: session, run (turn), name and 0-based index within the run."""
+class StepKey(NamedTuple):
+    """Identifies a step: session, run (turn), name and 0-based index within the run.
+
+    A named tuple (immutable, hashable, compared by value): one is made per step of every
+    run, and a tuple is the cheapest immutable record to make.
+    """
 
     session_id: str
     run_id: str
     name: str
-    index: int
+    index: int  # type: ignore[assignment]  # the step position; shadows tuple.index, which no key needs
 
 
 class Runtime:
@@ -35,15 +37,18 @@ class Runtime:
     Subclasses override :meth:`step` and :meth:`model_stream` to record and replay.
     """
 
-    async def step(self, key: StepKey, input: Any, fn: Callable[[], Awaitable[T]]) -> T:
-        """Perform a non-streamed step (tool call, classification) and return its result.
+    def step(self, key: StepKey, input: Any, fn: Callable[[], Awaitable[T]]) -> Awaitable[T]:
+        """Perform a non-streamed step (tool call, classification): ``await runtime.step(...)`` gives its result.
+
+        The pass-through runtime returns ``fn()`` itself (no coroutine layer of its own);
+        a subclass usually overrides it with an ``async def`` that records the result.
 
         Args:
             key: The step's identity.
             input: A JSON-ready description of the step's input (digested for replay).
             fn: Performs the step.
         """
-        return await fn()
+        return fn()
 
     def model_stream(self, key: StepKey, model: Model, request: ModelRequest) -> AsyncIterator[ModelStreamItem]:
         """Perform one streamed model call."""

@@ -5,9 +5,11 @@ from __future__ import annotations
 import types
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Generator, Mapping
 from dataclasses import dataclass, field
+from functools import partial
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from .._aio import EventPump, aclose
+from .._aio import EventPump, aclose, emit
 from .._log import get_logger
 from ..classify.types import Classifier, ClassifyRequest, ClassifyResult
 from ..errors import RunError
@@ -27,6 +29,8 @@ if TYPE_CHECKING:
 __all__ = ["Architecture", "ArchitectureRun", "RunContext", "emit_all", "emit_each", "execute", "run_child"]
 
 log = get_logger(__name__)
+
+_NAME = attrgetter("name")
 
 T = TypeVar("T")
 
@@ -91,7 +95,7 @@ class RunContext:
             context=self.context,
             run_id=self.run_id,
             runtime=self.runtime,
-            options=dict(self.options.get("child_options", {})),
+            options=dict(self.options["child_options"]) if "child_options" in self.options else {},
             ledger=self.ledger,
         )
 
@@ -105,6 +109,12 @@ class RunContext:
         if isinstance(event, TextDelta):
             self.ledger.texts += 1
         yield event
+
+    @types.coroutine
+    def emit_text(self, text: str) -> Generator[Event, None, None]:
+        """Send a ``text.delta`` of this run, counted as :meth:`emit` counts it: ``await ctx.emit_text(t)``."""
+        self.ledger.texts += 1
+        yield TextDelta(session_id=self.session_id, path=self.path, text=text)
 
     def next_key(self, name: str) -> StepKey:
         """The key of the next step of this run."""
@@ -141,23 +151,22 @@ class RunContext:
             self.ledger.complete_call(key.session_id, key.index, tool.name, call.arguments, outcome)
         return outcome
 
-    async def record(self, name: str, input: Any, fn: Callable[[], Awaitable[T]]) -> T:
+    def record(self, name: str, input: Any, fn: Callable[[], Awaitable[T]]) -> Awaitable[T]:
         """Run any other step whose result a replay must see again (e.g. a sticky-session lookup)."""
-        return await self.runtime.step(self.next_key(name), input, fn)
+        return self.runtime.step(self.next_key(name), input, fn)
 
-    async def classify(
+    def classify(
         self, classifier: Classifier, request: ClassifyRequest, *, name: str = "classify"
-    ) -> ClassifyResult:
-        """Run one classification through the runtime."""
+    ) -> Awaitable[ClassifyResult]:
+        """Run one classification through the runtime (``await ctx.classify(...)``).
 
-        async def perform() -> ClassifyResult:
-            return await classifier.classify(request)
-
-        key = self.next_key(name)
-        return await self.runtime.step(
-            key,
-            {"text": request.text, "routes": [r.name for r in request.routes], "feedback": request.feedback},
-            perform,
+        Returns the runtime's step itself: no coroutine layer of its own between the
+        architecture and the runtime.
+        """
+        return self.runtime.step(
+            self.next_key(name),
+            {"text": request.text, "routes": list(map(_NAME, request.routes)), "feedback": request.feedback},
+            partial(classifier.classify, request),
         )
 
 
@@ -223,29 +232,38 @@ async def execute(
         await emit_all(arch.run(agent, ctx), ctx)
         return
     sid, path = ctx.session_id, ctx.path
-    await ctx.emit(RunStarted(session_id=sid, path=path, agent=agent.name, prompt=ctx.prompt))
+    # the run's own events are never text: sent with the bare emit (ctx.emit only adds the text count)
+    await emit(RunStarted(session_id=sid, path=path, agent=agent.name, prompt=ctx.prompt))
     try:
         if architecture is None and agent.toolsets:
             # an agent run as itself opens its toolsets (MCP servers) for the run, and closes them with it
             async with open_toolsets(agent):
                 await _body(arch, agent, ctx)
         else:
-            await _body(arch, agent, ctx)
+            body = arch.run(agent, ctx)
+            if type(body) is types.CoroutineType and active_tracer() is None:
+                await body  # the common case, inline: no call between this run and its body
+            else:
+                await _traced(body, agent, ctx)
     except Exception as exc:
         severity = exc.severity if isinstance(exc, RunError) else None
         log.info("run failed", session_id=sid, path=path, error_type=type(exc).__name__)
-        await ctx.emit(
+        await emit(
             RunFailed(session_id=sid, path=path, error_type=type(exc).__name__, message=str(exc), severity=severity)
         )
         raise
     if ctx.result is None:
         raise RuntimeError(f"architecture {type(arch).__name__} ended without a result")
-    await ctx.emit(RunCompleted(session_id=sid, path=path, result=ctx.result))
+    await emit(RunCompleted(session_id=sid, path=path, result=ctx.result))
 
 
 def _body(arch: Architecture, agent: Actor, ctx: RunContext) -> Awaitable[None]:
-    body = arch.run(agent, ctx)
-    if active_tracer() is not None:  # OpenTelemetry configured: the run inside its span
+    return _traced(arch.run(agent, ctx), agent, ctx)
+
+
+def _traced(body: ArchitectureRun, agent: Actor, ctx: RunContext) -> Awaitable[None]:
+    """Run ``body`` (see :func:`emit_all`), inside its span when OpenTelemetry is configured."""
+    if active_tracer() is not None:
         body = traced_run(events_of(body), agent, ctx)
     return emit_all(body, ctx)
 

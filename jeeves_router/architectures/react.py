@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._aio import aclose
 from ..errors import ModelError
-from ..events import TextDelta, ToolCalled, ToolResult
+from ..events import ToolCalled, ToolResult
 from ..messages import Message, TextPart, ToolCallPart, ToolResultPart
 from ..models.base import ModelRequest, ModelResponse, ModelTextDelta
 from ..recovery.config import Recovery
@@ -71,7 +71,7 @@ class ToolLoop:
 
     async def _loop(self, agent: Actor, ctx: RunContext, rec: RecoveryRun | None) -> None:
         model = agent.resolved_model()  # a bad model string fails here, before any model call
-        specs = tuple(t.spec for t in agent.tool_map.values())
+        specs = tuple([t.spec for t in agent.tool_map.values()]) if agent.tool_map else ()
         # a tuple, extended per turn: the request shares it (no list and no copy per turn)
         messages: tuple[Message, ...] = (*ctx.history, Message("user", (TextPart(ctx.prompt),)))
         first_new = len(ctx.history)  # the messages this run adds start here
@@ -92,7 +92,7 @@ class ToolLoop:
                 attempt += 1
                 if rec is not None:
                     rec.begin("model")
-                streamed = False
+                texts = ctx.ledger.texts  # the attempt's text reached the consumer if this count moved
                 response: ModelResponse | None = None
                 stream = ctx.model_stream(model, request)
                 try:
@@ -100,8 +100,7 @@ class ToolLoop:
                         async for item in stream:
                             if isinstance(item, ModelTextDelta):
                                 if item.text:
-                                    streamed = True
-                                    await ctx.emit(TextDelta(session_id=sid, path=path, text=item.text))
+                                    await ctx.emit_text(item.text)
                             else:
                                 response = item
                     finally:
@@ -117,7 +116,7 @@ class ToolLoop:
                         attempt=attempt,
                         policy=rec.config.retry_policy,
                         hooks=(agent.classify_error,),
-                        output_started=streamed,
+                        output_started=ctx.ledger.texts != texts,
                     )
                     if f.action is not Action.RETRY:
                         raise f.stop() from exc

@@ -50,8 +50,9 @@ def recovery_for(config: Recovery | None, *hooks: object) -> Recovery | None:
     """The recovery config in force: ``config``, or the defaults when any hook is set."""
     if config is not None:
         return config
-    if any(h is not None for h in hooks):
-        return Recovery()
+    for h in hooks:  # a loop, not any(genexpr): this runs once per run of every architecture
+        if h is not None:
+            return Recovery()
     return None
 
 

@@ -10,8 +10,8 @@ when it is a route, else its own name. Two different agents under one name are r
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from ...classify.parser import normalize_route_name
 from ...errors import UsageError
@@ -43,11 +43,17 @@ class HandoffNode:
 
 @dataclass(frozen=True, slots=True)
 class HandoffGraph:
-    """The nodes of a chain, its entry node, and the fallback node (if any)."""
+    """The nodes of a chain, its entry node, and the fallback node (if any).
+
+    ``plans`` is a cache for the chain's runs: how each node is visited (see
+    :meth:`~jeeves_router.architectures.handoffs.visit.VisitRunner._new_visit`), worked out
+    once per node instead of once per visit.
+    """
 
     nodes: Mapping[str, HandoffNode]
     entry: str
     fallback: str | None = None
+    plans: dict[str, Any] = field(default_factory=dict, init=False, compare=False, repr=False)
 
     def resolve(self, target: str) -> str | None:
         """The node called ``target`` (exactly, else case- and separator-insensitively)."""

@@ -19,6 +19,7 @@ from collections.abc import Awaitable, Iterable, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from ..._aio import emit
 from ...events import Event, HandoffCompleted, HandoffRejected, HandoffRequested
 from ...messages import user
 from ...results import FallbackReason, RunResult, RunStatus
@@ -74,30 +75,42 @@ class ChainRun(VisitRunner):
                     await self._emit(
                         self._hop(g.entry, last, "sticky session: the last agent that answered", sticky=True)
                     )
+        # The chain's own events (hops, rejections, closing events) are never text: sent with
+        # the bare emit. ``ev`` is cleared before the next agent runs: the chain holds no sent event.
+        ev: Event | None = None
         while True:
             visit = self._new_visit(g.nodes[current])
             self.visited = (*self.visited, current)
             await self._enter(visit, incoming)
+            self._settle(visit)
             if visit.redirect is not None:
                 current, incoming = visit.redirect, None
                 continue
             if visit.handoff is None and visit.failure is None:
-                assert visit.result is not None
-                await self._emit(await self._finish(current, visit.result.status, visit.result))
+                res = visit.result
+                assert res is not None
+                del visit  # not held while the closing events are sent
+                for ev in await self._finish(current, res.status, res):
+                    await emit(ev)
                 return
             hop_events, (target, reason, payload) = self._next(current, visit)
-            await self._emit(hop_events)
+            for ev in hop_events:
+                await emit(ev)
             if target is None:
-                await self._emit(await self._finish(current, "unresolved", None))
+                for ev in await self._finish(current, "unresolved", None):
+                    await emit(ev)
                 return
             stop = self._check(current, target, reason)
             if stop is not None:
-                await ctx.emit(stop)
+                await emit(stop)
                 status: RunStatus = "handoff_limit" if stop.why == "limit" else "handoff_cycle"
-                await self._emit(await self._finish(current, status, None))
+                for ev in await self._finish(current, status, None):
+                    await emit(ev)
                 return
-            await self._emit(self._hop(current, target, reason))
+            for ev in self._hop(current, target, reason):
+                await emit(ev)
             del hop_events  # not held while the next agent runs
+            ev = None
             incoming = (current, reason, payload)
             current = target
 
@@ -107,7 +120,7 @@ class ChainRun(VisitRunner):
             await self.ctx.emit(ev)
 
     def _enter(self, visit: Visit, incoming: tuple[str, str | None, Any] | None) -> Awaitable[None]:
-        """Visit one node, emitting its events; the outcome is left on ``visit``."""
+        """Visit one node, emitting its events; the outcome is left on ``visit`` (after :meth:`_settle`)."""
         return self._visit(visit, incoming)
 
     def _hop(self, frm: str, to: str, reason: str | None, *, sticky: bool = False) -> Sequence[Event]:

@@ -16,7 +16,7 @@ A router's own node is never visited here: :class:`~jeeves_router.Router` classi
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -80,6 +80,9 @@ class Visit:
     failure: FallbackReason | None = None
     #: Go on at this node without a handoff (no guard, no event): a router's reclassification.
     redirect: str | None = None
+    #: A plain turn started by :meth:`VisitRunner._visit` whose outcome :meth:`VisitRunner._settle` reads.
+    child: RunContext | None = None
+    mark: int = 0
 
 
 class VisitRunner:
@@ -121,12 +124,14 @@ class VisitRunner:
         # A chain member runs the architecture its HandoffChain wraps. Only a tool loop can
         # call handoff tools: any other architecture (a nested router...) runs on the agent
         # as it is, as a final answer.
+        # Worked out once per node of the graph (again if the agent's architecture changed).
         arch = node.agent.architecture
-        inner: Architecture = getattr(arch, "wraps", None) or arch
-        targets: dict[str, str] = {}
-        if isinstance(inner, ToolLoop):
-            targets = {f"{TRANSFER_PREFIX}{t}": t for t in node.targets}
-        return Visit(node, inner, targets, _NO_NAMES)
+        plan = self.graph.plans.get(node.name)
+        if plan is None or plan[0] is not node or plan[1] is not arch:
+            inner: Architecture = getattr(arch, "wraps", None) or arch
+            targets = {f"{TRANSFER_PREFIX}{t}": t for t in node.targets} if isinstance(inner, ToolLoop) else {}
+            plan = self.graph.plans[node.name] = (node, arch, inner, targets)
+        return Visit(node, plan[2], plan[3], _NO_NAMES)
 
     def _tools(self, visit: Visit) -> list[Tool]:
         node, g = visit.node, self.graph
@@ -168,32 +173,88 @@ class VisitRunner:
             return outcome
         return ToolOutcome(f"unknown handoff target {requested!r}; hand off to one of: {known}", is_error=True)
 
-    def _input(
-        self, visit: Visit, incoming: tuple[str, str | None, Any] | None
-    ) -> tuple[str | None, tuple[Message, ...], str]:
-        """``(instructions or None, history, prompt)`` of the visited agent's run."""
-        ctx, node = self.ctx, visit.node
+    def _input(self, visit: Visit, incoming: tuple[str, str | None, Any] | None) -> tuple[tuple[Message, ...], str]:
+        """``(history, prompt)`` of the visited agent's run."""
+        ctx = self.ctx
         if incoming is None or (self.settings.history == "all" and not self.transcript):
-            return None, ctx.history, ctx.prompt  # what "all" gives when no agent has spoken yet
-        inp = HandoffInput(ctx.history, ctx.prompt, self.transcript, incoming[0], node.name, incoming[1], incoming[2])
-        return (None, *target_conversation(self.settings.history, inp))
+            return ctx.history, ctx.prompt  # what "all" gives when no agent has spoken yet
+        inp = HandoffInput(
+            ctx.history, ctx.prompt, self.transcript, incoming[0], visit.node.name, incoming[1], incoming[2]
+        )
+        return target_conversation(self.settings.history, inp)
 
-    async def _visit(self, visit: Visit, incoming: tuple[str, str | None, Any] | None) -> None:
-        """Run the visited agent's turn; its outcome is left on ``visit``.
+    def _visit(self, visit: Visit, incoming: tuple[str, str | None, Any] | None) -> Awaitable[None]:
+        """Start the visited agent's turn; after awaiting it, :meth:`_settle` leaves its outcome on ``visit``.
 
-        The agent's events go straight to the consumer (``execute``). Only an agent that can
-        hand off has its events read on the way (through :func:`run_child`), to watch its
-        tool results for handoffs.
+        The agent's events go straight to the consumer (``execute``). An agent with nothing
+        to hand off to runs as it is: what is returned is its run itself, so no coroutine
+        layer sits between the chain and the agent's run. Only an agent that can hand off
+        runs in :meth:`_turns`, which reads its events on the way (through :func:`run_child`)
+        to watch its tool results for handoffs, and re-prompts an announced handoff once.
         """
+        if visit.tool_targets:
+            return self._turns(visit, incoming)
+        node, ctx = visit.node, self.ctx
+        name = node.name
+        own_run = name != self.graph.entry  # the entry runs under the chain's own session and path
+        sid, path = (self._sid(name), (*ctx.path, name)) if own_run else (ctx.session_id, ctx.path)
+        history, prompt = self._input(visit, incoming)
+        child = ctx.child(node.agent, session_id=sid, path=path, prompt=prompt, history=history)
+        child.context, child._step = self.context, self.steps.get(sid, 0)
+        visit.child, visit.mark = child, ctx.ledger.mark()  # what this turn spends, kept even if it is cut short
+        inner = None if visit.inner is node.agent.architecture else visit.inner
+        return execute(node.agent, child, architecture=inner, announce=own_run)
+
+    def _settle(self, visit: Visit) -> None:
+        """Read the outcome of the plain turn :meth:`_visit` started (nothing to do for any other visit)."""
+        child = visit.child
+        if child is not None:
+            visit.child = None
+            self._outcome(visit, child, visit.mark, cut=False, first=True)
+
+    def _outcome(self, visit: Visit, child: RunContext, mark: int, *, cut: bool, first: bool) -> RunResult | None:
+        """Take one finished turn into the chain (steps, context, usage, transcript) and settle its outcome.
+
+        Returns the turn's result (``visit.result``) unless it handed off or was cut short.
+        """
+        name = visit.node.name
+        self.steps[child.session_id] = child._step
+        self.context = child.context
+        res = None if cut else child.result
+        usage = res.usage if res is not None else self.ctx.ledger.since(mark, child.path)
+        self.usage = self.usage + usage
+        by = self.usage_by
+        by[name] = by[name] + usage if name in by else usage
+        if res is not None:
+            self.transcript = (*self.transcript, *(res.messages[1:] if first else res.messages))
+        if cut:
+            visit.failure = "unknown_route"
+            return None
+        if child.handoff is not None:
+            target = self.graph.resolve(child.handoff.target)
+            if target is None:
+                visit.failure = "unknown_route"
+            else:
+                visit.handoff = replace(child.handoff, target=target)
+            return None
+        if res is None:  # an architecture that ended without a result
+            res = RunResult(
+                output=None,
+                status="unresolved",
+                session_id=child.session_id,
+                path=child.path,
+                usage=usage,
+                fallback_reason="unknown_route",
+            )
+        visit.result = res
+        return res
+
+    async def _turns(self, visit: Visit, incoming: tuple[str, str | None, Any] | None) -> None:
+        """The turn of an agent that can hand off, watched, with one corrective re-prompt."""
         node, ctx = visit.node, self.ctx
         sid, path = self._sid(node.name), self._path(node.name)
-        instructions, history, prompt = self._input(visit, incoming)
-        inner: Architecture | None = visit.inner
-        view = node.agent
-        if visit.tool_targets:
-            view = agent_view(node.agent, tools=self._tools(visit), architecture=visit.inner, instructions=instructions)
-        elif inner is node.agent.architecture:
-            inner = None  # nothing to hand off to: the agent runs as itself, as a routed specialist does
+        history, prompt = self._input(visit, incoming)
+        view = agent_view(node.agent, tools=self._tools(visit), architecture=visit.inner)
         own_run = (sid, path) != (ctx.session_id, ctx.path)
         first, reprompted = True, False
         while True:
@@ -202,41 +263,11 @@ class VisitRunner:
             mark = ctx.ledger.mark()  # what this turn spends, kept even if it is cut short
             visit.handoff_call = None
             try:
-                if visit.tool_targets:
-                    cut = await self._watched(view, child, inner, own_run, visit)
-                else:
-                    await execute(view, child, architecture=inner, announce=own_run)
-                    cut = False
+                cut = await self._watched(view, child, visit.inner, own_run, visit)
             finally:
                 self.steps[sid] = child._step
-            self.context = child.context
-            res = None if cut else child.result
-            usage = res.usage if res is not None else ctx.ledger.since(mark, path)
-            self.usage = self.usage + usage
-            self.usage_by[node.name] = self.usage_by.get(node.name, NO_USAGE) + usage
-            if res is not None:
-                self.transcript = (*self.transcript, *(res.messages[1:] if first else res.messages))
-            if res is None:
-                res = RunResult(
-                    output=None,
-                    status="unresolved",
-                    session_id=sid,
-                    path=path,
-                    usage=usage,
-                    fallback_reason="unknown_route",
-                )
-            if cut:
-                visit.failure = "unknown_route"
-                return
-            if child.handoff is not None:
-                name = self.graph.resolve(child.handoff.target)
-                if name is None:
-                    visit.failure = "unknown_route"
-                else:
-                    visit.handoff = replace(child.handoff, target=name)
-                return
-            visit.result = res
-            if res.status != "ok" or not visit.tool_targets or not self._announced(visit, res.output or ""):
+            res = self._outcome(visit, child, mark, cut=cut, first=first)
+            if res is None or res.status != "ok" or not self._announced(visit, res.output or ""):
                 return
             if reprompted:
                 await ctx.emit(
@@ -262,9 +293,7 @@ class VisitRunner:
             reprompted, first = True, False
             history, prompt = (*history, *res.messages), self._corrective(visit)
 
-    async def _watched(
-        self, view: Actor, child: RunContext, inner: Architecture | None, own_run: bool, visit: Visit
-    ) -> bool:
+    async def _watched(self, view: Actor, child: RunContext, inner: Architecture, own_run: bool, visit: Visit) -> bool:
         """Run an agent that can hand off, watching its tool results; True when its turn was cut short."""
         emit = self.ctx.emit
         events = run_child(view, child, architecture=inner, announce=own_run)

@@ -175,6 +175,10 @@ class Router:
         self.specs: tuple[RouteSpec, ...] = tuple(r.spec for r in self.routes)
         self._graph: tuple[Actor, HandoffGraph] | None = None
         self._chaining = hand_back or sticky
+        # any route's hook or retry policy turns recovery on (routes are fixed: looked up once)
+        self._route_hook = next(
+            (h for r in self.routes for h in (r.classify_error, r.retry_policy) if h is not None), None
+        )
         if classifier is None and classifier_model is not None:
             self._classifier = self._llm_classifier(classifier_model)
 
@@ -280,14 +284,29 @@ class Router:
         context: Mapping[str, Any] | None = None,
     ) -> ClassifyResult:
         """Classify ``ctx.prompt`` (through the runtime); never returns an undeclared route."""
+        request = self.classify_request(ctx, exclude=exclude, feedback=feedback, context=context)
+        return self.checked(await ctx.classify(self.classifier_for(agent), request), request, exclude)
+
+    def classify_request(
+        self,
+        ctx: RunContext,
+        *,
+        exclude: Sequence[str] = (),
+        feedback: str | None = None,
+        context: Mapping[str, Any] | None = None,
+    ) -> ClassifyRequest:
+        """What the classifier is asked for ``ctx.prompt`` (the first half of :meth:`classify`)."""
         specs = self.specs if not exclude else tuple(s for s in self.specs if s.name not in exclude)
         history = last_turns(ctx.history, self.history_turns) if self.history_turns else ()
         seen = ctx.context if context is None else context
         if self.context_schema is not None:
             seen = self.visible_context(seen)
-        request = ClassifyRequest(ctx.prompt, specs, history=history, context=seen, feedback=feedback)
-        result = await ctx.classify(self.classifier_for(agent), request)
-        checked = within_contract(result.classification, self._names if not exclude else {s.name for s in specs})
+        return ClassifyRequest(ctx.prompt, specs, history=history, context=seen, feedback=feedback)
+
+    def checked(self, result: ClassifyResult, request: ClassifyRequest, exclude: Sequence[str] = ()) -> ClassifyResult:
+        """``result`` held to the route contract of ``request`` (the second half of :meth:`classify`)."""
+        allowed = self._names if not exclude else {s.name for s in request.routes}
+        checked = within_contract(result.classification, allowed)
         return result if checked is result.classification else replace(result, classification=checked)
 
     def decide(self, c: Classification, *, exclude: Sequence[str] = ()) -> RouteDecision:
@@ -319,8 +338,7 @@ class Router:
 
     def run(self, agent: Actor, ctx: RunContext) -> Coroutine[Any, Any, None]:
         """Classify, decide, dispatch, follow handoffs; emits router events (every agent emits its own)."""
-        hooks = [agent.classify_error, *(r.classify_error for r in self.routes), *(r.retry_policy for r in self.routes)]
-        config = recovery_for(self.recovery, *hooks)
+        config = recovery_for(self.recovery, agent.classify_error, self._route_hook)
         if config is None:  # no recovery: no wrapper between the chain and the run
             return RouterRun(self, agent, ctx, None).run()
         return self._run_recovering(agent, ctx, RecoveryRun(config, ctx, can_escalate=len(ctx.path) > 1))

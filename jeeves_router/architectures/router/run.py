@@ -21,6 +21,7 @@ from collections.abc import Awaitable, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from ..._aio import emit
 from ...classify.resolve import valid_confidence
 from ...classify.types import ClassifyResult
 from ...events import Event, RouterCompleted, RouterDispatched, RouterFallback, RouterUnresolved
@@ -70,21 +71,22 @@ class RouterRun(ChainRun):
             feedback = (
                 f"{who} handed the request back" + (f" ({why})" if why else "") + "; pick the route that fits now."
             )
-        classify = partial(
-            router.classify, self.agent, ctx, exclude=self.excluded, feedback=feedback, context=self.context
-        )
-        if rec is None:
-            cres: ClassifyResult = await classify()
+        if rec is None:  # Router.classify inline: no coroutine layer between this run and the runtime's step
+            request = router.classify_request(ctx, exclude=self.excluded, feedback=feedback, context=self.context)
+            cres: ClassifyResult = await ctx.classify(router.classifier_for(self.agent), request)
+            cres = router.checked(cres, request, self.excluded)
         else:
-            hooks = (self.agent.classify_error,)
-            cres = await rec.call_retrying("classify", classify, hooks=hooks)
+            classify = partial(
+                router.classify, self.agent, ctx, exclude=self.excluded, feedback=feedback, context=self.context
+            )
+            cres = await rec.call_retrying("classify", classify, hooks=(self.agent.classify_error,))
         self.steps[ctx.session_id] = ctx._step
         used = cres.usage
         self.classifier_usage = used if self.classifier_usage is None else self.classifier_usage + used
         self._spent(None, used, (*ctx.path, CLASSIFIER_USAGE_KEY))
         c = cres.classification
         self.confidence = c.confidence if c.ok and valid_confidence(c.confidence) else None
-        await ctx.emit(router.classified_event(ctx, cres))
+        await emit(router.classified_event(ctx, cres))  # not text: the bare emit
         decision = router.decide(c, exclude=self.excluded)
         requested = c.route or c.requested
         if decision.unresolved:
@@ -128,7 +130,10 @@ class RouterRun(ChainRun):
 
     def _dispatched(self, route: str) -> RouterDispatched:
         forced = self.ctx.force_route is not None
-        return RouterDispatched(**self._ev(), route=route, child_session_id=self._sid(route), forced=forced)
+        ctx = self.ctx
+        return RouterDispatched(
+            session_id=ctx.session_id, path=ctx.path, route=route, child_session_id=self._sid(route), forced=forced
+        )
 
     # -- the other nodes: dispatch, with recovery -------------------------------------------
 
@@ -147,7 +152,9 @@ class RouterRun(ChainRun):
             step, mark, texts = self.steps.get(sid, 0), ctx.ledger.mark(), ctx.ledger.texts
             try:
                 await self._visit(visit, incoming)  # the specialist's events go straight to the consumer
+                self._settle(visit)
             except Exception as exc:
+                visit.child = None  # a failed attempt: nothing to settle
                 # a retry runs the same steps again: the ledger answers completed tool calls
                 self.steps[sid] = step
                 lost = ctx.ledger.since(mark, path)
@@ -208,13 +215,12 @@ class RouterRun(ChainRun):
         if self.settings.store is not None:
             await self._remember(node if dispatched and status in ("ok", "fallback") else None)
         ctx.context = self.context
-        specialists = [n for n in self.visited if n != g.entry]
         metadata: dict[str, Any] = dict(res.metadata) if res is not None else {}
         if router.chaining:
             metadata.update(handoffs=self.handoffs(), agents=self.visited, last_agent=node, sticky=self.sticky)
         if self.excluded:
             metadata["excluded_routes"] = tuple(self.excluded)
-        if dispatched and len(specialists) == 1:
+        if dispatched and len(self.visited) - self.visited.count(g.entry) == 1:  # one specialist answered
             messages = res.messages if res is not None else ()
         else:
             messages = (user(ctx.prompt), *self.transcript) if self.transcript else ()
@@ -236,4 +242,6 @@ class RouterRun(ChainRun):
         )
         if not dispatched or res is None:
             return ()
-        return (RouterCompleted(**self._ev(), route=node, status=res.status, usage=res.usage),)
+        return (
+            RouterCompleted(session_id=ctx.session_id, path=ctx.path, route=node, status=res.status, usage=res.usage),
+        )
