@@ -29,9 +29,12 @@ from numpy.typing import NDArray
 
 from ...errors import UsageError
 from .encoders import l2_normalise
+from .lexical import LexicalIndex
 from .scorers import Array, Scorer, decode_array, encode_array, softmax_rows, train_softmax
 
-__all__ = ["LateInteractionScorer"]
+__all__ = ["LateInteractionScorer", "LEXICAL_WEIGHT"]
+
+LEXICAL_WEIGHT = 1.0
 
 
 class _TokenBank:
@@ -82,6 +85,7 @@ class LateInteractionScorer(Scorer):
     kind = "late"
     uses_tokens = True
     uses_negatives = True
+    uses_texts = True
 
     def __init__(
         self,
@@ -94,6 +98,7 @@ class LateInteractionScorer(Scorer):
         token_dims: int | None = 128,
         iterations: int = 300,
         learning_rate: float = 0.05,
+        lexical_weight: float = LEXICAL_WEIGHT,
     ) -> None:
         if c <= 0 or iterations < 1 or learning_rate <= 0 or top_k < 1:
             raise UsageError("LateInteractionScorer: c > 0, iterations >= 1, learning_rate > 0 and top_k >= 1")
@@ -101,11 +106,12 @@ class LateInteractionScorer(Scorer):
             raise UsageError("LateInteractionScorer: negative_candidates must be >= 1")
         if token_dims is not None and token_dims < 1:
             raise UsageError("LateInteractionScorer: token_dims must be >= 1 or None")
-        if token_weight < 0 or negative_weight < 0:
-            raise UsageError("LateInteractionScorer: token_weight and negative_weight must be >= 0")
+        if token_weight < 0 or negative_weight < 0 or lexical_weight < 0:
+            raise UsageError("LateInteractionScorer: token_weight, negative_weight and lexical_weight must be >= 0")
         self.c, self.token_weight, self.negative_weight, self.top_k = c, token_weight, negative_weight, top_k
         self.iterations, self.learning_rate, self.token_dims = iterations, learning_rate, token_dims
-        self.negative_candidates = negative_candidates
+        self.negative_candidates, self.lexical_weight = negative_candidates, lexical_weight
+        self.lexical: LexicalIndex | None = None
         self.negative_vectors: Array = np.zeros((0, 0), dtype=np.float32)
         self.projection: Array | None = None
         self.n_routes = 0
@@ -115,6 +121,8 @@ class LateInteractionScorer(Scorer):
         self.examples = _TokenBank([])
         self.negatives = _TokenBank([])
         self._by_route: list[NDArray[np.int64]] = []
+        self._route_order: NDArray[np.int64] = np.zeros(0, dtype=np.int64)
+        self._route_starts: NDArray[np.int64] = np.zeros(0, dtype=np.int64)
 
     @property
     def has_negatives(self) -> bool:
@@ -122,7 +130,12 @@ class LateInteractionScorer(Scorer):
         return bool(self.weights.shape[1] > self.n_routes)
 
     def fit(
-        self, vectors: Array, labels: NDArray[np.int64], n_routes: int, tokens: Sequence[Array] | None = None
+        self,
+        vectors: Array,
+        labels: NDArray[np.int64],
+        n_routes: int,
+        tokens: Sequence[Array] | None = None,
+        texts: Sequence[str] | None = None,
     ) -> None:
         """See :meth:`Scorer.fit`; label ``n_routes`` marks an out-of-scope example."""
         self._check(vectors, labels, n_routes)
@@ -143,6 +156,12 @@ class LateInteractionScorer(Scorer):
         self.examples = _TokenBank([self._project(t) for t in in_scope])
         self.negatives = _TokenBank([self._project(tokens[int(i)]) for i in np.flatnonzero(negative)])
         self.negative_vectors = np.ascontiguousarray(vectors[negative], dtype=np.float32)
+        self.lexical = None
+        if self.lexical_weight and texts is not None:  # without texts (direct use): no lexical term
+            if len(texts) != len(labels):
+                raise UsageError("LateInteractionScorer.fit: give one text per example")
+            self.lexical = LexicalIndex()
+            self.lexical.fit([texts[int(i)] for i in keep])
         self._index_routes()
 
     def _principal_directions(self, tokens: Sequence[Array]) -> Array | None:
@@ -158,6 +177,18 @@ class LateInteractionScorer(Scorer):
 
     def _index_routes(self) -> None:
         self._by_route = [np.flatnonzero(self.example_routes == r) for r in range(self.n_routes)]
+        self._route_order = np.argsort(self.example_routes, kind="stable")
+        self._route_starts = np.searchsorted(self.example_routes[self._route_order], np.arange(self.n_routes))
+
+    def _lexical_scores(self, texts: Sequence[str] | None, n: int) -> Array | None:
+        """Each route's best lexical cosine [n, n_routes] to the query texts (None: not used)."""
+        if self.lexical is None or not self.lexical_weight:
+            return None
+        if texts is None or len(texts) != n:
+            raise UsageError("the 'late' scorer with lexical_weight > 0 needs the queries' texts")
+        sims = self.lexical.similarity(texts)[:, self._route_order]
+        best: Array = np.maximum.reduceat(sims, self._route_starts, axis=1)
+        return best
 
     def _route_maxsim(self, query: Array, routes: NDArray[np.int64]) -> Array:
         """Best example MaxSim of each of ``routes`` for one query's token vectors."""
@@ -168,7 +199,11 @@ class LateInteractionScorer(Scorer):
         return best
 
     def scores(
-        self, queries: Array, tokens: Sequence[Array] | None = None, among: NDArray[np.int64] | None = None
+        self,
+        queries: Array,
+        tokens: Sequence[Array] | None = None,
+        among: NDArray[np.int64] | None = None,
+        texts: Sequence[str] | None = None,
     ) -> Array:
         """See :meth:`Scorer.scores`; the MaxSim goes to the best ``top_k`` routes of ``among``."""
         if tokens is None or len(tokens) != len(queries):
@@ -196,12 +231,26 @@ class LateInteractionScorer(Scorer):
             if near is not None:
                 closest = np.argpartition(-near[row], m - 1)[:m] if m < near.shape[1] else np.arange(near.shape[1])
                 out[row] -= self.negative_weight * float(self.negatives.maxsim(query, closest).max())
+        lexical = self._lexical_scores(texts, len(queries))
+        if lexical is not None:
+            out += self.lexical_weight * lexical
         result: Array = out.astype(np.float32)
         return result
 
     def default_confidence(self, features: Array) -> Array:
-        """Softmax over the routes (uncalibrated)."""
-        return softmax_rows(features)
+        """The evidence share of a route's score, clipped to [0, 1] (uncalibrated).
+
+        A route's score is at most ``token_weight + lexical_weight`` (log-probability 0, every
+        word matched exactly); its share of that maximum is near 1 for a request that repeats
+        an example and falls towards 0 for words no example contains, so an unfitted
+        classifier already rejects out-of-scope requests. Without token and lexical terms
+        the softmax over the routes is used.
+        """
+        scale = self.token_weight + self.lexical_weight
+        if scale <= 0:
+            return softmax_rows(features)
+        out: Array = np.clip(features / scale, 0.0, 1.0).astype(np.float32)
+        return out
 
     def to_dict(self) -> dict[str, Any]:
         """See :meth:`Scorer.to_dict` (token vectors are stored as float16)."""
@@ -225,6 +274,8 @@ class LateInteractionScorer(Scorer):
             "negative_lengths": [int(n) for n in self.negatives.lengths],
             "negative_tokens": encode_array(self.negatives.matrix, "float16"),
             "negative_vectors": encode_array(self.negative_vectors),
+            "lexical_weight": self.lexical_weight,
+            "lexical": None if self.lexical is None else self.lexical.to_dict(),
         }
 
     @classmethod
@@ -232,7 +283,9 @@ class LateInteractionScorer(Scorer):
         """Rebuild a fitted scorer from :meth:`to_dict` output."""
         keys = ("c", "token_weight", "negative_weight", "top_k", "negative_candidates", "token_dims", "iterations",
                 "learning_rate")  # fmt: skip
-        scorer = cls(**{k: d[k] for k in keys})
+        # Files written before the lexical term have neither key: they score without it.
+        scorer = cls(**{k: d[k] for k in keys}, lexical_weight=float(d.get("lexical_weight", 0.0)))
+        scorer.lexical = None if d.get("lexical") is None else LexicalIndex.from_dict(d["lexical"])
         scorer.projection = None if d.get("projection") is None else decode_array(d["projection"])
         scorer.n_routes = int(d["n_routes"])
         scorer.weights, scorer.bias = decode_array(d["weights"]), decode_array(d["bias"])
