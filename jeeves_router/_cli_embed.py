@@ -203,7 +203,9 @@ def load_embedding(
     else:
         from .eval import load_negatives, load_routes  # route files only: a saved classifier needs neither
 
-        kind = scorer if scorer is not None else ScorerName.centroid
+        from .classify.embedding.classifier import DEFAULT_SCORER
+
+        kind = scorer if scorer is not None else ScorerName(DEFAULT_SCORER)
         negatives = load_negatives(source) if kind is ScorerName.late else ()
         clf = EmbeddingClassifier(load_routes(source), scorer=kind.value, negatives=negatives)
     if fit_on is not None:

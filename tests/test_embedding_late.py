@@ -191,7 +191,7 @@ def test_a_restricted_request_gives_the_token_bonus_to_its_own_routes() -> None:
     texts = [t for r in ROUTES for t in r.examples]
     labels = np.repeat(np.arange(3), 3)
     v, tok = enc.encode_tokens(texts)
-    s = LateInteractionScorer(top_k=1, token_weight=1.0, token_dims=None)
+    s = LateInteractionScorer(top_k=1, token_weight=1.0, token_dims=None, pooled=False)
     s.fit(v, labels, 3, tok)
     qv, qt = enc.encode_tokens(["refund my payment, the tracking number is late"])
     base = s.scores(qv, [np.zeros((0, enc.dim), np.float32)])[0]  # the regression alone

@@ -26,10 +26,11 @@ from .encoders import Encoder, MiniLMEncoder, TokenEncoder, blas_single_thread
 from .fitting import FitReport, check_held_out, fit_threshold
 from .scorers import Scorer, make_scorer, scorer_from_dict
 
-__all__ = ["EmbeddingClassifier", "FitReport", "default_encoder"]
+__all__ = ["EmbeddingClassifier", "FitReport", "default_encoder", "DEFAULT_SCORER"]
 
 log = get_logger(__name__)
 
+DEFAULT_SCORER = "late"
 FILE_FORMAT = "jeeves-router/embedding-classifier"
 FILE_VERSION = 1
 
@@ -67,8 +68,11 @@ class EmbeddingClassifier:
     Args:
         routes: The routes it knows.
         encoder: Any :class:`Encoder`; default the shared :class:`MiniLMEncoder`.
-        scorer: ``"centroid"``, ``"nearest"``, ``"logreg"``, ``"late"`` (the most accurate;
-            needs an encoder with token vectors, such as MiniLM) or a :class:`Scorer` instance.
+        scorer: ``"late"`` (the default and the most accurate: regression, token MaxSim and
+            lexical similarity; best with an encoder that has token vectors, such as MiniLM),
+            ``"centroid"``, ``"nearest"``, ``"logreg"`` or a :class:`Scorer` instance. Unfitted,
+            ``"late"`` and ``"centroid"`` give confidences that already reject requests unlike
+            every example; :meth:`fit` calibrates them.
         scorer_options: Keyword options for a scorer given by name.
         negatives: Out-of-scope example requests (things the router must *not* accept);
             scorers with ``uses_negatives`` (``"late"``) learn to reject their like.
@@ -89,7 +93,7 @@ class EmbeddingClassifier:
         routes: Sequence[RouteSpec],
         *,
         encoder: Encoder | None = None,
-        scorer: str | Scorer = "centroid",
+        scorer: str | Scorer = DEFAULT_SCORER,
         scorer_options: dict[str, Any] | None = None,
         negatives: Sequence[str] = (),
         threshold: float | None = None,

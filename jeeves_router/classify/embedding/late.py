@@ -1,8 +1,9 @@
 """Late-interaction scoring: a linear model on sentence vectors, refined word by word.
 
-:class:`LateInteractionScorer` combines three signals, each measured on CLINC150 ``val``:
+:class:`LateInteractionScorer` combines four signals, each measured on CLINC150 ``val``:
 
-1. A softmax regression on the sentence vectors ranks the routes. When out-of-scope examples
+1. A softmax regression on the sentence vectors (with ``pooled``, also the max-pool of their
+   token vectors, which keeps the strongest word features the mean blurs) ranks the routes. When out-of-scope examples
    are given (``EmbeddingClassifier(negatives=...)``) they form one extra class, and the
    probability of that class lowers every route's score.
 2. For the ``top_k`` best routes, a late-interaction similarity: each query token is matched
@@ -11,12 +12,16 @@
    when *all* of its words find a counterpart in one example, not when its average vector
    happens to land near a route, which is what separates out-of-scope requests.
 3. The same similarity to the closest out-of-scope example, subtracted.
+4. A lexical similarity: the TF-IDF cosine of the query's words and character n-grams to the
+   route's closest example (:mod:`.lexical`); it catches the exact words that decide many
+   intents and that sentence vectors blur.
 
 Route score = log P(route | in scope) + ``token_weight`` * MaxSim(route)
-+ log P(in scope) - ``negative_weight`` * MaxSim(closest negative).
++ ``lexical_weight`` * lexical(route) + log P(in scope) - ``negative_weight`` * MaxSim(closest negative).
 
-It needs an encoder with token vectors (:class:`~.encoders.TokenEncoder`): MiniLM or the
-hashing encoder of the tests.
+It is best with an encoder that has token vectors (:class:`~.encoders.TokenEncoder`: MiniLM or
+the hashing encoder of the tests); with any other encoder each text's sentence vector stands
+for its only token, so MaxSim becomes the cosine to the closest example.
 """
 
 from __future__ import annotations
@@ -34,7 +39,7 @@ from .scorers import Array, Scorer, decode_array, encode_array, softmax_rows, tr
 
 __all__ = ["LateInteractionScorer", "LEXICAL_WEIGHT"]
 
-LEXICAL_WEIGHT = 1.0
+LEXICAL_WEIGHT = 2.0
 
 
 class _TokenBank:
@@ -80,6 +85,10 @@ class LateInteractionScorer(Scorer):
             cheaper at equal accuracy on CLINC150; ``None`` keeps the encoder's dimensions.
         iterations: Optimiser steps of the regression.
         learning_rate: Adam step size of the regression.
+        lexical_weight: Weight of the lexical similarity (0: none). It needs the texts, which
+            :class:`~.classifier.EmbeddingClassifier` always gives; fitted directly without
+            them, the scorer has no lexical term.
+        pooled: Feed the regression the max-pool of the token vectors beside the sentence vector.
     """
 
     kind = "late"
@@ -91,7 +100,7 @@ class LateInteractionScorer(Scorer):
         self,
         *,
         c: float = 10.0,
-        token_weight: float = 5.0,
+        token_weight: float = 8.0,
         negative_weight: float = 3.0,
         top_k: int = 3,
         negative_candidates: int = 16,
@@ -99,6 +108,7 @@ class LateInteractionScorer(Scorer):
         iterations: int = 300,
         learning_rate: float = 0.05,
         lexical_weight: float = LEXICAL_WEIGHT,
+        pooled: bool = True,
     ) -> None:
         if c <= 0 or iterations < 1 or learning_rate <= 0 or top_k < 1:
             raise UsageError("LateInteractionScorer: c > 0, iterations >= 1, learning_rate > 0 and top_k >= 1")
@@ -110,7 +120,7 @@ class LateInteractionScorer(Scorer):
             raise UsageError("LateInteractionScorer: token_weight, negative_weight and lexical_weight must be >= 0")
         self.c, self.token_weight, self.negative_weight, self.top_k = c, token_weight, negative_weight, top_k
         self.iterations, self.learning_rate, self.token_dims = iterations, learning_rate, token_dims
-        self.negative_candidates, self.lexical_weight = negative_candidates, lexical_weight
+        self.negative_candidates, self.lexical_weight, self.pooled = negative_candidates, lexical_weight, pooled
         self.lexical: LexicalIndex | None = None
         self.negative_vectors: Array = np.zeros((0, 0), dtype=np.float32)
         self.projection: Array | None = None
@@ -147,8 +157,9 @@ class LateInteractionScorer(Scorer):
         classes = n_routes + 1 if negative.any() else n_routes
         self.n_routes = n_routes
         self.weights, self.bias = train_softmax(
-            vectors, labels, classes, c=self.c, iterations=self.iterations, learning_rate=self.learning_rate
-        )
+            self._regression_input(vectors, tokens), labels, classes, c=self.c, iterations=self.iterations,
+            learning_rate=self.learning_rate,
+        )  # fmt: skip
         keep = np.flatnonzero(~negative)
         self.example_routes = labels[keep].astype(np.int64)
         in_scope = [tokens[int(i)] for i in keep]
@@ -163,6 +174,14 @@ class LateInteractionScorer(Scorer):
             self.lexical = LexicalIndex()
             self.lexical.fit([texts[int(i)] for i in keep])
         self._index_routes()
+
+    def _regression_input(self, vectors: Array, tokens: Sequence[Array]) -> Array:
+        """The regression's input: the sentence vectors, with ``pooled`` also their tokens' max-pool."""
+        if not self.pooled:
+            return vectors
+        peaks = np.stack([t.max(axis=0) if len(t) else vectors[i] for i, t in enumerate(tokens)])
+        out: Array = (np.hstack([vectors, l2_normalise(peaks)]) / np.sqrt(2.0)).astype(np.float32)
+        return out
 
     def _principal_directions(self, tokens: Sequence[Array]) -> Array | None:
         stacked = np.vstack(tokens).astype(np.float64)
@@ -208,7 +227,7 @@ class LateInteractionScorer(Scorer):
         """See :meth:`Scorer.scores`; the MaxSim goes to the best ``top_k`` routes of ``among``."""
         if tokens is None or len(tokens) != len(queries):
             raise UsageError("the 'late' scorer needs the queries' token vectors")
-        logits = queries @ self.weights + self.bias
+        logits = self._regression_input(queries, tokens) @ self.weights + self.bias
         logits -= logits.max(axis=1, keepdims=True)
         # log P(route); with negatives this is log P(route | in scope) + log P(in scope).
         out = (logits - np.log(np.exp(logits).sum(axis=1, keepdims=True)))[:, : self.n_routes]
@@ -275,6 +294,7 @@ class LateInteractionScorer(Scorer):
             "negative_tokens": encode_array(self.negatives.matrix, "float16"),
             "negative_vectors": encode_array(self.negative_vectors),
             "lexical_weight": self.lexical_weight,
+            "pooled": self.pooled,
             "lexical": None if self.lexical is None else self.lexical.to_dict(),
         }
 
@@ -284,7 +304,8 @@ class LateInteractionScorer(Scorer):
         keys = ("c", "token_weight", "negative_weight", "top_k", "negative_candidates", "token_dims", "iterations",
                 "learning_rate")  # fmt: skip
         # Files written before the lexical term have neither key: they score without it.
-        scorer = cls(**{k: d[k] for k in keys}, lexical_weight=float(d.get("lexical_weight", 0.0)))
+        scorer = cls(**{k: d[k] for k in keys}, lexical_weight=float(d.get("lexical_weight", 0.0)),
+                     pooled=bool(d.get("pooled", False)))  # fmt: skip
         scorer.lexical = None if d.get("lexical") is None else LexicalIndex.from_dict(d["lexical"])
         scorer.projection = None if d.get("projection") is None else decode_array(d["projection"])
         scorer.n_routes = int(d["n_routes"])
