@@ -281,7 +281,7 @@ class LateInteractionScorer(Scorer):
             "top_k": self.top_k,
             "negative_candidates": self.negative_candidates,
             "token_dims": self.token_dims,
-            "projection": None if self.projection is None else encode_array(self.projection),
+            "projection": None if self.projection is None else encode_array(self.projection, "float16"),
             "iterations": self.iterations,
             "learning_rate": self.learning_rate,
             "n_routes": self.n_routes,

@@ -125,7 +125,7 @@ class LexicalIndex:
         return out
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-safe index (feature ids, idf, postings)."""
+        """JSON-safe index (feature ids, idf, postings; posting weights as float16)."""
         cols = np.repeat(np.arange(len(self.features)), np.diff(self.starts))
         return {
             "n_examples": self.n_examples,
@@ -134,7 +134,7 @@ class LexicalIndex:
             "idf": encode_array(self.idf),
             "post_features": encode_array(cols, "int32"),
             "post_examples": encode_array(self.post_examples, "int32"),
-            "post_weights": encode_array(self.post_weights),
+            "post_weights": encode_array(self.post_weights, "float16"),
         }
 
     @classmethod
