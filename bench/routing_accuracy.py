@@ -414,13 +414,13 @@ def print_scoring_cost(classifiers: dict[str, EmbeddingClassifier], queries: Seq
     Each query is encoded once up front; every classifier then decides it from the same
     vectors, in turn, so load drift is shared. CPU time of this process, BLAS on one thread.
     """
-    first = next(iter(classifiers.values()))
-    sentence, tokens = first.encoder.encode_tokens(list(queries))  # type: ignore[attr-defined]
+    encoded = {name: clf._encode(list(queries)) for name, clf in classifiers.items()}
     cpu: dict[str, float] = dict.fromkeys(classifiers, 0.0)
     with blas_single_thread():
         for i, q in enumerate(queries):
             for name, clf in classifiers.items():
-                toks = [tokens[i]] if clf.scorer.uses_tokens else None
+                sentence, tokens = encoded[name]
+                toks = None if tokens is None else [tokens[i]]
                 t0 = time.process_time()
                 clf._results(sentence[i : i + 1], None, toks, [q])
                 cpu[name] += time.process_time() - t0
