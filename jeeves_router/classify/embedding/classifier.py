@@ -148,7 +148,7 @@ class EmbeddingClassifier:
         labels.extend([len(self.routes)] * len(self.negatives))
         vectors, tokens = self._encode(texts)
         with self._blas():
-            self.scorer.fit(vectors, np.asarray(labels, dtype=np.int64), len(self.routes), tokens, self._texts(texts))
+            self.scorer.fit(vectors, np.asarray(labels, dtype=np.int64), len(self.routes), tokens, **self._texts(texts))
 
     def _encode(self, texts: Sequence[str]) -> tuple[NDArray[np.float32], list[NDArray[np.float32]] | None]:
         """Sentence vectors, plus token vectors when the scorer uses them.
@@ -163,8 +163,9 @@ class EmbeddingClassifier:
             return vectors, [vectors[i : i + 1] for i in range(len(vectors))]
         return self.encoder.encode(texts), None
 
-    def _texts(self, texts: Sequence[str]) -> Sequence[str] | None:
-        return texts if self.scorer.uses_texts else None
+    def _texts(self, texts: Sequence[str]) -> dict[str, Sequence[str]]:
+        """``texts`` as a keyword for scorers that read them (custom scorers may predate the keyword)."""
+        return {"texts": texts} if self.scorer.uses_texts else {}
 
     def _blas(self) -> Any:
         return blas_single_thread() if self.blas_one_thread else nullcontext()
@@ -181,7 +182,7 @@ class EmbeddingClassifier:
         """Per-route features and probabilities [n, len(cols)] over the allowed columns."""
         with self._blas():
             among = None if len(cols) == len(self.routes) else cols
-            scores = self.scorer.scores(vectors, tokens, among, self._texts(texts))[:, cols]
+            scores = self.scorer.scores(vectors, tokens, among, **self._texts(texts))[:, cols]
         features = self.scorer.features(scores)
         if self.calibrator is not None:
             probs = self.calibrator.predict(features)
@@ -315,7 +316,7 @@ class EmbeddingClassifier:
         check_held_out(texts, [t for r in self.routes for t in (*r.examples, r.description) if t.strip()])
         vectors, tokens = self._encode(list(texts))
         with self._blas():
-            features = self.scorer.features(self.scorer.scores(vectors, tokens, None, self._texts(texts)))
+            features = self.scorer.features(self.scorer.scores(vectors, tokens, None, **self._texts(texts)))
         truth = np.asarray([self._index.get(lab, -1) for lab in labels], dtype=np.int64)
         calibrator, report = fit_threshold(
             features, truth, calibration=calibration, objective=objective, target_precision=target_precision,
