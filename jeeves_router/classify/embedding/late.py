@@ -68,9 +68,11 @@ class _TokenBank:
 class LateInteractionScorer(Scorer):
     """Softmax regression plus token-level MaxSim, with optional out-of-scope examples.
 
-    The most accurate scorer measured (see the README's CLINC150 table); scoring takes about
-    0.2 ms per query on 150 routes. Saved files carry every example's token vectors (float16,
-    128 dimensions), so they are larger than with the other scorers.
+    The most accurate scorer measured (``bench/routing_accuracy.py``) and the default. After
+    the encoder it costs about 1.2 ms of CPU per query on 150 routes with 11 texts each (0.7
+    without the lexical term; the centroid 0.2). Saved files carry every example's token
+    vectors (float16, 128 dimensions) and the lexical index, so they are larger than with the
+    other scorers (about 0.6 MB for 5 routes with 10 examples each).
 
     Args:
         c: Inverse L2 strength of the regression.
