@@ -11,7 +11,9 @@ Protocol (same for every router, same vectors):
   * semantic-router 1.1.1 gets the same encoder through a DenseEncoder subclass:
     IndexedRouter(top_k=5, aggregation="mean"), its threshold tuned on its top score.
 
-Run from the repository root: `python bench/routing_accuracy.py [--seeds 5] [--quick]`.
+Run from the repository root: `python bench/routing_accuracy.py [--seeds 5] [--quick]`;
+`--cache /tmp/minilm.pkl` keeps the encoder's vectors on disk between runs (never in the
+repository: they are derived from the data set).
 Needs the `embed` extra and `pip install semantic-router==1.1.1` (optional: its rows are
 skipped without it). The data is read from ../shared and never copied into the repository.
 """
@@ -23,6 +25,7 @@ import asyncio
 import json
 import logging
 import os
+import pickle
 import random
 import statistics
 import sys
@@ -69,6 +72,25 @@ class CachedEncoder:
         self.inner, self.name, self.dim = inner, inner.name, inner.dim
         self.cache: dict[str, np.ndarray] = {}
         self.token_cache: dict[str, np.ndarray] = {}
+
+    def load(self, path: Path) -> None:
+        """Read vectors saved by :meth:`save` (ignored when written for another encoder)."""
+        if not path.is_file():
+            return
+        with path.open("rb") as fh:
+            saved = pickle.load(fh)  # a local file this script wrote
+        if saved.get("name") != self.name:
+            return
+        for text, (vector, tokens) in saved["data"].items():
+            self.cache[text] = vector
+            if tokens is not None:
+                self.token_cache[text] = tokens
+
+    def save(self, path: Path) -> None:
+        """Write every cached text's sentence and token vectors."""
+        data = {t: (v, self.token_cache.get(t)) for t, v in self.cache.items()}
+        with path.open("wb") as fh:
+            pickle.dump({"name": self.name, "dim": self.dim, "data": data}, fh)
 
     def warm(self, texts: Sequence[str]) -> None:
         todo = sorted({t for t in texts if t not in self.cache})
@@ -236,6 +258,8 @@ def main() -> None:
     ap.add_argument("--encoder", choices=["minilm", "wordllama"], default="minilm")
     ap.add_argument("--levels", default="intent150,domain10", help="route sets of the accuracy runs")
     ap.add_argument("--ks", default="0,5,10", help="examples per route of the accuracy runs")
+    ap.add_argument("--skip", default="", help="comma-separated router names (or prefixes) to leave out")
+    ap.add_argument("--cache", type=Path, help="pickle of encoder vectors kept between runs (e.g. under /tmp)")
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
     if not DATA.is_dir():
@@ -253,9 +277,12 @@ def main() -> None:
         return WordLlamaEncoder() if args.encoder == "wordllama" else MiniLMEncoder(intra_op_threads=threads)
 
     enc = CachedEncoder(new_encoder(0))
+    if args.cache:
+        enc.load(args.cache)
     if not args.latency_only:
         t0 = time.perf_counter()
-        enc.warm([r["text"] for r in val_rows + test_rows])
+        texts = [r["text"] for r in val_rows + test_rows]
+        enc.encode_tokens(texts) if hasattr(enc.inner, "encode_tokens") else enc.warm(texts)
         print(f"encoded val+test in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
 
     routers: dict[str, Callable[..., dict[str, float]]] = {
@@ -266,12 +293,19 @@ def main() -> None:
     }
     oos_pool = [r["text"] for r in pool if r["route"] == OOS]
     if hasattr(enc.inner, "encode_tokens"):
-        routers["late interaction"] = lambda e, r, v, t: run_ours(e, r, v, t, "late", {})
-        routers["late interaction + pool OOS rows as negatives"] = lambda e, r, v, t: run_ours(
+        old = {"token_weight": 5.0, "lexical_weight": 0.0, "pooled": False}
+        routers["late interaction, previous settings"] = lambda e, r, v, t: run_ours(e, r, v, t, "late", old)
+        routers["late interaction, previous settings + pool OOS rows as negatives"] = lambda e, r, v, t: run_ours(
+            e, r, v, t, "late", old, oos_pool
+        )
+        routers["late interaction (default)"] = lambda e, r, v, t: run_ours(e, r, v, t, "late", {})
+        routers["late interaction (default) + pool OOS rows as negatives"] = lambda e, r, v, t: run_ours(
             e, r, v, t, "late", {}, oos_pool
         )
     if have_sr:
         routers = {"semantic-router 1.1.1 IndexedRouter (top_k=5, mean)": run_sr, **routers}
+    skip = tuple(x.strip() for x in args.skip.split(",") if x.strip())
+    routers = {name: fn for name, fn in routers.items() if not name.startswith(skip)} if skip else routers
     grid = (
         []
         if args.latency_only
@@ -292,6 +326,9 @@ def main() -> None:
             print(f"{level} k={k} {name}: {results[(name, level, k)]} ({time.perf_counter() - t0:.0f} s)",
                   file=sys.stderr)  # fmt: skip
 
+    if args.cache:
+        enc.save(args.cache)
+
     # Latency: one query end to end (encode + score), intent150 k=10 seed 0, fresh encoder.
     lat_enc = new_encoder(args.latency_threads)
     print(f"latency: onnxruntime intra-op threads = {args.latency_threads}", file=sys.stderr)
@@ -304,14 +341,16 @@ def main() -> None:
         "encoder only, 1 onnxruntime thread": lambda q: one_thread.encode([q]),
     }
     default_blas: dict[str, Callable[[str], Any]] = {}
-    for name, scorer in (
-        ("centroid", "centroid"),
-        ("nearest example", "nearest"),
-        ("logistic regression (C=10)", "logreg"),
-        ("late interaction + pool OOS rows as negatives", "late"),
+    scoring: dict[str, EmbeddingClassifier] = {}
+    for name, scorer, negs in (
+        ("centroid", "centroid", []),
+        ("nearest example", "nearest", []),
+        ("logistic regression (C=10)", "logreg", []),
+        ("late interaction (default)", "late", []),
+        ("late interaction (default) + pool OOS rows as negatives", "late", oos_pool),
     ):
-        negs = [r["text"] for r in pool if r["route"] == OOS] if scorer == "late" else []
         clf = EmbeddingClassifier(routes, encoder=lat_enc, scorer=scorer, blas_one_thread=True, negatives=negs)
+        scoring[name] = clf
         free = EmbeddingClassifier.from_dict(clf.to_dict(), encoder=lat_enc)
         free.blas_one_thread = False
         contestants[name], default_blas[name] = clf.classify_text, free.classify_text
@@ -326,6 +365,7 @@ def main() -> None:
         lat[name] = (ms, other.get(name, ms))
 
     print_tables(results, lat, routers, grid, args.seeds, enc.name)
+    print_scoring_cost(scoring, queries)
     desk = load_routes(Path(__file__).resolve().parents[1] / "jeeves_router" / "data" / "desk_routes.json")
     anyio.run(offload_report, lat_enc, desk)
 
@@ -366,6 +406,29 @@ async def offload_report(encoder: Any, specs: Sequence[RouteSpec]) -> None:
             total = (time.perf_counter() - start) * 1000
             print(f"| {enc.name} | {'thread' if offload else 'inline'} | {statistics.median(times):.2f} ms "
                   f"| {total:.0f} ms | {max(lags):.1f} ms |")  # fmt: skip
+
+
+def print_scoring_cost(classifiers: dict[str, EmbeddingClassifier], queries: Sequence[str]) -> None:
+    """CPU ms per query spent after the encoder (scoring, calibration, ranking), interleaved.
+
+    Each query is encoded once up front; every classifier then decides it from the same
+    vectors, in turn, so load drift is shared. CPU time of this process, BLAS on one thread.
+    """
+    encoded = {name: clf._encode(list(queries)) for name, clf in classifiers.items()}
+    cpu: dict[str, float] = dict.fromkeys(classifiers, 0.0)
+    with blas_single_thread():
+        for i, q in enumerate(queries):
+            for name, clf in classifiers.items():
+                sentence, tokens = encoded[name]
+                toks = None if tokens is None else [tokens[i]]
+                t0 = time.process_time()
+                clf._results(sentence[i : i + 1], None, toks, [q])
+                cpu[name] += time.process_time() - t0
+    print(f"\nCPU per query after the encoder (intent150 k=10, {len(queries)} queries, one BLAS thread):\n")
+    print("| scorer | ms/query beyond the encoder |")
+    print("|---|---|")
+    for name, total in cpu.items():
+        print(f"| {name} | {total * 1000 / len(queries):.3f} |")
 
 
 class _NoCache:

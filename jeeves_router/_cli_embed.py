@@ -201,9 +201,10 @@ def load_embedding(
         encoder = MiniLMEncoder(intra_op_threads=1) if one_request and fit_on is None else None
         clf = EmbeddingClassifier.load(source, encoder=encoder)
     else:
+        from .classify.embedding.classifier import DEFAULT_SCORER
         from .eval import load_negatives, load_routes  # route files only: a saved classifier needs neither
 
-        kind = scorer if scorer is not None else ScorerName.centroid
+        kind = scorer if scorer is not None else ScorerName(DEFAULT_SCORER)
         negatives = load_negatives(source) if kind is ScorerName.late else ()
         clf = EmbeddingClassifier(load_routes(source), scorer=kind.value, negatives=negatives)
     if fit_on is not None:

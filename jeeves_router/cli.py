@@ -83,7 +83,7 @@ RoutesOpt = Annotated[
 ]
 ScorerOpt = Annotated[
     ScorerName | None,
-    typer.Option("--scorer", "-s", help="Scorer when building from a route file (default centroid)."),
+    typer.Option("--scorer", "-s", help="Scorer when building from a route file (default late)."),
 ]
 ThresholdOpt = Annotated[float | None, typer.Option("--threshold", "-t", help="Override the acceptance threshold.")]
 FitOnOpt = Annotated[

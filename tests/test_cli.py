@@ -110,6 +110,15 @@ def test_demo_runs() -> None:
     assert "billing" in result.stdout and "out of scope" in result.stdout
 
 
+def test_a_route_file_without_a_scorer_builds_the_default_late_scorer(tmp_path: Path) -> None:
+    model = tmp_path / "default.json"
+    routes, val = str(DATA / "desk_routes.json"), str(DATA / "desk_val.jsonl")
+    fitted = runner.invoke(app, ["fit", "--routes", routes, "--data", val, "--out", str(model)])
+    assert fitted.exit_code == 0, fitted.output
+    scorer = json.loads(model.read_text())["scorer"]
+    assert scorer["kind"] == "late" and scorer["lexical_weight"] > 0 and scorer["lexical"] is not None
+
+
 def test_fit_with_the_late_scorer_reads_negatives_from_the_route_file(tmp_path: Path) -> None:
     routes = json.loads((DATA / "desk_routes.json").read_text())
     negatives = ["what is the weather like in Lisbon", "recommend a good science fiction novel", "how tall is Everest"]

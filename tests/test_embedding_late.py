@@ -68,9 +68,10 @@ def test_negatives_lower_the_score_of_requests_like_them() -> None:
     assert not plain.scorer.has_negatives  # type: ignore[attr-defined]
     oos = "a good banana bread recipe"
     v, t = guarded._encode([oos])
-    drop_oos = plain.scorer.scores(v, t).max() - guarded.scorer.scores(v, t).max()
-    v2, t2 = guarded._encode(["I was charged twice on my card"])
-    drop_in = plain.scorer.scores(v2, t2).max() - guarded.scorer.scores(v2, t2).max()
+    drop_oos = plain.scorer.scores(v, t, None, [oos]).max() - guarded.scorer.scores(v, t, None, [oos]).max()
+    inside = ["I was charged twice on my card"]
+    v2, t2 = guarded._encode(inside)
+    drop_in = plain.scorer.scores(v2, t2, None, inside).max() - guarded.scorer.scores(v2, t2, None, inside).max()
     assert drop_oos > drop_in + 0.5
     assert guarded.classify_text("I was charged twice on my card").classification.route == "billing"
 
@@ -117,16 +118,25 @@ def test_scorer_round_trip_and_factory() -> None:
     np.testing.assert_allclose(s.scores(qv, qt), again.scores(qv, qt), atol=0.02)
 
 
-class _SentenceOnly:
-    name, dim = "sentence-only", 8
+class _NoTokens:
+    """The hashing encoder without encode_tokens."""
+
+    def __init__(self) -> None:
+        self.inner = HashingEncoder()
+        self.name, self.dim = self.inner.name, self.inner.dim
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
-        return l2_normalise(np.ones((len(texts), 8), np.float32))
+        return self.inner.encode(texts)
+
+
+def test_late_over_an_encoder_without_token_vectors_compares_sentences() -> None:
+    clf = EmbeddingClassifier(ROUTES, encoder=_NoTokens(), scorer="late")
+    res = clf.classify_text("I was charged twice on my card")
+    assert res.classification.route == "billing"
+    assert clf.classify_text("zebra xylophone quartet").scores[0][1] < res.scores[0][1]
 
 
 def test_usage_errors_name_the_problem() -> None:
-    with pytest.raises(UsageError, match="encode_tokens"):
-        EmbeddingClassifier(ROUTES, encoder=_SentenceOnly(), scorer="late")
     with pytest.raises(UsageError, match="does not use negatives"):
         EmbeddingClassifier(ROUTES, encoder=HashingEncoder(), scorer="centroid", negatives=NEGATIVES)
     with pytest.raises(UsageError, match="not one string"):
@@ -181,7 +191,7 @@ def test_a_restricted_request_gives_the_token_bonus_to_its_own_routes() -> None:
     texts = [t for r in ROUTES for t in r.examples]
     labels = np.repeat(np.arange(3), 3)
     v, tok = enc.encode_tokens(texts)
-    s = LateInteractionScorer(top_k=1, token_weight=1.0, token_dims=None)
+    s = LateInteractionScorer(top_k=1, token_weight=1.0, token_dims=None, pooled=False)
     s.fit(v, labels, 3, tok)
     qv, qt = enc.encode_tokens(["refund my payment, the tracking number is late"])
     base = s.scores(qv, [np.zeros((0, enc.dim), np.float32)])[0]  # the regression alone

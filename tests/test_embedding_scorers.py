@@ -91,3 +91,26 @@ def test_array_codec_is_exact_and_validates() -> None:
     np.testing.assert_array_equal(decode_array(encode_array(a)), a)
     with pytest.raises(UsageError):
         decode_array({"shape": [2]})
+
+
+class _OldStyle(Scorer):
+    """A custom scorer written before scorers could read texts (no ``texts`` parameter)."""
+
+    kind = "old-style"
+
+    def fit(self, vectors, labels, n_routes, tokens=None):  # type: ignore[no-untyped-def]
+        self.centroids = l2_normalise(np.stack([vectors[labels == r].mean(axis=0) for r in range(n_routes)]))
+
+    def scores(self, queries, tokens=None, among=None):  # type: ignore[no-untyped-def]
+        return queries @ self.centroids.T
+
+
+def test_custom_scorers_without_the_texts_parameter_still_work() -> None:
+    from jeeves_router.classify.embedding import EmbeddingClassifier, HashingEncoder
+    from jeeves_router.classify.types import RouteSpec
+
+    routes = (RouteSpec("billing", "payments", ("refund my payment",)), RouteSpec("tech", "crashes", ("app crashes",)))
+    clf = EmbeddingClassifier(routes, encoder=HashingEncoder(), scorer=_OldStyle())
+    assert clf.classify_text("refund my payment please").classification.route == "billing"
+    report = clf.fit(["refund the payment", "the app crashes", "banana bread"], ["billing", "tech", "oos"])
+    assert report.rows == 3

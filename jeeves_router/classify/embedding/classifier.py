@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from contextlib import nullcontext
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import Any, Literal
 
 import anyio
 import anyio.to_thread
@@ -26,10 +26,11 @@ from .encoders import Encoder, MiniLMEncoder, TokenEncoder, blas_single_thread
 from .fitting import FitReport, check_held_out, fit_threshold
 from .scorers import Scorer, make_scorer, scorer_from_dict
 
-__all__ = ["EmbeddingClassifier", "FitReport", "default_encoder"]
+__all__ = ["EmbeddingClassifier", "FitReport", "default_encoder", "DEFAULT_SCORER"]
 
 log = get_logger(__name__)
 
+DEFAULT_SCORER = "late"
 FILE_FORMAT = "jeeves-router/embedding-classifier"
 FILE_VERSION = 1
 
@@ -67,8 +68,11 @@ class EmbeddingClassifier:
     Args:
         routes: The routes it knows.
         encoder: Any :class:`Encoder`; default the shared :class:`MiniLMEncoder`.
-        scorer: ``"centroid"``, ``"nearest"``, ``"logreg"``, ``"late"`` (the most accurate;
-            needs an encoder with token vectors, such as MiniLM) or a :class:`Scorer` instance.
+        scorer: ``"late"`` (the default and the most accurate: regression, token MaxSim and
+            lexical similarity; best with an encoder that has token vectors, such as MiniLM),
+            ``"centroid"``, ``"nearest"``, ``"logreg"`` or a :class:`Scorer` instance. Unfitted,
+            ``"late"`` and ``"centroid"`` give confidences that already reject requests unlike
+            every example; :meth:`fit` calibrates them.
         scorer_options: Keyword options for a scorer given by name.
         negatives: Out-of-scope example requests (things the router must *not* accept);
             scorers with ``uses_negatives`` (``"late"``) learn to reject their like.
@@ -89,7 +93,7 @@ class EmbeddingClassifier:
         routes: Sequence[RouteSpec],
         *,
         encoder: Encoder | None = None,
-        scorer: str | Scorer = "centroid",
+        scorer: str | Scorer = DEFAULT_SCORER,
         scorer_options: dict[str, Any] | None = None,
         negatives: Sequence[str] = (),
         threshold: float | None = None,
@@ -120,11 +124,6 @@ class EmbeddingClassifier:
         self._index = {n: i for i, n in enumerate(names)}
         self._encode_ms: float | None = None
         self.scorer = _fitted_scorer if _fitted_scorer is not None else make_scorer(scorer, **(scorer_options or {}))
-        if self.scorer.uses_tokens and not isinstance(self.encoder, TokenEncoder):
-            raise UsageError(
-                f"scorer {self.scorer.kind!r} needs token vectors but encoder {self.encoder.name!r} has no "
-                "encode_tokens; use MiniLMEncoder or another scorer"
-            )
         if self.negatives and not self.scorer.uses_negatives:
             raise UsageError(f"scorer {self.scorer.kind!r} does not use negatives; use scorer='late' or drop them")
         if _fitted_scorer is None:
@@ -149,13 +148,24 @@ class EmbeddingClassifier:
         labels.extend([len(self.routes)] * len(self.negatives))
         vectors, tokens = self._encode(texts)
         with self._blas():
-            self.scorer.fit(vectors, np.asarray(labels, dtype=np.int64), len(self.routes), tokens)
+            self.scorer.fit(vectors, np.asarray(labels, dtype=np.int64), len(self.routes), tokens, **self._texts(texts))
 
     def _encode(self, texts: Sequence[str]) -> tuple[NDArray[np.float32], list[NDArray[np.float32]] | None]:
-        """Sentence vectors, plus token vectors when the scorer uses them."""
+        """Sentence vectors, plus token vectors when the scorer uses them.
+
+        With an encoder that has no token vectors, each text's sentence vector stands as its
+        only token (token-level scorers then compare whole sentences).
+        """
         if self.scorer.uses_tokens:
-            return cast(TokenEncoder, self.encoder).encode_tokens(texts)
+            if isinstance(self.encoder, TokenEncoder):
+                return self.encoder.encode_tokens(texts)
+            vectors = self.encoder.encode(texts)
+            return vectors, [vectors[i : i + 1] for i in range(len(vectors))]
         return self.encoder.encode(texts), None
+
+    def _texts(self, texts: Sequence[str]) -> dict[str, Sequence[str]]:
+        """``texts`` as a keyword for scorers that read them (custom scorers may predate the keyword)."""
+        return {"texts": texts} if self.scorer.uses_texts else {}
 
     def _blas(self) -> Any:
         return blas_single_thread() if self.blas_one_thread else nullcontext()
@@ -163,12 +173,16 @@ class EmbeddingClassifier:
     # -- scoring -------------------------------------------------------------------------
 
     def _probabilities(
-        self, vectors: NDArray[np.float32], cols: NDArray[np.int64], tokens: list[NDArray[np.float32]] | None
+        self,
+        vectors: NDArray[np.float32],
+        cols: NDArray[np.int64],
+        tokens: list[NDArray[np.float32]] | None,
+        texts: Sequence[str],
     ) -> tuple[Any, Any]:
         """Per-route features and probabilities [n, len(cols)] over the allowed columns."""
         with self._blas():
             among = None if len(cols) == len(self.routes) else cols
-            scores = self.scorer.scores(vectors, tokens, among)[:, cols]
+            scores = self.scorer.scores(vectors, tokens, among, **self._texts(texts))[:, cols]
         features = self.scorer.features(scores)
         if self.calibrator is not None:
             probs = self.calibrator.predict(features)
@@ -180,14 +194,15 @@ class EmbeddingClassifier:
         self,
         vectors: NDArray[np.float32],
         allowed: Sequence[str] | None,
-        tokens: list[NDArray[np.float32]] | None = None,
+        tokens: list[NDArray[np.float32]] | None,
+        texts: Sequence[str],
     ) -> list[ClassifyResult]:
         names = self.route_names if allowed is None else tuple(n for n in allowed if n in self._index)
         if not names:
             c = Classification(None, 0.0, "missing_route", "", reason="none of the requested routes is known")
             return [ClassifyResult(c, stage="embedding") for _ in range(len(vectors))]
         cols = np.asarray([self._index[n] for n in names], dtype=np.int64)
-        features, probs = self._probabilities(vectors, cols, tokens)
+        features, probs = self._probabilities(vectors, cols, tokens, texts)
         out = []
         for row in range(len(vectors)):
             order = np.lexsort((-features[row], -probs[row]))
@@ -211,7 +226,7 @@ class EmbeddingClassifier:
         vectors, tokens = self._encode([text])
         ms = (time.perf_counter() - start) * 1000
         self._encode_ms = ms if self._encode_ms is None else 0.8 * self._encode_ms + 0.2 * ms
-        return self._results(vectors, allowed, tokens)[0]
+        return self._results(vectors, allowed, tokens, [text])[0]
 
     # -- public API ------------------------------------------------------------------------
 
@@ -224,8 +239,9 @@ class EmbeddingClassifier:
         results: list[ClassifyResult | None] = [None] * len(texts)
         live = [i for i, t in enumerate(texts) if t.strip()]
         if live:
-            vectors, tokens = self._encode([texts[i] for i in live])
-            batch = self._results(vectors, routes, tokens)
+            live_texts = [texts[i] for i in live]
+            vectors, tokens = self._encode(live_texts)
+            batch = self._results(vectors, routes, tokens, live_texts)
             for i, res in zip(live, batch, strict=True):
                 results[i] = res
         empty = ClassifyResult(Classification(None, 0.0, "empty", ""), stage="embedding")
@@ -300,7 +316,7 @@ class EmbeddingClassifier:
         check_held_out(texts, [t for r in self.routes for t in (*r.examples, r.description) if t.strip()])
         vectors, tokens = self._encode(list(texts))
         with self._blas():
-            features = self.scorer.features(self.scorer.scores(vectors, tokens))
+            features = self.scorer.features(self.scorer.scores(vectors, tokens, None, **self._texts(texts)))
         truth = np.asarray([self._index.get(lab, -1) for lab in labels], dtype=np.int64)
         calibrator, report = fit_threshold(
             features, truth, calibration=calibration, objective=objective, target_precision=target_precision,

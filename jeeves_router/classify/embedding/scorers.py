@@ -36,13 +36,14 @@ __all__ = [
 Array = NDArray[np.float32]
 
 
-_DTYPES = {"float32": "<f4", "float16": "<f2"}
+_DTYPES = {"float32": "<f4", "float16": "<f2", "int32": "<i4"}
 
 
 def encode_array(a: NDArray[Any], dtype: str = "float32") -> dict[str, Any]:
     """An array as a JSON-safe dict (base64 of little-endian bytes; exact for float32).
 
-    ``dtype="float16"`` halves the size of large tables such as token vectors.
+    ``dtype="float16"`` halves the size of large tables such as token vectors; ``"int32"``
+    stores indexes (read back exactly as float32 up to 2**24).
     """
     arr = np.ascontiguousarray(a, dtype=_DTYPES[dtype])
     return {"dtype": dtype, "shape": list(arr.shape), "b64": base64.b64encode(arr.tobytes()).decode("ascii")}
@@ -70,26 +71,37 @@ class Scorer:
     kind: ClassVar[str] = ""
     uses_tokens: ClassVar[bool] = False
     uses_negatives: ClassVar[bool] = False
+    uses_texts: ClassVar[bool] = False
     margin_weight: float = 0.0
 
     def fit(
-        self, vectors: Array, labels: NDArray[np.int64], n_routes: int, tokens: Sequence[Array] | None = None
+        self,
+        vectors: Array,
+        labels: NDArray[np.int64],
+        n_routes: int,
+        tokens: Sequence[Array] | None = None,
+        texts: Sequence[str] | None = None,
     ) -> None:
         """Learn from ``vectors`` [n, d] whose route indexes are ``labels`` [n].
 
         Scorers with :attr:`uses_negatives` also accept the label ``n_routes`` for
         out-of-scope examples; scorers with :attr:`uses_tokens` need ``tokens``, each
-        example's token vectors.
+        example's token vectors; scorers with :attr:`uses_texts` also read the ``texts``.
         """
         raise NotImplementedError
 
     def scores(
-        self, queries: Array, tokens: Sequence[Array] | None = None, among: NDArray[np.int64] | None = None
+        self,
+        queries: Array,
+        tokens: Sequence[Array] | None = None,
+        among: NDArray[np.int64] | None = None,
+        texts: Sequence[str] | None = None,
     ) -> Array:
         """Route scores [n, n_routes] for unit-length ``queries`` [n, d] (``tokens`` as in fit).
 
         ``among`` names the route indexes the caller will choose from (``None``: all); a
-        scorer may spend its extra work on those only.
+        scorer may spend its extra work on those only. ``texts`` are the queries' texts, given
+        to scorers with :attr:`uses_texts`.
         """
         raise NotImplementedError
 
@@ -136,7 +148,12 @@ class CentroidScorer(Scorer):
         self.centroids: Array = np.zeros((0, 0), dtype=np.float32)
 
     def fit(
-        self, vectors: Array, labels: NDArray[np.int64], n_routes: int, tokens: Sequence[Array] | None = None
+        self,
+        vectors: Array,
+        labels: NDArray[np.int64],
+        n_routes: int,
+        tokens: Sequence[Array] | None = None,
+        texts: Sequence[str] | None = None,
     ) -> None:
         """See :meth:`Scorer.fit`."""
         self._check(vectors, labels, n_routes)
@@ -144,7 +161,11 @@ class CentroidScorer(Scorer):
         self.centroids = l2_normalise(means)
 
     def scores(
-        self, queries: Array, tokens: Sequence[Array] | None = None, among: NDArray[np.int64] | None = None
+        self,
+        queries: Array,
+        tokens: Sequence[Array] | None = None,
+        among: NDArray[np.int64] | None = None,
+        texts: Sequence[str] | None = None,
     ) -> Array:
         """See :meth:`Scorer.scores`."""
         sims: Array = queries @ self.centroids.T
@@ -171,7 +192,12 @@ class NearestScorer(Scorer):
         self.n_routes = 0
 
     def fit(
-        self, vectors: Array, labels: NDArray[np.int64], n_routes: int, tokens: Sequence[Array] | None = None
+        self,
+        vectors: Array,
+        labels: NDArray[np.int64],
+        n_routes: int,
+        tokens: Sequence[Array] | None = None,
+        texts: Sequence[str] | None = None,
     ) -> None:
         """See :meth:`Scorer.fit`."""
         self._check(vectors, labels, n_routes)
@@ -181,7 +207,11 @@ class NearestScorer(Scorer):
         self.n_routes = n_routes
 
     def scores(
-        self, queries: Array, tokens: Sequence[Array] | None = None, among: NDArray[np.int64] | None = None
+        self,
+        queries: Array,
+        tokens: Sequence[Array] | None = None,
+        among: NDArray[np.int64] | None = None,
+        texts: Sequence[str] | None = None,
     ) -> Array:
         """See :meth:`Scorer.scores`."""
         sims = queries @ self.examples.T
@@ -288,7 +318,12 @@ class LogRegScorer(Scorer):
         self.centroids: Array = np.zeros((0, 0), dtype=np.float32)
 
     def fit(
-        self, vectors: Array, labels: NDArray[np.int64], n_routes: int, tokens: Sequence[Array] | None = None
+        self,
+        vectors: Array,
+        labels: NDArray[np.int64],
+        n_routes: int,
+        tokens: Sequence[Array] | None = None,
+        texts: Sequence[str] | None = None,
     ) -> None:
         """See :meth:`Scorer.fit`."""
         self._check(vectors, labels, n_routes)
@@ -300,7 +335,11 @@ class LogRegScorer(Scorer):
         self.centroids = l2_normalise(np.stack([vectors[labels == r].mean(axis=0) for r in range(n_routes)]))
 
     def scores(
-        self, queries: Array, tokens: Sequence[Array] | None = None, among: NDArray[np.int64] | None = None
+        self,
+        queries: Array,
+        tokens: Sequence[Array] | None = None,
+        among: NDArray[np.int64] | None = None,
+        texts: Sequence[str] | None = None,
     ) -> Array:
         """See :meth:`Scorer.scores`."""
         logits = (queries * self.scale) @ self.weights + self.bias
