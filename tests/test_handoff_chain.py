@@ -201,6 +201,7 @@ async def test_cycle_beyond_a_b_a_is_detected() -> None:
     assert hops == [("a", "b"), ("b", "c"), ("c", "a")] * 2
     rejected = kinds(events, HandoffRejected)
     assert [(r.why, r.from_agent, r.to_agent) for r in rejected] == [("cycle", "a", "b")]
+    assert "a -> b already taken 2 time(s)" in (rejected[0].reason or "")  # counted per edge
     assert not any(isinstance(e, TextDelta) for e in events)
 
 

@@ -43,8 +43,8 @@ class ChainRun(VisitRunner):
 
     def __init__(self, graph: HandoffGraph, settings: ChainSettings, agent: Actor, ctx: RunContext) -> None:
         super().__init__(graph, settings, agent, ctx)
-        self.edges: dict[tuple[str, str], int] = {}
-        # tuples, not lists: an in-flight run holds no GC-tracked container for them
+        # tuples, not lists or dicts: an in-flight run holds no GC-tracked container for them
+        # (an edge's traversals are counted from ``accepted``: at most max_handoffs entries)
         self.accepted: tuple[tuple[str, str, str | None], ...] = ()  # (from, to, reason) per handoff
         self.visited: tuple[str, ...] = ()
         self.confidence: float | None = None
@@ -152,8 +152,10 @@ class ChainRun(VisitRunner):
             return HandoffRejected(
                 **self._ev(), from_agent=frm, to_agent=to, why="limit", reason=f"max_handoffs={s.max_handoffs} reached"
             )
-        edge = (frm, to)
-        taken = self.edges.get(edge, 0)
+        taken = 0
+        for a in self.accepted:
+            if a[0] == frm and a[1] == to:
+                taken += 1
         if taken >= s.max_edge_traversals:
             return HandoffRejected(
                 **self._ev(),
@@ -162,7 +164,6 @@ class ChainRun(VisitRunner):
                 why="cycle",
                 reason=f"{frm} -> {to} already taken {taken} time(s) (max_edge_traversals={s.max_edge_traversals})",
             )
-        self.edges[edge] = taken + 1
         self.accepted = (*self.accepted, (frm, to, reason))
         return None
 
