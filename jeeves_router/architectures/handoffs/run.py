@@ -43,9 +43,10 @@ class ChainRun(VisitRunner):
 
     def __init__(self, graph: HandoffGraph, settings: ChainSettings, agent: Actor, ctx: RunContext) -> None:
         super().__init__(graph, settings, agent, ctx)
-        # tuples, not lists or dicts: an in-flight run holds no GC-tracked container for them
-        # (an edge's traversals are counted from ``accepted``: at most max_handoffs entries)
-        self.accepted: tuple[tuple[str, str, str | None], ...] = ()  # (from, to, reason) per handoff
+        # flat tuples of strings, not lists, dicts or nested tuples: the collector untracks them, so
+        # an in-flight run holds no GC-tracked container for them (an edge's traversals are
+        # counted from ``accepted``: at most max_handoffs entries)
+        self.accepted: tuple[str | None, ...] = ()  # from, to, reason, from, to, reason... per handoff
         self.visited: tuple[str, ...] = ()
         self.confidence: float | None = None
         self.fallback_reason: FallbackReason | None = None
@@ -148,13 +149,14 @@ class ChainRun(VisitRunner):
 
     def _check(self, frm: str, to: str, reason: str | None) -> HandoffRejected | None:
         s = self.settings
-        if len(self.accepted) >= s.max_handoffs:
+        accepted = self.accepted
+        if len(accepted) >= 3 * s.max_handoffs:
             return HandoffRejected(
                 **self._ev(), from_agent=frm, to_agent=to, why="limit", reason=f"max_handoffs={s.max_handoffs} reached"
             )
         taken = 0
-        for a in self.accepted:
-            if a[0] == frm and a[1] == to:
+        for i in range(0, len(accepted), 3):
+            if accepted[i] == frm and accepted[i + 1] == to:
                 taken += 1
         if taken >= s.max_edge_traversals:
             return HandoffRejected(
@@ -164,7 +166,7 @@ class ChainRun(VisitRunner):
                 why="cycle",
                 reason=f"{frm} -> {to} already taken {taken} time(s) (max_edge_traversals={s.max_edge_traversals})",
             )
-        self.accepted = (*self.accepted, (frm, to, reason))
+        self.accepted = (*accepted, frm, to, reason)
         return None
 
     async def _finish(self, node: str, status: RunStatus, res: RunResult | None) -> Sequence[Event]:
@@ -202,7 +204,8 @@ class ChainRun(VisitRunner):
 
     def handoffs(self) -> tuple[dict[str, Any], ...]:
         """The accepted handoffs so far, as ``{"from", "to", "reason"}`` dicts (the result's metadata)."""
-        return tuple({"from": frm, "to": to, "reason": reason} for frm, to, reason in self.accepted)
+        a = self.accepted
+        return tuple({"from": a[i], "to": a[i + 1], "reason": a[i + 2]} for i in range(0, len(a), 3))
 
     async def _remember(self, node: str | None) -> None:
         """Keep ``node`` as the session's sticky agent (``None`` or the entry: forget it)."""
