@@ -33,33 +33,46 @@ class Ledger:
         texts: How many text deltas the run has emitted so far (compare two readings).
     """
 
-    __slots__ = ("_spent", "_tools", "texts")
+    __slots__ = ("_first_path", "_first_usage", "_more", "_tools", "texts")
 
     def __init__(self) -> None:
         self.texts = 0
-        self._spent: list[Any] | None = None  # path, usage, path, usage... (no tuple per entry)
+        # The first entry in two slots, the later ones in a list (path, usage, path, usage...):
+        # a run that made one model call so far holds no GC-tracked list for it.
+        self._first_path: tuple[str, ...] | None = None
+        self._first_usage: Usage = NO_USAGE
+        self._more: list[Any] | None = None
         self._tools: dict[tuple[str, int], tuple[str, Mapping[str, Any], ToolOutcome]] | None = None
 
     def spent(self, path: tuple[str, ...], usage: Usage) -> None:
         """Enter one model response's usage under the route path of the agent that made it."""
-        if self._spent is None:
-            self._spent = [path, usage]
+        if self._first_path is None:
+            self._first_path, self._first_usage = path, usage
+        elif self._more is None:
+            self._more = [path, usage]
         else:
-            self._spent += (path, usage)
+            self._more += (path, usage)
 
     def mark(self) -> int:
-        """A position to measure an attempt from (see :meth:`since`)."""
-        return 0 if self._spent is None else len(self._spent)
+        """A position to measure an attempt from (see :meth:`since`): the number of entries so far."""
+        if self._first_path is None:
+            return 0
+        return 1 if self._more is None else 1 + len(self._more) // 2
 
     def since(self, mark: int, prefix: tuple[str, ...]) -> Usage:
         """The usage entered after ``mark`` under ``prefix`` (the path and every path below it)."""
         total = NO_USAGE
-        spent = self._spent
-        if spent is not None:
-            n = len(prefix)
-            for i in range(mark, len(spent), 2):
-                if spent[i][:n] == prefix:
-                    total = total + spent[i + 1]
+        first = self._first_path
+        if first is None:
+            return total
+        n = len(prefix)
+        if mark == 0 and first[:n] == prefix:
+            total = self._first_usage
+        more = self._more
+        if more is not None:
+            for i in range(2 * max(mark - 1, 0), len(more), 2):
+                if more[i][:n] == prefix:
+                    total = total + more[i + 1]
         return total
 
     def completed_call(

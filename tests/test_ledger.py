@@ -1,0 +1,55 @@
+"""The attempt ledger: usage entered under route paths, measured from a mark."""
+
+from __future__ import annotations
+
+import gc
+
+from jeeves_router.ledger import Ledger
+from jeeves_router.usage import NO_USAGE, Usage
+
+
+def u(tokens: int) -> Usage:
+    return Usage(input_tokens=tokens, requests=1)
+
+
+def test_an_empty_ledger_has_spent_nothing() -> None:
+    ledger = Ledger()
+    assert ledger.mark() == 0
+    assert ledger.since(0, ()) is NO_USAGE
+    assert ledger.since(0, ("a",)) is NO_USAGE
+
+
+def test_since_sums_the_entries_after_the_mark_under_the_prefix() -> None:
+    ledger = Ledger()
+    ledger.spent(("r", "__classifier__"), u(1))
+    start = ledger.mark()
+    ledger.spent(("r", "a"), u(10))
+    ledger.spent(("r", "b"), u(100))
+    middle = ledger.mark()
+    ledger.spent(("r", "a", "x"), u(1000))
+    ledger.spent(("r", "ab"), u(10000))  # a sibling whose name starts alike is not below ("r", "a")
+    assert (start, middle) == (1, 3)
+    assert ledger.since(0, ("r",)).input_tokens == 11111
+    assert ledger.since(0, ("r", "__classifier__")).input_tokens == 1
+    assert ledger.since(start, ("r",)).input_tokens == 11110
+    assert ledger.since(start, ("r", "a")).input_tokens == 1010
+    assert ledger.since(middle, ("r", "a")).input_tokens == 1000
+    assert ledger.since(middle, ("r", "b")) is NO_USAGE
+    assert ledger.since(ledger.mark(), ("r",)) is NO_USAGE
+    assert ledger.since(0, ("r",)).requests == 5
+
+
+def test_a_single_entry_is_counted_from_mark_zero_only() -> None:
+    ledger = Ledger()
+    ledger.spent(("a",), u(7))
+    assert ledger.since(0, ("a",)) == u(7)
+    assert ledger.since(1, ("a",)) is NO_USAGE
+    assert ledger.since(0, ("b",)) is NO_USAGE
+
+
+def test_one_entry_holds_no_tracked_container() -> None:
+    ledger = Ledger()
+    ledger.spent(("a",), u(7))
+    gc.collect()
+    tracked = [r for r in gc.get_referents(ledger) if isinstance(r, (list, dict, tuple)) and gc.is_tracked(r)]
+    assert tracked == []
