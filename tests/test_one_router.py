@@ -116,7 +116,7 @@ def result_of(events: list[Event]) -> Any:
 
 @pytest.mark.anyio
 @pytest.mark.parametrize("kind", KINDS)
-@pytest.mark.parametrize("confidence", [1.5, 7.0, -0.5])
+@pytest.mark.parametrize("confidence", [1.5, 7.0, -0.5, float("nan"), float("inf")])
 async def test_an_out_of_range_confidence_fails_closed_to_the_fallback(kind: str, confidence: float) -> None:
     agent, models = desk(kind, [("billing", confidence)], general=["Hello."])
     events = await capture_events(agent, "x")

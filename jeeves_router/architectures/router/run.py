@@ -22,7 +22,6 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from ..._aio import emit
-from ...classify.resolve import valid_confidence
 from ...classify.types import ClassifyResult
 from ...events import Event, RouterCompleted, RouterDispatched, RouterFallback, RouterUnresolved
 from ...messages import user
@@ -85,7 +84,8 @@ class RouterRun(ChainRun):
         self.classifier_usage = used if self.classifier_usage is None else self.classifier_usage + used
         self._spent(None, used, (*ctx.path, CLASSIFIER_USAGE_KEY))
         c = cres.classification
-        self.confidence = c.confidence if c.ok and valid_confidence(c.confidence) else None
+        # checked against the contract above: an ``ok`` classification has a valid confidence
+        self.confidence = c.confidence if c.ok else None
         await emit(router.classified_event(ctx, cres))  # not text: the bare emit
         decision = router.decide(c, exclude=self.excluded)
         requested = c.route or c.requested
