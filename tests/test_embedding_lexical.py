@@ -121,3 +121,13 @@ def test_saved_late_keeps_lexical_and_pooling_and_old_files_score_without_them(t
     assert not loaded.scorer.pooled and loaded.scorer.lexical_weight == 0.0
     for a, b in zip(loaded.classify_batch(queries), old.classify_batch(queries), strict=True):
         assert [p for _, p in a.scores] == pytest.approx([p for _, p in b.scores], abs=1e-3)
+
+
+def test_bad_lexical_settings_and_mismatched_texts_are_usage_errors() -> None:
+    with pytest.raises(UsageError, match="lexical_weight must be >= 0"):
+        LateInteractionScorer(lexical_weight=-1.0)
+    enc = HashingEncoder()
+    texts = [t for r in ROUTES for t in r.examples]
+    v, tok = enc.encode_tokens(texts)
+    with pytest.raises(UsageError, match="one text per example"):
+        LateInteractionScorer().fit(v, np.repeat(np.arange(2), 2), 2, tok, texts[:3])

@@ -245,16 +245,7 @@ class Capabilities:
                 else:
                     result = await self._call(ctx, rec, st, cap, task, index, attempt)
             except Exception as exc:
-                await ctx.emit(
-                    CapabilityCompleted(
-                        session_id=ctx.session_id,
-                        path=ctx.path,
-                        capability=name,
-                        duration_s=time.monotonic() - started,
-                        ok=False,
-                        step=index,
-                    )
-                )
+                await ctx.emit(_completed(ctx, name, started, index, ok=False))
                 f = rec.fail(
                     exc,
                     operation=operation,
@@ -270,16 +261,7 @@ class Capabilities:
                 await ctx.emit(rec.retry_event(f))
                 await rec.backoff(f)
                 continue
-            await ctx.emit(
-                CapabilityCompleted(
-                    session_id=ctx.session_id,
-                    path=ctx.path,
-                    capability=name,
-                    duration_s=time.monotonic() - started,
-                    ok=True,
-                    step=index,
-                )
-            )
+            await ctx.emit(_completed(ctx, name, started, index, ok=True))
             rec.succeeded(operation)
             st.add(name, result.usage, rec)
             provided = {t: result.context.get(t, result.text) for t in cap.provides}
@@ -337,3 +319,15 @@ def _step_prompt(task: str, objective: str, done: Sequence[tuple[str, str]]) -> 
     if done:
         parts.append("Results so far:\n" + "\n".join(f"- {c}: {t}" for c, t in done))
     return "\n\n".join(parts)
+
+
+def _completed(ctx: RunContext, name: str, started: float, index: int, *, ok: bool) -> CapabilityCompleted:
+    """The event that closes one attempt of capability ``name`` (step ``index``), begun at ``started``."""
+    return CapabilityCompleted(
+        session_id=ctx.session_id,
+        path=ctx.path,
+        capability=name,
+        duration_s=time.monotonic() - started,
+        ok=ok,
+        step=index,
+    )
