@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from jeeves_router import Agent, Handoff, Message, UsageError, child_session_id, tool
+from jeeves_router import Agent, Handoff, Message, Router, RouterRoute, UsageError, child_session_id, tool
 from jeeves_router.architectures.handoffs.chain import HandoffChain
 from jeeves_router.architectures.handoffs.tools import HandoffInput, announces_handoff
 from jeeves_router.errors import ScriptExhausted
@@ -168,6 +168,39 @@ async def test_unknown_transfer_tool_twice_stops_the_turn_and_without_fallback_i
     assert (result.status, result.output, result.fallback_reason) == ("unresolved", None, "unknown_route")
     assert len(model(triage).requests) == 2  # no third model call
     assert [r.to_agent for r in kinds(events, HandoffRejected)] == ["refunds", "refund"]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("fallback", [None, "general"])
+async def test_a_routed_specialist_without_handoffs_whose_tool_names_an_unknown_target_is_not_silent(
+    fallback: str | None,
+) -> None:
+    # The specialist has no handoff tools, so its model cannot correct the target: the chain says
+    # so with a handoff.rejected event, then goes to the fallback or ends unresolved.
+    billing = agent("billing", [Call("escalate", {"team": "supervisor"}), "never"], tools=[escalate])
+    general = agent("general", ["G"])
+    desk = Agent(
+        "desk",
+        name="desk",
+        model=ScriptedModel(["route: billing\nconfidence: 0.9"]),
+        architecture=Router(
+            [RouterRoute("billing", billing, "billing"), RouterRoute("general", general, "general")],
+            fallback_route=fallback,
+        ),
+    )
+    events = await capture_events(desk, "I was charged twice")
+    result = result_of(events)
+    rejected = kinds(events, HandoffRejected)
+    assert [(r.from_agent, r.to_agent, r.why) for r in rejected] == [("billing", "supervisor", "unknown")]
+    assert len(model(billing).requests) == 1  # its turn ended with the handoff: no second model call
+    if fallback is None:
+        assert (result.status, result.output, result.fallback_reason) == ("unresolved", None, "unknown_route")
+        assert "no fallback" in rejected[0].reason
+        assert events.index(rejected[0]) == len(events) - 2  # just before the router's run.completed
+    else:
+        assert (result.status, result.route, result.output) == ("fallback", "general", "G")
+        assert "fallback 'general'" in rejected[0].reason
+        assert events.index(rejected[0]) < events.index(kinds(events, HandoffRequested)[0])
 
 
 # -- limits and cycles ----------------------------------------------------------------------------------

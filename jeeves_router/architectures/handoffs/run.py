@@ -84,6 +84,10 @@ class ChainRun(VisitRunner):
             self.visited = (*self.visited, current)
             await self._enter(visit, incoming)
             self._settle(visit)
+            if visit.notes:  # e.g. a plain turn's tool handed off to an unknown target
+                for ev in visit.notes:
+                    await emit(ev)
+                visit.notes = ()
             if visit.redirect is not None:
                 current, incoming = visit.redirect, None
                 continue

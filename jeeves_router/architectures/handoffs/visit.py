@@ -234,6 +234,8 @@ class VisitRunner:
             target = self.graph.resolve(child.handoff.target)
             if target is None:
                 visit.failure = "unknown_route"
+                if not visit.tool_targets:  # a watched turn reported it already (``_watch``)
+                    self._rejected_plain(visit, child.handoff.target)
             else:
                 visit.handoff = replace(child.handoff, target=target)
             return None
@@ -248,6 +250,21 @@ class VisitRunner:
             )
         visit.result = res
         return res
+
+    def _rejected_plain(self, visit: Visit, requested: str) -> None:
+        """Note the unknown target of a tool's handoff in a turn that had no handoff tools to correct it."""
+        fallback = self.graph.fallback if self.graph.fallback != visit.node.name else None
+        where = f"using the fallback {fallback!r}" if fallback is not None else "no fallback: the run ends unresolved"
+        visit.notes = (
+            *visit.notes,
+            HandoffRejected(
+                **self._ev(),
+                from_agent=visit.node.name,
+                to_agent=requested,
+                why="unknown",
+                reason=f"a tool handed off to an unknown target; {where}",
+            ),
+        )
 
     async def _turns(self, visit: Visit, incoming: tuple[str, str | None, Any] | None) -> None:
         """The turn of an agent that can hand off, watched, with one corrective re-prompt."""
