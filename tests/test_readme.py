@@ -1,0 +1,122 @@
+"""The README's Python examples stay in step with the API.
+
+The examples call real model providers, so they are not run here. Each ``python`` block is
+parsed (top-level ``await`` allowed); every import in it must succeed, and every call of
+something it imported from ``jeeves_router`` must use keywords that callable accepts and
+no more positional arguments than it takes. A renamed class, a moved module or a renamed
+option makes this fail. A block holding placeholders (``<...>``) is prose, not code, and is
+only checked for its imports.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import inspect
+import re
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+_BLOCK = re.compile(r"```python\n(.*?)```", re.S)
+_PLACEHOLDER = re.compile(r"<[^<>\n]*[a-z][^<>\n]*>")
+
+
+def python_blocks() -> list[str]:
+    return _BLOCK.findall(README.read_text(encoding="utf-8"))
+
+
+def parse(block: str) -> ast.Module:
+    """The block as a module; top-level ``await`` / ``async for`` are allowed (as in a notebook)."""
+    tree: ast.Module = compile(block, "README.md", "exec", flags=ast.PyCF_ONLY_AST | ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+    return tree
+
+
+def imported(tree: ast.Module) -> dict[str, Any]:
+    """Run the block's imports; the names they bind, by local name."""
+    names: dict[str, Any] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            module = importlib.import_module(node.module)
+            for alias in node.names:
+                names[alias.asname or alias.name] = getattr(module, alias.name)
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                names[alias.asname or alias.name.split(".")[0]] = importlib.import_module(alias.name)
+    return names
+
+
+def our_calls(tree: ast.Module, names: dict[str, Any]) -> Iterator[tuple[ast.Call, Callable[..., Any]]]:
+    """Calls of a name the block imported from jeeves_router."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+            target = names.get(node.func.id)
+            if callable(target) and (getattr(target, "__module__", "") or "").startswith("jeeves_router"):
+                yield node, target
+
+
+def call_problem(call: ast.Call, target: Callable[..., Any]) -> str | None:
+    """Why ``call`` does not fit ``target``'s signature (``None``: it fits)."""
+    params = inspect.signature(target).parameters.values()
+    if any(p.kind is p.VAR_KEYWORD for p in params):
+        return None
+    keywords = {p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    unknown = [k.arg for k in call.keywords if k.arg is not None and k.arg not in keywords]
+    if unknown:
+        return f"{ast.unparse(call.func)}() has no parameter {unknown}"
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    starred = any(isinstance(a, ast.Starred) for a in call.args)
+    if not starred and not any(p.kind is p.VAR_POSITIONAL for p in params) and len(call.args) > len(positional):
+        name = ast.unparse(call.func)
+        return f"{name}() takes {len(positional)} positional arguments, the README passes {len(call.args)}"
+    return None
+
+
+def checkable(block: str) -> bool:
+    return not _PLACEHOLDER.search(block)
+
+
+def test_the_readme_has_python_examples() -> None:
+    blocks = python_blocks()
+    assert len(blocks) >= 10
+    assert sum(map(checkable, blocks)) >= 10
+
+
+@pytest.mark.parametrize("index", range(len(python_blocks())))
+def test_a_readme_example_imports_what_exists(index: int) -> None:
+    block = python_blocks()[index]
+    if checkable(block):
+        tree = parse(block)
+    else:  # prose with placeholders: only its import lines are code
+        lines = [line for line in block.splitlines() if line.startswith(("from ", "import "))]
+        tree = parse("\n".join(lines))
+    imported(tree)
+
+
+def test_the_readme_calls_our_api_with_the_arguments_it_takes() -> None:
+    problems: list[str] = []
+    checked = 0
+    for block in filter(checkable, python_blocks()):
+        tree = parse(block)
+        names = imported(tree)
+        for call, target in our_calls(tree, names):
+            checked += 1
+            problem = call_problem(call, target)
+            if problem is not None:
+                problems.append(f"line {call.lineno} of a README block: {problem}")
+    assert problems == []
+    assert checked >= 20  # the check saw the examples' calls (Agent, Router, RouterRoute, ...)
+
+
+def test_the_signature_check_catches_a_renamed_option() -> None:
+    from jeeves_router import Router
+
+    tree = parse('Router(routes=[], fallback_rout="general")')
+    (call, target), *_ = our_calls(tree, {"Router": Router})
+    assert call_problem(call, target) == "Router() has no parameter ['fallback_rout']"
+    tree = parse("Router([], 'general', 0.5, 'extra', 1, 2, 3, 4, 5, 6, 7, 8, 9, 10)")
+    (call, target), *_ = our_calls(tree, {"Router": Router})
+    assert call_problem(call, target) is not None
