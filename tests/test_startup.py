@@ -93,6 +93,19 @@ def test_the_command_line_builds_without_the_journal_pydantic_numpy_or_the_agent
     assert not under(loaded - loaded_after("import typer"), "pydantic", "numpy", "onnxruntime", "click")
 
 
+def test_routing_from_the_command_line_loads_no_pydantic() -> None:
+    # typer 0.29 parses every parameter through pydantic (140-190 ms more per command here):
+    # pyproject keeps typer below it, and nothing of ours on this path needs pydantic either.
+    code = (
+        "from jeeves_router.cli import app\n"
+        "sys.argv = ['jeeves-router', 'route', 'I was charged twice']\n"
+        "try:\n    app()\nexcept SystemExit as exit:\n    assert not exit.code, exit.code"
+    )
+    loaded = loaded_after(code)
+    assert "jeeves_router.classify.embedding.classifier" in loaded  # it did route
+    assert not under(loaded, "pydantic", "pydantic_core")
+
+
 def test_the_whole_public_namespace_still_resolves() -> None:
     import jeeves_router
 
