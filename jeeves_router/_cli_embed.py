@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -186,6 +187,11 @@ def load_embedding(
     With ``one_request`` a saved classifier's encoder runs on one thread: for a single short
     text, starting onnxruntime's second thread costs more than it saves (the vectors are the same).
     """
+    if one_request and "numpy" not in sys.modules:
+        # One short request gains nothing from BLAS threads, and OpenBLAS sets up its
+        # per-thread buffers when numpy is imported (about 90 ms of a ~0.6 s command here).
+        # A value the user set is kept.
+        os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     from .classify.embedding import EmbeddingClassifier, MiniLMEncoder
 
     check_unit("--threshold", threshold)

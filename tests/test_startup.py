@@ -106,6 +106,29 @@ def test_routing_from_the_command_line_loads_no_pydantic() -> None:
     assert not under(loaded, "pydantic", "pydantic_core")
 
 
+@pytest.mark.parametrize(("preset", "threads"), [(None, 1), ("2", 2)])
+def test_routing_one_request_from_the_command_line_starts_blas_with_one_thread(
+    preset: str | None, threads: int
+) -> None:
+    # OpenBLAS sets up a buffer per thread when numpy is imported (about 60-90 ms here) and one
+    # short request gains nothing from them; a value the user set is kept.
+    code = (
+        "import os\n"
+        + (
+            f"os.environ['OPENBLAS_NUM_THREADS'] = {preset!r}\n"
+            if preset
+            else "os.environ.pop('OPENBLAS_NUM_THREADS', None)\n"
+        )
+        + "from jeeves_router._cli_embed import load_embedding\n"
+        "load_embedding(None, None, None, None, one_request=True)\n"
+        "import threadpoolctl\n"
+        "blas = [str(i['num_threads']) for i in threadpoolctl.threadpool_info() if i['user_api'] == 'blas']\n"
+        "print('BLAS=' + ','.join(blas))"
+    )
+    loaded = loaded_after(code)
+    assert f"BLAS={threads}" in loaded
+
+
 def test_the_whole_public_namespace_still_resolves() -> None:
     import jeeves_router
 
