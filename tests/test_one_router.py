@@ -303,6 +303,41 @@ async def test_a_sticky_specialist_that_fails_is_reclassified_without_its_route(
     assert await router.settings.store.get("s") == "general"
 
 
+@pytest.mark.anyio
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("recovery", [False, True])
+async def test_a_sticky_turn_that_fails_forgets_the_sticky_agent(kind: str, recovery: bool) -> None:
+    # Like an unresolved turn: the next turn is classified afresh instead of going back to the
+    # agent that just failed (an error without recovery, or a recovery stop: CRITICAL here).
+    def critical(exc: BaseException, ctx: ErrorContext) -> ErrorClassification | None:
+        return ErrorClassification(ErrorSeverity.CRITICAL, "the payment system is down")
+
+    options: dict[str, Any] = {"recovery": Recovery(sleep=Sleeps()), "billing_hook": critical} if recovery else {}
+    agent, models = desk(
+        kind,
+        [("billing", 0.9), ("general", 0.9)],
+        billing=["Refunded.", RuntimeError("payments down")],
+        general=["Here you go."],
+        sticky=True,
+        **options,
+    )
+    await agent.run("charged twice", session_id="s")
+    router = agent.architecture
+    assert isinstance(router, Router) and router.settings.store is not None
+    assert await router.settings.store.get("s") == "billing"
+    if recovery:
+        failed = await agent.run("and my refund?", session_id="s")
+        assert (failed.status, failed.output) == ("critical", None)
+    else:
+        with pytest.raises(RuntimeError, match="payments down"):
+            await agent.run("and my refund?", session_id="s")
+    assert await router.settings.store.get("s") is None
+    events = await capture_events(agent, "when are you open?", session_id="s")
+    assert [c.route for c in of(events, RouterClassified)] == ["general"]
+    assert result_of(events).output == "Here you go."
+    assert len(models["billing"].requests) == 2
+
+
 # -- the preset -----------------------------------------------------------------------------------------
 
 

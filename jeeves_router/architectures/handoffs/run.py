@@ -79,45 +79,52 @@ class ChainRun(VisitRunner):
         # The chain's own events (hops, rejections, closing events) are never text: sent with
         # the bare emit. ``ev`` is cleared before the next agent runs: the chain holds no sent event.
         ev: Event | None = None
-        while True:
-            visit = self._new_visit(g.nodes[current])
-            self.visited = (*self.visited, current)
-            await self._enter(visit, incoming)
-            self._settle(visit)
-            if visit.notes:  # e.g. a plain turn's tool handed off to an unknown target
-                for ev in visit.notes:
+        try:
+            while True:
+                visit = self._new_visit(g.nodes[current])
+                self.visited = (*self.visited, current)
+                await self._enter(visit, incoming)
+                self._settle(visit)
+                if visit.notes:  # e.g. a plain turn's tool handed off to an unknown target
+                    for ev in visit.notes:
+                        await emit(ev)
+                    visit.notes = ()
+                if visit.redirect is not None:
+                    current, incoming = visit.redirect, None
+                    continue
+                if visit.handoff is None and visit.failure is None:
+                    res = visit.result
+                    assert res is not None
+                    del visit  # not held while the closing events are sent
+                    for ev in await self._finish(current, res.status, res):
+                        await emit(ev)
+                    return
+                hop_events, (target, reason, payload) = self._next(current, visit)
+                for ev in hop_events:
                     await emit(ev)
-                visit.notes = ()
-            if visit.redirect is not None:
-                current, incoming = visit.redirect, None
-                continue
-            if visit.handoff is None and visit.failure is None:
-                res = visit.result
-                assert res is not None
-                del visit  # not held while the closing events are sent
-                for ev in await self._finish(current, res.status, res):
+                if target is None:
+                    for ev in await self._finish(current, "unresolved", None):
+                        await emit(ev)
+                    return
+                stop = self._check(current, target, reason)
+                if stop is not None:
+                    await emit(stop)
+                    status: RunStatus = "handoff_limit" if stop.why == "limit" else "handoff_cycle"
+                    for ev in await self._finish(current, status, None):
+                        await emit(ev)
+                    return
+                for ev in self._hop(current, target, reason):
                     await emit(ev)
-                return
-            hop_events, (target, reason, payload) = self._next(current, visit)
-            for ev in hop_events:
-                await emit(ev)
-            if target is None:
-                for ev in await self._finish(current, "unresolved", None):
-                    await emit(ev)
-                return
-            stop = self._check(current, target, reason)
-            if stop is not None:
-                await emit(stop)
-                status: RunStatus = "handoff_limit" if stop.why == "limit" else "handoff_cycle"
-                for ev in await self._finish(current, status, None):
-                    await emit(ev)
-                return
-            for ev in self._hop(current, target, reason):
-                await emit(ev)
-            del hop_events  # not held while the next agent runs
-            ev = None
-            incoming = (current, reason, payload)
-            current = target
+                del hop_events  # not held while the next agent runs
+                ev = None
+                incoming = (current, reason, payload)
+                current = target
+        except Exception:
+            # A turn that fails ends without an answer, as an unresolved one does: the session
+            # forgets its sticky agent, so the next turn is classified afresh.
+            if store is not None:
+                await self._remember(None)
+            raise
 
     async def _emit(self, events: Iterable[Event]) -> None:
         """Emit each of ``events`` (none is held by the chain's frame once sent)."""
