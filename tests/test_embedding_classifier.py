@@ -181,3 +181,28 @@ def test_shipped_desk_classifier_matches_its_route_file(desk: EmbeddingClassifie
 
     routes = load_routes(Path(str(resources.files("jeeves_router") / "data" / "desk_routes.json")))
     assert desk.routes == routes
+
+
+class SentenceOnly:
+    """An encoder without token vectors (not a TokenEncoder), counting its calls."""
+
+    def __init__(self) -> None:
+        self.inner = HashingEncoder()
+        self.name, self.dim = self.inner.name, self.inner.dim
+        self.calls = 0
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        self.calls += 1
+        return self.inner.encode(texts)
+
+
+def test_a_token_scorer_follows_the_encoder_it_has_now() -> None:
+    # whether the encoder gives token vectors is remembered per encoder object, not once for all
+    clf = make(scorer="late")
+    tokens = clf.classify_text("I was charged twice")
+    sentence_only = SentenceOnly()
+    clf.encoder = sentence_only  # type: ignore[assignment]
+    plain = clf.classify_text("I was charged twice")
+    assert sentence_only.calls == 1
+    assert plain.classification.route == tokens.classification.route == "billing"
+    assert plain.scores != tokens.scores  # whole-sentence tokens score differently from word tokens

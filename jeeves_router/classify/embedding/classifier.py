@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from contextlib import nullcontext
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import anyio
 import anyio.to_thread
@@ -123,6 +123,7 @@ class EmbeddingClassifier:
         self.calibrator: Calibrator | None = None
         self._index = {n: i for i, n in enumerate(names)}
         self._encode_ms: float | None = None
+        self._token_check: tuple[object, bool] = (None, False)
         self.scorer = _fitted_scorer if _fitted_scorer is not None else make_scorer(scorer, **(scorer_options or {}))
         if self.negatives and not self.scorer.uses_negatives:
             raise UsageError(f"scorer {self.scorer.kind!r} does not use negatives; use scorer='late' or drop them")
@@ -157,9 +158,12 @@ class EmbeddingClassifier:
         only token (token-level scorers then compare whole sentences).
         """
         if self.scorer.uses_tokens:
-            if isinstance(self.encoder, TokenEncoder):
-                return self.encoder.encode_tokens(texts)
-            vectors = self.encoder.encode(texts)
+            enc = self.encoder
+            if self._token_check[0] is not enc:  # a runtime-protocol check takes tens of µs: once per encoder
+                self._token_check = (enc, isinstance(enc, TokenEncoder))
+            if self._token_check[1]:
+                return cast(TokenEncoder, enc).encode_tokens(texts)
+            vectors = enc.encode(texts)
             return vectors, [vectors[i : i + 1] for i in range(len(vectors))]
         return self.encoder.encode(texts), None
 
