@@ -91,9 +91,9 @@ class ToolCallClassifier:
         >>> result = desk.run_sync("Please refund my order")
         >>> result.route, result.confidence, result.output
         ('billing', 0.9, 'Refund issued.')
-        >>> request = router_model.requests[0]  # one classify_as_<route> tool, forced
+        >>> request = router_model.requests[0]  # a classify_as_<route> tool per route; a call is required
         >>> [tool.name for tool in request.tools], request.tool_choice
-        (['classify_as_billing'], '...')
+        (['classify_as_billing'], 'required')
     """
 
     def __init__(

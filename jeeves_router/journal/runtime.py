@@ -124,7 +124,7 @@ class JournalRuntime(Runtime):
         >>> from jeeves_router import Agent
         >>> from jeeves_router.journal import JournalRuntime, MemoryJournal
         >>> from jeeves_router.testing import ScriptedModel
-        >>> runtime = JournalRuntime(MemoryJournal(), strict=True)
+        >>> runtime = JournalRuntime(MemoryJournal())
         >>> billing = Agent("You resolve payments.", name="billing", model=ScriptedModel(["Refund issued."]),
         ...                 runtime=runtime)
         >>> billing.run_sync("I was charged twice", session_id="s-42").status
