@@ -8,6 +8,7 @@ closed at interpreter exit; while the program runs they stay open for llama.cpp 
 
 from __future__ import annotations
 
+import importlib.util
 import subprocess
 import sys
 from pathlib import Path
@@ -16,7 +17,11 @@ import pytest
 
 from jeeves_router.models import llamacpp
 
-pytest.importorskip("llama_cpp", reason="needs the 'local' extra (llama-cpp-python)")
+# find_spec, not importorskip: importing llama_cpp while collecting would leave its files open
+# in every worker, which is what this file checks does not happen
+pytestmark = pytest.mark.skipif(
+    importlib.util.find_spec("llama_cpp") is None, reason="needs the 'local' extra (llama-cpp-python)"
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 
