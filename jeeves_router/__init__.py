@@ -1,4 +1,4 @@
-"""jeeves_router: compose specialist agents in code and put a router in front of them.
+r"""jeeves_router: compose specialist agents in code and put a router in front of them.
 
 The top-level namespace holds what an application writes every day: agents and their
 architectures, routes, tools and handoffs, results, recovery settings, the errors, and the
@@ -15,9 +15,30 @@ loads the agent and the tool loop, ``Router`` adds the router, and capabilities,
 the journal and the test kit load when they are first named.
 
 Example:
+    A desk that routes each request to one of two specialists. Scripted models stand in for
+    the providers here; an application writes ``model="openai:gpt-4.1-nano"`` (or any
+    ``"provider:model"``) instead:
+
     >>> from jeeves_router import Agent, Router, RouterRoute
-    >>> desk = Agent("Support desk", name="desk", model="openai:gpt-4.1-nano",
-    ...              architecture=Router(routes=[...], fallback_route="general"))
+    >>> from jeeves_router.testing import ScriptedModel
+    >>> billing = Agent("You resolve payments.", name="billing", model=ScriptedModel(["Refund issued."]))
+    >>> general = Agent("You answer everything else.", name="general", model=ScriptedModel([]))
+    >>> desk = Agent(
+    ...     "Support desk",
+    ...     name="desk",
+    ...     model=ScriptedModel(["route: billing\nconfidence: 0.9"]),  # the classifier's reply
+    ...     architecture=Router(
+    ...         routes=[RouterRoute("billing", billing, "payments, refunds"),
+    ...                 RouterRoute("general", general, "anything else")],
+    ...         fallback_route="general",
+    ...         require_confidence_above=0.6,
+    ...     ),
+    ... )
+    >>> result = desk.run_sync("I was charged twice")
+    >>> result.status, result.route, result.confidence, result.output
+    ('ok', 'billing', 0.9, 'Refund issued.')
+    >>> result.usage.requests  # the classifier call and the specialist's
+    2
 """
 
 from typing import TYPE_CHECKING

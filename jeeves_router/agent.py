@@ -47,8 +47,12 @@ class Agent:
             used by the recovery layer.
 
     Example:
+        >>> from jeeves_router import Agent
+        >>> from jeeves_router.testing import ScriptedModel
         >>> billing = Agent("You resolve payments.", name="billing", model=ScriptedModel(["Refunded."]))
         >>> result = billing.run_sync("I was charged twice")
+        >>> result.status, result.output
+        ('ok', 'Refunded.')
     """
 
     def __init__(

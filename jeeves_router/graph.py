@@ -227,11 +227,28 @@ def agent_graph(agent: Actor) -> AgentGraph:
     """The graph of ``agent`` and every agent and capability reachable from it.
 
     Example:
-        >>> print(agent_graph(desk).mermaid())
+        Building the graph reads the agents; it calls no model:
+
+        >>> from jeeves_router import Agent, Router, RouterRoute
+        >>> from jeeves_router.graph import agent_graph
+        >>> billing = Agent("You resolve payments.", name="billing", model="openai:gpt-4.1-mini")
+        >>> general = Agent("You answer everything else.", name="general", model="openai:gpt-4.1-mini")
+        >>> desk = Agent("Support desk", name="desk", model="openai:gpt-4.1-nano", architecture=Router(
+        ...     [RouterRoute("billing", billing, "payments"), RouterRoute("general", general, "anything else")],
+        ...     fallback_route="general", require_confidence_above=0.6,
+        ... ))
+        >>> graph = agent_graph(desk)
+        >>> [(edge.source, edge.kind, edge.target) for edge in graph.edges]
+        [('desk', 'route', 'billing'), ('desk', 'route', 'general'), ('desk', 'fallback', 'general')]
+        >>> print(graph.mermaid())
         flowchart TD
-            desk{{"<b>desk</b><br/>Router<br/>classifier: LLM<br/>threshold: 0.6<br/>..."}}
-            desk -->|"billing ≥ 0.6"| billing
-            ...
+            desk{{"<b>desk</b><br/>Router<br/>classifier: LLM<br/>model: openai:gpt-4.1-nano<br/>..."}}
+            billing["<b>billing</b><br/>ToolLoop<br/>model: openai:gpt-4.1-mini"]
+            general["<b>general</b><br/>ToolLoop<br/>model: openai:gpt-4.1-mini"]
+            desk -->|"billing (confidence ≥ 0.6)"| billing
+            desk -->|"general (confidence ≥ 0.6)"| general
+            desk -.->|"below threshold / unknown"| general
+        ...
     """
     builder = _Builder()
     root = builder.agent(agent)

@@ -3,8 +3,22 @@ r"""The test kit: scripted models, a static classifier, event capture, and a rea
 Library code never imports this module.
 
 Example:
-    >>> model = ScriptedModel(["route: billing\nconfidence: 0.9"])
-    >>> specialist = ScriptedModel([Chunks("Refund ", "issued.")])
+    A scripted model answers each request with the next step of its script and keeps the
+    requests it was sent:
+
+    >>> import anyio
+    >>> from jeeves_router import Agent
+    >>> from jeeves_router.testing import Chunks, ScriptedModel, capture_events
+    >>> model = ScriptedModel([Chunks("Refund ", "issued.")])
+    >>> billing = Agent("You resolve payments.", name="billing", model=model)
+    >>> events = anyio.run(capture_events, billing, "I was charged twice")
+    >>> [ev.kind for ev in events]
+    ['run.started', 'text.delta', 'text.delta', 'run.completed']
+    >>> [ev.text for ev in events if ev.kind == "text.delta"]
+    ['Refund ', 'issued.']
+    >>> model.requests[0].messages[-1].text
+    'I was charged twice'
+    >>> model.assert_complete()  # every step was used
 """
 
 from __future__ import annotations

@@ -82,6 +82,7 @@ def read_confidence(value: object) -> tuple[float | None, str]:
         number"``.
 
     Example:
+        >>> from jeeves_router.classify.confidence import read_confidence
         >>> read_confidence("85%")
         (0.85, '')
         >>> read_confidence("0.7-0.9")[1]

@@ -89,6 +89,7 @@ def normalize_route_name(name: str) -> str:
     one ``-``; any other character is kept as it is (no Unicode normalisation).
 
     Example:
+        >>> from jeeves_router.classify.parser import normalize_route_name
         >>> normalize_route_name("Tech_Support")
         'tech-support'
     """
@@ -167,6 +168,7 @@ def parse_classification(
         A :class:`Classification`; never raises.
 
     Example:
+        >>> from jeeves_router.classify import parse_classification
         >>> parse_classification("route: billing\nconfidence: 85%", ["billing"]).confidence
         0.85
         >>> parse_classification("route: billing\nconfidence: 1/5", ["billing"]).status

@@ -87,6 +87,7 @@ def resolve_route(
     can be built with any value).
 
     Example:
+        >>> from jeeves_router.classify import Classification, resolve_route
         >>> c = Classification("billing", float("nan"), "ok", "custom")
         >>> resolve_route(c, threshold=0.5, fallback="general", routes=["billing", "general"])
         RouteDecision(route='general', used_fallback=True, reason='invalid_confidence')

@@ -79,8 +79,21 @@ class ToolCallClassifier:
         max_tokens: Output cap of the router call.
 
     Example:
-        >>> router = Router(routes, classifier=ToolCallClassifier(ScriptedModel([Call(
-        ...     "classify_as_billing", {"reason": "refund", "confidence": 0.9})])))
+        >>> from jeeves_router import Agent, Router, RouterRoute
+        >>> from jeeves_router.classify.toolcall import ToolCallClassifier
+        >>> from jeeves_router.testing import Call, ScriptedModel
+        >>> router_model = ScriptedModel([Call("classify_as_billing", {"reason": "refund", "confidence": 0.9})])
+        >>> billing = Agent("You resolve payments.", name="billing", model=ScriptedModel(["Refund issued."]))
+        >>> desk = Agent("Support desk", name="desk", architecture=Router(
+        ...     [RouterRoute("billing", billing, "payments, refunds")],
+        ...     classifier=ToolCallClassifier(router_model),
+        ... ))
+        >>> result = desk.run_sync("Please refund my order")
+        >>> result.route, result.confidence, result.output
+        ('billing', 0.9, 'Refund issued.')
+        >>> request = router_model.requests[0]  # a classify_as_<route> tool per route; a call is required
+        >>> [tool.name for tool in request.tools], request.tool_choice
+        (['classify_as_billing'], 'required')
     """
 
     def __init__(

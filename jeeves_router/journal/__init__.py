@@ -1,13 +1,29 @@
 """Durable runs: record every step of a run, replay it without calling a model, resume it.
 
->>> from jeeves_router.journal import JournalRuntime, SQLiteJournal
->>> runtime = JournalRuntime(SQLiteJournal("runs.db"))
->>> desk = Agent("Support desk", model=..., architecture=Router(...), runtime=runtime)
->>> await desk.run("I was charged twice", session_id="s-42")   # recorded
->>> await desk.resume("s-42")                                   # after a crash
-
 Each name is imported from its module on first use: a command or an application that does
 not touch the journal never loads it (nor pydantic, which the records use).
+
+Example:
+    A run recorded in ``runs.db``; then, as after a crash, a new process opens the file and
+    resumes the session: the answer comes back from the journal and no model is called (the
+    restarted agent's scripted model has no reply to give):
+
+    >>> import anyio
+    >>> from jeeves_router import Agent
+    >>> from jeeves_router.journal import JournalRuntime, SQLiteJournal
+    >>> from jeeves_router.testing import ScriptedModel
+    >>> journal = SQLiteJournal("runs.db")
+    >>> billing = Agent("You resolve payments.", name="billing", model=ScriptedModel(["Refund issued."]),
+    ...                 runtime=JournalRuntime(journal))
+    >>> billing.run_sync("I was charged twice", session_id="s-42").output  # recorded
+    'Refund issued.'
+    >>> anyio.run(journal.aclose)
+    >>> reopened = SQLiteJournal("runs.db")
+    >>> restarted = Agent("You resolve payments.", name="billing", model=ScriptedModel([]),
+    ...                   runtime=JournalRuntime(reopened))
+    >>> anyio.run(restarted.resume, "s-42").output  # replayed from the journal
+    'Refund issued.'
+    >>> anyio.run(reopened.aclose)
 """
 
 from typing import TYPE_CHECKING
@@ -28,7 +44,8 @@ if TYPE_CHECKING:
         register_step_type,
     )
     from .replay import format_event, recorded_events
-    from .runtime import JournalRuntime, ResumePoint, UnknownToolPolicy
+    from .resume import ResumePoint
+    from .runtime import JournalRuntime, UnknownToolPolicy
     from .sessions import SessionHistory, Turn, session_turns
     from .sqlite import SQLiteJournal
 
@@ -48,7 +65,8 @@ __getattr__, __dir__ = lazy_exports(
             "register_step_type",
         ),
         ".replay": ("format_event", "recorded_events"),
-        ".runtime": ("JournalRuntime", "ResumePoint", "UnknownToolPolicy"),
+        ".resume": ("ResumePoint",),
+        ".runtime": ("JournalRuntime", "UnknownToolPolicy"),
         ".sessions": ("SessionHistory", "Turn", "session_turns"),
         ".sqlite": ("SQLiteJournal",),
     },

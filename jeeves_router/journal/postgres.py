@@ -11,8 +11,12 @@ Integrity rests on the database's access control: unlike :class:`SQLiteJournal`,
 carry no checksum chain.
 
 Example:
-    >>> journal = PostgresJournal("postgresql://jeeves@db.internal/jeeves")
-    >>> runtime = JournalRuntime(journal, session_history=SessionHistory())
+    Runs and sessions shared by every replica of a service (needs a PostgreSQL server)::
+
+        from jeeves_router.journal import JournalRuntime, PostgresJournal, SessionHistory
+
+        journal = PostgresJournal("postgresql://jeeves@db.internal/jeeves")
+        runtime = JournalRuntime(journal, session_history=SessionHistory())
 """
 
 from __future__ import annotations

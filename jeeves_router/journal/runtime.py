@@ -29,7 +29,7 @@ them again), and the rest of an attempt closed early by its consumer.
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
@@ -39,7 +39,6 @@ from pydantic import TypeAdapter
 from .._log import get_logger
 from ..errors import ReplayDivergence, UsageError
 from ..events import Event, event_adapter
-from ..messages import Message
 from ..models.base import Model, ModelRequest, ModelResponse, ModelStreamItem, ModelTextDelta
 from ..runtime import Runtime, StepKey
 from ..tools import ToolOutcome
@@ -61,6 +60,7 @@ from .records import (
     jsonable_mapping,
     to_json,
 )
+from .resume import ResumePoint, find_resume_point
 from .sessions import SessionHistory, load_history
 
 if TYPE_CHECKING:
@@ -75,21 +75,6 @@ T = TypeVar("T")
 UnknownToolPolicy = Literal["fail", "retry", "skip"]
 
 _RESPONSE = TypeAdapter(ModelResponse)
-_HISTORY = TypeAdapter(tuple[Message, ...])
-
-
-@dataclass(frozen=True, slots=True)
-class ResumePoint:
-    """What :meth:`Agent.resume` needs to run a recorded run again."""
-
-    run_id: str
-    agent: str
-    prompt: str
-    history: tuple[Message, ...]
-    context: Mapping[str, Any]
-    force_route: str | None
-    options: Mapping[str, Any]
-    completed: bool
 
 
 @dataclass(slots=True)
@@ -132,8 +117,20 @@ class JournalRuntime(Runtime):
             ``None`` (default): a run sees only the history it is given.
 
     Example:
-        >>> runtime = JournalRuntime(SQLiteJournal("runs.db"))
-        >>> desk = Agent("Support desk", model=..., architecture=Router(...), runtime=runtime)
+        A runtime records every run of the agents built with it (:class:`SQLiteJournal`
+        keeps them across restarts; the in-memory journal here is for tests):
+
+        >>> import anyio
+        >>> from jeeves_router import Agent
+        >>> from jeeves_router.journal import JournalRuntime, MemoryJournal
+        >>> from jeeves_router.testing import ScriptedModel
+        >>> runtime = JournalRuntime(MemoryJournal())
+        >>> billing = Agent("You resolve payments.", name="billing", model=ScriptedModel(["Refund issued."]),
+        ...                 runtime=runtime)
+        >>> billing.run_sync("I was charged twice", session_id="s-42").status
+        'ok'
+        >>> [entry.record.type for entry in anyio.run(runtime.journal.read, "s-42") if entry.record.type != "event"]
+        ['run.start', 'model', 'run.end']
     """
 
     def __init__(
@@ -256,37 +253,7 @@ class JournalRuntime(Runtime):
             UsageError: if the session has no recorded run (or none called ``run_id``), or
                 it was recorded for another agent.
         """
-        entries = await self.journal.read(session_id, types=("run.start", "run.end"))
-        first: dict[str, RunStartRecord] = {}
-        completed: set[str] = set()
-        for e in entries:
-            if isinstance(e.record, RunStartRecord):
-                first.setdefault(e.run_id, e.record)
-            elif isinstance(e.record, RunEndRecord) and e.record.status == "completed":
-                completed.add(e.run_id)
-        if not first:
-            raise UsageError(f"session {session_id!r} has no recorded run in {self.journal!r}; nothing to resume")
-        if run_id is not None and run_id not in first:
-            raise UsageError(f"session {session_id!r} has no recorded run {run_id!r}; recorded: {', '.join(first)}")
-        if run_id is None:
-            unfinished = [rid for rid in first if rid not in completed]
-            run_id = unfinished[-1] if unfinished else list(first)[-1]
-        rec = first[run_id]
-        if rec.agent != agent.name:
-            raise UsageError(
-                f"session {session_id!r} was recorded for agent {rec.agent!r}; resume it with that agent, "
-                f"not {agent.name!r}"
-            )
-        return ResumePoint(
-            run_id=run_id,
-            agent=rec.agent,
-            prompt=rec.prompt,
-            history=_HISTORY.validate_python(rec.history),
-            context=rec.context,
-            force_route=rec.force_route,
-            options=rec.options,
-            completed=run_id in completed,
-        )
+        return await find_resume_point(self.journal, agent.name, session_id, run_id)
 
     # -- steps ------------------------------------------------------------------------------
 

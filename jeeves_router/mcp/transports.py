@@ -36,8 +36,14 @@ class MCPServerStdio(MCPServer):
             (see :class:`MCPServer`).
 
     Example:
-        >>> files = MCPServerStdio("uvx", ["mcp-server-fetch"], timeout=20)
-        >>> agent = Agent("You read web pages.", model="openai:gpt-4.1-mini", tools=[files])
+        An agent whose tools come from the ``mcp-server-fetch`` server (needs ``uvx``, the
+        network and an OpenAI key)::
+
+            from jeeves_router import Agent
+            from jeeves_router.mcp import MCPServerStdio
+
+            fetch = MCPServerStdio("uvx", ["mcp-server-fetch"], timeout=20)
+            agent = Agent("You read web pages.", model="openai:gpt-4.1-mini", tools=[fetch])
     """
 
     def __init__(

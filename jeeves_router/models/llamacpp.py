@@ -21,9 +21,12 @@ like a loopback server).
 
 from __future__ import annotations
 
+import atexit
 import importlib.util
+import io
 import json
 import os
+import sys
 from collections.abc import AsyncGenerator, AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -46,6 +49,8 @@ log = get_logger(__name__)
 
 _SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 _FINISH: dict[str, StopReason] = {"stop": "end", "length": "max_tokens"}
+#: llama-cpp-python's files that an exit hook closes (see :func:`_close_null_files_at_exit`).
+_CLOSED_AT_EXIT: list[io.IOBase] = []
 
 
 def smollm2_path() -> Path:
@@ -80,7 +85,30 @@ def _import_llama_cpp() -> Any:
             "LlamaCppModel needs llama-cpp-python: pip install 'jeeves-router[local]' "
             f"(or pip install 'llama-cpp-python[server]==0.3.36') ({exc})"
         ) from exc
+    _close_null_files_at_exit()
     return llama_cpp
+
+
+def _close_null_files_at_exit() -> None:
+    """Have llama-cpp-python's two handles on ``os.devnull`` closed when the interpreter exits.
+
+    ``llama_cpp._utils`` opens them at import, to silence llama.cpp while it loads, and keeps
+    them for the life of the process without ever closing them, so a process that imported
+    it reports two unclosed files at exit wherever ``ResourceWarning`` is shown (``python -X
+    dev``, pytest with ``filterwarnings = error``); upstream issue abetlen/llama-cpp-python#1828.
+    They stay open while the program runs; :mod:`atexit` closes them before shutdown.
+    """
+    utils = sys.modules.get("llama_cpp._utils")
+    files = [getattr(utils, name, None) for name in ("outnull_file", "errnull_file")]
+    opened = [f for f in files if isinstance(f, io.IOBase) and not f.closed and f not in _CLOSED_AT_EXIT]
+    if opened:
+        _CLOSED_AT_EXIT.extend(opened)
+        atexit.register(_close_all, opened)
+
+
+def _close_all(files: list[io.IOBase]) -> None:
+    for f in files:
+        f.close()
 
 
 class LlamaCppModel:
@@ -118,6 +146,8 @@ class LlamaCppModel:
             raise UsageError(f"default_max_tokens must be >= 1, got {default_max_tokens}")
         if llama is None:
             _import_llama_cpp()  # fail at construction with the install hint
+        else:
+            _close_null_files_at_exit()  # llama_cpp was imported by the caller
         self.model = model
         self._name = f"llamacpp:{model if model in MODEL_ALIASES else Path(model).name}"
         self._n_ctx = n_ctx

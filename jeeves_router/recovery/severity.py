@@ -94,7 +94,14 @@ class ExecutionError(RunError):
         metadata: Extra, secret-free context.
 
     Example:
-        >>> raise ExecutionError(ErrorSeverity.REPLANNING, "no data for that range", capability_name="sql")
+        Raised by a capability or a tool; the recovery ladder reads its severity:
+
+        >>> from jeeves_router.recovery import ErrorSeverity, ExecutionError
+        >>> error = ExecutionError(ErrorSeverity.REPLANNING, "no data for that range", capability_name="sql")
+        >>> error.error_severity, error.capability_name, str(error)
+        (<ErrorSeverity.REPLANNING: 'replanning'>, 'sql', 'no data for that range')
+        >>> error.severity  # the plain string every RunError carries
+        'replanning'
     """
 
     def __init__(

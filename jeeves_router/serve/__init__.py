@@ -1,12 +1,17 @@
 """Serve agents over HTTP: an OpenAI-compatible chat endpoint, run event streams, sessions.
 
 Needs the ``serve`` extra (``pip install 'jeeves-router[serve]'``: Starlette and uvicorn).
-
->>> from jeeves_router.serve import create_app, serve
->>> app = create_app(desk, journal="runs.db", token=os.environ["DESK_TOKEN"])  # any ASGI server
->>> serve(desk, port=8000, journal="runs.db")                                  # or uvicorn, blocking
-
 From the shell: ``jeeves-router serve examples.serve_desk:desk --journal runs.db``.
+
+Example:
+    ``desk`` is any :class:`~jeeves_router.Agent`, such as the router desk of :mod:`jeeves_router`::
+
+        import os
+
+        from jeeves_router.serve import create_app, serve
+
+        app = create_app(desk, journal="runs.db", token=os.environ["DESK_TOKEN"])  # for any ASGI server
+        serve(desk, port=8000, journal="runs.db")  # or this: uvicorn, blocking
 """
 
 try:

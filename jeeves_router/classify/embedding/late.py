@@ -33,9 +33,10 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ...errors import UsageError
+from .arrays import Array, decode_array, encode_array
 from .encoders import l2_normalise
 from .lexical import LexicalIndex
-from .scorers import Array, Scorer, decode_array, encode_array, softmax_rows, train_softmax
+from .scorers import Scorer, softmax_rows, train_softmax
 
 __all__ = ["LateInteractionScorer", "LEXICAL_WEIGHT"]
 

@@ -21,7 +21,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ...errors import UsageError
-from .scorers import Array, decode_array, encode_array
+from .arrays import Array, decode_array, encode_array
 
 __all__ = ["LexicalIndex", "text_features"]
 

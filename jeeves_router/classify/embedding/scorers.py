@@ -10,7 +10,6 @@ Scorers are plain numpy (no scikit-learn at run time) and serialise to JSON-safe
 
 from __future__ import annotations
 
-import base64
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
@@ -18,6 +17,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ...errors import UsageError
+from .arrays import Array, decode_array, encode_array
 from .encoders import l2_normalise
 
 __all__ = [
@@ -32,32 +32,6 @@ __all__ = [
     "encode_array",
     "decode_array",
 ]
-
-Array = NDArray[np.float32]
-
-
-_DTYPES = {"float32": "<f4", "float16": "<f2", "int32": "<i4"}
-
-
-def encode_array(a: NDArray[Any], dtype: str = "float32") -> dict[str, Any]:
-    """An array as a JSON-safe dict (base64 of little-endian bytes; exact for float32).
-
-    ``dtype="float16"`` halves the size of large tables such as token vectors; ``"int32"``
-    stores indexes (read back exactly as float32 up to 2**24).
-    """
-    arr = np.ascontiguousarray(a, dtype=_DTYPES[dtype])
-    return {"dtype": dtype, "shape": list(arr.shape), "b64": base64.b64encode(arr.tobytes()).decode("ascii")}
-
-
-def decode_array(d: Mapping[str, Any]) -> Array:
-    """The inverse of :func:`encode_array`, always as float32."""
-    try:
-        raw = base64.b64decode(d["b64"])
-        code = _DTYPES[d.get("dtype", "float32")]
-        arr: Array = np.frombuffer(raw, dtype=code).reshape(d["shape"]).astype(np.float32)
-        return arr
-    except (KeyError, ValueError, TypeError) as exc:
-        raise UsageError(f"malformed array in classifier file: {exc}") from exc
 
 
 class Scorer:
