@@ -10,9 +10,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from jeeves_router.classify.embedding import EmbeddingClassifier, HashingEncoder
+from jeeves_router.classify.embedding import EmbeddingClassifier, HashingEncoder, MultilingualUSEEncoder
 from jeeves_router.classify.embedding.encoders import Encoder, TokenEncoder
-from jeeves_router.classify.embedding.multilingual import USE_LANGUAGES, MultilingualUSEEncoder
+from jeeves_router.classify.embedding.multilingual import USE_LANGUAGES
 from jeeves_router.classify.types import RouteSpec
 from jeeves_router.errors import UsageError
 

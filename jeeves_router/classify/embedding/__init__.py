@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from .encoders import Encoder, HashingEncoder, MiniLMEncoder, TokenEncoder, WordLlamaEncoder
     from .fitting import FitReport
     from .late import LateInteractionScorer
+    from .multilingual import MultilingualUSEEncoder
     from .scorers import CentroidScorer, LogRegScorer, NearestScorer, Scorer
 
 __getattr__, __dir__ = lazy_exports(
@@ -26,6 +27,7 @@ __getattr__, __dir__ = lazy_exports(
         ".encoders": ("Encoder", "HashingEncoder", "MiniLMEncoder", "TokenEncoder", "WordLlamaEncoder"),
         ".fitting": ("FitReport",),
         ".late": ("LateInteractionScorer",),
+        ".multilingual": ("MultilingualUSEEncoder",),
         ".scorers": ("CentroidScorer", "LogRegScorer", "NearestScorer", "Scorer"),
     },
 )
@@ -38,6 +40,7 @@ __all__ = [
     "TokenEncoder",
     "MiniLMEncoder",
     "WordLlamaEncoder",
+    "MultilingualUSEEncoder",
     "HashingEncoder",
     "Scorer",
     "CentroidScorer",

