@@ -150,13 +150,14 @@ def data_file(name: str) -> Path:
     return Path(str(resources.files("jeeves_router") / "data" / name))
 
 
-def _saved_format(path: Path) -> str | None:
+def _saved(path: Path) -> dict[str, Any] | None:
+    """The contents of ``path`` when it is a saved classifier (``None``: a route file, or not JSON)."""
     try:
-        head = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    fmt = head.get("format") if isinstance(head, dict) else None
-    return fmt if isinstance(fmt, str) and fmt.startswith("jeeves-router/") else None
+    fmt = data.get("format") if isinstance(data, dict) else None
+    return data if isinstance(fmt, str) and fmt.startswith("jeeves-router/") else None
 
 
 def check_unit(label: str, value: float | None, *, low_open: bool = False, high_open: bool = False) -> None:
@@ -192,11 +193,12 @@ def load_embedding(
         # per-thread buffers when numpy is imported (about 90 ms of a ~0.6 s command here).
         # A value the user set is kept.
         os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-    from .classify.embedding import EmbeddingClassifier, MiniLMEncoder
+    from .classify.embedding import EmbeddingClassifier
+    from .classify.embedding.encoders import encoder_for
 
     check_unit("--threshold", threshold)
     source = routes_path if routes_path is not None else data_file(DESK_CLASSIFIER)
-    saved = _saved_format(source) if source.is_file() else None
+    saved = _saved(source) if source.is_file() else None
     if saved is not None and scorer is not None:
         what = "the shipped support-desk classifier" if routes_path is None else f"{source}, a saved classifier"
         raise UsageError(
@@ -204,8 +206,11 @@ def load_embedding(
             "pass --routes ROUTES.json to build a new one"
         )
     if saved is not None:
-        encoder = MiniLMEncoder(intra_op_threads=1) if one_request and fit_on is None else None
-        clf = EmbeddingClassifier.load(source, encoder=encoder)
+        # the encoder the file was saved with (MiniLM, or the multilingual one), on one thread for one request
+        info = saved.get("encoder")
+        name = str(info.get("name", "")) if isinstance(info, dict) else ""
+        encoder = encoder_for(name, threads=1) if one_request and fit_on is None else None
+        clf = EmbeddingClassifier.from_dict(saved, encoder=encoder, source=str(source))
     else:
         from .classify.embedding.classifier import DEFAULT_SCORER
         from .eval import load_negatives, load_routes  # route files only: a saved classifier needs neither

@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+import json
 import socket
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from typer.testing import CliRunner
 
-from jeeves_router.classify.embedding import EmbeddingClassifier, HashingEncoder, MultilingualUSEEncoder
-from jeeves_router.classify.embedding.encoders import Encoder, TokenEncoder
+from jeeves_router.classify.embedding import EmbeddingClassifier, HashingEncoder, MiniLMEncoder, MultilingualUSEEncoder
+from jeeves_router.classify.embedding.encoders import Encoder, TokenEncoder, encoder_for
 from jeeves_router.classify.embedding.multilingual import USE_LANGUAGES
 from jeeves_router.classify.types import RouteSpec
+from jeeves_router.cli import app
 from jeeves_router.errors import UsageError
 
 ROUTES = [
@@ -135,3 +139,26 @@ def test_a_saved_classifier_reloads_only_with_the_same_encoder(encoder: Multilin
     assert confidence_again == pytest.approx(confidence, abs=0.01)  # saved files keep float16 vectors
     with pytest.raises(UsageError, match="use-multilingual-v3"):
         EmbeddingClassifier.from_dict(clf.to_dict(), encoder=HashingEncoder())
+
+
+def test_a_saved_classifier_loads_with_its_own_encoder_from_python_and_the_shell(
+    encoder: MultilingualUSEEncoder, tmp_path: Path
+) -> None:
+    # loaded with no encoder given, a file saved with the multilingual encoder gets it back
+    path = tmp_path / "multilingual.json"
+    EmbeddingClassifier(ROUTES, encoder=encoder).save(path)
+    loaded = EmbeddingClassifier.load(path)
+    assert isinstance(loaded.encoder, MultilingualUSEEncoder)
+    assert loaded.classify_text("mets un réveil à sept heures").scores[0][0] == "alarm"
+    result = CliRunner().invoke(app, ["route", "--routes", str(path), "--json", "resérvame un vuelo a Londres"])
+    assert result.exit_code == 0, result.output
+    scores = json.loads(result.stdout)["scores"]
+    assert max(scores, key=scores.get) == "flights"
+
+
+def test_the_encoder_for_a_saved_name() -> None:
+    assert isinstance(encoder_for(MultilingualUSEEncoder.name), MultilingualUSEEncoder)
+    shipped = encoder_for(MiniLMEncoder.name)  # a file saved with MiniLM as shipped (quantize=False)
+    assert isinstance(shipped, MiniLMEncoder) and shipped.name == MiniLMEncoder.name
+    default = encoder_for("something-else")  # unknown: the default, and loading then reports the mismatch
+    assert isinstance(default, MiniLMEncoder) and default.quantized

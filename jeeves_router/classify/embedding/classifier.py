@@ -22,7 +22,7 @@ from ...errors import UsageError
 from ...ids import validate_route_names
 from ..types import Classification, ClassifyRequest, ClassifyResult, RouteSpec
 from .calibration import Calibrator, calibrator_from_dict
-from .encoders import Encoder, MiniLMEncoder, TokenEncoder, blas_single_thread
+from .encoders import Encoder, MiniLMEncoder, TokenEncoder, blas_single_thread, encoder_for
 from .fitting import FitReport, check_held_out, fit_threshold
 from .scorers import Scorer, make_scorer, scorer_from_dict
 
@@ -363,8 +363,8 @@ class EmbeddingClassifier:
         if data.get("version") != FILE_VERSION:
             raise UsageError(f"{source}: unsupported classifier file version {data.get('version')!r}")
         try:
-            enc = encoder if encoder is not None else default_encoder()
             saved = data["encoder"]
+            enc = encoder if encoder is not None else encoder_for(str(saved["name"]))
             if saved["name"] != enc.name or int(saved["dim"]) != enc.dim:
                 raise UsageError(
                     f"{source}: saved with encoder {saved['name']!r} but loaded with {enc.name!r}; "

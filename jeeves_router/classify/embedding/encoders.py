@@ -31,6 +31,7 @@ __all__ = [
     "WordLlamaEncoder",
     "HashingEncoder",
     "blas_single_thread",
+    "encoder_for",
     "l2_normalise",
 ]
 
@@ -349,3 +350,22 @@ class HashingEncoder:
             out[row] = word_vectors.sum(axis=0)
             per_text.append(l2_normalise(word_vectors) if words else l2_normalise(out[row : row + 1]))
         return l2_normalise(out), per_text
+
+
+def encoder_for(name: str, *, threads: int | None = None) -> Encoder:
+    """The encoder that a classifier saved with encoder ``name`` needs.
+
+    Used when a saved classifier is loaded without an encoder. The models this package ships
+    or offers are known by name: MiniLM, quantized (the default) or as shipped, and the
+    multilingual Universal Sentence Encoder. Any other name gets the default MiniLM, and
+    loading then reports the mismatch and asks for the encoder.
+
+    Args:
+        name: The saved encoder name (``EmbeddingClassifier.to_dict()["encoder"]["name"]``).
+        threads: Threads per call (``None``: each encoder's default).
+    """
+    from .multilingual import MultilingualUSEEncoder  # its model package is imported only when built
+
+    if name == MultilingualUSEEncoder.name:
+        return MultilingualUSEEncoder(threads=threads or 1)
+    return MiniLMEncoder(intra_op_threads=threads, quantize=name != MiniLMEncoder.name)
