@@ -42,7 +42,11 @@ def imported(tree: ast.Module) -> dict[str, Any]:
         if isinstance(node, ast.ImportFrom) and node.module:
             module = importlib.import_module(node.module)
             for alias in node.names:
-                names[alias.asname or alias.name] = getattr(module, alias.name)
+                try:
+                    value = getattr(module, alias.name)
+                except AttributeError:  # ``from package import submodule``, as the import statement does
+                    value = importlib.import_module(f"{node.module}.{alias.name}")
+                names[alias.asname or alias.name] = value
         elif isinstance(node, ast.Import):
             for alias in node.names:
                 names[alias.asname or alias.name.split(".")[0]] = importlib.import_module(alias.name)
