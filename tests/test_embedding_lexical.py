@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import json
+import re
+import zlib
 from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from jeeves_router.classify.embedding import EmbeddingClassifier, HashingEncoder
+from jeeves_router.classify.embedding import EmbeddingClassifier, HashingEncoder, lexical
 from jeeves_router.classify.embedding.classifier import DEFAULT_SCORER
 from jeeves_router.classify.embedding.late import LateInteractionScorer
 from jeeves_router.classify.embedding.lexical import LexicalIndex, text_features
@@ -131,3 +135,32 @@ def test_bad_lexical_settings_and_mismatched_texts_are_usage_errors() -> None:
     v, tok = enc.encode_tokens(texts)
     with pytest.raises(UsageError, match="one text per example"):
         LateInteractionScorer().fit(v, np.repeat(np.arange(2), 2), 2, tok, texts[:3])
+
+
+def _reference_features(text: str, char_sizes: tuple[int, ...] = (3, 4, 5)) -> list[tuple[int, int]]:
+    """The features spelled out one by one (no cache), in the order they are first counted."""
+    words = re.findall(r"[^\W_]+(?:'[^\W_]+)?", text.casefold())
+    counts: dict[int, int] = {}
+
+    def add(feature: str) -> None:
+        key = zlib.crc32(feature.encode("utf-8")) & (lexical.BUCKETS - 1)
+        counts[key] = counts.get(key, 0) + 1
+
+    for i, word in enumerate(words):
+        add("w " + word)
+        if i:
+            add(f"b {words[i - 1]} {word}")
+        padded = f" {word} "
+        for n in char_sizes:
+            for j in range(max(len(padded) - n + 1, 1)):
+                add("c " + padded[j : j + n])
+    return list(counts.items())
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(["pin", "card", "PIN", "café", "don't", "a", "x1", "übergröße", "  ", "!", "Pin's"]))
+       .map(" ".join) | st.text(max_size=60))  # fmt: skip
+def test_features_match_the_spelled_out_definition_in_content_and_order(text: str) -> None:
+    # cached per word, yet the same counts in the same order (weights and sums depend on the order)
+    assert list(text_features(text).items()) == _reference_features(text)
+    assert list(text_features(text).items()) == _reference_features(text)  # again, from the cache

@@ -15,6 +15,7 @@ import re
 import zlib
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -33,18 +34,28 @@ def _hash(feature: str) -> int:
     return zlib.crc32(feature.encode("utf-8")) & (BUCKETS - 1)
 
 
+@lru_cache(maxsize=8192)
+def _word_grams(word: str, char_sizes: tuple[int, ...]) -> tuple[int, tuple[int, ...]]:
+    """The hashed unigram of ``word`` and its character n-grams (a router sees the same words again and again)."""
+    padded = f" {word} "
+    chars = [_hash("c " + padded[j : j + n]) for n in char_sizes for j in range(max(len(padded) - n + 1, 1))]
+    return _hash("w " + word), tuple(chars)
+
+
 def text_features(text: str, char_sizes: tuple[int, ...] = (3, 4, 5)) -> Counter[int]:
-    """Hashed n-gram counts of one text (word 1- and 2-grams, character n-grams within words)."""
+    """Hashed n-gram counts of one text (word 1- and 2-grams, character n-grams within words).
+
+    Features are counted in a fixed order (per word: its unigram, the bigram ending at it,
+    its character n-grams), so the weights and sums built from them are the same run to run.
+    """
     words = _WORD.findall(text.casefold())
     grams: Counter[int] = Counter()
     for i, word in enumerate(words):
-        grams[_hash("w " + word)] += 1
+        unigram, chars = _word_grams(word, char_sizes)
+        grams[unigram] += 1
         if i:
             grams[_hash(f"b {words[i - 1]} {word}")] += 1
-        padded = f" {word} "
-        for n in char_sizes:
-            for j in range(max(len(padded) - n + 1, 1)):
-                grams[_hash("c " + padded[j : j + n])] += 1
+        grams.update(chars)
     return grams
 
 
