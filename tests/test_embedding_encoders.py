@@ -47,6 +47,23 @@ def test_blas_single_thread_nests_and_restores() -> None:
     assert blas_threads() == before
 
 
+def test_blas_single_thread_inside_a_users_own_limit_leaves_it_to_the_user() -> None:
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+
+    def blas_threads() -> list[int]:
+        return [i["num_threads"] for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas"]
+
+    before = blas_threads()
+    with threadpoolctl.threadpool_limits(limits=1, user_api="blas"):
+        with blas_single_thread():
+            assert all(n == 1 for n in blas_threads())
+        assert all(n == 1 for n in blas_threads())  # still the user's limit
+    assert blas_threads() == before  # which the user's context restores
+    with blas_single_thread():
+        threads_inside = blas_threads()
+    assert all(n == 1 for n in threads_inside) and blas_threads() == before
+
+
 @pytest.fixture(scope="module")
 def minilm():  # type: ignore[no-untyped-def]
     pytest.importorskip("onnxruntime")
