@@ -194,7 +194,6 @@ def load_embedding(
         # A value the user set is kept.
         os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     from .classify.embedding import EmbeddingClassifier
-    from .classify.embedding.encoders import encoder_for
 
     check_unit("--threshold", threshold)
     source = routes_path if routes_path is not None else data_file(DESK_CLASSIFIER)
@@ -206,11 +205,9 @@ def load_embedding(
             "pass --routes ROUTES.json to build a new one"
         )
     if saved is not None:
-        # the encoder the file was saved with (MiniLM, or the multilingual one), on one thread for one request
-        info = saved.get("encoder")
-        name = str(info.get("name", "")) if isinstance(info, dict) else ""
-        encoder = encoder_for(name, threads=1) if one_request and fit_on is None else None
-        clf = EmbeddingClassifier.from_dict(saved, encoder=encoder, source=str(source))
+        # the encoder the file was saved with, on one thread for one request
+        threads = 1 if one_request and fit_on is None else None
+        clf = EmbeddingClassifier.from_dict(saved, source=str(source), threads=threads)
     else:
         from .classify.embedding.classifier import DEFAULT_SCORER
         from .eval import load_negatives, load_routes  # route files only: a saved classifier needs neither

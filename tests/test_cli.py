@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import re
 from importlib import resources
 from pathlib import Path
@@ -306,3 +307,13 @@ def test_eval_reports_coverage_and_misroute_among_auto_routed() -> None:
     text = result.stdout
     assert "coverage (auto-routed)" in text and "misroute among auto-routed" in text
     assert re.search(r"risk-coverage \(misroute at coverage\): \d+% 0\.\d{4}", text)
+
+
+@pytest.mark.parametrize(("one_request", "threads"), [(True, 1), (False, min(2, os.cpu_count() or 1))])
+def test_the_shipped_desk_loads_its_encoder_on_one_thread_for_one_request(one_request: bool, threads: int) -> None:
+    from jeeves_router._cli_embed import load_embedding
+    from jeeves_router.classify.embedding import MiniLMEncoder
+
+    clf = load_embedding(None, None, None, None, one_request=one_request)
+    assert isinstance(clf.encoder, MiniLMEncoder) and clf.encoder.quantized
+    assert clf.encoder._session.get_session_options().intra_op_num_threads == threads

@@ -33,12 +33,13 @@ def test_l2_normalise_keeps_zero_rows() -> None:
     np.testing.assert_allclose(out, [[0.6, 0.8], [0.0, 0.0]])
 
 
-def test_blas_single_thread_nests_and_restores() -> None:
+def blas_threads() -> list[int]:
+    """The thread count of each loaded BLAS library."""
     threadpoolctl = pytest.importorskip("threadpoolctl")
+    return [i["num_threads"] for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas"]
 
-    def blas_threads() -> list[int]:
-        return [i["num_threads"] for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas"]
 
+def test_blas_single_thread_nests_and_restores() -> None:
     before = blas_threads()
     with blas_single_thread():
         with blas_single_thread():
@@ -49,10 +50,6 @@ def test_blas_single_thread_nests_and_restores() -> None:
 
 def test_blas_single_thread_inside_a_users_own_limit_leaves_it_to_the_user() -> None:
     threadpoolctl = pytest.importorskip("threadpoolctl")
-
-    def blas_threads() -> list[int]:
-        return [i["num_threads"] for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas"]
-
     before = blas_threads()
     with threadpoolctl.threadpool_limits(limits=1, user_api="blas"):
         with blas_single_thread():

@@ -355,16 +355,16 @@ class EmbeddingClassifier:
 
     @classmethod
     def from_dict(
-        cls, data: dict[str, Any], *, encoder: Encoder | None = None, source: str = "<dict>"
+        cls, data: dict[str, Any], *, encoder: Encoder | None = None, source: str = "<dict>", threads: int | None = None
     ) -> EmbeddingClassifier:
-        """Rebuild a classifier from :meth:`to_dict` output; the encoder must match the saved one."""
+        """Rebuild from :meth:`to_dict` output, with ``encoder`` or else the saved one (on ``threads`` threads)."""
         if not isinstance(data, dict) or data.get("format") != FILE_FORMAT:
             raise UsageError(f"{source}: not a saved EmbeddingClassifier (missing format {FILE_FORMAT!r})")
         if data.get("version") != FILE_VERSION:
             raise UsageError(f"{source}: unsupported classifier file version {data.get('version')!r}")
         try:
             saved = data["encoder"]
-            enc = encoder if encoder is not None else encoder_for(str(saved["name"]))
+            enc = encoder if encoder is not None else encoder_for(str(saved["name"]), threads=threads)
             if saved["name"] != enc.name or int(saved["dim"]) != enc.dim:
                 raise UsageError(
                     f"{source}: saved with encoder {saved['name']!r} but loaded with {enc.name!r}; "
