@@ -290,7 +290,7 @@ def decision_payload(clf: EmbeddingClassifier, result: ClassifyResult) -> dict[s
         "confidence": c.confidence,
         "status": c.status,
         "runner_up": c.runner_up,
-        "margin": c.margin,
+        "margin": None if c.margin is None else round(c.margin, 6),
         "threshold": clf.threshold,
         "calibrated": clf.calibrator is not None and clf.threshold is not None,
         "scores": dict(result.scores),

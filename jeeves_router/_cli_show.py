@@ -30,6 +30,8 @@ def decision(out: Console, clf: EmbeddingClassifier, text: str, as_json: bool) -
         out.print(f"[bold green]{c.route}[/]  confidence {c.confidence:.2f}{margin}")
     else:
         out.print(f"[bold yellow]no route[/] (out of scope): {c.reason or c.status}")
+    if not result.scores:  # nothing was scored (an empty request): no table to show
+        return
     table = Table("route", "confidence", box=None, padding=(0, 2))
     for name, p in result.scores[:5]:
         table.add_row(name, f"{p:.3f}")

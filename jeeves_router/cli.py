@@ -103,7 +103,8 @@ def route(
     fit_on: FitOnOpt = None,
     oos_label: OosOpt = "oos",
     data: Annotated[
-        Path | None, typer.Option("--data", "-d", help='Route every {"text": ...} row of this JSONL file.')
+        Path | None,
+        typer.Option("--data", "-d", help="Route every {\"text\": ...} row of this JSONL file ('-': stdin)."),
     ] = None,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print decisions as JSON (one line each in batch mode).")
@@ -129,7 +130,7 @@ def route(
 
 @app.command()
 def fit(
-    data: Annotated[Path, typer.Option("--data", "-d", help="Labelled validation JSONL {text, route}.")],
+    data: Annotated[Path, typer.Option("--data", "-d", help="Labelled validation JSONL {text, route} ('-': stdin).")],
     save_to: Annotated[
         Path | None, typer.Option("--out", "-o", help="Where to write the fitted classifier (JSON); required.")
     ] = None,
@@ -227,7 +228,8 @@ def fit(
 @app.command("eval")
 def eval_(
     data: Annotated[
-        Path, typer.Option("--data", "-d", help="Labelled JSONL {text, route}; route 'oos' = out of scope.")
+        Path,
+        typer.Option("--data", "-d", help="Labelled JSONL {text, route}; route 'oos' = out of scope ('-': stdin)."),
     ],
     routes: RoutesOpt = None,
     scorer: ScorerOpt = None,

@@ -11,6 +11,7 @@ whose message names the file and the line. Route names follow the one route-tabl
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,7 +56,12 @@ class LabelledRow:
 
 
 def read_text(path: str | Path) -> str:
-    """A UTF-8 file's text; :class:`DataFileError` when it is missing or unreadable."""
+    """A UTF-8 file's text; :class:`DataFileError` when it is missing or unreadable.
+
+    ``"-"`` reads standard input, as command-line tools do (``route --data -``, ``eval --data -``).
+    """
+    if str(path) == "-":
+        return sys.stdin.read()
     p = Path(path)
     try:
         return p.read_text(encoding="utf-8")

@@ -249,6 +249,28 @@ def test_route_dash_reads_stdin_and_data_reads_jsonl(tmp_path: Path) -> None:
     assert f"{bad}:1:" in one_line_error(runner.invoke(app, ["route", "--data", str(bad)]))
 
 
+def test_data_dash_reads_jsonl_from_stdin_and_json_numbers_are_rounded() -> None:
+    rows = '{"text": "I was charged twice"}\n"what is the capital of Peru"\n'
+    batch = runner.invoke(app, ["route", "--data", "-", "--json"], input=rows)
+    assert batch.exit_code == 0, batch.output
+    decided = [json.loads(line) for line in batch.stdout.splitlines()]
+    assert [(d["line"], d["route"]) for d in decided] == [(1, "billing"), (2, None)]
+    billing = decided[0]
+    assert billing["margin"] == round(billing["margin"], 6)
+    assert billing["margin"] == round(billing["confidence"] - billing["scores"][billing["runner_up"]], 6)
+    labelled = (DATA / "desk_test.jsonl").read_text()
+    from_stdin = runner.invoke(app, ["eval", "--data", "-"], input=labelled)
+    from_file = runner.invoke(app, ["eval", "--data", str(DATA / "desk_test.jsonl")])
+    assert from_stdin.exit_code == 0, from_stdin.output
+    assert from_stdin.stdout == from_file.stdout
+
+
+def test_an_empty_request_is_out_of_scope_with_no_empty_score_table() -> None:
+    shown = runner.invoke(app, ["route", "  "])
+    assert shown.exit_code == 0, shown.output
+    assert shown.stdout.splitlines() == ["no route (out of scope): empty"]
+
+
 def test_scorer_options_without_a_route_file_are_refused() -> None:
     assert "--routes" in one_line_error(runner.invoke(app, ["route", "-s", "late", "hello"]))
     data = str(DATA / "desk_test.jsonl")
