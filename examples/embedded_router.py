@@ -65,9 +65,13 @@ async def main(queries: list[str]) -> None:
     classifier = build()
     test = load_labelled(str(DATA / "desk_test.jsonl"))
     report = await evaluate(classifier, classifier.routes, test)
+
+    def share(x: float | None) -> str:
+        return "-" if x is None else f"{x:.3f}"
+
     print(f"test: accuracy {report.accuracy:.3f}, in-scope {report.in_scope_accuracy:.3f}, "
-          f"out-of-scope recall {report.oos_recall}, coverage {report.coverage:.2f}, "
-          f"misroute among auto-routed {report.misroute}")  # fmt: skip
+          f"out-of-scope recall {share(report.oos_recall)}, coverage {report.coverage:.2f}, "
+          f"misroute among auto-routed {share(report.misroute)}")  # fmt: skip
     risk_controlled(classifier)
     for text in queries:
         c = classifier.classify_text(text).classification
