@@ -182,6 +182,7 @@ class RecoveryRun:
         can_reclassify: bool = False,
         can_replan: bool = False,
         output_started: bool = False,
+        effects_done: bool = False,
     ) -> Failure:
         """Classify ``exc`` and decide; raises ``exc`` itself for ``abort`` and ``escalate``."""
         ectx = ErrorContext(operation, attempt, self.ctx.session_id, self.ctx.path, route, capability, self.ctx.context)
@@ -196,6 +197,7 @@ class RecoveryRun:
             can_replan=can_replan,
             can_escalate=self.can_escalate,
             output_started=output_started,
+            effects_done=effects_done,
             retry_after_s=getattr(exc, "retry_after_s", None),
             retries_exhausted=bool(getattr(exc, "retries_exhausted", False)),
         )

@@ -236,7 +236,7 @@ class Capabilities:
             rec.begin(operation)
             await ctx.emit(CapabilityStarted(session_id=ctx.session_id, path=ctx.path, capability=name, step=index))
             started = time.monotonic()
-            texts = ctx.ledger.texts
+            texts, calls = ctx.ledger.texts, ctx.ledger.calls
             try:
                 if hasattr(cap.handler, "_events"):  # an agent: its run, events and all
                     child = self._child(ctx, st, cap, task, index)
@@ -256,6 +256,7 @@ class Capabilities:
                     can_reclassify=len(st.excluded) + 1 < len(self.capabilities),
                     can_replan=True,
                     output_started=ctx.ledger.texts != texts,  # some of its text reached the consumer
+                    effects_done=ctx.ledger.calls != calls,  # a new plan could run its completed tool calls again
                 )
                 f.raise_unless_retry()
                 await ctx.emit(rec.retry_event(f))
