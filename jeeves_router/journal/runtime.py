@@ -22,14 +22,18 @@ no recorded result had an unknown outcome (the process died during it); on resum
 - ``"retry"``: call the tool again with the same idempotency key.
 - ``"skip"``: do not call it; the model is told the outcome is unknown (an error result).
 
-Not recorded: events buffered since the last step when a process dies (resume produces
-them again), and the rest of an attempt closed early by its consumer.
+Failed attempts. A step or model call that raises is recorded as ``step.failed``; resuming
+a *completed* run raises those failures again where they happened, so a run that ended on
+a failure (status ``"critical"``) replays to the same result with no call
+(:mod:`jeeves_router.journal.failures`). Not recorded: events buffered since the last
+step when a process dies (resume produces them again), and the rest of an attempt closed
+early by its consumer.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
@@ -43,6 +47,7 @@ from ..models.base import Model, ModelRequest, ModelResponse, ModelStreamItem, M
 from ..runtime import Runtime, StepKey
 from ..tools import ToolOutcome
 from .base import Journal
+from .failures import RecordedFailures, failure_record, replayed_error
 from .idempotency import current_idempotency_key, idempotency_scope
 from .records import (
     Entry,
@@ -51,6 +56,7 @@ from .records import (
     Record,
     RunEndRecord,
     RunStartRecord,
+    StepFailedRecord,
     StepRecord,
     ToolOutcomeUnknown,
     ToolStartedRecord,
@@ -60,7 +66,7 @@ from .records import (
     jsonable_mapping,
     to_json,
 )
-from .resume import ResumePoint, find_resume_point
+from .resume import ResumePoint, find_resume_point, read_runs
 from .sessions import SessionHistory, load_history
 
 if TYPE_CHECKING:
@@ -84,6 +90,7 @@ class _Index:
     done: dict[tuple[int, str], StepRecord | ModelRecord] = field(default_factory=dict)
     by_pos: dict[int, list[str]] = field(default_factory=dict)
     started: dict[tuple[int, str], ToolStartedRecord] = field(default_factory=dict)
+    failed: RecordedFailures = field(default_factory=RecordedFailures)
 
     def add(self, rec: Record) -> None:
         if isinstance(rec, (StepRecord, ModelRecord)):
@@ -91,6 +98,8 @@ class _Index:
             self.by_pos.setdefault(rec.index, []).append(rec.digest)
         elif isinstance(rec, ToolStartedRecord):
             self.started[(rec.index, rec.digest)] = rec
+        elif isinstance(rec, StepFailedRecord):
+            self.failed.add(rec)
 
 
 @dataclass(slots=True)
@@ -100,6 +109,7 @@ class _RunState:
     attempt: int
     fresh: bool
     pending: list[Entry] = field(default_factory=list)
+    completed_attempt: int | None = None  # resuming a completed run: the attempt whose failures replay
 
 
 class JournalRuntime(Runtime):
@@ -146,7 +156,7 @@ class JournalRuntime(Runtime):
             raise UsageError("session_history needs record_events=True: a turn's answer is read from its events")
         if on_unknown_tool_outcome not in ("fail", "retry", "skip"):
             raise UsageError(
-                f"on_unknown_tool_outcome must be 'fail', 'retry' or 'skip', got {on_unknown_tool_outcome!r}"
+                f"on_unknown_tool_outcome must be 'fail', 'retry' or 'skip', not {on_unknown_tool_outcome!r}"
             )
         self.journal = journal
         self.strict = strict
@@ -158,8 +168,6 @@ class JournalRuntime(Runtime):
 
     def __repr__(self) -> str:
         return f"JournalRuntime({self.journal!r}, strict={self.strict})"
-
-    # -- runs -------------------------------------------------------------------------------
 
     async def observe_run(
         self, ctx: RunContext, run: Callable[[Actor, RunContext], AsyncIterator[Event]]
@@ -212,29 +220,23 @@ class JournalRuntime(Runtime):
                 "options": start.options,
             }
         )
-        recorded = await self.journal.read(sid, types=("run.start",))
-        attempts: dict[str, int] = {}
-        first: dict[str, RunStartRecord] = {}
-        for e in recorded:
-            assert isinstance(e.record, RunStartRecord)
-            attempts[e.run_id] = attempts.get(e.run_id, 0) + 1
-            first.setdefault(e.run_id, e.record)
         # Only Agent.resume() replays: it names the recorded run to continue. Any other run
         # is a new request and runs live under a new run id, even when its prompt equals a
         # recorded one (the user may well ask for the same transfer twice).
-        run_id = ctx.resume_run
-        if run_id is not None and run_id not in first:
-            raise UsageError(f"session {sid!r} has no recorded run {run_id!r} in {self.journal!r}; nothing to resume")
-        fresh = run_id is None
+        run_id, attempt, completed = ctx.resume_run, 1, None
         if run_id is None:
-            run_id = uuid.uuid4().hex
-        attempt = attempts.get(run_id, 0) + 1
+            run_id = uuid.uuid4().hex  # a new run: nothing to read
+        else:
+            runs = await read_runs(self.journal, sid)
+            if run_id not in runs.first:
+                raise UsageError(f"session {sid!r} has no recorded run {run_id!r} in {self.journal!r}")
+            attempt, completed = runs.attempts[run_id] + 1, runs.completed.get(run_id)
         start = start.model_copy(update={"input_digest": input_digest, "attempt": attempt})
         await self.journal.append([self._entry(sid, run_id, start)])
         ctx.run_id = run_id
-        state = _RunState(sid, run_id, attempt, fresh)
+        state = _RunState(sid, run_id, attempt, ctx.resume_run is None, completed_attempt=completed)
         self._runs[run_id] = state
-        log.debug("journal run", session_id=sid, run_id=run_id, attempt=attempt, replay=not fresh)
+        log.debug("journal run", session_id=sid, run_id=run_id, attempt=attempt, replay=not state.fresh)
         return state
 
     async def _finish(self, state: _RunState, end: RunEndRecord) -> None:
@@ -268,12 +270,15 @@ class JournalRuntime(Runtime):
         index = _Index()
         state = self._runs.get(key.run_id)
         if state is None or not state.fresh:
-            kinds = ("step", "model", "tool.started")
+            index.failed.attempt = state.completed_attempt if state is not None else None
+            kinds = ("step", "model", "tool.started", "step.failed")
             for e in await self.journal.read(key.session_id, run_id=key.run_id, types=kinds):
                 index.add(e.record)
         return self._indexes.setdefault(ik, index)
 
-    async def _record(self, key: StepKey, index: _Index, rec: StepRecord | ModelRecord | ToolStartedRecord) -> None:
+    async def _record(
+        self, key: StepKey, index: _Index, rec: StepRecord | ModelRecord | ToolStartedRecord | StepFailedRecord
+    ) -> None:
         entries = [self._entry(key.session_id, key.run_id, rec)]
         state = self._runs.get(key.run_id)
         if state is not None and state.pending:
@@ -293,6 +298,10 @@ class JournalRuntime(Runtime):
             )
         log.info("journal step diverged; calling live", session_id=key.session_id, step=key.index, name=key.name)
 
+    async def _failed(self, key: StepKey, index: _Index, d: str, exc: Exception, chunks: Sequence[str] = ()) -> None:
+        """Write a failed attempt of a step (see :mod:`.failures`); the caller re-raises ``exc``."""
+        await self._record(key, index, failure_record(key.name, key.index, d, self._attempt(key), exc, chunks))
+
     def _attempt(self, key: StepKey) -> int:
         state = self._runs.get(key.run_id)
         return state.attempt if state is not None else 1
@@ -305,11 +314,18 @@ class JournalRuntime(Runtime):
         if isinstance(rec, StepRecord):
             result: T = decode_result(rec.result_type, rec.result)
             return result
+        failed = index.failed.next(key.index, d)
+        if failed is not None:
+            raise replayed_error(failed)
         self._diverged(key, index, d)
         if key.name.startswith("tool:"):
             result = await self._tool(key, index, d, fn)
         else:
-            result = await fn()
+            try:
+                result = await fn()
+            except Exception as exc:
+                await self._failed(key, index, d, exc)
+                raise
         tag, data = encode_result(result)
         await self._record(
             key, index, StepRecord(name=key.name, index=key.index, digest=d, result_type=tag, result=data)
@@ -341,7 +357,11 @@ class JournalRuntime(Runtime):
         )
         await self._record(key, index, rec)
         with idempotency_scope(idem):
-            return await fn()
+            try:
+                return await fn()
+            except Exception as exc:
+                await self._failed(key, index, d, exc)
+                raise
 
     async def model_stream(self, key: StepKey, model: Model, request: ModelRequest) -> AsyncIterator[ModelStreamItem]:
         """Re-yield a recorded model call, or stream it live and record it."""
@@ -353,16 +373,25 @@ class JournalRuntime(Runtime):
                 yield ModelTextDelta(chunk)
             yield _RESPONSE.validate_python(rec.response)
             return
+        failed = index.failed.next(key.index, d)
+        if failed is not None:
+            for chunk in failed.chunks:
+                yield ModelTextDelta(chunk)
+            raise replayed_error(failed)
         self._diverged(key, index, d)
         chunks: list[str] = []
         response: ModelResponse | None = None
         async with aclosing(model.stream(request)) as stream:  # type: ignore[type-var]
-            async for item in stream:
-                if isinstance(item, ModelTextDelta):
-                    chunks.append(item.text)
-                    yield item
-                else:
-                    response = item
+            try:
+                async for item in stream:
+                    if isinstance(item, ModelTextDelta):
+                        chunks.append(item.text)
+                        yield item
+                    else:
+                        response = item
+            except Exception as exc:
+                await self._failed(key, index, d, exc, chunks)
+                raise
         if response is None:
             return  # the caller reports a stream without a response
         data = _RESPONSE.dump_python(response, mode="json")
