@@ -24,7 +24,7 @@ from jeeves_router.models.base import ModelRequest, ModelResponse, ModelStreamIt
 from jeeves_router.models.openai import OpenAIModel
 from jeeves_router.policies import RetryPolicy
 from jeeves_router.recovery import Recovery
-from jeeves_router.testing import ScriptedModel, StaticClassifier
+from jeeves_router.testing import FunctionModel, ScriptedModel, StaticClassifier
 from jeeves_router.usage import Usage
 from tests.loopback import LoopbackServer, Reply, Status, loopback  # noqa: F401
 
@@ -255,3 +255,54 @@ async def test_a_wire_stream_that_breaks_after_text_is_not_retried_and_resumes_o
     replayed = await agent.resume("s")
     assert len(loopback.requests) == 1  # the interruption is replayed, not re-requested
     assert replayed.status == "critical" and replayed.report["error"]["type"] == "StreamInterrupted"
+
+
+# -- a retried specialist over a journal: its completed steps are not paid twice -------------
+
+
+def refund_desk(journal: SQLiteJournal | None, refunds: list[str]) -> tuple[Agent, FunctionModel]:
+    """A Router whose billing agent refunds, then its next model call times out once."""
+    from jeeves_router import tool
+    from jeeves_router.testing import Call, Reply
+
+    @tool
+    def refund(invoice: str) -> str:
+        """Refund an invoice."""
+        refunds.append(invoice)
+        return f"refunded {invoice}"
+
+    failures = [TimeoutError("read timed out")]
+
+    def answer(request: ModelRequest) -> Reply:
+        if request.messages[-1].role == "tool":
+            if failures:
+                raise failures.pop()
+            return Reply(text="Refunded INV-7.", usage=USAGE)
+        return Reply(calls=[Call("refund", {"invoice": "INV-7"})], usage=USAGE)
+
+    model = FunctionModel(answer, name="billing")
+    billing = Agent("Billing.", name="billing", model=model, tools=[refund])
+    router = Router(
+        [RouterRoute("billing", billing), RouterRoute("general", Agent("G.", name="general", model=ScriptedModel([])))],
+        classifier=StaticClassifier("billing"),
+        recovery=Recovery(sleep=Sleeps()),
+    )
+    runtime = JournalRuntime(journal) if journal is not None else None
+    return Agent("Desk", name="desk", runtime=runtime, architecture=router), model
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("journaled", [False, True])
+async def test_a_retried_specialist_counts_each_model_response_once(tmp_path: Path, journaled: bool) -> None:
+    refunds: list[str] = []
+    agent, model = refund_desk(SQLiteJournal(tmp_path / "j.db") if journaled else None, refunds)
+    result = await agent.run("refund INV-7", session_id="s")
+    assert result.output == "Refunded INV-7." and refunds == ["INV-7"]
+    answered = len(model.requests) - 1  # every request but the one that timed out returned a response
+    # with a journal the retry takes the first call from the journal instead of the model
+    assert answered == (2 if journaled else 3)
+    assert result.usage.requests == result.usage_by_route["billing"].requests == answered
+    if journaled:
+        replayed = await agent.resume("s")
+        assert len(model.requests) == answered + 1 and refunds == ["INV-7"]
+        assert (replayed.output, replayed.usage) == (result.output, result.usage)

@@ -97,6 +97,13 @@ def other_tasks() -> set[asyncio.Task[object]]:
     return {t for t in asyncio.all_tasks() if t is not asyncio.current_task()}
 
 
+async def settled_tasks() -> set[asyncio.Task[object]]:
+    """:func:`other_tasks` once earlier tests' garbage (e.g. HTTP clients closing) has been collected."""
+    gc.collect()
+    await anyio.sleep(0)
+    return other_tasks()
+
+
 async def run_ends(journal: SQLiteJournal, session_id: str) -> list[str]:
     return [e.record.status for e in await journal.read(session_id, types=("run.end",))]  # type: ignore[union-attr]
 
@@ -128,7 +135,7 @@ async def test_closing_a_journaled_stream_at_each_stage_is_clean_and_resumable(
         )
 
     agent = build()
-    before = other_tasks()
+    before = await settled_tasks()
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         stream = agent.stream("refund me", session_id="s")
@@ -162,7 +169,7 @@ async def test_a_cancel_scope_stops_a_journaled_run_at_once(tmp_path: Path, how:
         recovery = Recovery(retry_policy=RetryPolicy(max_attempts=3, initial_delay_s=30.0))
     agent = routed(journal, model, recovery=recovery)
     events: list[Event] = []
-    before = other_tasks()
+    before = await settled_tasks()
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         with anyio.move_on_after(0.3) as scope:

@@ -35,8 +35,8 @@ from __future__ import annotations
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import aclosing
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import TypeAdapter
 
@@ -45,10 +45,10 @@ from ..errors import ReplayDivergence, UsageError
 from ..events import Event, event_adapter
 from ..models.base import Model, ModelRequest, ModelResponse, ModelStreamItem, ModelTextDelta
 from ..runtime import Runtime, StepKey
-from ..tools import ToolOutcome
+from ..usage import NO_USAGE
 from .base import Journal
 from .failures import RecordedFailures, failure_record, replayed_error
-from .idempotency import current_idempotency_key, idempotency_scope
+from .idempotency import UnknownToolPolicy, current_idempotency_key, idempotency_scope, unknown_outcome
 from .records import (
     Entry,
     EventRecord,
@@ -58,7 +58,6 @@ from .records import (
     RunStartRecord,
     StepFailedRecord,
     StepRecord,
-    ToolOutcomeUnknown,
     ToolStartedRecord,
     decode_result,
     digest,
@@ -78,8 +77,6 @@ __all__ = ["JournalRuntime", "ResumePoint", "UnknownToolPolicy", "current_idempo
 log = get_logger(__name__)
 T = TypeVar("T")
 
-UnknownToolPolicy = Literal["fail", "retry", "skip"]
-
 _RESPONSE = TypeAdapter(ModelResponse)
 
 
@@ -91,6 +88,7 @@ class _Index:
     by_pos: dict[int, list[str]] = field(default_factory=dict)
     started: dict[tuple[int, str], ToolStartedRecord] = field(default_factory=dict)
     failed: RecordedFailures = field(default_factory=RecordedFailures)
+    paid: set[tuple[int, str]] = field(default_factory=set)  # model calls made live by this execution
 
     def add(self, rec: Record) -> None:
         if isinstance(rec, (StepRecord, ModelRecord)):
@@ -336,21 +334,8 @@ class JournalRuntime(Runtime):
         started = index.started.get((key.index, d))
         idem = started.idempotency_key if started else f"{key.session_id}:{key.run_id}:{key.index}:{d[:16]}"
         if started is not None:
-            policy = self.on_unknown_tool_outcome
-            log.warning("tool outcome unknown", session_id=key.session_id, tool=key.name, step=key.index, policy=policy)
-            if policy == "fail":
-                raise ToolOutcomeUnknown(
-                    f"{key.name} (step {key.index} of session {key.session_id!r}, idempotency key {idem!r}) started "
-                    "before a crash and its outcome is unknown; resume with on_unknown_tool_outcome='retry' to call "
-                    "it again or 'skip' to tell the model it is unknown",
-                    metadata={"tool": key.name, "step": key.index, "idempotency_key": idem},
-                )
-            if policy == "skip":
-                skipped = ToolOutcome(
-                    f"the outcome of this {key.name.removeprefix('tool:')} call is unknown (interrupted); "
-                    "it was not repeated",
-                    is_error=True,
-                )
+            skipped = unknown_outcome(self.on_unknown_tool_outcome, key, idem)
+            if skipped is not None:
                 return skipped  # type: ignore[return-value]
         rec = ToolStartedRecord(
             name=key.name, index=key.index, digest=d, idempotency_key=idem, attempt=self._attempt(key)
@@ -371,7 +356,10 @@ class JournalRuntime(Runtime):
         if isinstance(rec, ModelRecord):
             for chunk in rec.chunks:
                 yield ModelTextDelta(chunk)
-            yield _RESPONSE.validate_python(rec.response)
+            served: ModelResponse = _RESPONSE.validate_python(rec.response)
+            if (key.index, d) in index.paid:  # a retry of this run asks again: its usage is counted already
+                served = replace(served, usage=NO_USAGE)
+            yield served
             return
         failed = index.failed.next(key.index, d)
         if failed is not None:
@@ -395,6 +383,7 @@ class JournalRuntime(Runtime):
         if response is None:
             return  # the caller reports a stream without a response
         data = _RESPONSE.dump_python(response, mode="json")
+        index.paid.add((key.index, d))
         await self._record(
             key,
             index,
