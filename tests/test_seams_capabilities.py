@@ -6,14 +6,18 @@ Whatever the ladder decides, the refund runs exactly once.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from jeeves_router import Agent, tool
 from jeeves_router.architectures.capabilities.architecture import Capabilities, Capability
 from jeeves_router.errors import ModelError
 from jeeves_router.events import Event, RecoveryReclassify, RecoveryReplan, RecoveryReport, RecoveryRetry
+from jeeves_router.journal import JournalRuntime, SQLiteJournal
+from jeeves_router.models.base import ModelRequest
 from jeeves_router.recovery import Recovery
-from jeeves_router.testing import Call, ScriptedModel, capture_events
+from jeeves_router.testing import Call, FunctionModel, Reply, ScriptedModel, capture_events
 from tests.test_capabilities import Brain, Fn, Sleeps, plan
 
 
@@ -93,3 +97,49 @@ async def test_a_replan_of_a_step_without_side_effects_still_replans() -> None:
     events = await capture_events(Agent("O", name="desk", model=brain.model, architecture=arch), "pay")
     assert events[-1].result.status == "ok"  # type: ignore[union-attr]
     assert kinds(events) == [RecoveryReplan] and brain.calls["plan"] == 2
+
+
+def retried_refund_desk(refunds: list[str], journal: SQLiteJournal | None) -> tuple[Agent, FunctionModel]:
+    """A plan with one ``pay`` capability whose agent refunds, then times out once before answering."""
+
+    @tool
+    def refund(invoice: str) -> str:
+        """Refund an invoice."""
+        refunds.append(invoice)
+        return f"refunded {invoice}"
+
+    failures = [TimeoutError("read timed out")]
+
+    def answer(request: ModelRequest) -> Reply:
+        if request.messages[-1].role == "tool":
+            if failures:
+                raise failures.pop()
+            return Reply(text="Refunded INV-7.")
+        return Reply(calls=[Call("refund", {"invoice": "INV-7"})])
+
+    model = FunctionModel(answer, name="pay")
+    pay = Agent("Payments.", name="pay", model=model, tools=[refund])
+    brain = Brain(yes={"pay"}, plans=[plan("pay")])
+    arch = Capabilities([Capability("pay", pay, "payments")], recovery=Recovery(sleep=Sleeps()))
+    runtime = JournalRuntime(journal) if journal is not None else None
+    return Agent("Orchestrator", name="desk", model=brain.model, architecture=arch, runtime=runtime), model
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("journaled", [False, True])
+async def test_a_retried_capability_counts_the_usage_of_its_failed_attempt(tmp_path: Path, journaled: bool) -> None:
+    refunds: list[str] = []
+    desk, model = retried_refund_desk(refunds, SQLiteJournal(tmp_path / "j.db") if journaled else None)
+    result = await desk.run("refund INV-7", session_id="s")
+    assert (result.status, result.output, refunds) == ("ok", "Refunded INV-7.", ["INV-7"])
+    answered = len(model.requests) - 1  # every request but the timed-out one returned a response
+    assert answered == (2 if journaled else 3)  # with a journal the retry takes the refund call from it
+    assert result.usage_by_route["pay"].requests == answered
+    if journaled:
+        replayed = await desk.resume("s")
+        assert len(model.requests) == answered + 1 and refunds == ["INV-7"]
+        assert (replayed.output, replayed.usage, replayed.usage_by_route) == (
+            result.output,
+            result.usage,
+            result.usage_by_route,
+        )

@@ -100,7 +100,7 @@ def other_tasks() -> set[asyncio.Task[object]]:
 async def settled_tasks() -> set[asyncio.Task[object]]:
     """:func:`other_tasks` once earlier tests' garbage (e.g. HTTP clients closing) has been collected."""
     gc.collect()
-    await anyio.sleep(0)
+    await anyio.lowlevel.checkpoint()
     return other_tasks()
 
 
