@@ -306,3 +306,55 @@ async def test_a_retried_specialist_counts_each_model_response_once(tmp_path: Pa
         replayed = await agent.resume("s")
         assert len(model.requests) == answered + 1 and refunds == ["INV-7"]
         assert (replayed.output, replayed.usage) == (result.output, result.usage)
+
+
+class FirstRoute:
+    """A classifier that picks the first route it is offered (the failed route is no longer offered)."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def classify(self, request: ClassifyRequest) -> ClassifyResult:
+        self.calls += 1
+        return await StaticClassifier(request.routes[0].name, 0.9).classify(request)
+
+
+class NotMyDesk(Exception):
+    """A specialist's way of saying the request belongs elsewhere."""
+
+
+def reclassifying_desk(
+    journal: SQLiteJournal, billing_steps: list[object], general_steps: list[object]
+) -> tuple[Agent, FirstRoute, ScriptedModel, ScriptedModel]:
+    from jeeves_router.recovery import ErrorClassification, ErrorSeverity
+
+    def hook(exc: BaseException, ctx: object) -> ErrorClassification | None:
+        return ErrorClassification(ErrorSeverity.RECLASSIFICATION) if isinstance(exc, NotMyDesk) else None
+
+    billing_model = ScriptedModel(billing_steps, name="billing")  # type: ignore[arg-type]
+    general_model = ScriptedModel(general_steps, name="general")  # type: ignore[arg-type]
+    billing = Agent("Billing.", name="billing", model=billing_model, classify_error=hook)
+    general = Agent("General.", name="general", model=general_model)
+    classifier = FirstRoute()
+    router = Router(
+        [RouterRoute("billing", billing), RouterRoute("general", general)],
+        classifier=classifier,
+        recovery=Recovery(sleep=Sleeps()),
+    )
+    agent = Agent("Desk", name="desk", runtime=JournalRuntime(journal), architecture=router)
+    return agent, classifier, billing_model, general_model
+
+
+@pytest.mark.anyio
+async def test_a_run_that_reclassified_after_a_failure_resumes_to_the_same_route_without_a_call(
+    tmp_path: Path,
+) -> None:
+    journal = SQLiteJournal(tmp_path / "j.db")
+    agent, classifier, _, _ = reclassifying_desk(journal, [NotMyDesk("a general question")], ["General answer."])
+    first = await agent.run("what are your hours?", session_id="s")
+    assert (first.status, first.route, first.output) == ("ok", "general", "General answer.")
+    assert classifier.calls == 2
+    fresh, classifier, billing_model, general_model = reclassifying_desk(journal, [], [])
+    replayed = await fresh.resume("s")
+    assert classifier.calls == 0 and billing_model.requests == [] and general_model.requests == []
+    assert (replayed.status, replayed.route, replayed.output) == (first.status, first.route, first.output)

@@ -8,12 +8,15 @@ run must give the same result with no model call, so each failed attempt is writ
 step, after the text the model had streamed, in the order the attempts failed. The
 recovery ladder then decides as it decided the first time.
 
-A replayed failure keeps what the default classification and the ladder read: the
-severity, the HTTP status, ``Retry-After`` and whether the adapter had spent its retries.
+A replayed failure keeps what the ladder read: the severity it acted on (after any
+``classify_error`` hook: the record is written with the run's next entry, once the ladder
+has judged the failure), the HTTP status, ``Retry-After`` and whether the adapter had
+spent its retries.
 :class:`~jeeves_router.errors.ModelError` (and :class:`~jeeves_router.errors.StreamInterrupted`)
 and built-in exceptions come back with their type; any other exception comes back as a
-:class:`ReplayedError` naming the original type (a ``classify_error`` hook that matches
-on a type of its own sees that instead).
+:class:`ReplayedError` subclass with the original type's name (a ``classify_error`` hook
+that matches on a class of its own does not match it; the recorded severity, the one the
+ladder acted on, applies instead).
 
 Replaying an *unfinished* run (after a crash) serves no failure: its failed steps run
 live again, as before.
@@ -22,14 +25,19 @@ live again, as before.
 from __future__ import annotations
 
 import builtins
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ..errors import ModelError, RunError, StreamInterrupted
-from ..recovery.classify import default_classification
-from .records import StepFailedRecord
+from ..recovery.classify import decided_severity, default_classification
+from .records import Entry, StepFailedRecord
 
-__all__ = ["RecordedFailures", "ReplayedError", "failure_record", "replayed_error"]
+if TYPE_CHECKING:
+    from ..runtime import StepKey
+
+__all__ = ["PendingFailure", "RecordedFailures", "ReplayedError", "failure_record", "replayed_error"]
 
 _MODEL_ERRORS: dict[str, type[ModelError]] = {"ModelError": ModelError, "StreamInterrupted": StreamInterrupted}
 
@@ -37,9 +45,16 @@ _MODEL_ERRORS: dict[str, type[ModelError]] = {"ModelError": ModelError, "StreamI
 class ReplayedError(RunError):
     """A recorded failure of a type that cannot be rebuilt, raised again by a replay.
 
-    ``metadata["error_type"]`` names the original exception type; ``severity`` is the
-    severity the original had by default.
+    It is raised as a subclass named after the original type (so events, reports and the
+    feedback a classifier or planner is shown read as they did); ``severity`` is the one
+    the ladder acted on, and ``metadata["error_type"]`` names the original type too.
     """
+
+
+@functools.lru_cache(maxsize=256)
+def _replayed_class(name: str) -> type[ReplayedError]:
+    """A :class:`ReplayedError` subclass called ``name`` (one per name)."""
+    return type(name, (ReplayedError,), {"__module__": __name__, "__doc__": f"{name}, replayed from a journal."})
 
 
 def failure_record(
@@ -58,11 +73,32 @@ def failure_record(
         chunks=list(chunks),
         error_type=type(exc).__name__,
         message=message,
-        severity=default_classification(exc).severity.value,
+        severity=(decided_severity(exc) or default_classification(exc).severity).value,
         status_code=getattr(exc, "status_code", None) if isinstance(exc, ModelError) else None,
         retry_after_s=getattr(exc, "retry_after_s", None) if isinstance(exc, ModelError) else None,
         retries_exhausted=bool(getattr(exc, "retries_exhausted", False)),
     )
+
+
+@dataclass(frozen=True, slots=True)
+class PendingFailure:
+    """A failed attempt waiting for the run's next write.
+
+    Written after the recovery ladder has classified the exception, so the record keeps
+    the severity the ladder acted on (``classify_error`` hooks included).
+    """
+
+    key: StepKey
+    digest: str
+    attempt: int
+    error: Exception
+    chunks: tuple[str, ...]
+
+    def entry(self) -> Entry:
+        """The ``step.failed`` entry, as the failure is judged now."""
+        k = self.key
+        rec = failure_record(k.name, k.index, self.digest, self.attempt, self.error, self.chunks)
+        return Entry(session_id=k.session_id, run_id=k.run_id, record=rec)
 
 
 def replayed_error(rec: StepFailedRecord) -> Exception:
@@ -80,9 +116,10 @@ def replayed_error(rec: StepFailedRecord) -> Exception:
             plain = builtin(rec.message)
         except Exception:  # a built-in whose constructor wants more than a message
             plain = None
-        if plain is not None and default_classification(plain).severity.value == rec.severity:
+        if plain is not None:  # the same type: a hook that matched it matches it again
             return plain
-    return ReplayedError(rec.message, severity=rec.severity, metadata={"error_type": rec.error_type})
+    cls = _replayed_class(rec.error_type) if rec.error_type.isidentifier() else ReplayedError
+    return cls(rec.message, severity=rec.severity, metadata={"error_type": rec.error_type})
 
 
 @dataclass(slots=True)

@@ -47,7 +47,7 @@ from ..models.base import Model, ModelRequest, ModelResponse, ModelStreamItem, M
 from ..runtime import Runtime, StepKey
 from ..usage import NO_USAGE
 from .base import Journal
-from .failures import RecordedFailures, failure_record, replayed_error
+from .failures import PendingFailure, RecordedFailures, replayed_error
 from .idempotency import UnknownToolPolicy, current_idempotency_key, idempotency_scope, unknown_outcome
 from .records import (
     Entry,
@@ -106,7 +106,7 @@ class _RunState:
     run_id: str
     attempt: int
     fresh: bool
-    pending: list[Entry] = field(default_factory=list)
+    pending: list[Entry | PendingFailure] = field(default_factory=list)  # written with the next entry
     completed_attempt: int | None = None  # resuming a completed run: the attempt whose failures replay
 
 
@@ -238,8 +238,14 @@ class JournalRuntime(Runtime):
         return state
 
     async def _finish(self, state: _RunState, end: RunEndRecord) -> None:
-        entries, state.pending = [*state.pending, self._entry(state.session_id, state.run_id, end)], []
-        await self.journal.append(entries)
+        await self.journal.append(self._flush(state, self._entry(state.session_id, state.run_id, end)))
+
+    def _flush(self, state: _RunState | None, entry: Entry) -> list[Entry]:
+        """``state``'s pending entries (a failure as its recovery has judged it by now), then ``entry``."""
+        if state is None or not state.pending:
+            return [entry]
+        pending, state.pending = state.pending, []
+        return [*(p.entry() if isinstance(p, PendingFailure) else p for p in pending), entry]
 
     def _forget(self, run_id: str) -> None:
         self._runs.pop(run_id, None)
@@ -277,11 +283,7 @@ class JournalRuntime(Runtime):
     async def _record(
         self, key: StepKey, index: _Index, rec: StepRecord | ModelRecord | ToolStartedRecord | StepFailedRecord
     ) -> None:
-        entries = [self._entry(key.session_id, key.run_id, rec)]
-        state = self._runs.get(key.run_id)
-        if state is not None and state.pending:
-            entries, state.pending = [*state.pending, *entries], []
-        await self.journal.append(entries)
+        await self.journal.append(self._flush(self._runs.get(key.run_id), self._entry(key.session_id, key.run_id, rec)))
         index.add(rec)
 
     def _diverged(self, key: StepKey, index: _Index, d: str) -> None:
@@ -297,8 +299,13 @@ class JournalRuntime(Runtime):
         log.info("journal step diverged; calling live", session_id=key.session_id, step=key.index, name=key.name)
 
     async def _failed(self, key: StepKey, index: _Index, d: str, exc: Exception, chunks: Sequence[str] = ()) -> None:
-        """Write a failed attempt of a step (see :mod:`.failures`); the caller re-raises ``exc``."""
-        await self._record(key, index, failure_record(key.name, key.index, d, self._attempt(key), exc, chunks))
+        """Keep a failed attempt of a step for the run's next write (see :mod:`.failures`); the caller re-raises."""
+        failure = PendingFailure(key, d, self._attempt(key), exc, tuple(chunks))
+        state = self._runs.get(key.run_id)
+        if state is not None:  # written with the next entry, once the recovery ladder has judged it
+            state.pending.append(failure)
+        else:
+            await self.journal.append([failure.entry()])
 
     def _attempt(self, key: StepKey) -> int:
         state = self._runs.get(key.run_id)

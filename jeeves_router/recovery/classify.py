@@ -35,6 +35,8 @@ __all__ = [
     "default_classification",
     "mark_fatal",
     "is_marked_fatal",
+    "remember_severity",
+    "decided_severity",
 ]
 
 log = get_logger(__name__)
@@ -59,6 +61,7 @@ _TRANSPORT_NAMES = frozenset(
     }
 )
 _FATAL_MARK = "__jeeves_fatal__"
+_SEVERITY_MARK = "__jeeves_severity__"
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +94,23 @@ def mark_fatal(exc: BaseException) -> None:
         setattr(exc, _FATAL_MARK, True)
     except (AttributeError, TypeError):  # exceptions with __slots__: nothing to remember on
         pass
+
+
+def remember_severity(exc: BaseException, severity: ErrorSeverity) -> None:
+    """Remember the severity the ladder acted on for ``exc`` (read back by :func:`decided_severity`)."""
+    try:
+        setattr(exc, _SEVERITY_MARK, severity)
+    except (AttributeError, TypeError):  # exceptions with __slots__: nothing to remember on
+        pass
+
+
+def decided_severity(exc: BaseException) -> ErrorSeverity | None:
+    """The severity the recovery ladder last acted on for ``exc`` (``None``: never classified).
+
+    The journal records it with a failed step, so a replay decides the same way.
+    """
+    found = getattr(exc, _SEVERITY_MARK, None)
+    return found if isinstance(found, ErrorSeverity) else None
 
 
 def is_marked_fatal(exc: BaseException) -> bool:

@@ -31,7 +31,7 @@ from ..events import RecoveryReclassify, RecoveryReplan, RecoveryReport, Recover
 from ..policies import RetryPolicy
 from ..results import RunResult
 from ..usage import Usage
-from .classify import ErrorContext, ErrorHook, classify_failure, mark_fatal
+from .classify import ErrorContext, ErrorHook, classify_failure, mark_fatal, remember_severity
 from .config import Recovery
 from .ladder import Action, Counters, Decision, budget_exceeded, next_action
 from .report import StepRecord, build_report, explain_report
@@ -187,6 +187,7 @@ class RecoveryRun:
         """Classify ``exc`` and decide; raises ``exc`` itself for ``abort`` and ``escalate``."""
         ectx = ErrorContext(operation, attempt, self.ctx.session_id, self.ctx.path, route, capability, self.ctx.context)
         cls = classify_failure(exc, ectx, (*hooks, self.config.classify_error))
+        remember_severity(exc, cls.severity)  # a journal records the failure with the severity acted on
         decision = next_action(
             cls.severity,
             attempt=attempt,
