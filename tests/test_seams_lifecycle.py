@@ -33,13 +33,13 @@ from pydantic import BaseModel
 from jeeves_router import Agent, Router, RouterRoute, tool
 from jeeves_router.errors import ModelError
 from jeeves_router.events import Event, RecoveryRetry, RunCompleted
-from jeeves_router.journal import JournalRuntime, SQLiteJournal
+from jeeves_router.journal import JournalRuntime, SQLiteJournal, ToolOutcomeUnknown
 from jeeves_router.journal.resume import read_runs
 from jeeves_router.messages import TextPart
 from jeeves_router.models.base import ModelRequest, ModelResponse, ModelStreamItem, ModelTextDelta
 from jeeves_router.policies import RetryPolicy
 from jeeves_router.recovery import Recovery
-from jeeves_router.testing import Call, Chunks, ScriptedModel, StaticClassifier
+from jeeves_router.testing import Call, Chunks, FunctionModel, Reply, ScriptedModel, StaticClassifier
 from jeeves_router.tools import ContextUpdate, ToolContext
 from jeeves_router.usage import Usage
 
@@ -350,3 +350,54 @@ async def test_the_handoff_target_saw_the_typed_context_and_the_tool_update(tmp_
     whoami = [e for e in events if e.kind == "tool.result" and e.tool == "whoami"]  # type: ignore[union-attr]
     assert [e.content for e in whoami] == ["gold/INV-1"]  # type: ignore[union-attr]
     assert isinstance(events[-1], RunCompleted) and events[-1].result.output == "Refunded."
+
+
+def sender(
+    path: Path, who: str, sends: list[str], gate: tuple[anyio.Event, anyio.Event] | None, policy: str = "fail"
+) -> Agent:
+    """A payments agent on ``path`` whose first model call sets ``gate[0]``, then waits for ``gate[1]``."""
+
+    @tool
+    async def send(amount: int) -> str:
+        """Send money."""
+        sends.append(who)
+        return "sent"
+
+    async def answer(request: ModelRequest) -> Reply:
+        last = request.messages[-1]
+        if last.role == "tool":
+            return Reply(text=f"{who}: {last.parts[0].content}")  # type: ignore[union-attr]
+        if gate is not None:  # a run still in flight
+            gate[0].set()
+            await gate[1].wait()
+        return Reply(calls=[Call("send", {"amount": 5})])
+
+    runtime = JournalRuntime(SQLiteJournal(path), on_unknown_tool_outcome=policy)  # type: ignore[arg-type]
+    return Agent("Payments.", name="pay", model=FunctionModel(answer), tools=[send], runtime=runtime)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("policy", ["fail", "skip"])
+async def test_resuming_a_run_still_in_flight_elsewhere_never_sends_twice(tmp_path: Path, policy: str) -> None:
+    path = tmp_path / "j.db"
+    sends: list[str] = []
+    waiting, go = anyio.Event(), anyio.Event()
+    outcome: dict[str, object] = {}
+
+    async def in_flight() -> None:  # process A: a live run, waiting on its model
+        try:
+            outcome["A"] = await sender(path, "A", sends, (waiting, go), policy).run("send 5 to bob", session_id="s")
+        except ToolOutcomeUnknown as exc:
+            outcome["A"] = exc
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(in_flight)
+        await waiting.wait()
+        resumed = await sender(path, "B", sends, None, policy).resume("s")  # process B picks A's unfinished run
+        go.set()
+    assert sends == ["B"]  # the first to start the call made it; the other did not repeat it
+    assert resumed.output == "B: sent"
+    if policy == "fail":
+        assert isinstance(outcome["A"], ToolOutcomeUnknown) and "another process" in str(outcome["A"])
+    else:
+        assert "unknown" in outcome["A"].output  # type: ignore[union-attr]

@@ -133,7 +133,12 @@ class ModelRecord(_Rec):
 
 
 class ToolStartedRecord(_Rec):
-    """A tool call is about to run; written durably before the call."""
+    """A tool call is about to run; written durably before the call.
+
+    ``claim`` tells apart the processes that start the same call of the same run at once
+    (e.g. a ``resume`` of a run another process is still executing): the first
+    ``tool.started`` in journal order wins and only its writer calls the tool.
+    """
 
     type: Literal["tool.started"] = "tool.started"
     name: str
@@ -141,6 +146,7 @@ class ToolStartedRecord(_Rec):
     digest: str
     idempotency_key: str
     attempt: int = 1
+    claim: str = ""
 
 
 class StepFailedRecord(_Rec):

@@ -22,12 +22,13 @@ no recorded result had an unknown outcome (the process died during it); on resum
 - ``"retry"``: call the tool again with the same idempotency key.
 - ``"skip"``: do not call it; the model is told the outcome is unknown (an error result).
 
-Failed attempts. A step or model call that raises is recorded as ``step.failed``; resuming
-a *completed* run raises those failures again where they happened, so a run that ended on
-a failure (status ``"critical"``) replays to the same result with no call
-(:mod:`jeeves_router.journal.failures`). Not recorded: events buffered since the last
-step when a process dies (resume produces them again), and the rest of an attempt closed
-early by its consumer.
+The same policy applies when two processes execute one run at once (a resume of a run
+still in flight elsewhere): the first ``tool.started`` in the journal wins the call.
+
+Failed attempts are recorded (``step.failed``); resuming a *completed* run raises them
+again where they happened, so a run that ended on a failure replays to the same result
+with no call (:mod:`.failures`). Not recorded: events buffered since the last step when a
+process dies (resume produces them again), and the rest of an attempt closed early.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ from ..runtime import Runtime, StepKey
 from ..usage import NO_USAGE
 from .base import Journal
 from .failures import PendingFailure, RecordedFailures, replayed_error
-from .idempotency import UnknownToolPolicy, current_idempotency_key, idempotency_scope, unknown_outcome
+from .idempotency import UnknownToolPolicy, current_idempotency_key, idempotency_scope, unknown_outcome, won_claim
 from .records import (
     Entry,
     EventRecord,
@@ -340,14 +341,18 @@ class JournalRuntime(Runtime):
     async def _tool(self, key: StepKey, index: _Index, d: str, fn: Callable[[], Awaitable[T]]) -> T:
         started = index.started.get((key.index, d))
         idem = started.idempotency_key if started else f"{key.session_id}:{key.run_id}:{key.index}:{d[:16]}"
-        if started is not None:
-            skipped = unknown_outcome(self.on_unknown_tool_outcome, key, idem)
-            if skipped is not None:
-                return skipped  # type: ignore[return-value]
+        skipped = None if started is None else unknown_outcome(self.on_unknown_tool_outcome, key, idem)
+        if skipped is not None:
+            return skipped  # type: ignore[return-value]
+        claim = uuid.uuid4().hex
         rec = ToolStartedRecord(
-            name=key.name, index=key.index, digest=d, idempotency_key=idem, attempt=self._attempt(key)
+            name=key.name, index=key.index, digest=d, idempotency_key=idem, attempt=self._attempt(key), claim=claim
         )
         await self._record(key, index, rec)
+        if not await won_claim(self.journal, key, d, claim, started):  # another process started it first
+            skipped = unknown_outcome(self.on_unknown_tool_outcome, key, idem, elsewhere=True)
+            if skipped is not None:
+                return skipped  # type: ignore[return-value]
         with idempotency_scope(idem):
             try:
                 return await fn()
