@@ -155,7 +155,7 @@ class JournalRuntime(Runtime):
             raise UsageError("session_history needs record_events=True: a turn's answer is read from its events")
         if on_unknown_tool_outcome not in ("fail", "retry", "skip"):
             raise UsageError(
-                f"on_unknown_tool_outcome must be 'fail', 'retry' or 'skip', not {on_unknown_tool_outcome!r}"
+                f"on_unknown_tool_outcome must be 'fail', 'retry' or 'skip', got {on_unknown_tool_outcome!r}"
             )
         self.journal = journal
         self.strict = strict
