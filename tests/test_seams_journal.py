@@ -358,3 +358,19 @@ async def test_a_run_that_reclassified_after_a_failure_resumes_to_the_same_route
     replayed = await fresh.resume("s")
     assert classifier.calls == 0 and billing_model.requests == [] and general_model.requests == []
     assert (replayed.status, replayed.route, replayed.output) == (first.status, first.route, first.output)
+
+
+@pytest.mark.anyio
+async def test_resuming_a_run_whose_retries_ran_out_does_not_wait_the_backoffs_again(tmp_path: Path) -> None:
+    journal = SQLiteJournal(tmp_path / "j.db")
+    sleeps = Sleeps()
+    billing = Agent("Billing.", name="billing", model=ScriptedModel([TimeoutError("slow")] * 3))
+    router = Router(
+        [RouterRoute("billing", billing)], classifier=StaticClassifier("billing"), recovery=Recovery(sleep=sleeps)
+    )
+    agent = Agent("Desk", name="desk", runtime=JournalRuntime(journal), architecture=router)
+    first = await agent.run("charged twice", session_id="s")
+    assert first.status == "critical" and len(sleeps.delays) == 2
+    replayed = await agent.resume("s")
+    assert replayed.report["reason"] == first.report["reason"] == "retries_exhausted"
+    assert len(sleeps.delays) == 2  # the replayed failures are not waited for again

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ..errors import ModelError, RunError, StreamInterrupted
-from ..recovery.classify import decided_severity, default_classification
+from ..recovery.classify import decided_severity, default_classification, mark_replayed
 from .records import Entry, StepFailedRecord
 
 if TYPE_CHECKING:
@@ -102,7 +102,18 @@ class PendingFailure:
 
 
 def replayed_error(rec: StepFailedRecord) -> Exception:
-    """The exception ``rec`` records, rebuilt to be raised again (see the module docstring)."""
+    """The exception ``rec`` records, rebuilt to be raised again (see the module docstring).
+
+    It is marked as replayed: the recovery ladder decides on it as it did, without waiting
+    its backoff again.
+    """
+    exc = _rebuilt(rec)
+    mark_replayed(exc)
+    return exc
+
+
+def _rebuilt(rec: StepFailedRecord) -> Exception:
+    """``rec``'s exception: its own type when it can be rebuilt, else a same-named :class:`ReplayedError`."""
     model_error = _MODEL_ERRORS.get(rec.error_type)
     if model_error is not None:
         err = model_error(

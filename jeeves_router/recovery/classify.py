@@ -37,6 +37,8 @@ __all__ = [
     "is_marked_fatal",
     "remember_severity",
     "decided_severity",
+    "mark_replayed",
+    "is_replayed",
 ]
 
 log = get_logger(__name__)
@@ -62,6 +64,7 @@ _TRANSPORT_NAMES = frozenset(
 )
 _FATAL_MARK = "__jeeves_fatal__"
 _SEVERITY_MARK = "__jeeves_severity__"
+_REPLAYED_MARK = "__jeeves_replayed__"
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +114,19 @@ def decided_severity(exc: BaseException) -> ErrorSeverity | None:
     """
     found = getattr(exc, _SEVERITY_MARK, None)
     return found if isinstance(found, ErrorSeverity) else None
+
+
+def mark_replayed(exc: BaseException) -> None:
+    """Mark ``exc`` as a recorded failure raised again by a journal replay (no backoff is waited for it)."""
+    try:
+        setattr(exc, _REPLAYED_MARK, True)
+    except (AttributeError, TypeError):  # exceptions with __slots__: nothing to remember on
+        pass
+
+
+def is_replayed(exc: BaseException) -> bool:
+    """True for a failure a journal replay raised again (see :func:`mark_replayed`)."""
+    return bool(getattr(exc, _REPLAYED_MARK, False))
 
 
 def is_marked_fatal(exc: BaseException) -> bool:

@@ -31,7 +31,7 @@ from ..events import RecoveryReclassify, RecoveryReplan, RecoveryReport, Recover
 from ..policies import RetryPolicy
 from ..results import RunResult
 from ..usage import Usage
-from .classify import ErrorContext, ErrorHook, classify_failure, mark_fatal, remember_severity
+from .classify import ErrorContext, ErrorHook, classify_failure, is_replayed, mark_fatal, remember_severity
 from .config import Recovery
 from .ladder import Action, Counters, Decision, budget_exceeded, next_action
 from .report import StepRecord, build_report, explain_report
@@ -305,9 +305,11 @@ class RecoveryRun:
         """Wait the decided delay (cancellable), then rewind the run's step counter.
 
         A retry is the same step again, so it takes the same journal keys as the failed
-        attempt (which recorded nothing): a replay then finds the successful attempt.
+        attempt: a replay then finds the successful attempt. A failure a replay raised
+        again (it was waited for when it happened) is not waited for again.
         """
-        await self.config.sleep(f.decision.delay_s)
+        if not is_replayed(f.error):
+            await self.config.sleep(f.decision.delay_s)
         self.ctx._step = self._first_key
 
     def reclassify_event(self, f: Failure, excluded: Sequence[str]) -> RecoveryReclassify:
