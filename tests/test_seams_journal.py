@@ -260,8 +260,8 @@ async def test_a_wire_stream_that_breaks_after_text_is_not_retried_and_resumes_o
 # -- a retried specialist over a journal: its completed steps are not paid twice -------------
 
 
-def refund_desk(journal: SQLiteJournal | None, refunds: list[str]) -> tuple[Agent, FunctionModel]:
-    """A Router whose billing agent refunds, then its next model call times out once."""
+def refund_desk(journal: SQLiteJournal | None, refunds: list[str], *, timeouts: int = 1) -> tuple[Agent, FunctionModel]:
+    """A Router whose billing agent refunds, then its next model call times out ``timeouts`` times."""
     from jeeves_router import tool
     from jeeves_router.testing import Call, Reply
 
@@ -271,7 +271,7 @@ def refund_desk(journal: SQLiteJournal | None, refunds: list[str]) -> tuple[Agen
         refunds.append(invoice)
         return f"refunded {invoice}"
 
-    failures = [TimeoutError("read timed out")]
+    failures = [TimeoutError("read timed out")] * timeouts
 
     def answer(request: ModelRequest) -> Reply:
         if request.messages[-1].role == "tool":
@@ -374,3 +374,19 @@ async def test_resuming_a_run_whose_retries_ran_out_does_not_wait_the_backoffs_a
     replayed = await agent.resume("s")
     assert replayed.report["reason"] == first.report["reason"] == "retries_exhausted"
     assert len(sleeps.delays) == 2  # the replayed failures are not waited for again
+
+
+@pytest.mark.anyio
+async def test_a_resumed_run_whose_retries_ran_out_after_a_tool_call_reports_the_same_usage(tmp_path: Path) -> None:
+    refunds: list[str] = []
+    agent, _ = refund_desk(SQLiteJournal(tmp_path / "j.db"), refunds, timeouts=3)
+    first = await agent.run("refund INV-7", session_id="s")
+    assert first.status == "critical" and refunds == ["INV-7"]
+    assert first.usage.requests == 1  # the refund call, made once; the retries took it from the journal
+    replayed = await agent.resume("s")
+    assert refunds == ["INV-7"]
+    assert (replayed.status, replayed.usage, replayed.usage_by_route) == (
+        first.status,
+        first.usage,
+        first.usage_by_route,
+    )

@@ -89,7 +89,7 @@ class _Index:
     by_pos: dict[int, list[str]] = field(default_factory=dict)
     started: dict[tuple[int, str], ToolStartedRecord] = field(default_factory=dict)
     failed: RecordedFailures = field(default_factory=RecordedFailures)
-    paid: set[tuple[int, str]] = field(default_factory=set)  # model calls made live by this execution
+    paid: set[tuple[int, str]] = field(default_factory=set)  # model calls this execution already counted
 
     def add(self, rec: Record) -> None:
         if isinstance(rec, (StepRecord, ModelRecord)):
@@ -262,8 +262,6 @@ class JournalRuntime(Runtime):
         """
         return await find_resume_point(self.journal, agent.name, session_id, run_id)
 
-    # -- steps ------------------------------------------------------------------------------
-
     def _entry(self, session_id: str, run_id: str, record: Record) -> Entry:
         return Entry(session_id=session_id, run_id=run_id, record=record)
 
@@ -371,6 +369,7 @@ class JournalRuntime(Runtime):
             served: ModelResponse = _RESPONSE.validate_python(rec.response)
             if (key.index, d) in index.paid:  # a retry of this run asks again: its usage is counted already
                 served = replace(served, usage=NO_USAGE)
+            index.paid.add((key.index, d))
             yield served
             return
         failed = index.failed.next(key.index, d)
