@@ -31,12 +31,15 @@ class Ledger:
 
     Attributes:
         texts: How many text deltas the run has emitted so far (compare two readings).
+        calls: How many tool calls have completed so far (compare two readings: did a
+            failed attempt have side effects?).
     """
 
-    __slots__ = ("_first_path", "_first_usage", "_more", "_tools", "texts")
+    __slots__ = ("_first_path", "_first_usage", "_more", "_tools", "calls", "texts")
 
     def __init__(self) -> None:
         self.texts = 0
+        self.calls = 0
         # The first entry in two slots, the later ones in a list (path, usage, path, usage...):
         # a run that made one model call so far holds no GC-tracked list for it.
         self._first_path: tuple[str, ...] | None = None
@@ -90,6 +93,7 @@ class Ledger:
         self, session_id: str, index: int, name: str, arguments: Mapping[str, Any], outcome: ToolOutcome
     ) -> None:
         """Remember a tool call that completed at this step."""
+        self.calls += 1
         if self._tools is None:
             self._tools = {}
         self._tools[(session_id, index)] = (name, dict(arguments), outcome)

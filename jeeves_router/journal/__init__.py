@@ -32,6 +32,7 @@ from .._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from .base import Journal
+    from .failures import ReplayedError
     from .idempotency import current_idempotency_key
     from .memory import MemoryJournal
     from .postgres import PostgresJournal
@@ -53,6 +54,7 @@ __getattr__, __dir__ = lazy_exports(
     __name__,
     {
         ".base": ("Journal",),
+        ".failures": ("ReplayedError",),
         ".idempotency": ("current_idempotency_key",),
         ".memory": ("MemoryJournal",),
         ".postgres": ("PostgresJournal",),
@@ -81,6 +83,7 @@ __all__ = [
     "JournalRuntime",
     "MemoryJournal",
     "PostgresJournal",
+    "ReplayedError",
     "ResumePoint",
     "SQLiteJournal",
     "SessionHistory",

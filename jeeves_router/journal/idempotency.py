@@ -1,12 +1,28 @@
-"""Idempotency keys of tool calls: stable across replays, resumes and DBOS recoveries."""
+"""Idempotency keys of tool calls, and what a resume does with a call whose outcome is unknown.
+
+The keys are stable across replays, resumes and DBOS recoveries.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
+from typing import TYPE_CHECKING, Literal
 
-__all__ = ["current_idempotency_key", "idempotency_scope"]
+from .._log import get_logger
+from ..tools import ToolOutcome
+from .records import ToolOutcomeUnknown, ToolStartedRecord
+
+if TYPE_CHECKING:
+    from ..runtime import StepKey
+    from .base import Journal
+
+__all__ = ["UnknownToolPolicy", "current_idempotency_key", "idempotency_scope", "unknown_outcome", "won_claim"]
+
+log = get_logger(__name__)
+
+UnknownToolPolicy = Literal["fail", "retry", "skip"]
 
 _IDEMPOTENCY_KEY: ContextVar[str | None] = ContextVar("jeeves_idempotency_key", default=None)
 
@@ -29,3 +45,61 @@ def idempotency_scope(key: str) -> Iterator[None]:
         yield
     finally:
         _IDEMPOTENCY_KEY.reset(token)
+
+
+def unknown_outcome(
+    policy: UnknownToolPolicy, key: StepKey, idem: str, *, elsewhere: bool = False
+) -> ToolOutcome | None:
+    """Apply ``policy`` to a tool call whose outcome this process does not know.
+
+    The call started before a crash and never recorded its outcome, or (``elsewhere``)
+    another process started the same call of the same run first (see :func:`won_claim`).
+    Returns the outcome to give the model (``"skip"``), or ``None`` to call the tool
+    (again) with the same idempotency key (``"retry"``).
+
+    Raises:
+        ToolOutcomeUnknown: under ``"fail"``.
+    """
+    log.warning(
+        "tool outcome unknown",
+        session_id=key.session_id,
+        tool=key.name,
+        step=key.index,
+        policy=policy,
+        elsewhere=elsewhere,
+    )
+    if policy == "fail":
+        when = "in another process (running or resuming the same run)" if elsewhere else "before a crash"
+        raise ToolOutcomeUnknown(
+            f"{key.name} (step {key.index} of session {key.session_id!r}, idempotency key {idem!r}) started "
+            f"{when} and its outcome is unknown here; resume with on_unknown_tool_outcome='retry' to call "
+            "it again or 'skip' to tell the model it is unknown",
+            metadata={"tool": key.name, "step": key.index, "idempotency_key": idem},
+        )
+    if policy == "skip":
+        return ToolOutcome(
+            f"the outcome of this {key.name.removeprefix('tool:')} call is unknown (interrupted); it was not repeated",
+            is_error=True,
+        )
+    return None
+
+
+async def won_claim(journal: Journal, key: StepKey, digest: str, claim: str, prior: ToolStartedRecord | None) -> bool:
+    """Whether the ``tool.started`` entry with ``claim`` is the first for this call since ``prior``.
+
+    Two processes may execute the same run at once (a ``resume`` of a run still in flight
+    elsewhere, or two resumes of one crashed run). Each writes its ``tool.started`` entry,
+    then reads the run's entries back: the journal's order decides, and only the first
+    writer since the last start this process already knew of (``prior``) calls the tool.
+    """
+    started = [
+        e.record
+        for e in await journal.read(key.session_id, run_id=key.run_id, types=("tool.started",))
+        if isinstance(e.record, ToolStartedRecord) and e.record.index == key.index and e.record.digest == digest
+    ]
+    if prior is not None:
+        for i in range(len(started) - 1, -1, -1):
+            if started[i].claim == prior.claim:
+                started = started[i + 1 :]
+                break
+    return bool(started) and started[0].claim == claim

@@ -11,6 +11,8 @@ record, told apart by its ``type``:
 - ``model`` — a streamed model call: its text chunks and final response.
 - ``tool.started`` — written *before* a tool runs, with the call's idempotency key; a
   ``tool.started`` without a matching ``step`` means the tool's outcome is unknown.
+- ``step.failed`` — an attempt of a step or model call that raised: the error and, for a
+  model call, the text it streamed first (replayed only when a completed run is resumed).
 - ``event`` — one event of the run's stream, as the consumer saw it.
 - ``run.end`` — how an attempt of the run ended (``completed`` or ``failed``).
 
@@ -44,6 +46,7 @@ __all__ = [
     "StepRecord",
     "ModelRecord",
     "ToolStartedRecord",
+    "StepFailedRecord",
     "EventRecord",
     "Record",
     "Entry",
@@ -56,8 +59,8 @@ __all__ = [
 
 #: Version of the entry format written by this release. Readers accept this version and
 #: every older one listed in ``_READABLE_VERSIONS``.
-SCHEMA_VERSION = 1
-_READABLE_VERSIONS = frozenset({1})
+SCHEMA_VERSION = 2
+_READABLE_VERSIONS = frozenset({1, 2})  # 2 added ``step.failed``
 
 
 class JournalError(JeevesError):
@@ -130,7 +133,12 @@ class ModelRecord(_Rec):
 
 
 class ToolStartedRecord(_Rec):
-    """A tool call is about to run; written durably before the call."""
+    """A tool call is about to run; written durably before the call.
+
+    ``claim`` tells apart the processes that start the same call of the same run at once
+    (e.g. a ``resume`` of a run another process is still executing): the first
+    ``tool.started`` in journal order wins and only its writer calls the tool.
+    """
 
     type: Literal["tool.started"] = "tool.started"
     name: str
@@ -138,6 +146,24 @@ class ToolStartedRecord(_Rec):
     digest: str
     idempotency_key: str
     attempt: int = 1
+    claim: str = ""
+
+
+class StepFailedRecord(_Rec):
+    """An attempt of a step or model call that raised (see :mod:`jeeves_router.journal.failures`)."""
+
+    type: Literal["step.failed"] = "step.failed"
+    name: str
+    index: int
+    digest: str
+    attempt: int = 1
+    chunks: list[str] = Field(default_factory=list)
+    error_type: str
+    message: str
+    severity: str
+    status_code: int | None = None
+    retry_after_s: float | None = None
+    retries_exhausted: bool = False
 
 
 class EventRecord(_Rec):
@@ -149,7 +175,7 @@ class EventRecord(_Rec):
 
 
 Record = Annotated[
-    Union[RunStartRecord, RunEndRecord, StepRecord, ModelRecord, ToolStartedRecord, EventRecord],
+    Union[RunStartRecord, RunEndRecord, StepRecord, ModelRecord, ToolStartedRecord, StepFailedRecord, EventRecord],
     Field(discriminator="type"),
 ]
 

@@ -19,7 +19,7 @@ from ..messages import Message
 from .base import Journal
 from .records import RunEndRecord, RunStartRecord
 
-__all__ = ["ResumePoint", "find_resume_point"]
+__all__ = ["RecordedRuns", "ResumePoint", "find_resume_point", "read_runs"]
 
 _HISTORY = TypeAdapter(tuple[Message, ...])
 
@@ -38,6 +38,33 @@ class ResumePoint:
     completed: bool
 
 
+@dataclass(slots=True)
+class RecordedRuns:
+    """The runs of one session as its ``run.start`` / ``run.end`` entries tell them, in order of first start.
+
+    Attributes:
+        first: Each run's first ``run.start`` record (its input).
+        attempts: How many times each run was started.
+        completed: Each completed run's last completed attempt.
+    """
+
+    first: dict[str, RunStartRecord]
+    attempts: dict[str, int]
+    completed: dict[str, int]
+
+
+async def read_runs(journal: Journal, session_id: str) -> RecordedRuns:
+    """The recorded runs of ``session_id`` (one read of its ``run.start`` and ``run.end`` entries)."""
+    runs = RecordedRuns({}, {}, {})
+    for e in await journal.read(session_id, types=("run.start", "run.end")):
+        if isinstance(e.record, RunStartRecord):
+            runs.first.setdefault(e.run_id, e.record)
+            runs.attempts[e.run_id] = runs.attempts.get(e.run_id, 0) + 1
+        elif isinstance(e.record, RunEndRecord) and e.record.status == "completed":
+            runs.completed[e.run_id] = e.record.attempt
+    return runs
+
+
 async def find_resume_point(journal: Journal, agent: str, session_id: str, run_id: str | None = None) -> ResumePoint:
     """The recorded run of ``session_id`` to resume: ``run_id``, else the last unfinished one, else the last one.
 
@@ -51,14 +78,8 @@ async def find_resume_point(journal: Journal, agent: str, session_id: str, run_i
         UsageError: if the session has no recorded run (or none called ``run_id``), or
             it was recorded for another agent.
     """
-    entries = await journal.read(session_id, types=("run.start", "run.end"))
-    first: dict[str, RunStartRecord] = {}
-    completed: set[str] = set()
-    for e in entries:
-        if isinstance(e.record, RunStartRecord):
-            first.setdefault(e.run_id, e.record)
-        elif isinstance(e.record, RunEndRecord) and e.record.status == "completed":
-            completed.add(e.run_id)
+    runs = await read_runs(journal, session_id)
+    first, completed = runs.first, runs.completed
     if not first:
         raise UsageError(f"session {session_id!r} has no recorded run in {journal!r}; nothing to resume")
     if run_id is not None and run_id not in first:

@@ -22,17 +22,22 @@ no recorded result had an unknown outcome (the process died during it); on resum
 - ``"retry"``: call the tool again with the same idempotency key.
 - ``"skip"``: do not call it; the model is told the outcome is unknown (an error result).
 
-Not recorded: events buffered since the last step when a process dies (resume produces
-them again), and the rest of an attempt closed early by its consumer.
+The same policy applies when two processes execute one run at once (a resume of a run
+still in flight elsewhere): the first ``tool.started`` in the journal wins the call.
+
+Failed attempts are recorded (``step.failed``); resuming a *completed* run raises them
+again where they happened, so a run that ended on a failure replays to the same result
+with no call (:mod:`.failures`). Not recorded: events buffered since the last step when a
+process dies (resume produces them again), and the rest of an attempt closed early.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import aclosing
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import TypeAdapter
 
@@ -41,9 +46,10 @@ from ..errors import ReplayDivergence, UsageError
 from ..events import Event, event_adapter
 from ..models.base import Model, ModelRequest, ModelResponse, ModelStreamItem, ModelTextDelta
 from ..runtime import Runtime, StepKey
-from ..tools import ToolOutcome
+from ..usage import NO_USAGE
 from .base import Journal
-from .idempotency import current_idempotency_key, idempotency_scope
+from .failures import PendingFailure, RecordedFailures, replayed_error
+from .idempotency import UnknownToolPolicy, current_idempotency_key, idempotency_scope, unknown_outcome, won_claim
 from .records import (
     Entry,
     EventRecord,
@@ -51,8 +57,8 @@ from .records import (
     Record,
     RunEndRecord,
     RunStartRecord,
+    StepFailedRecord,
     StepRecord,
-    ToolOutcomeUnknown,
     ToolStartedRecord,
     decode_result,
     digest,
@@ -60,7 +66,7 @@ from .records import (
     jsonable_mapping,
     to_json,
 )
-from .resume import ResumePoint, find_resume_point
+from .resume import ResumePoint, find_resume_point, read_runs
 from .sessions import SessionHistory, load_history
 
 if TYPE_CHECKING:
@@ -72,8 +78,6 @@ __all__ = ["JournalRuntime", "ResumePoint", "UnknownToolPolicy", "current_idempo
 log = get_logger(__name__)
 T = TypeVar("T")
 
-UnknownToolPolicy = Literal["fail", "retry", "skip"]
-
 _RESPONSE = TypeAdapter(ModelResponse)
 
 
@@ -84,6 +88,8 @@ class _Index:
     done: dict[tuple[int, str], StepRecord | ModelRecord] = field(default_factory=dict)
     by_pos: dict[int, list[str]] = field(default_factory=dict)
     started: dict[tuple[int, str], ToolStartedRecord] = field(default_factory=dict)
+    failed: RecordedFailures = field(default_factory=RecordedFailures)
+    paid: set[tuple[int, str]] = field(default_factory=set)  # model calls this execution already counted
 
     def add(self, rec: Record) -> None:
         if isinstance(rec, (StepRecord, ModelRecord)):
@@ -91,6 +97,8 @@ class _Index:
             self.by_pos.setdefault(rec.index, []).append(rec.digest)
         elif isinstance(rec, ToolStartedRecord):
             self.started[(rec.index, rec.digest)] = rec
+        elif isinstance(rec, StepFailedRecord):
+            self.failed.add(rec)
 
 
 @dataclass(slots=True)
@@ -99,7 +107,8 @@ class _RunState:
     run_id: str
     attempt: int
     fresh: bool
-    pending: list[Entry] = field(default_factory=list)
+    pending: list[Entry | PendingFailure] = field(default_factory=list)  # written with the next entry
+    completed_attempt: int | None = None  # resuming a completed run: the attempt whose failures replay
 
 
 class JournalRuntime(Runtime):
@@ -159,8 +168,6 @@ class JournalRuntime(Runtime):
     def __repr__(self) -> str:
         return f"JournalRuntime({self.journal!r}, strict={self.strict})"
 
-    # -- runs -------------------------------------------------------------------------------
-
     async def observe_run(
         self, ctx: RunContext, run: Callable[[Actor, RunContext], AsyncIterator[Event]]
     ) -> AsyncIterator[Event]:
@@ -212,34 +219,34 @@ class JournalRuntime(Runtime):
                 "options": start.options,
             }
         )
-        recorded = await self.journal.read(sid, types=("run.start",))
-        attempts: dict[str, int] = {}
-        first: dict[str, RunStartRecord] = {}
-        for e in recorded:
-            assert isinstance(e.record, RunStartRecord)
-            attempts[e.run_id] = attempts.get(e.run_id, 0) + 1
-            first.setdefault(e.run_id, e.record)
         # Only Agent.resume() replays: it names the recorded run to continue. Any other run
         # is a new request and runs live under a new run id, even when its prompt equals a
         # recorded one (the user may well ask for the same transfer twice).
-        run_id = ctx.resume_run
-        if run_id is not None and run_id not in first:
-            raise UsageError(f"session {sid!r} has no recorded run {run_id!r} in {self.journal!r}; nothing to resume")
-        fresh = run_id is None
+        run_id, attempt, completed = ctx.resume_run, 1, None
         if run_id is None:
-            run_id = uuid.uuid4().hex
-        attempt = attempts.get(run_id, 0) + 1
+            run_id = uuid.uuid4().hex  # a new run: nothing to read
+        else:
+            runs = await read_runs(self.journal, sid)
+            if run_id not in runs.first:
+                raise UsageError(f"session {sid!r} has no recorded run {run_id!r} in {self.journal!r}")
+            attempt, completed = runs.attempts[run_id] + 1, runs.completed.get(run_id)
         start = start.model_copy(update={"input_digest": input_digest, "attempt": attempt})
         await self.journal.append([self._entry(sid, run_id, start)])
         ctx.run_id = run_id
-        state = _RunState(sid, run_id, attempt, fresh)
+        state = _RunState(sid, run_id, attempt, ctx.resume_run is None, completed_attempt=completed)
         self._runs[run_id] = state
-        log.debug("journal run", session_id=sid, run_id=run_id, attempt=attempt, replay=not fresh)
+        log.debug("journal run", session_id=sid, run_id=run_id, attempt=attempt, replay=not state.fresh)
         return state
 
     async def _finish(self, state: _RunState, end: RunEndRecord) -> None:
-        entries, state.pending = [*state.pending, self._entry(state.session_id, state.run_id, end)], []
-        await self.journal.append(entries)
+        await self.journal.append(self._flush(state, self._entry(state.session_id, state.run_id, end)))
+
+    def _flush(self, state: _RunState | None, entry: Entry) -> list[Entry]:
+        """``state``'s pending entries (a failure as its recovery has judged it by now), then ``entry``."""
+        if state is None or not state.pending:
+            return [entry]
+        pending, state.pending = state.pending, []
+        return [*(p.entry() if isinstance(p, PendingFailure) else p for p in pending), entry]
 
     def _forget(self, run_id: str) -> None:
         self._runs.pop(run_id, None)
@@ -255,8 +262,6 @@ class JournalRuntime(Runtime):
         """
         return await find_resume_point(self.journal, agent.name, session_id, run_id)
 
-    # -- steps ------------------------------------------------------------------------------
-
     def _entry(self, session_id: str, run_id: str, record: Record) -> Entry:
         return Entry(session_id=session_id, run_id=run_id, record=record)
 
@@ -268,17 +273,16 @@ class JournalRuntime(Runtime):
         index = _Index()
         state = self._runs.get(key.run_id)
         if state is None or not state.fresh:
-            kinds = ("step", "model", "tool.started")
+            index.failed.attempt = state.completed_attempt if state is not None else None
+            kinds = ("step", "model", "tool.started", "step.failed")
             for e in await self.journal.read(key.session_id, run_id=key.run_id, types=kinds):
                 index.add(e.record)
         return self._indexes.setdefault(ik, index)
 
-    async def _record(self, key: StepKey, index: _Index, rec: StepRecord | ModelRecord | ToolStartedRecord) -> None:
-        entries = [self._entry(key.session_id, key.run_id, rec)]
-        state = self._runs.get(key.run_id)
-        if state is not None and state.pending:
-            entries, state.pending = [*state.pending, *entries], []
-        await self.journal.append(entries)
+    async def _record(
+        self, key: StepKey, index: _Index, rec: StepRecord | ModelRecord | ToolStartedRecord | StepFailedRecord
+    ) -> None:
+        await self.journal.append(self._flush(self._runs.get(key.run_id), self._entry(key.session_id, key.run_id, rec)))
         index.add(rec)
 
     def _diverged(self, key: StepKey, index: _Index, d: str) -> None:
@@ -293,6 +297,15 @@ class JournalRuntime(Runtime):
             )
         log.info("journal step diverged; calling live", session_id=key.session_id, step=key.index, name=key.name)
 
+    async def _failed(self, key: StepKey, index: _Index, d: str, exc: Exception, chunks: Sequence[str] = ()) -> None:
+        """Keep a failed attempt of a step for the run's next write (see :mod:`.failures`); the caller re-raises."""
+        failure = PendingFailure(key, d, self._attempt(key), exc, tuple(chunks))
+        state = self._runs.get(key.run_id)
+        if state is not None:  # written with the next entry, once the recovery ladder has judged it
+            state.pending.append(failure)
+        else:
+            await self.journal.append([failure.entry()])
+
     def _attempt(self, key: StepKey) -> int:
         state = self._runs.get(key.run_id)
         return state.attempt if state is not None else 1
@@ -305,11 +318,18 @@ class JournalRuntime(Runtime):
         if isinstance(rec, StepRecord):
             result: T = decode_result(rec.result_type, rec.result)
             return result
+        failed = index.failed.next(key.index, d)
+        if failed is not None:
+            raise replayed_error(failed)
         self._diverged(key, index, d)
         if key.name.startswith("tool:"):
             result = await self._tool(key, index, d, fn)
         else:
-            result = await fn()
+            try:
+                result = await fn()
+            except Exception as exc:
+                await self._failed(key, index, d, exc)
+                raise
         tag, data = encode_result(result)
         await self._record(
             key, index, StepRecord(name=key.name, index=key.index, digest=d, result_type=tag, result=data)
@@ -319,29 +339,24 @@ class JournalRuntime(Runtime):
     async def _tool(self, key: StepKey, index: _Index, d: str, fn: Callable[[], Awaitable[T]]) -> T:
         started = index.started.get((key.index, d))
         idem = started.idempotency_key if started else f"{key.session_id}:{key.run_id}:{key.index}:{d[:16]}"
-        if started is not None:
-            policy = self.on_unknown_tool_outcome
-            log.warning("tool outcome unknown", session_id=key.session_id, tool=key.name, step=key.index, policy=policy)
-            if policy == "fail":
-                raise ToolOutcomeUnknown(
-                    f"{key.name} (step {key.index} of session {key.session_id!r}, idempotency key {idem!r}) started "
-                    "before a crash and its outcome is unknown; resume with on_unknown_tool_outcome='retry' to call "
-                    "it again or 'skip' to tell the model it is unknown",
-                    metadata={"tool": key.name, "step": key.index, "idempotency_key": idem},
-                )
-            if policy == "skip":
-                skipped = ToolOutcome(
-                    f"the outcome of this {key.name.removeprefix('tool:')} call is unknown (interrupted); "
-                    "it was not repeated",
-                    is_error=True,
-                )
-                return skipped  # type: ignore[return-value]
+        skipped = None if started is None else unknown_outcome(self.on_unknown_tool_outcome, key, idem)
+        if skipped is not None:
+            return skipped  # type: ignore[return-value]
+        claim = uuid.uuid4().hex
         rec = ToolStartedRecord(
-            name=key.name, index=key.index, digest=d, idempotency_key=idem, attempt=self._attempt(key)
+            name=key.name, index=key.index, digest=d, idempotency_key=idem, attempt=self._attempt(key), claim=claim
         )
         await self._record(key, index, rec)
+        if not await won_claim(self.journal, key, d, claim, started):  # another process started it first
+            skipped = unknown_outcome(self.on_unknown_tool_outcome, key, idem, elsewhere=True)
+            if skipped is not None:
+                return skipped  # type: ignore[return-value]
         with idempotency_scope(idem):
-            return await fn()
+            try:
+                return await fn()
+            except Exception as exc:
+                await self._failed(key, index, d, exc)
+                raise
 
     async def model_stream(self, key: StepKey, model: Model, request: ModelRequest) -> AsyncIterator[ModelStreamItem]:
         """Re-yield a recorded model call, or stream it live and record it."""
@@ -351,21 +366,35 @@ class JournalRuntime(Runtime):
         if isinstance(rec, ModelRecord):
             for chunk in rec.chunks:
                 yield ModelTextDelta(chunk)
-            yield _RESPONSE.validate_python(rec.response)
+            served: ModelResponse = _RESPONSE.validate_python(rec.response)
+            if (key.index, d) in index.paid:  # a retry of this run asks again: its usage is counted already
+                served = replace(served, usage=NO_USAGE)
+            index.paid.add((key.index, d))
+            yield served
             return
+        failed = index.failed.next(key.index, d)
+        if failed is not None:
+            for chunk in failed.chunks:
+                yield ModelTextDelta(chunk)
+            raise replayed_error(failed)
         self._diverged(key, index, d)
         chunks: list[str] = []
         response: ModelResponse | None = None
         async with aclosing(model.stream(request)) as stream:  # type: ignore[type-var]
-            async for item in stream:
-                if isinstance(item, ModelTextDelta):
-                    chunks.append(item.text)
-                    yield item
-                else:
-                    response = item
+            try:
+                async for item in stream:
+                    if isinstance(item, ModelTextDelta):
+                        chunks.append(item.text)
+                        yield item
+                    else:
+                        response = item
+            except Exception as exc:
+                await self._failed(key, index, d, exc, chunks)
+                raise
         if response is None:
             return  # the caller reports a stream without a response
         data = _RESPONSE.dump_python(response, mode="json")
+        index.paid.add((key.index, d))
         await self._record(
             key,
             index,

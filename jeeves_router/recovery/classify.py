@@ -35,6 +35,10 @@ __all__ = [
     "default_classification",
     "mark_fatal",
     "is_marked_fatal",
+    "remember_severity",
+    "decided_severity",
+    "mark_replayed",
+    "is_replayed",
 ]
 
 log = get_logger(__name__)
@@ -59,6 +63,8 @@ _TRANSPORT_NAMES = frozenset(
     }
 )
 _FATAL_MARK = "__jeeves_fatal__"
+_SEVERITY_MARK = "__jeeves_severity__"
+_REPLAYED_MARK = "__jeeves_replayed__"
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +97,36 @@ def mark_fatal(exc: BaseException) -> None:
         setattr(exc, _FATAL_MARK, True)
     except (AttributeError, TypeError):  # exceptions with __slots__: nothing to remember on
         pass
+
+
+def remember_severity(exc: BaseException, severity: ErrorSeverity) -> None:
+    """Remember the severity the ladder acted on for ``exc`` (read back by :func:`decided_severity`)."""
+    try:
+        setattr(exc, _SEVERITY_MARK, severity)
+    except (AttributeError, TypeError):  # exceptions with __slots__: nothing to remember on
+        pass
+
+
+def decided_severity(exc: BaseException) -> ErrorSeverity | None:
+    """The severity the recovery ladder last acted on for ``exc`` (``None``: never classified).
+
+    The journal records it with a failed step, so a replay decides the same way.
+    """
+    found = getattr(exc, _SEVERITY_MARK, None)
+    return found if isinstance(found, ErrorSeverity) else None
+
+
+def mark_replayed(exc: BaseException) -> None:
+    """Mark ``exc`` as a recorded failure raised again by a journal replay (no backoff is waited for it)."""
+    try:
+        setattr(exc, _REPLAYED_MARK, True)
+    except (AttributeError, TypeError):  # exceptions with __slots__: nothing to remember on
+        pass
+
+
+def is_replayed(exc: BaseException) -> bool:
+    """True for a failure a journal replay raised again (see :func:`mark_replayed`)."""
+    return bool(getattr(exc, _REPLAYED_MARK, False))
 
 
 def is_marked_fatal(exc: BaseException) -> bool:

@@ -16,7 +16,10 @@ The rules, in order:
 4. RECLASSIFICATION → ``reclassify`` while ``max_reclassifications`` allows it and the
    architecture can classify; an architecture that cannot (a tool loop inside a router)
    escalates to its parent; else ``stop``.
-5. REPLANNING → ``replan`` likewise under ``max_replans``; else escalate or stop.
+5. REPLANNING → ``replan`` likewise under ``max_replans``, unless a tool call of the failed
+   attempt completed: a new plan may run that step again from its start, and the ledger
+   only answers a completed call for the same step (a retry), so the run stops instead
+   (``effects_done``) rather than execute a side effect twice; else escalate or stop.
 6. CRITICAL → ``stop`` (a report, or the original exception in development mode).
 """
 
@@ -122,6 +125,7 @@ def next_action(
     output_started: bool = False,
     retry_after_s: float | None = None,
     retries_exhausted: bool = False,
+    effects_done: bool = False,
 ) -> Decision:
     """Decide what follows a failed attempt (pure; see the module docstring).
 
@@ -137,6 +141,7 @@ def next_action(
         output_started: Text of the failed attempt already reached the consumer.
         retry_after_s: A delay the provider asked for.
         retries_exhausted: The failure's own retry owner (the adapter) spent its attempts.
+        effects_done: A tool call of the failed attempt completed (a replan could repeat it).
     """
     if severity is ErrorSeverity.FATAL:
         return Decision(Action.ABORT, severity, reason="fatal")
@@ -164,6 +169,8 @@ def next_action(
             "reclassifications_exhausted",
         )
     if severity is ErrorSeverity.REPLANNING:
+        if effects_done and can_replan and not output_started:
+            return Decision(Action.STOP, severity, reason="effects_done")
         return _redirect(
             Action.REPLAN,
             severity,

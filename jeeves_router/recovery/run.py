@@ -31,7 +31,7 @@ from ..events import RecoveryReclassify, RecoveryReplan, RecoveryReport, Recover
 from ..policies import RetryPolicy
 from ..results import RunResult
 from ..usage import Usage
-from .classify import ErrorContext, ErrorHook, classify_failure, mark_fatal
+from .classify import ErrorContext, ErrorHook, classify_failure, is_replayed, mark_fatal, remember_severity
 from .config import Recovery
 from .ladder import Action, Counters, Decision, budget_exceeded, next_action
 from .report import StepRecord, build_report, explain_report
@@ -182,10 +182,12 @@ class RecoveryRun:
         can_reclassify: bool = False,
         can_replan: bool = False,
         output_started: bool = False,
+        effects_done: bool = False,
     ) -> Failure:
         """Classify ``exc`` and decide; raises ``exc`` itself for ``abort`` and ``escalate``."""
         ectx = ErrorContext(operation, attempt, self.ctx.session_id, self.ctx.path, route, capability, self.ctx.context)
         cls = classify_failure(exc, ectx, (*hooks, self.config.classify_error))
+        remember_severity(exc, cls.severity)  # a journal records the failure with the severity acted on
         decision = next_action(
             cls.severity,
             attempt=attempt,
@@ -196,6 +198,7 @@ class RecoveryRun:
             can_replan=can_replan,
             can_escalate=self.can_escalate,
             output_started=output_started,
+            effects_done=effects_done,
             retry_after_s=getattr(exc, "retry_after_s", None),
             retries_exhausted=bool(getattr(exc, "retries_exhausted", False)),
         )
@@ -302,9 +305,11 @@ class RecoveryRun:
         """Wait the decided delay (cancellable), then rewind the run's step counter.
 
         A retry is the same step again, so it takes the same journal keys as the failed
-        attempt (which recorded nothing): a replay then finds the successful attempt.
+        attempt: a replay then finds the successful attempt. A failure a replay raised
+        again (it was waited for when it happened) is not waited for again.
         """
-        await self.config.sleep(f.decision.delay_s)
+        if not is_replayed(f.error):
+            await self.config.sleep(f.decision.delay_s)
         self.ctx._step = self._first_key
 
     def reclassify_event(self, f: Failure, excluded: Sequence[str]) -> RecoveryReclassify:

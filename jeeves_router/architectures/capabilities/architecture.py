@@ -36,6 +36,7 @@ from ...recovery.config import Recovery
 from ...recovery.run import RecoveryRedirect, RecoveryRun, RecoveryStop
 from ...recovery.severity import ErrorSeverity, ExecutionError
 from ...results import RunResult
+from ...usage import NO_USAGE
 from ..base import RunContext
 from ..base import execute as execute_agent
 from .capability import (
@@ -236,7 +237,7 @@ class Capabilities:
             rec.begin(operation)
             await ctx.emit(CapabilityStarted(session_id=ctx.session_id, path=ctx.path, capability=name, step=index))
             started = time.monotonic()
-            texts = ctx.ledger.texts
+            texts, calls, mark = ctx.ledger.texts, ctx.ledger.calls, ctx.ledger.mark()
             try:
                 if hasattr(cap.handler, "_events"):  # an agent: its run, events and all
                     child = self._child(ctx, st, cap, task, index)
@@ -246,6 +247,9 @@ class Capabilities:
                     result = await self._call(ctx, rec, st, cap, task, index, attempt)
             except Exception as exc:
                 await ctx.emit(_completed(ctx, name, started, index, ok=False))
+                lost = ctx.ledger.since(mark, (*ctx.path, name))  # what the failed attempt's model calls cost
+                if lost is not NO_USAGE:
+                    st.add(name, lost, rec)
                 f = rec.fail(
                     exc,
                     operation=operation,
@@ -256,6 +260,7 @@ class Capabilities:
                     can_reclassify=len(st.excluded) + 1 < len(self.capabilities),
                     can_replan=True,
                     output_started=ctx.ledger.texts != texts,  # some of its text reached the consumer
+                    effects_done=ctx.ledger.calls != calls,  # a new plan could run its completed tool calls again
                 )
                 f.raise_unless_retry()
                 await ctx.emit(rec.retry_event(f))

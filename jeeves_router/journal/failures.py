@@ -1,0 +1,163 @@
+"""Failed attempts in the journal: how a step's exception is written down and raised again.
+
+A run that ends on a failed step — a recovery stop after a stream broke mid-way, a step
+whose retries ran out — completes with the failure as its outcome (status
+``"critical"``), but no step result was recorded for that step. Resuming the completed
+run must give the same result with no model call, so each failed attempt is written as a
+``step.failed`` record, and a replay of a *completed* run raises it again at the same
+step, after the text the model had streamed, in the order the attempts failed. The
+recovery ladder then decides as it decided the first time.
+
+A replayed failure keeps what the ladder read: the severity it acted on (after any
+``classify_error`` hook: the record is written with the run's next entry, once the ladder
+has judged the failure), the HTTP status, ``Retry-After`` and whether the adapter had
+spent its retries.
+:class:`~jeeves_router.errors.ModelError` (and :class:`~jeeves_router.errors.StreamInterrupted`)
+and built-in exceptions come back with their type; any other exception comes back as a
+:class:`ReplayedError` subclass with the original type's name (a ``classify_error`` hook
+that matches on a class of its own does not match it; the recorded severity, the one the
+ladder acted on, applies instead).
+
+Replaying an *unfinished* run (after a crash) serves no failure: its failed steps run
+live again, as before.
+"""
+
+from __future__ import annotations
+
+import builtins
+import functools
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from ..errors import ModelError, RunError, StreamInterrupted
+from ..recovery.classify import decided_severity, default_classification, mark_replayed
+from .records import Entry, StepFailedRecord
+
+if TYPE_CHECKING:
+    from ..runtime import StepKey
+
+__all__ = ["PendingFailure", "RecordedFailures", "ReplayedError", "failure_record", "replayed_error"]
+
+_MODEL_ERRORS: dict[str, type[ModelError]] = {"ModelError": ModelError, "StreamInterrupted": StreamInterrupted}
+
+
+class ReplayedError(RunError):
+    """A recorded failure of a type that cannot be rebuilt, raised again by a replay.
+
+    It is raised as a subclass named after the original type (so events, reports and the
+    feedback a classifier or planner is shown read as they did); ``severity`` is the one
+    the ladder acted on, and ``metadata["error_type"]`` names the original type too.
+    """
+
+
+@functools.lru_cache(maxsize=256)
+def _replayed_class(name: str) -> type[ReplayedError]:
+    """A :class:`ReplayedError` subclass called ``name`` (one per name)."""
+    return type(name, (ReplayedError,), {"__module__": __name__, "__doc__": f"{name}, replayed from a journal."})
+
+
+def failure_record(
+    name: str, index: int, digest: str, attempt: int, exc: Exception, chunks: Sequence[str] = ()
+) -> StepFailedRecord:
+    """The ``step.failed`` record of ``exc``, raised by attempt ``attempt`` of step ``(index, digest)``."""
+    try:
+        message = str(exc)
+    except Exception:
+        message = ""
+    return StepFailedRecord(
+        name=name,
+        index=index,
+        digest=digest,
+        attempt=attempt,
+        chunks=list(chunks),
+        error_type=type(exc).__name__,
+        message=message,
+        severity=(decided_severity(exc) or default_classification(exc).severity).value,
+        status_code=getattr(exc, "status_code", None) if isinstance(exc, ModelError) else None,
+        retry_after_s=getattr(exc, "retry_after_s", None) if isinstance(exc, ModelError) else None,
+        retries_exhausted=bool(getattr(exc, "retries_exhausted", False)),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class PendingFailure:
+    """A failed attempt waiting for the run's next write.
+
+    Written after the recovery ladder has classified the exception, so the record keeps
+    the severity the ladder acted on (``classify_error`` hooks included).
+    """
+
+    key: StepKey
+    digest: str
+    attempt: int
+    error: Exception
+    chunks: tuple[str, ...]
+
+    def entry(self) -> Entry:
+        """The ``step.failed`` entry, as the failure is judged now."""
+        k = self.key
+        rec = failure_record(k.name, k.index, self.digest, self.attempt, self.error, self.chunks)
+        return Entry(session_id=k.session_id, run_id=k.run_id, record=rec)
+
+
+def replayed_error(rec: StepFailedRecord) -> Exception:
+    """The exception ``rec`` records, rebuilt to be raised again (see the module docstring).
+
+    It is marked as replayed: the recovery ladder decides on it as it did, without waiting
+    its backoff again.
+    """
+    exc = _rebuilt(rec)
+    mark_replayed(exc)
+    return exc
+
+
+def _rebuilt(rec: StepFailedRecord) -> Exception:
+    """``rec``'s exception: its own type when it can be rebuilt, else a same-named :class:`ReplayedError`."""
+    model_error = _MODEL_ERRORS.get(rec.error_type)
+    if model_error is not None:
+        err = model_error(
+            rec.message, severity=rec.severity, status_code=rec.status_code, retry_after_s=rec.retry_after_s
+        )
+        err.retries_exhausted = rec.retries_exhausted
+        return err
+    builtin = getattr(builtins, rec.error_type, None)
+    if isinstance(builtin, type) and issubclass(builtin, Exception):
+        try:
+            plain = builtin(rec.message)
+        except Exception:  # a built-in whose constructor wants more than a message
+            plain = None
+        if plain is not None:  # the same type: a hook that matched it matches it again
+            return plain
+    cls = _replayed_class(rec.error_type) if rec.error_type.isidentifier() else ReplayedError
+    return cls(rec.message, severity=rec.severity, metadata={"error_type": rec.error_type})
+
+
+@dataclass(slots=True)
+class RecordedFailures:
+    """The ``step.failed`` records of one run, by step, and how many a replay has raised again.
+
+    Attributes:
+        attempt: The completed run attempt whose failures a replay raises again (``None``:
+            the run being replayed never completed; no failure is replayed).
+    """
+
+    attempt: int | None = None
+    by_step: dict[tuple[int, str], list[StepFailedRecord]] = field(default_factory=dict)
+    served: dict[tuple[int, str], int] = field(default_factory=dict)
+
+    def add(self, rec: StepFailedRecord) -> None:
+        """Index one record."""
+        self.by_step.setdefault((rec.index, rec.digest), []).append(rec)
+
+    def next(self, index: int, digest: str) -> StepFailedRecord | None:
+        """The next failure of step ``(index, digest)`` recorded by the completed attempt, each once."""
+        if self.attempt is None or not self.by_step:
+            return None
+        k = (index, digest)
+        failures = [f for f in self.by_step.get(k, ()) if f.attempt == self.attempt]
+        n = self.served.get(k, 0)
+        if n >= len(failures):
+            return None
+        self.served[k] = n + 1
+        return failures[n]
