@@ -1,9 +1,15 @@
-"""The golden corpus: journals written by schema version 1 must keep replaying.
+"""The golden corpus: journals written by every schema version must keep replaying.
 
-``tests/fixtures/journals/v1/`` holds a SQLite journal (``desk.db``) and the same entries
-as JSON lines (``desk.jsonl``), recorded once from the agent built below. Never
-regenerate them to make this test pass: a failure means journals users already have
-would stop replaying. A new schema version gets a new folder next to this one.
+``tests/fixtures/journals/v<N>/`` holds a SQLite journal (``desk.db``) and the same entries
+as JSON lines (``desk.jsonl``), recorded once from the agent built below by the release
+that wrote schema version N. Never regenerate them to make this test pass: a failure means
+journals users already have would stop replaying. A new schema version gets a new folder
+next to these.
+
+- v1: two turns of a routed desk (classification, a tool call, streamed text).
+- v2 (adds ``step.failed`` and the ``claim`` of ``tool.started``): the same two turns, then
+  a third whose specialist fails under ``Recovery`` and ends ``critical``; resuming it
+  raises the recorded failure again.
 
 (To create a missing corpus: ``python tests/test_journal_golden.py``.)
 """
@@ -18,12 +24,12 @@ from pathlib import Path
 import anyio
 import pytest
 
-from jeeves_router import Agent
+from jeeves_router import Agent, Recovery
 from jeeves_router.architectures.router.router import Router, RouterRoute
 from jeeves_router.events import RunCompleted
 from jeeves_router.journal import JournalRuntime, MemoryJournal, SQLiteJournal, recorded_events
 from jeeves_router.journal.base import Journal
-from jeeves_router.journal.records import Entry
+from jeeves_router.journal.records import SCHEMA_VERSION, Entry
 from jeeves_router.messages import Message, TextPart, ToolCallPart
 from jeeves_router.models.base import ModelRequest, ModelResponse, ModelStreamItem, ModelTextDelta
 from jeeves_router.results import RunResult
@@ -33,9 +39,11 @@ from jeeves_router.tools import tool
 from jeeves_router.usage import Usage
 from tests.journal_helpers import strip_ts
 
-CORPUS = Path(__file__).parent / "fixtures" / "journals" / "v1"
+FIXTURES = Path(__file__).parent / "fixtures" / "journals"
+CORPUS = FIXTURES / "v1"
 TURN1 = "I was charged twice for invoice INV-42"
 TURN2 = "Thanks! And what are your opening hours?"
+TURN3 = "Refund the duplicate payment of INV-42 right now"  # v2: the specialist fails
 
 
 class GoldenModel:
@@ -55,6 +63,9 @@ class GoldenModel:
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelStreamItem]:
         assert self.live, "replay called a specialist model"
         last = request.messages[-1]
+        if last.role == "user" and last.text == TURN3:
+            yield ModelTextDelta("Refunding ")
+            raise ConnectionResetError("the payment service hung up")
         if last.role == "user" and request.tools:
             yield ModelResponse(
                 (ToolCallPart("call_1", "lookup_invoice", {"invoice": "INV-42"}),),
@@ -75,7 +86,7 @@ class _Silent(GoldenModel):
     live = False
 
 
-def golden_desk(runtime: Runtime, model: GoldenModel) -> Agent:
+def golden_desk(runtime: Runtime, model: GoldenModel, *, recovery: Recovery | None = None) -> Agent:
     @tool
     def lookup_invoice(invoice: str) -> str:
         """Look up an invoice's payments."""
@@ -90,31 +101,38 @@ def golden_desk(runtime: Runtime, model: GoldenModel) -> Agent:
         name="desk",
         model=model,
         runtime=runtime,
-        architecture=Router(routes, fallback_route="general", require_confidence_above=0.5),
+        architecture=Router(routes, fallback_route="general", require_confidence_above=0.5, recovery=recovery),
     )
 
 
-async def _turns(runtime: Runtime, model: GoldenModel) -> list[list[dict[str, object]]]:
-    desk = golden_desk(runtime, model)
+def _recovery(version: int) -> Recovery | None:
+    """The desk of v1 had no recovery; v2's recovers (its third turn ends ``critical``)."""
+    return None if version == 1 else Recovery()
+
+
+async def _turns(runtime: Runtime, model: GoldenModel, version: int) -> None:
+    desk = golden_desk(runtime, model, recovery=_recovery(version))
     first = await capture_events(desk, TURN1, session_id="golden-1")
     done = first[-1]
     assert isinstance(done, RunCompleted)
     history: tuple[Message, ...] = (Message("user", (TextPart(TURN1),)), *done.result.messages[1:])
-    second = await capture_events(desk, TURN2, session_id="golden-1", history=history)
-    return [strip_ts(first), strip_ts(second)]
+    await capture_events(desk, TURN2, session_id="golden-1", history=history)
+    if version >= 2:
+        third = await desk.run(TURN3, session_id="golden-1")
+        assert third.status == "critical", third
 
 
-async def _replay(journal: Journal, model: GoldenModel) -> list[RunResult]:
+async def _replay(journal: Journal, model: GoldenModel, version: int = 1) -> list[RunResult]:
     """Replay every recorded turn of the session through ``resume`` (the only replay path)."""
-    desk = golden_desk(JournalRuntime(journal, strict=True), model)
+    desk = golden_desk(JournalRuntime(journal, strict=True), model, recovery=_recovery(version))
     starts = await journal.read("golden-1", types=("run.start",))
     run_ids = list(dict.fromkeys(e.run_id for e in starts))
-    assert len(run_ids) == 2
+    assert len(run_ids) == (2 if version == 1 else 3)
     return [await desk.resume("golden-1", run_id=rid) for rid in run_ids]
 
 
-def _load_jsonl() -> list[Entry]:
-    return [Entry.model_validate_json(line) for line in (CORPUS / "desk.jsonl").read_text().splitlines() if line]
+def _load_jsonl(corpus: Path = CORPUS) -> list[Entry]:
+    return [Entry.model_validate_json(line) for line in (corpus / "desk.jsonl").read_text().splitlines() if line]
 
 
 @pytest.fixture
@@ -148,15 +166,61 @@ async def test_the_v1_json_lines_corpus_reads_back_and_replays() -> None:
     assert strip_ts(await recorded_events(journal, "golden-1")) == recorded
 
 
+def _untimed(value: object) -> object:
+    """``value`` without the recovery report's measured durations (``elapsed_s``, ``duration_s``)."""
+    if isinstance(value, dict):
+        return {k: _untimed(v) for k, v in value.items() if k not in ("elapsed_s", "duration_s")}
+    if isinstance(value, list):
+        return [_untimed(v) for v in value]
+    return value
+
+
+def _check_v2(results: list[RunResult]) -> None:
+    first, second, third = results
+    assert first.output == "INV-42 was paid twice; a refund is on its way."
+    assert second.route == "general"
+    assert third.status == "critical" and third.report is not None
+    # the recorded failure, raised again where it happened: text had reached the consumer, so not retried
+    assert third.report["error"] == {"type": "ConnectionResetError"}
+    assert (third.report["severity"], third.report["reason"]) == ("retriable", "output_started")
+    assert third.report["attempts"] == {"classify": 1, "route:billing": 1}
+
+
+@pytest.mark.anyio
+async def test_the_v2_sqlite_corpus_replays_its_failure_without_calling_a_model(tmp_path: Path) -> None:
+    corpus = FIXTURES / "v2"
+    shutil.copy(corpus / "desk.db", tmp_path / "desk.db")
+    journal = SQLiteJournal(tmp_path / "desk.db")
+    kinds = {e.record.type for sid in await journal.sessions() for e in await journal.read(sid)}
+    assert {"step.failed", "tool.started", "model", "step"} <= kinds
+    recorded = _untimed(strip_ts(await recorded_events(journal, "golden-1")))
+    _check_v2(await _replay(journal, _Silent(), version=2))
+    # the same stream again, but for the report's timings (a replay measures its own)
+    assert _untimed(strip_ts(await recorded_events(journal, "golden-1"))) == recorded
+    await journal.aclose()
+
+
+@pytest.mark.anyio
+async def test_the_v2_json_lines_corpus_reads_back_and_replays() -> None:
+    entries = _load_jsonl(FIXTURES / "v2")
+    assert {e.v for e in entries} == {2}
+    journal = MemoryJournal()
+    await journal.append(entries)
+    _check_v2(await _replay(journal, _Silent(), version=2))
+
+
 async def _generate() -> None:
-    if (CORPUS / "desk.db").exists() or (CORPUS / "desk.jsonl").exists():
-        raise SystemExit(f"{CORPUS} already holds a corpus; a corpus is never regenerated")
-    CORPUS.mkdir(parents=True, exist_ok=True)
-    journal = SQLiteJournal(CORPUS / "desk.db")
-    await _turns(JournalRuntime(journal), GoldenModel())
+    """Write the corpus of the current schema version, if its folder is still empty."""
+    version = SCHEMA_VERSION
+    corpus = FIXTURES / f"v{version}"
+    if (corpus / "desk.db").exists() or (corpus / "desk.jsonl").exists():
+        raise SystemExit(f"{corpus} already holds a corpus; a corpus is never regenerated")
+    corpus.mkdir(parents=True, exist_ok=True)
+    journal = SQLiteJournal(corpus / "desk.db")
+    await _turns(JournalRuntime(journal), GoldenModel(), version)
     lines = [e.body() for sid in await journal.sessions() for e in await journal.read(sid)]
     await journal.aclose()
-    (CORPUS / "desk.jsonl").write_text("\n".join(lines) + "\n")
+    (corpus / "desk.jsonl").write_text("\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":
