@@ -1,6 +1,16 @@
 """Idempotency keys of tool calls, and what a resume does with a call whose outcome is unknown.
 
-The keys are stable across replays, resumes and DBOS recoveries.
+The keys are stable across replays, resumes and DBOS recoveries. A ``tool.started`` entry
+with no recorded result had an unknown outcome (the process died during the call); on
+resume, ``JournalRuntime(on_unknown_tool_outcome=...)`` decides:
+
+- ``"fail"`` (default): raise :class:`ToolOutcomeUnknown`; nothing is repeated.
+- ``"retry"``: call the tool again with the same idempotency key.
+- ``"skip"``: do not call it; the model is told the outcome is unknown (an error result).
+
+The same policy applies when two processes execute one run at once (a resume of a run
+still in flight elsewhere): the first ``tool.started`` in the journal wins the call
+(:func:`won_claim`), and the other process applies the policy.
 """
 
 from __future__ import annotations

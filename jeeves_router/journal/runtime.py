@@ -16,14 +16,8 @@ live (or raises ``ReplayDivergence`` in strict mode).
 Tool calls. Before a tool runs, a ``tool.started`` entry with the call's idempotency key
 (:func:`current_idempotency_key`, stable across resumes) is written. A started call with
 no recorded result had an unknown outcome (the process died during it); on resume,
-``on_unknown_tool_outcome`` decides:
-
-- ``"fail"`` (default): raise :class:`ToolOutcomeUnknown`; nothing is repeated.
-- ``"retry"``: call the tool again with the same idempotency key.
-- ``"skip"``: do not call it; the model is told the outcome is unknown (an error result).
-
-The same policy applies when two processes execute one run at once (a resume of a run
-still in flight elsewhere): the first ``tool.started`` in the journal wins the call.
+``on_unknown_tool_outcome`` decides (``"fail"``, ``"retry"`` or ``"skip"``, see
+:mod:`.idempotency`), as it does for the loser when two processes execute one run at once.
 
 Failed attempts are recorded (``step.failed``); resuming a *completed* run raises them
 again where they happened, so a run that ended on a failure replays to the same result
