@@ -218,6 +218,32 @@ async def test_5_usage_counts_every_model_response_including_failed_attempts() -
     assert result.usage_by_route["<classifier>"].requests == 1
 
 
+@pytest.mark.anyio
+@pytest.mark.parametrize("recovers", [True, False])
+async def test_5_a_classification_that_fails_after_a_paid_format_retry_still_counts_its_reply(
+    recovers: bool,
+) -> None:
+    # attempt 1: an unreadable reply (paid), then its format retry is dropped; attempt 2 routes
+    script: list[Any] = ["I think billing?", TimeoutError("dropped")]
+    script += [ROUTE] if recovers else [TimeoutError("dropped"), TimeoutError("dropped")]
+    classifier = ScriptedModel(script, name="classifier")
+    billing = Agent("Billing.", name="billing", model=ScriptedModel(["Done."], name="billing"))
+    general = Agent("General.", name="general", model=ScriptedModel([]))
+    desk = Agent(
+        "Desk",
+        name="desk",
+        model=classifier,
+        architecture=Router(
+            [RouterRoute("billing", billing), RouterRoute("general", general)], recovery=Recovery(sleep=Sleeps())
+        ),
+    )
+    result = await desk.run("refund INV-7")
+    paid = 2 if recovers else 1  # classifier replies that came back
+    assert result.status == ("ok" if recovers else "critical")
+    assert result.usage_by_route["<classifier>"].requests == paid
+    assert result.usage.requests == paid + (1 if recovers else 0)
+
+
 # -- 6. stream() raises like run() ----------------------------------------------------------
 
 

@@ -17,7 +17,7 @@ from ..usage import NO_USAGE
 from .constrained import CONSTRAINED_CLASSIFIER_PROMPT, classification_format, few_shot_turns, supports_constrained
 from .parser import parse_classification
 from .prompt import DEFAULT_CLASSIFIER_PROMPT, format_error_feedback, render_prompt, validate_prompt_template
-from .types import ClassifyRequest, ClassifyResult, RouteSpec
+from .types import ClassifyRequest, ClassifyResult, RouteSpec, with_spent_usage
 
 __all__ = ["LLMClassifier"]
 
@@ -192,11 +192,16 @@ class LLMClassifier:
             )
             try:
                 response = await model.request(model_request)
-            except ModelError as exc:
-                if not (constrained and self.constrained == "auto" and exc.status_code in _FORMAT_REJECTED):
+            except Exception as exc:
+                rejected = isinstance(exc, ModelError) and exc.status_code in _FORMAT_REJECTED
+                if not (rejected and constrained and self.constrained == "auto"):
+                    if usage is not NO_USAGE:  # earlier replies of this classification were paid for
+                        with_spent_usage(exc, usage)
                     raise
                 # The backend refused the schema: remember it and ask in plain text instead.
-                log.warning("classifier.response_format_rejected", model=model.name, status=exc.status_code)
+                log.warning(
+                    "classifier.response_format_rejected", model=model.name, status=getattr(exc, "status_code", None)
+                )
                 self._format_rejected = True
                 constrained = False
                 system, shots = self._prompt_parts(request.routes, False)

@@ -17,6 +17,7 @@ __all__ = [
     "ClassifyRequest",
     "ClassifyResult",
     "Classifier",
+    "with_spent_usage",
 ]
 
 #: ``ok`` — a declared route and a valid confidence were found.
@@ -149,6 +150,11 @@ class Classifier(Protocol):
 
     The Router only dispatches routes that are in ``request.routes``; a classifier that
     returns anything else is treated as ``unknown_route``.
+
+    A classifier that fails after some of its model calls answered (e.g. a format retry
+    whose transport failed) sets ``spent_usage`` (a :class:`~jeeves_router.usage.Usage`)
+    on the exception it raises, and a Router with recovery counts it in the run's usage
+    (see :func:`with_spent_usage`).
     """
 
     async def classify(self, request: ClassifyRequest) -> ClassifyResult:
@@ -159,3 +165,16 @@ class Classifier(Protocol):
 def route_names(routes: Sequence[RouteSpec]) -> tuple[str, ...]:
     """The names of ``routes``, in order."""
     return tuple(r.name for r in routes)
+
+
+def with_spent_usage(exc: BaseException, usage: Usage) -> BaseException:
+    """Mark ``exc`` with the ``usage`` its classifier spent before failing; returns ``exc``.
+
+    A usage the exception already carries (a nested classifier's) is kept and added to.
+    """
+    before = getattr(exc, "spent_usage", None)
+    try:
+        exc.spent_usage = usage if not isinstance(before, Usage) else before + usage  # type: ignore[attr-defined]
+    except AttributeError:  # an exception type with __slots__: nothing to attach to
+        pass
+    return exc

@@ -344,7 +344,8 @@ class Router:
         return self._run_recovering(agent, ctx, RecoveryRun(config, ctx, can_escalate=len(ctx.path) > 1))
 
     async def _run_recovering(self, agent: Actor, ctx: RunContext, rec: RecoveryRun) -> None:
+        run = RouterRun(self, agent, ctx, rec)
         try:
-            await RouterRun(self, agent, ctx, rec).run()
-        except RecoveryStop as stop:
-            await ctx.emit(await rec.stopped(stop, route=stop.failure.route))
+            await run.run()
+        except RecoveryStop as stop:  # the report's result keeps the per-route usage, failed attempts included
+            await ctx.emit(await rec.stopped(stop, route=stop.failure.route, usage_by_route=run.usage_by_route()))

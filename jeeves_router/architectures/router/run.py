@@ -17,7 +17,7 @@ again without its route (RECLASSIFICATION) — on a sticky or handed-off turn as
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -78,11 +78,11 @@ class RouterRun(ChainRun):
             classify = partial(
                 router.classify, self.agent, ctx, exclude=self.excluded, feedback=feedback, context=self.context
             )
-            cres = await rec.call_retrying("classify", classify, hooks=(self.agent.classify_error,))
+            cres = await rec.call_retrying(
+                "classify", partial(self._counted, classify), hooks=(self.agent.classify_error,)
+            )
         self.steps[ctx.session_id] = ctx._step
-        used = cres.usage
-        self.classifier_usage = used if self.classifier_usage is None else self.classifier_usage + used
-        self._spent(None, used, (*ctx.path, CLASSIFIER_USAGE_KEY))
+        self._classifier_spent(cres.usage)
         c = cres.classification
         # checked against the contract above: an ``ok`` classification has a valid confidence
         self.confidence = c.confidence if c.ok else None
@@ -189,6 +189,20 @@ class RouterRun(ChainRun):
             rec.succeeded(operation)
             return
 
+    async def _counted(self, classify: Callable[[], Awaitable[ClassifyResult]]) -> ClassifyResult:
+        """One classification attempt; a failed one's ``spent_usage`` still counts (see :class:`Classifier`)."""
+        try:
+            return await classify()
+        except Exception as exc:
+            spent = getattr(exc, "spent_usage", None)
+            if isinstance(spent, Usage):
+                self._classifier_spent(spent)
+            raise
+
+    def _classifier_spent(self, used: Usage) -> None:
+        self.classifier_usage = used if self.classifier_usage is None else self.classifier_usage + used
+        self._spent(None, used, (*self.ctx.path, CLASSIFIER_USAGE_KEY))
+
     def _spent(self, key: str | None, usage: Usage, ledger_path: tuple[str, ...] | None) -> None:
         """Count ``usage`` in the run's total and under ``key`` (``None``: the total only), and in the ledger."""
         self.usage = self.usage + usage
@@ -199,7 +213,8 @@ class RouterRun(ChainRun):
         if self.rec is not None:
             self.rec.usage = self.usage
 
-    def _usage_by_route(self) -> dict[str, Usage]:
+    def usage_by_route(self) -> dict[str, Usage]:
+        """The usage so far per route, the classifier's under its own key."""
         if self.classifier_usage is None:
             return dict(self.usage_by)
         return {CLASSIFIER_USAGE_KEY: self.classifier_usage, **self.usage_by}
@@ -235,7 +250,7 @@ class RouterRun(ChainRun):
             fallback_reason=self.fallback_reason,
             specialist_session_id=self._sid(node) if dispatched else None,
             usage=self.usage,
-            usage_by_route=self._usage_by_route(),
+            usage_by_route=self.usage_by_route(),
             messages=messages,
             report=res.report if res is not None else None,
             metadata=metadata,
