@@ -18,7 +18,7 @@ from jeeves_router.architectures.capabilities.architecture import Capabilities, 
 from jeeves_router.classify.types import ClassifyRequest, ClassifyResult
 from jeeves_router.errors import ModelError
 from jeeves_router.events import Event, RecoveryReport, RecoveryRetry, RunFailed, TextDelta
-from jeeves_router.journal import JournalRuntime, SQLiteJournal
+from jeeves_router.journal import JournalRuntime, SQLiteJournal, recorded_events
 from jeeves_router.messages import TextPart
 from jeeves_router.models.base import ModelRequest, ModelResponse, ModelStreamItem, ModelTextDelta
 from jeeves_router.models.openai import OpenAIModel
@@ -124,6 +124,22 @@ async def test_a_stream_that_fails_before_text_is_retried_and_resumes_without_a_
     replayed = await agent.resume("s")
     assert model.calls == 2
     assert (replayed.status, replayed.output, replayed.usage) == (result.status, result.output, result.usage)
+
+
+@pytest.mark.anyio
+async def test_resuming_a_run_that_recovered_replays_its_failed_attempt_and_retry_events(tmp_path: Path) -> None:
+    journal = SQLiteJournal(tmp_path / "j.db")
+    model = Breaking([([], True), (["Refund ", "issued."], False)])
+    agent = desk(journal, model)
+    events = await consume(agent, "charged twice", "s")
+    await agent.resume("s")
+    assert model.calls == 2  # the resume called nothing
+    # the resumed attempt's recorded stream is the run's: the failed try, the retry, then the answer
+    replayed = await recorded_events(journal, "s")
+    kinds = [e.kind for e in replayed]
+    assert kinds == [e.kind for e in events]
+    assert kinds.count("run.failed") == 1 and kinds.count("recovery.retry") == 1
+    assert [e.text for e in replayed if isinstance(e, TextDelta)] == ["Refund ", "issued."]
 
 
 @pytest.mark.anyio

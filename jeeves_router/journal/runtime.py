@@ -308,13 +308,13 @@ class JournalRuntime(Runtime):
         """Serve the step from the journal, or perform and record it."""
         d = digest({"name": key.name, "input": input})
         index = await self._index(key)
+        failed = index.failed.next(key.index, d)  # attempts that failed before the recorded result
+        if failed is not None:
+            raise replayed_error(failed)
         rec = index.done.get((key.index, d))
         if isinstance(rec, StepRecord):
             result: T = decode_result(rec.result_type, rec.result)
             return result
-        failed = index.failed.next(key.index, d)
-        if failed is not None:
-            raise replayed_error(failed)
         self._diverged(key, index, d)
         if key.name.startswith("tool:"):
             result = await self._tool(key, index, d, fn)
@@ -356,6 +356,11 @@ class JournalRuntime(Runtime):
         """Re-yield a recorded model call, or stream it live and record it."""
         d = digest({"model": model.name, "request": request})
         index = await self._index(key)
+        failed = index.failed.next(key.index, d)  # attempts that failed before the recorded response
+        if failed is not None:
+            for chunk in failed.chunks:
+                yield ModelTextDelta(chunk)
+            raise replayed_error(failed)
         rec = index.done.get((key.index, d))
         if isinstance(rec, ModelRecord):
             for chunk in rec.chunks:
@@ -366,11 +371,6 @@ class JournalRuntime(Runtime):
             index.paid.add((key.index, d))
             yield served
             return
-        failed = index.failed.next(key.index, d)
-        if failed is not None:
-            for chunk in failed.chunks:
-                yield ModelTextDelta(chunk)
-            raise replayed_error(failed)
         self._diverged(key, index, d)
         chunks: list[str] = []
         response: ModelResponse | None = None
