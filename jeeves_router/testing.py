@@ -78,12 +78,18 @@ class Call:
 
 @dataclass(frozen=True)
 class Reply:
-    """A full scripted reply: text (optionally chunked), tool calls, usage, stop reason."""
+    """A full scripted reply: text (optionally chunked), tool calls, usage, stop reason.
+
+    With ``error``, the reply fails part-way: a stream yields the text chunks and then
+    raises ``error`` instead of completing (a connection dropped mid-answer); a plain
+    request raises it at once. ``Reply(Chunks("Refund ", "iss"), error=ConnectionResetError())``.
+    """
 
     text: str | Chunks = ""
     calls: Sequence[Call] = ()
     usage: Usage = DEFAULT_USAGE
     stop_reason: str | None = None
+    error: BaseException | None = None
 
 
 Step = Union[str, Chunks, Call, Sequence[Call], Reply, ModelResponse, BaseException]
@@ -105,8 +111,9 @@ class ScriptedModel:
     """A model that answers from a script, one step per request.
 
     Steps: a string (a text reply), :class:`Chunks` (a streamed reply), :class:`Call` or a
-    list of calls (tool calls), :class:`Reply` (all of it), a ``ModelResponse``, or an
-    exception instance (raised by that request). Every request is recorded in
+    list of calls (tool calls), :class:`Reply` (all of it; with ``error=``, a stream that
+    fails after its chunks), a ``ModelResponse``, or an exception instance (raised by that
+    request). Every request is recorded in
     :attr:`requests`. Running past the last step raises :class:`ScriptExhausted`.
     """
 
@@ -134,7 +141,7 @@ class ScriptedModel:
         if self._next != len(self._steps):
             raise AssertionError(f"{self!r}: {self.remaining} scripted step(s) never requested")
 
-    def _take(self, request: ModelRequest) -> Reply | ModelResponse:
+    def _take(self, request: ModelRequest, *, streaming: bool = False) -> Reply | ModelResponse:
         self.requests.append(request)
         if self._next >= len(self._steps):
             last = request.messages[-1].text[:80] if request.messages else ""
@@ -146,6 +153,8 @@ class ScriptedModel:
         self._next += 1
         if isinstance(step, BaseException):
             raise step
+        if isinstance(step, Reply) and step.error is not None and not streaming:
+            raise step.error
         return step
 
     @staticmethod
@@ -176,11 +185,13 @@ class ScriptedModel:
         return traced_model_stream(self.name, 1, self._stream(request))
 
     async def _stream(self, request: ModelRequest) -> AsyncIterator[ModelStreamItem]:
-        reply = self._take(request)
+        reply = self._take(request, streaming=True)
         if isinstance(reply, Reply):
             chunks = reply.text.chunks if isinstance(reply.text, Chunks) else ((reply.text,) if reply.text else ())
             for ch in chunks:
                 yield ModelTextDelta(ch)
+            if reply.error is not None:  # dropped mid-answer: the chunks went out, no response follows
+                raise reply.error
         else:
             if reply.text:
                 yield ModelTextDelta(reply.text)

@@ -11,7 +11,9 @@ import pytest
 
 from jeeves_router import Agent, Router, RouterRoute, RunFailed
 from jeeves_router.events import Event
-from jeeves_router.testing import Chunks, ScriptedModel
+from jeeves_router.messages import user
+from jeeves_router.models.base import ModelRequest
+from jeeves_router.testing import Chunks, Reply, ScriptedModel
 
 pytestmark = pytest.mark.anyio
 
@@ -147,3 +149,19 @@ async def test_failed_stream_reports_error_and_no_result() -> None:
                 kinds.append(ev.kind)
     assert kinds[-1] == "run.failed"
     assert isinstance(stream.error, Boom) and stream.result is None
+
+
+async def test_a_scripted_reply_can_fail_after_its_chunks() -> None:
+    """``Reply(..., error=)``: the stream yields its chunks, then raises (a connection dropped mid-answer)."""
+    desk, spec_model = make_desk(Reply(Chunks("Refund ", "iss"), error=Boom("dropped")))
+    seen: list[Event] = []
+    with pytest.raises(Boom, match="dropped"):
+        async for ev in desk.stream("refund please"):
+            seen.append(ev)
+    assert [getattr(ev, "text", None) for ev in seen if ev.kind == "text.delta"] == ["Refund ", "iss"]
+    assert seen[-1].kind == "run.failed"
+    spec_model.assert_complete()
+    # a plain request of the same step raises at once: there is no stream to break
+    plain = ScriptedModel([Reply("never sent", error=Boom("refused"))])
+    with pytest.raises(Boom, match="refused"):
+        await plain.request(ModelRequest(messages=(user("hi"),)))
