@@ -6,6 +6,11 @@
 # LLAMA_BUILD_COMMON on, but nothing in the wheel calls it once LLAVA_BUILD=OFF drops mtmd,
 # its only user. It is 40% of the objects and most of the compile time, so compile it without
 # optimisation. Inference code (llama, ggml) keeps the Release flags.
+#
+# ggml's AMX matrix kernels are left out: a native build on a Sapphire Rapids class CPU (AMX_INT8)
+# compiles them in, and the first decode of the SmolLM2 Q4_1 model then crashes with SIGSEGV in
+# ggml_backend_amx_mul_mat (seen on this project's CI machines; upstream llama.cpp issue #20824).
+# Without AMX the same build uses its AVX-512/AVX2 kernels.
 include_guard(GLOBAL)
 
 function(_jeeves_unoptimised_common)
@@ -14,6 +19,10 @@ function(_jeeves_unoptimised_common)
       set_property(TARGET ${target} APPEND PROPERTY COMPILE_OPTIONS -O0 -g0)
     endif()
   endforeach()
+  # Appended after ggml's own -march=native, so these win.
+  if(TARGET ggml-cpu AND CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64|amd64")
+    set_property(TARGET ggml-cpu APPEND PROPERTY COMPILE_OPTIONS -mno-amx-tile -mno-amx-int8 -mno-amx-bf16)
+  endif()
 endfunction()
 
 cmake_language(DEFER DIRECTORY ${CMAKE_SOURCE_DIR} CALL _jeeves_unoptimised_common)
