@@ -21,6 +21,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+import warnings
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -181,6 +182,25 @@ def test_registry_resolves_the_alias_lazily(local_extra: None) -> None:
     assert supports_constrained(model)
     with pytest.raises(UsageError, match="not found"):
         _ = LlamaCppModel("/nonexistent/model.gguf").path
+
+
+def test_a_build_with_amx_kernels_warns_before_loading(local_extra: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    import llama_cpp
+
+    from jeeves_router.models.llamacpp import LlamaCppModel
+
+    loaded: list[str] = []
+    monkeypatch.setattr(llama_cpp, "Llama", lambda **kwargs: loaded.append(kwargs["model_path"]) or object())
+    model = LlamaCppModel("smollm2", n_ctx=256, n_threads=1)
+    monkeypatch.setattr(llama_cpp, "llama_print_system_info", lambda: b"CPU : AVX2 = 1 | AMX_INT8 = 1 | OPENMP = 1 | ")
+    with pytest.warns(RuntimeWarning, match=r"AMX kernels.*GGML_NATIVE=OFF"):
+        model._load()
+    assert loaded == [str(model.path)]
+    monkeypatch.setattr(llama_cpp, "llama_print_system_info", lambda: b"CPU : AVX2 = 1 | AVX512 = 1 | OPENMP = 1 | ")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        model._load()
+    assert len(loaded) == 2
 
 
 @pytest.mark.anyio

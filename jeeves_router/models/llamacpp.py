@@ -27,6 +27,7 @@ import io
 import json
 import os
 import sys
+import warnings
 from collections.abc import AsyncGenerator, AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -87,6 +88,30 @@ def _import_llama_cpp() -> Any:
         ) from exc
     _close_null_files_at_exit()
     return llama_cpp
+
+
+def _warn_if_amx(llama_cpp: Any) -> None:
+    """Warn when this llama.cpp build uses its AMX matrix kernels.
+
+    On Sapphire Rapids class CPUs a native build compiles them in, and with them the first
+    decode of a Q4 model can crash the whole process with SIGSEGV in ``ggml_backend_amx_mul_mat``
+    (seen with SmolLM2 Q4_1; upstream llama.cpp issue #20824). A warning before the crash says
+    why and how to rebuild without them.
+    """
+    try:
+        info = llama_cpp.llama_print_system_info()
+    except Exception:  # an older or stubbed binding: nothing to check
+        return
+    text = info.decode(errors="replace") if isinstance(info, bytes) else str(info)
+    if "AMX_INT8 = 1" in text:
+        warnings.warn(
+            "this llama-cpp-python build uses llama.cpp's AMX kernels, which can crash with SIGSEGV "
+            "on the first decode (llama.cpp issue #20824); if it does, rebuild without them: "
+            "CMAKE_ARGS='-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON' "
+            "pip install --no-cache-dir --force-reinstall 'llama-cpp-python==0.3.36'",
+            RuntimeWarning,
+            stacklevel=2,
+        )
 
 
 def _close_null_files_at_exit() -> None:
@@ -182,6 +207,7 @@ class LlamaCppModel:
     def _load(self) -> Any:
         llama_cpp = _import_llama_cpp()
         path = self.path
+        _warn_if_amx(llama_cpp)
         log.info("llamacpp.load", model=self._name, path=str(path), n_ctx=self._n_ctx)
         return llama_cpp.Llama(
             model_path=str(path),
