@@ -9,8 +9,9 @@ machine's speed touches all of them; wall and CPU (user + sys) milliseconds are 
 the load average before and after.
 
 ``--baseline PATH`` runs every jeeves_router command a second time with ``PYTHONPATH=PATH``
-(another checkout, e.g. the previous release) in the same rounds. Byte-code is compiled first
-(``compileall``; the environment may set PYTHONDONTWRITEBYTECODE), so no run pays for it.
+(another checkout, e.g. the previous release) in the same rounds. Byte-code is compiled first, for
+the checkouts and for site-packages (as ``pip install`` does; see ``_bytecode.py``), so no run pays
+for compiling.
 
 Usage: ``python bench/startup.py [N] [--baseline PATH]`` (N runs per command, default 20)
 """
@@ -18,7 +19,6 @@ Usage: ``python bench/startup.py [N] [--baseline PATH]`` (N runs per command, de
 from __future__ import annotations
 
 import argparse
-import compileall
 import os
 import resource
 import shutil
@@ -27,6 +27,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+from _bytecode import compile_for_startup
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -121,8 +123,7 @@ def main() -> None:
     if opts.n < 1:
         parser.error(f"N must be a positive number of runs, got {opts.n}")
     trees = {"": ROOT} | ({" [baseline]": opts.baseline.resolve()} if opts.baseline else {})
-    for tree in trees.values():
-        compileall.compile_dir(str(tree / "jeeves_router"), quiet=1)
+    compile_for_startup(*(tree / "jeeves_router" for tree in trees.values()))
     runs: dict[str, tuple[list[str], dict[str, str]]] = {}
     for label, (argv, ours) in commands().items():
         for suffix, tree in trees.items() if ours else [("", ROOT)]:
