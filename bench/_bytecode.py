@@ -3,9 +3,9 @@
 pip compiles every installed module to ``.pyc`` at install time; uv does not unless asked
 (``--compile-bytecode``), and an environment with ``PYTHONDONTWRITEBYTECODE=1`` (this
 project's sandboxes set it) never writes it on import either. Without it, every start-up
-compiles numpy, onnxruntime, typer and rich from source again, which doubled
-``jeeves-router route`` (419 ms against 286 ms on one machine) and says nothing about what a
-user who installed with pip waits. Start-up benchmarks call :func:`compile_for_startup` first.
+compiles numpy, onnxruntime, typer and rich from source again, which made
+``jeeves-router route`` take 419 ms instead of 286 ms on one machine, a wait no user who
+installed with pip has after the first run. Start-up benchmarks call :func:`compile_for_startup` first.
 """
 
 from __future__ import annotations
