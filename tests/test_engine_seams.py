@@ -183,8 +183,13 @@ def refund_desk(refunds: list[str]) -> tuple[Agent, ScriptedModel, ScriptedModel
         name="billing",
     )
     billing = Agent("Billing.", name="billing", model=billing_model, tools=[refund])
+    return recovering_desk(classifier, billing), classifier, billing_model
+
+
+def recovering_desk(classifier: ScriptedModel, billing: Agent) -> Agent:
+    """A billing + general desk under ``Recovery`` whose backoff waits are recorded, not slept."""
     general = Agent("General.", name="general", model=ScriptedModel([]))
-    desk = Agent(
+    return Agent(
         "Desk",
         name="desk",
         model=classifier,
@@ -192,7 +197,6 @@ def refund_desk(refunds: list[str]) -> tuple[Agent, ScriptedModel, ScriptedModel
             [RouterRoute("billing", billing), RouterRoute("general", general)], recovery=Recovery(sleep=Sleeps())
         ),
     )
-    return desk, classifier, billing_model
 
 
 @pytest.mark.anyio
@@ -228,15 +232,7 @@ async def test_5_a_classification_that_fails_after_a_paid_format_retry_still_cou
     script += [ROUTE] if recovers else [TimeoutError("dropped"), TimeoutError("dropped")]
     classifier = ScriptedModel(script, name="classifier")
     billing = Agent("Billing.", name="billing", model=ScriptedModel(["Done."], name="billing"))
-    general = Agent("General.", name="general", model=ScriptedModel([]))
-    desk = Agent(
-        "Desk",
-        name="desk",
-        model=classifier,
-        architecture=Router(
-            [RouterRoute("billing", billing), RouterRoute("general", general)], recovery=Recovery(sleep=Sleeps())
-        ),
-    )
+    desk = recovering_desk(classifier, billing)
     result = await desk.run("refund INV-7")
     paid = 2 if recovers else 1  # classifier replies that came back
     assert result.status == ("ok" if recovers else "critical")
