@@ -18,6 +18,14 @@ and built-in exceptions come back with their type; any other exception comes bac
 that matches on a class of its own does not match it; the recorded severity, the one the
 ladder acted on, applies instead).
 
+The run's time limit (``Recovery(time_limit_s=...)``) is the one input of the ladder a
+replay does not reproduce: the replay's clock is not the run's. Where the limit ended an
+attempt — before it started, during it (the time box cut it off, so no step recorded a
+failure) or after it failed (its failure was judged past the limit) — is written as a
+``step.failed`` record too (:func:`limit_record`, keyed by the ladder's attempt count), and
+the replay's ladder asks for it instead of reading the clock
+(:meth:`~jeeves_router.runtime.Runtime.recorded_limit`): it stops where the run stopped.
+
 Replaying an *unfinished* run (after a crash) serves no failure: its failed steps run
 live again, as before.
 """
@@ -32,12 +40,20 @@ from typing import TYPE_CHECKING
 
 from ..errors import ModelError, RunError, StreamInterrupted
 from ..recovery.classify import decided_severity, default_classification, mark_replayed
-from .records import Entry, StepFailedRecord
+from .records import Entry, StepFailedRecord, digest
 
 if TYPE_CHECKING:
-    from ..runtime import StepKey
+    from ..runtime import LimitWhen, StepKey
 
-__all__ = ["PendingFailure", "RecordedFailures", "ReplayedError", "failure_record", "replayed_error"]
+__all__ = [
+    "PendingFailure",
+    "RecordedFailures",
+    "ReplayedError",
+    "failure_record",
+    "limit_digest",
+    "limit_record",
+    "replayed_error",
+]
 
 _MODEL_ERRORS: dict[str, type[ModelError]] = {"ModelError": ModelError, "StreamInterrupted": StreamInterrupted}
 
@@ -77,6 +93,25 @@ def failure_record(
         status_code=getattr(exc, "status_code", None) if isinstance(exc, ModelError) else None,
         retry_after_s=getattr(exc, "retry_after_s", None) if isinstance(exc, ModelError) else None,
         retries_exhausted=bool(getattr(exc, "retries_exhausted", False)),
+    )
+
+
+def limit_digest(name: str, attempt: int) -> str:
+    """The digest a time-limit record of the ladder's attempt ``attempt`` of ``name`` is keyed by."""
+    return digest({"name": name, "attempt": attempt})
+
+
+def limit_record(key: StepKey, run_attempt: int, attempt: int, when: LimitWhen) -> StepFailedRecord:
+    """The ``step.failed`` record of the run's time limit ending the ladder's attempt ``attempt`` (``when``)."""
+    return StepFailedRecord(
+        name=key.name,
+        index=key.index,
+        digest=limit_digest(key.name, attempt),
+        attempt=run_attempt,
+        error_type="TimeLimit",
+        message=f"the run's time limit was spent {when} attempt {attempt}",
+        severity="critical",
+        limit=when,
     )
 
 

@@ -21,8 +21,9 @@ no recorded result had an unknown outcome (the process died during it); on resum
 
 Failed attempts are recorded (``step.failed``); resuming a *completed* run raises them
 again where they happened, so a run that ended on a failure replays to the same result
-with no call (:mod:`.failures`). Not recorded: events buffered since the last step when a
-process dies (resume produces them again), and the rest of an attempt closed early.
+with no call (:mod:`.failures`) — where its time limit ended an attempt included. Not
+recorded: events buffered since the last step when a process dies (resume produces them
+again), and the rest of an attempt closed early.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from pydantic import TypeAdapter
 
@@ -39,10 +40,10 @@ from .._log import get_logger
 from ..errors import ReplayDivergence, UsageError
 from ..events import Event, event_adapter
 from ..models.base import Model, ModelRequest, ModelResponse, ModelStreamItem, ModelTextDelta
-from ..runtime import Runtime, StepKey
+from ..runtime import LimitWhen, Runtime, StepKey
 from ..usage import NO_USAGE
 from .base import Journal
-from .failures import PendingFailure, RecordedFailures, replayed_error
+from .failures import PendingFailure, RecordedFailures, limit_digest, limit_record, replayed_error
 from .idempotency import UnknownToolPolicy, current_idempotency_key, idempotency_scope, unknown_outcome, won_claim
 from .records import (
     Entry,
@@ -299,6 +300,21 @@ class JournalRuntime(Runtime):
             state.pending.append(failure)
         else:
             await self.journal.append([failure.entry()])
+
+    async def recorded_limit(self, key: StepKey, attempt: int) -> LimitWhen | Literal[""] | None:
+        """Replaying a completed run: where its time limit ended the ladder's attempt ``attempt`` (:mod:`.failures`)."""
+        index = await self._index(key)
+        if index.failed.attempt is None:
+            return None
+        rec = index.failed.next(key.index, limit_digest(key.name, attempt))
+        return rec.limit or "" if rec is not None else ""
+
+    def record_limit(self, key: StepKey, attempt: int, when: LimitWhen) -> None:
+        """Record that the run's time limit ended the ladder's attempt ``attempt`` (written with the next entry)."""
+        state = self._runs.get(key.run_id)
+        if state is not None:
+            rec = limit_record(key, state.attempt, attempt, when)
+            state.pending.append(self._entry(key.session_id, key.run_id, rec))
 
     def _attempt(self, key: StepKey) -> int:
         state = self._runs.get(key.run_id)

@@ -1,0 +1,176 @@
+"""Seams: resuming a completed run replays the recovery ladder's decisions, not only its steps.
+
+A completed run replays with no model, classifier or tool call and gives the same result.
+These cases cover what the ladder decided from things a replay does not reproduce by
+itself: the wall clock (``time_limit_s``), the usage of a classifier's paid replies that
+failed, a ``classify_error`` hook's judgement of the user's own exception class, and a
+tool-infrastructure failure retried in the same live process.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from jeeves_router import Agent, tool
+from jeeves_router.events import Event
+from jeeves_router.journal import JournalRuntime, SQLiteJournal, recorded_events
+from jeeves_router.recovery import Recovery
+from jeeves_router.results import RunResult
+from jeeves_router.testing import Call, FunctionModel, Reply, ScriptedModel
+from jeeves_router.usage import Usage
+
+USAGE = Usage(input_tokens=10, output_tokens=5, requests=1)
+
+
+class Sleeps:
+    """Records backoff delays instead of waiting."""
+
+    def __init__(self) -> None:
+        self.delays: list[float] = []
+
+    async def __call__(self, delay: float) -> None:
+        self.delays.append(delay)
+
+
+class Clock:
+    """The recovery ladder's clock (``time`` as ``jeeves_router.recovery.run`` reads it): real time plus ``skipped``."""
+
+    def __init__(self) -> None:
+        self.skipped = 0.0
+
+    def monotonic(self) -> float:
+        return time.monotonic() + self.skipped
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
+    c = Clock()
+    monkeypatch.setattr("jeeves_router.recovery.run.time", c)
+    return c
+
+
+def same(replayed: RunResult, first: RunResult) -> None:
+    """``replayed`` is ``first`` again: status, output, report reason and error, usage."""
+    assert (replayed.status, replayed.output) == (first.status, first.output)
+    assert (replayed.usage, replayed.usage_by_route) == (first.usage, first.usage_by_route)
+    if first.report is not None:
+        assert replayed.report is not None
+        assert replayed.report["reason"] == first.report["reason"]
+        assert replayed.report.get("error") == first.report.get("error")
+        assert replayed.report["attempts"] == first.report["attempts"]
+
+
+async def kinds(journal: SQLiteJournal, session_id: str) -> list[str]:
+    """The event kinds of the session's last recorded attempt."""
+    events: list[Event] = await recorded_events(journal, session_id)
+    return [e.kind for e in events]
+
+
+# -- 1. a run stopped by the wall clock or by max_steps ---------------------------------------
+
+
+def looping_agent(journal: SQLiteJournal, model: Any, recovery: Recovery, tools: list[Any]) -> Agent:
+    from jeeves_router.architectures.react import ToolLoop
+
+    return Agent(
+        "Billing.",
+        name="billing",
+        model=model,
+        tools=tools,
+        architecture=ToolLoop(recovery=recovery),
+        runtime=JournalRuntime(journal),
+    )
+
+
+@pytest.mark.anyio
+async def test_a_run_stopped_by_the_time_limit_before_a_model_call_resumes_without_a_call(
+    tmp_path: Path, clock: Clock
+) -> None:
+    @tool
+    def lookup(invoice: str) -> str:
+        """Look an invoice up (slowly: the run's time passes)."""
+        clock.skipped += 60.0
+        return f"{invoice}: paid"
+
+    journal = SQLiteJournal(tmp_path / "j.db")
+    model = ScriptedModel([Reply(calls=[Call("lookup", {"invoice": "INV-7"})], usage=USAGE), "Paid."])
+    agent = looping_agent(journal, model, Recovery(time_limit_s=30.0, sleep=Sleeps()), [lookup])
+    first = await agent.run("is INV-7 paid?", session_id="s")
+    assert first.status == "critical" and first.report["reason"] == "time_limit"
+    assert len(model.requests) == 1 and first.usage == USAGE
+    before = await kinds(journal, "s")
+    clock.skipped = 0.0  # the replay is quick: its own clock never reaches the limit
+    replayed = await agent.resume("s")
+    assert len(model.requests) == 1  # the stop is replayed: the second model call is not made
+    same(replayed, first)
+    assert await kinds(journal, "s") == before
+
+
+@pytest.mark.anyio
+async def test_a_run_whose_failure_met_the_time_limit_resumes_to_the_same_stop(tmp_path: Path, clock: Clock) -> None:
+    def answer(request: Any) -> Reply:
+        clock.skipped += 60.0  # the failed call took the run past its limit: no retry
+        raise TimeoutError("read timed out")
+
+    journal = SQLiteJournal(tmp_path / "j.db")
+    model = FunctionModel(answer, name="billing")
+    agent = looping_agent(journal, model, Recovery(time_limit_s=30.0, sleep=Sleeps()), [])
+    first = await agent.run("is INV-7 paid?", session_id="s")
+    assert first.status == "critical" and first.report["reason"] == "time_limit"
+    assert len(model.requests) == 1
+    clock.skipped = 0.0
+    replayed = await agent.resume("s")
+    assert len(model.requests) == 1  # no retry on resume either: the recorded decision was a stop
+    same(replayed, first)
+
+
+@pytest.mark.anyio
+async def test_a_tool_cut_off_by_the_time_limit_resumes_to_the_same_stop_without_a_call(tmp_path: Path) -> None:
+    calls: list[str] = []
+
+    @tool
+    async def lookup(invoice: str) -> str:
+        """Look an invoice up (never answers)."""
+        calls.append(invoice)
+        await anyio.sleep_forever()
+        return "unreachable"
+
+    journal = SQLiteJournal(tmp_path / "j.db")
+    model = ScriptedModel([Reply(calls=[Call("lookup", {"invoice": "INV-7"})], usage=USAGE), "Paid."])
+    # the time box cancels the tool when the run's limit passes (a real 0.3 s: what is
+    # asserted is where the run stopped, never how long it took)
+    agent = looping_agent(journal, model, Recovery(time_limit_s=0.3, sleep=Sleeps()), [lookup])
+    first = await agent.run("is INV-7 paid?", session_id="s")
+    assert first.status == "critical" and first.report["reason"] == "time_limit"
+    assert calls == ["INV-7"] and len(model.requests) == 1
+    replayed = await agent.resume("s")
+    assert calls == ["INV-7"] and len(model.requests) == 1  # neither the tool nor the model runs again
+    same(replayed, first)
+
+
+@pytest.mark.anyio
+async def test_a_run_stopped_by_max_steps_resumes_without_a_call(tmp_path: Path) -> None:
+    calls: list[str] = []
+
+    @tool
+    def lookup(invoice: str) -> str:
+        """Look an invoice up."""
+        calls.append(invoice)
+        return f"{invoice}: paid"
+
+    journal = SQLiteJournal(tmp_path / "j.db")
+    model = ScriptedModel([Reply(calls=[Call("lookup", {"invoice": "INV-7"})], usage=USAGE), "Paid."])
+    agent = looping_agent(journal, model, Recovery(max_steps=2, sleep=Sleeps()), [lookup])
+    first = await agent.run("is INV-7 paid?", session_id="s")
+    assert first.status == "critical" and first.report["reason"] == "max_steps"
+    assert len(model.requests) == 1 and calls == ["INV-7"]
+    before = await kinds(journal, "s")
+    replayed = await agent.resume("s")
+    assert len(model.requests) == 1 and calls == ["INV-7"]
+    same(replayed, first)
+    assert await kinds(journal, "s") == before
