@@ -16,12 +16,14 @@ from typing import Any
 import anyio
 import pytest
 
-from jeeves_router import Agent, tool
+from jeeves_router import Agent, Router, RouterRoute, tool
+from jeeves_router.architectures.router.contract import CLASSIFIER_USAGE_KEY
+from jeeves_router.classify.types import ClassifyRequest, ClassifyResult, with_spent_usage
 from jeeves_router.events import Event
 from jeeves_router.journal import JournalRuntime, SQLiteJournal, recorded_events
 from jeeves_router.recovery import Recovery
 from jeeves_router.results import RunResult
-from jeeves_router.testing import Call, FunctionModel, Reply, ScriptedModel
+from jeeves_router.testing import Call, FunctionModel, Reply, ScriptedModel, StaticClassifier
 from jeeves_router.usage import Usage
 
 USAGE = Usage(input_tokens=10, output_tokens=5, requests=1)
@@ -174,3 +176,45 @@ async def test_a_run_stopped_by_max_steps_resumes_without_a_call(tmp_path: Path)
     assert len(model.requests) == 1 and calls == ["INV-7"]
     same(replayed, first)
     assert await kinds(journal, "s") == before
+
+
+# -- 2. a failed classification's paid replies ------------------------------------------------
+
+
+class PaidThenFailing:
+    """A classifier whose first ``failures`` calls fail after paying for a reply (``spent_usage``)."""
+
+    def __init__(self, error: Exception, failures: int = 1) -> None:
+        self.error, self.failures, self.calls = error, failures, 0
+
+    async def classify(self, request: ClassifyRequest) -> ClassifyResult:
+        self.calls += 1
+        if self.calls <= self.failures:
+            raise with_spent_usage(type(self.error)(*self.error.args), USAGE)
+        return await StaticClassifier("billing", 0.9).classify(request)
+
+
+def classified_desk(journal: SQLiteJournal, classifier: PaidThenFailing) -> tuple[Agent, ScriptedModel]:
+    model = ScriptedModel([Reply("Refund issued.", usage=USAGE)], name="billing")
+    billing = Agent("Billing.", name="billing", model=model)
+    router = Router([RouterRoute("billing", billing)], classifier=classifier, recovery=Recovery(sleep=Sleeps()))
+    return Agent("Desk", name="desk", runtime=JournalRuntime(journal), architecture=router), model
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("error", "status"), [(ValueError("no route in the reply"), "critical"), (TimeoutError("slow"), "ok")]
+)
+async def test_a_failed_classifications_paid_replies_count_the_same_after_resume(
+    tmp_path: Path, error: Exception, status: str
+) -> None:
+    journal = SQLiteJournal(tmp_path / "j.db")
+    classifier = PaidThenFailing(error)
+    agent, model = classified_desk(journal, classifier)
+    first = await agent.run("charged twice", session_id="s")
+    assert first.status == status
+    assert first.usage_by_route[CLASSIFIER_USAGE_KEY] == USAGE  # the failed classification's reply
+    calls, requests = classifier.calls, len(model.requests)
+    replayed = await agent.resume("s")
+    assert (classifier.calls, len(model.requests)) == (calls, requests)
+    same(replayed, first)

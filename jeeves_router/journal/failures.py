@@ -11,7 +11,8 @@ recovery ladder then decides as it decided the first time.
 A replayed failure keeps what the ladder read: the severity it acted on (after any
 ``classify_error`` hook: the record is written with the run's next entry, once the ladder
 has judged the failure), the HTTP status, ``Retry-After`` and whether the adapter had
-spent its retries.
+spent its retries, and the usage of paid replies a classifier spent before failing
+(``spent_usage``, counted again by the replay as the run counted it).
 :class:`~jeeves_router.errors.ModelError` (and :class:`~jeeves_router.errors.StreamInterrupted`)
 and built-in exceptions come back with their type; any other exception comes back as a
 :class:`ReplayedError` subclass with the original type's name (a ``classify_error`` hook
@@ -35,11 +36,13 @@ from __future__ import annotations
 import builtins
 import functools
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING
 
+from ..classify.types import with_spent_usage
 from ..errors import ModelError, RunError, StreamInterrupted
 from ..recovery.classify import decided_severity, default_classification, mark_replayed
+from ..usage import Usage
 from .records import Entry, StepFailedRecord, digest
 
 if TYPE_CHECKING:
@@ -81,6 +84,7 @@ def failure_record(
         message = str(exc)
     except Exception:
         message = ""
+    spent = getattr(exc, "spent_usage", None)
     return StepFailedRecord(
         name=name,
         index=index,
@@ -93,6 +97,7 @@ def failure_record(
         status_code=getattr(exc, "status_code", None) if isinstance(exc, ModelError) else None,
         retry_after_s=getattr(exc, "retry_after_s", None) if isinstance(exc, ModelError) else None,
         retries_exhausted=bool(getattr(exc, "retries_exhausted", False)),
+        spent_usage=asdict(spent) if isinstance(spent, Usage) else None,
     )
 
 
@@ -144,6 +149,8 @@ def replayed_error(rec: StepFailedRecord) -> Exception:
     """
     exc = _rebuilt(rec)
     mark_replayed(exc)
+    if rec.spent_usage is not None:
+        with_spent_usage(exc, Usage(**rec.spent_usage))
     return exc
 
 

@@ -166,6 +166,7 @@ class StepFailedRecord(_Rec):
     retry_after_s: float | None = None
     retries_exhausted: bool = False
     limit: Literal["before", "during", "after"] | None = None  # a time-limit record: see journal.failures
+    spent_usage: dict[str, Any] | None = None  # a failed classification's paid replies (Usage fields)
 
 
 class EventRecord(_Rec):
