@@ -21,7 +21,8 @@ from jeeves_router.architectures.router.contract import CLASSIFIER_USAGE_KEY
 from jeeves_router.classify.types import ClassifyRequest, ClassifyResult, with_spent_usage
 from jeeves_router.events import Event
 from jeeves_router.journal import JournalRuntime, SQLiteJournal, recorded_events
-from jeeves_router.recovery import Recovery
+from jeeves_router.recovery import ErrorClassification, ErrorSeverity, Recovery
+from jeeves_router.recovery.classify import ErrorContext
 from jeeves_router.results import RunResult
 from jeeves_router.testing import Call, FunctionModel, Reply, ScriptedModel, StaticClassifier
 from jeeves_router.usage import Usage
@@ -218,3 +219,69 @@ async def test_a_failed_classifications_paid_replies_count_the_same_after_resume
     replayed = await agent.resume("s")
     assert (classifier.calls, len(model.requests)) == (calls, requests)
     same(replayed, first)
+
+
+# -- 3. a classify_error hook's judgement of the user's own exception class -----------------
+
+
+class NotMyDesk(Exception):
+    """A specialist's way of saying the request belongs elsewhere (the user's own class)."""
+
+
+class FirstRoute:
+    """A classifier that picks the first route it is offered; records the feedback it was shown."""
+
+    def __init__(self) -> None:
+        self.feedback: list[str | None] = []
+
+    async def classify(self, request: ClassifyRequest) -> ClassifyResult:
+        self.feedback.append(request.feedback)
+        return await StaticClassifier(request.routes[0].name, 0.9).classify(request)
+
+
+def hooked_desk(journal: SQLiteJournal, hook: Any, billing_steps: list[Any]) -> tuple[Agent, FirstRoute, list[Any]]:
+    billing_model = ScriptedModel(billing_steps, name="billing")
+    general_model = ScriptedModel(["General answer."], name="general")
+    billing = Agent("Billing.", name="billing", model=billing_model, classify_error=hook)
+    general = Agent("General.", name="general", model=general_model)
+    classifier = FirstRoute()
+    router = Router(
+        [RouterRoute("billing", billing), RouterRoute("general", general)],
+        classifier=classifier,
+        recovery=Recovery(sleep=Sleeps()),
+    )
+    agent = Agent("Desk", name="desk", runtime=JournalRuntime(journal), architecture=router)
+    return agent, classifier, [billing_model, general_model]
+
+
+def catch_all(exc: BaseException, ctx: ErrorContext) -> ErrorClassification:
+    """Reclassify on the user's own class; anything else is critical."""
+    if isinstance(exc, NotMyDesk):
+        return ErrorClassification(ErrorSeverity.RECLASSIFICATION)
+    return ErrorClassification(ErrorSeverity.CRITICAL)
+
+
+def explaining(exc: BaseException, ctx: ErrorContext) -> ErrorClassification | None:
+    """Reclassify on the user's own class, with a message and metadata for the classifier."""
+    if isinstance(exc, NotMyDesk):
+        return ErrorClassification(
+            ErrorSeverity.RECLASSIFICATION, user_message="not a billing question", metadata={"hint": "hours"}
+        )
+    return None
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("hook", [catch_all, explaining])
+async def test_a_hooks_judgement_of_the_users_own_exception_is_replayed(tmp_path: Path, hook: Any) -> None:
+    journal = SQLiteJournal(tmp_path / "j.db")
+    agent, classifier, _ = hooked_desk(journal, hook, [NotMyDesk("a question about opening hours")])
+    first = await agent.run("what are your hours?", session_id="s")
+    assert (first.status, first.route, first.output) == ("ok", "general", "General answer.")
+    assert len(classifier.feedback) == 2
+    before = await kinds(journal, "s")
+    fresh, classifier, models = hooked_desk(journal, hook, [])
+    replayed = await fresh.resume("s")
+    assert classifier.feedback == [] and [m.requests for m in models] == [[], []]  # nothing called
+    assert (replayed.status, replayed.route, replayed.output) == (first.status, first.route, first.output)
+    same(replayed, first)
+    assert await kinds(journal, "s") == before

@@ -167,6 +167,7 @@ class StepFailedRecord(_Rec):
     retries_exhausted: bool = False
     limit: Literal["before", "during", "after"] | None = None  # a time-limit record: see journal.failures
     spent_usage: dict[str, Any] | None = None  # a failed classification's paid replies (Usage fields)
+    judgements: list[dict[str, Any]] = Field(default_factory=list)  # the ladders' classifications, in order
 
 
 class EventRecord(_Rec):

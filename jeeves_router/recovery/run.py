@@ -32,7 +32,7 @@ from ..policies import RetryPolicy
 from ..results import RunResult
 from ..runtime import StepKey
 from ..usage import Usage
-from .classify import ErrorContext, ErrorHook, classify_failure, is_replayed, mark_fatal, remember_severity
+from .classify import ErrorContext, ErrorHook, classify_failure, is_replayed, mark_fatal, remember_classification
 from .clock import LimitClock
 from .config import Recovery
 from .ladder import Action, Counters, Decision, budget_exceeded, next_action
@@ -204,7 +204,7 @@ class RecoveryRun:
         """Classify ``exc`` and decide; raises ``exc`` itself for ``abort`` and ``escalate``."""
         ectx = ErrorContext(operation, attempt, self.ctx.session_id, self.ctx.path, route, capability, self.ctx.context)
         cls = classify_failure(exc, ectx, (*hooks, self.config.classify_error))
-        remember_severity(exc, cls.severity)  # a journal records the failure with the severity acted on
+        remember_classification(exc, cls)  # a journal records the failure as judged (a replay judges so)
         if self._limit is not None:
             self._limit.judged()
         decision = next_action(
