@@ -25,6 +25,7 @@ from jeeves_router.recovery import ErrorClassification, ErrorSeverity, Recovery
 from jeeves_router.recovery.classify import ErrorContext
 from jeeves_router.results import RunResult
 from jeeves_router.testing import Call, FunctionModel, Reply, ScriptedModel, StaticClassifier
+from jeeves_router.tools import Tool, ToolContext, ToolOutcome
 from jeeves_router.usage import Usage
 
 USAGE = Usage(input_tokens=10, output_tokens=5, requests=1)
@@ -285,3 +286,78 @@ async def test_a_hooks_judgement_of_the_users_own_exception_is_replayed(tmp_path
     assert (replayed.status, replayed.route, replayed.output) == (first.status, first.route, first.output)
     same(replayed, first)
     assert await kinds(journal, "s") == before
+
+
+# -- 4. a tool-infrastructure failure retried in the same live process -----------------------
+
+
+class FlakyTransport(Tool):
+    """A tool whose transport fails ``failures`` times before the call reaches the function."""
+
+    def __init__(self, fn: Any, failures: int) -> None:
+        super().__init__(fn)
+        self.failures = failures
+
+    async def call(self, arguments: Any, ctx: ToolContext) -> ToolOutcome:
+        if self.failures:
+            self.failures -= 1
+            raise ConnectionResetError("tool server dropped the connection")
+        return await super().call(arguments, ctx)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("policy", ["fail", "skip"])
+async def test_a_tool_infrastructure_failure_is_retried_live_not_sent_to_the_unknown_outcome_policy(
+    tmp_path: Path, policy: Any
+) -> None:
+    refunds: list[str] = []
+
+    def refund(invoice: str) -> str:
+        """Refund an invoice."""
+        refunds.append(invoice)
+        return f"refunded {invoice}"
+
+    journal = SQLiteJournal(tmp_path / "j.db")
+    model = ScriptedModel([Reply(calls=[Call("refund", {"invoice": "INV-7"})], usage=USAGE), "Refunded."])
+    from jeeves_router.architectures.react import ToolLoop
+
+    agent = Agent(
+        "Billing.",
+        name="billing",
+        model=model,
+        tools=[FlakyTransport(refund, failures=1)],
+        architecture=ToolLoop(recovery=Recovery(sleep=Sleeps())),
+        runtime=JournalRuntime(journal, on_unknown_tool_outcome=policy),
+    )
+    first = await agent.run("refund INV-7", session_id="s")
+    # the failed attempt's outcome is known here (it raised): the retry calls the tool
+    assert (first.status, first.output, refunds) == ("ok", "Refunded.", ["INV-7"])
+    before = await kinds(journal, "s")
+    replayed = await agent.resume("s")
+    assert refunds == ["INV-7"] and len(model.requests) == 2
+    same(replayed, first)
+    assert await kinds(journal, "s") == before
+
+
+@pytest.mark.anyio
+async def test_resuming_a_run_that_failed_on_a_tool_infrastructure_error_calls_the_tool_again(tmp_path: Path) -> None:
+    refunds: list[str] = []
+
+    def refund(invoice: str) -> str:
+        """Refund an invoice."""
+        refunds.append(invoice)
+        return f"refunded {invoice}"
+
+    journal = SQLiteJournal(tmp_path / "j.db")
+    model = ScriptedModel([Reply(calls=[Call("refund", {"invoice": "INV-7"})], usage=USAGE), "Refunded."])
+    agent = Agent(
+        "Billing.",
+        name="billing",
+        model=model,
+        tools=[FlakyTransport(refund, failures=1)],
+        runtime=JournalRuntime(journal),
+    )
+    with pytest.raises(ConnectionResetError):  # no recovery: the failure ends the run
+        await agent.run("refund INV-7", session_id="s")
+    result = await agent.resume("s")  # the journal says the call raised: its outcome is known
+    assert (result.status, result.output, refunds) == ("ok", "Refunded.", ["INV-7"])

@@ -84,9 +84,20 @@ def _replayed_class(name: str) -> type[ReplayedError]:
 
 
 def failure_record(
-    name: str, index: int, digest: str, attempt: int, exc: Exception, chunks: Sequence[str] = ()
+    name: str,
+    index: int,
+    digest: str,
+    attempt: int,
+    exc: Exception,
+    chunks: Sequence[str] = (),
+    claim: str | None = None,
 ) -> StepFailedRecord:
-    """The ``step.failed`` record of ``exc``, raised by attempt ``attempt`` of step ``(index, digest)``."""
+    """The ``step.failed`` record of ``exc``, raised by attempt ``attempt`` of step ``(index, digest)``.
+
+    ``claim`` is a failed tool call's claim (its ``tool.started`` entry's): that call's
+    outcome is known, so a retry or a resume calls the tool again instead of applying
+    ``on_unknown_tool_outcome``.
+    """
     try:
         message = str(exc)
     except Exception:
@@ -106,6 +117,7 @@ def failure_record(
         retries_exhausted=bool(getattr(exc, "retries_exhausted", False)),
         spent_usage=asdict(spent) if isinstance(spent, Usage) else None,
         judgements=[_judgement(c) for c in judgements(exc)],
+        claim=claim,
     )
 
 
@@ -166,11 +178,12 @@ class PendingFailure:
     attempt: int
     error: Exception
     chunks: tuple[str, ...]
+    claim: str | None = None
 
     def entry(self) -> Entry:
         """The ``step.failed`` entry, as the failure is judged now."""
         k = self.key
-        rec = failure_record(k.name, k.index, self.digest, self.attempt, self.error, self.chunks)
+        rec = failure_record(k.name, k.index, self.digest, self.attempt, self.error, self.chunks, self.claim)
         return Entry(session_id=k.session_id, run_id=k.run_id, record=rec)
 
 

@@ -168,6 +168,7 @@ class StepFailedRecord(_Rec):
     limit: Literal["before", "during", "after"] | None = None  # a time-limit record: see journal.failures
     spent_usage: dict[str, Any] | None = None  # a failed classification's paid replies (Usage fields)
     judgements: list[dict[str, Any]] = Field(default_factory=list)  # the ladders' classifications, in order
+    claim: str | None = None  # a tool call's: the claim of its tool.started entry (its outcome is known: failed)
 
 
 class EventRecord(_Rec):

@@ -15,7 +15,8 @@ live (or raises ``ReplayDivergence`` in strict mode).
 
 Tool calls. Before a tool runs, a ``tool.started`` entry with the call's idempotency key
 (:func:`current_idempotency_key`, stable across resumes) is written. A started call with
-no recorded result had an unknown outcome (the process died during it); on resume,
+no recorded result and no recorded failure (a tool that raised is retried like any failed
+step) had an unknown outcome (the process died during it); on resume,
 ``on_unknown_tool_outcome`` decides (``"fail"``, ``"retry"`` or ``"skip"``, see
 :mod:`.idempotency`), as it does for the loser when two processes execute one run at once.
 
@@ -83,6 +84,7 @@ class _Index:
     done: dict[tuple[int, str], StepRecord | ModelRecord] = field(default_factory=dict)
     by_pos: dict[int, list[str]] = field(default_factory=dict)
     started: dict[tuple[int, str], ToolStartedRecord] = field(default_factory=dict)
+    failed_claims: set[str] = field(default_factory=set)  # tool calls whose outcome is known: they raised
     failed: RecordedFailures = field(default_factory=RecordedFailures)
     paid: set[tuple[int, str]] = field(default_factory=set)  # model calls this execution already counted
 
@@ -94,6 +96,8 @@ class _Index:
             self.started[(rec.index, rec.digest)] = rec
         elif isinstance(rec, StepFailedRecord):
             self.failed.add(rec)
+            if rec.claim is not None:
+                self.failed_claims.add(rec.claim)
 
 
 @dataclass(slots=True)
@@ -292,9 +296,13 @@ class JournalRuntime(Runtime):
             )
         log.info("journal step diverged; calling live", session_id=key.session_id, step=key.index, name=key.name)
 
-    async def _failed(self, key: StepKey, index: _Index, d: str, exc: Exception, chunks: Sequence[str] = ()) -> None:
+    async def _failed(
+        self, key: StepKey, index: _Index, d: str, exc: Exception, chunks: Sequence[str] = (), claim: str | None = None
+    ) -> None:
         """Keep a failed attempt of a step for the run's next write (see :mod:`.failures`); the caller re-raises."""
-        failure = PendingFailure(key, d, self._attempt(key), exc, tuple(chunks))
+        if claim is not None:  # a tool call that raised: its outcome is known, a retry calls it again
+            index.failed_claims.add(claim)
+        failure = PendingFailure(key, d, self._attempt(key), exc, tuple(chunks), claim)
         state = self._runs.get(key.run_id)
         if state is not None:  # written with the next entry, once the recovery ladder has judged it
             state.pending.append(failure)
@@ -349,7 +357,8 @@ class JournalRuntime(Runtime):
     async def _tool(self, key: StepKey, index: _Index, d: str, fn: Callable[[], Awaitable[T]]) -> T:
         started = index.started.get((key.index, d))
         idem = started.idempotency_key if started else f"{key.session_id}:{key.run_id}:{key.index}:{d[:16]}"
-        skipped = None if started is None else unknown_outcome(self.on_unknown_tool_outcome, key, idem)
+        unknown = started is not None and started.claim not in index.failed_claims  # not known to have raised
+        skipped = unknown_outcome(self.on_unknown_tool_outcome, key, idem) if unknown else None
         if skipped is not None:
             return skipped  # type: ignore[return-value]
         claim = uuid.uuid4().hex
@@ -365,7 +374,7 @@ class JournalRuntime(Runtime):
             try:
                 return await fn()
             except Exception as exc:
-                await self._failed(key, index, d, exc)
+                await self._failed(key, index, d, exc, claim=claim)
                 raise
 
     async def model_stream(self, key: StepKey, model: Model, request: ModelRequest) -> AsyncIterator[ModelStreamItem]:
