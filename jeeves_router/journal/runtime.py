@@ -32,7 +32,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import aclosing
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from pydantic import TypeAdapter
@@ -44,7 +44,7 @@ from ..models.base import Model, ModelRequest, ModelResponse, ModelStreamItem, M
 from ..runtime import LimitWhen, Runtime, StepKey
 from ..usage import NO_USAGE
 from .base import Journal
-from .failures import PendingFailure, RecordedFailures, limit_digest, limit_record, replayed_error
+from .failures import PendingFailure, limit_digest, limit_record, replayed_error
 from .idempotency import UnknownToolPolicy, current_idempotency_key, idempotency_scope, unknown_outcome, won_claim
 from .records import (
     Entry,
@@ -64,6 +64,7 @@ from .records import (
 )
 from .resume import ResumePoint, find_resume_point, read_runs
 from .sessions import SessionHistory, load_history
+from .state import RunState, StepIndex
 
 if TYPE_CHECKING:
     from ..actor import Actor
@@ -75,39 +76,6 @@ log = get_logger(__name__)
 T = TypeVar("T")
 
 _RESPONSE = TypeAdapter(ModelResponse)
-
-
-@dataclass(slots=True)
-class _Index:
-    """The recorded steps of one (session, run), by position and digest."""
-
-    done: dict[tuple[int, str], StepRecord | ModelRecord] = field(default_factory=dict)
-    by_pos: dict[int, list[str]] = field(default_factory=dict)
-    started: dict[tuple[int, str], ToolStartedRecord] = field(default_factory=dict)
-    failed_claims: set[str] = field(default_factory=set)  # tool calls whose outcome is known: they raised
-    failed: RecordedFailures = field(default_factory=RecordedFailures)
-    paid: set[tuple[int, str]] = field(default_factory=set)  # model calls this execution already counted
-
-    def add(self, rec: Record) -> None:
-        if isinstance(rec, (StepRecord, ModelRecord)):
-            self.done[(rec.index, rec.digest)] = rec
-            self.by_pos.setdefault(rec.index, []).append(rec.digest)
-        elif isinstance(rec, ToolStartedRecord):
-            self.started[(rec.index, rec.digest)] = rec
-        elif isinstance(rec, StepFailedRecord):
-            self.failed.add(rec)
-            if rec.claim is not None:
-                self.failed_claims.add(rec.claim)
-
-
-@dataclass(slots=True)
-class _RunState:
-    session_id: str
-    run_id: str
-    attempt: int
-    fresh: bool
-    pending: list[Entry | PendingFailure] = field(default_factory=list)  # written with the next entry
-    completed_attempt: int | None = None  # resuming a completed run: the attempt whose failures replay
 
 
 class JournalRuntime(Runtime):
@@ -161,8 +129,8 @@ class JournalRuntime(Runtime):
         self.on_unknown_tool_outcome: UnknownToolPolicy = on_unknown_tool_outcome
         self.record_events = record_events
         self.session_history = session_history
-        self._runs: dict[str, _RunState] = {}
-        self._indexes: dict[tuple[str, str], _Index] = {}
+        self._runs: dict[str, RunState] = {}
+        self._indexes: dict[tuple[str, str], StepIndex] = {}
 
     def __repr__(self) -> str:
         return f"JournalRuntime({self.journal!r}, strict={self.strict})"
@@ -197,7 +165,7 @@ class JournalRuntime(Runtime):
         finally:
             self._forget(state.run_id)
 
-    async def _begin(self, ctx: RunContext) -> _RunState:
+    async def _begin(self, ctx: RunContext) -> RunState:
         sid = ctx.session_id
         start = RunStartRecord(
             agent=ctx.agent.name,
@@ -232,15 +200,15 @@ class JournalRuntime(Runtime):
         start = start.model_copy(update={"input_digest": input_digest, "attempt": attempt})
         await self.journal.append([self._entry(sid, run_id, start)])
         ctx.run_id = run_id
-        state = _RunState(sid, run_id, attempt, ctx.resume_run is None, completed_attempt=completed)
+        state = RunState(sid, run_id, attempt, ctx.resume_run is None, completed_attempt=completed)
         self._runs[run_id] = state
         log.debug("journal run", session_id=sid, run_id=run_id, attempt=attempt, replay=not state.fresh)
         return state
 
-    async def _finish(self, state: _RunState, end: RunEndRecord) -> None:
+    async def _finish(self, state: RunState, end: RunEndRecord) -> None:
         await self.journal.append(self._flush(state, self._entry(state.session_id, state.run_id, end)))
 
-    def _flush(self, state: _RunState | None, entry: Entry) -> list[Entry]:
+    def _flush(self, state: RunState | None, entry: Entry) -> list[Entry]:
         """``state``'s pending entries (a failure as its recovery has judged it by now), then ``entry``."""
         if state is None or not state.pending:
             return [entry]
@@ -264,12 +232,12 @@ class JournalRuntime(Runtime):
     def _entry(self, session_id: str, run_id: str, record: Record) -> Entry:
         return Entry(session_id=session_id, run_id=run_id, record=record)
 
-    async def _index(self, key: StepKey) -> _Index:
+    async def _index(self, key: StepKey) -> StepIndex:
         ik = (key.session_id, key.run_id)
         found = self._indexes.get(ik)
         if found is not None:
             return found
-        index = _Index()
+        index = StepIndex()
         state = self._runs.get(key.run_id)
         if state is None or not state.fresh:
             index.failed.attempt = state.completed_attempt if state is not None else None
@@ -279,12 +247,12 @@ class JournalRuntime(Runtime):
         return self._indexes.setdefault(ik, index)
 
     async def _record(
-        self, key: StepKey, index: _Index, rec: StepRecord | ModelRecord | ToolStartedRecord | StepFailedRecord
+        self, key: StepKey, index: StepIndex, rec: StepRecord | ModelRecord | ToolStartedRecord | StepFailedRecord
     ) -> None:
         await self.journal.append(self._flush(self._runs.get(key.run_id), self._entry(key.session_id, key.run_id, rec)))
         index.add(rec)
 
-    def _diverged(self, key: StepKey, index: _Index, d: str) -> None:
+    def _diverged(self, key: StepKey, index: StepIndex, d: str) -> None:
         others = index.by_pos.get(key.index)
         if not others:
             return
@@ -297,7 +265,13 @@ class JournalRuntime(Runtime):
         log.info("journal step diverged; calling live", session_id=key.session_id, step=key.index, name=key.name)
 
     async def _failed(
-        self, key: StepKey, index: _Index, d: str, exc: Exception, chunks: Sequence[str] = (), claim: str | None = None
+        self,
+        key: StepKey,
+        index: StepIndex,
+        d: str,
+        exc: Exception,
+        chunks: Sequence[str] = (),
+        claim: str | None = None,
     ) -> None:
         """Keep a failed attempt of a step for the run's next write (see :mod:`.failures`); the caller re-raises."""
         if claim is not None:  # a tool call that raised: its outcome is known, a retry calls it again
@@ -354,7 +328,7 @@ class JournalRuntime(Runtime):
         )
         return result
 
-    async def _tool(self, key: StepKey, index: _Index, d: str, fn: Callable[[], Awaitable[T]]) -> T:
+    async def _tool(self, key: StepKey, index: StepIndex, d: str, fn: Callable[[], Awaitable[T]]) -> T:
         started = index.started.get((key.index, d))
         idem = started.idempotency_key if started else f"{key.session_id}:{key.run_id}:{key.index}:{d[:16]}"
         unknown = started is not None and started.claim not in index.failed_claims  # not known to have raised
