@@ -146,14 +146,62 @@ async def test_a_tool_cut_off_by_the_time_limit_resumes_to_the_same_stop_without
 
     journal = SQLiteJournal(tmp_path / "j.db")
     model = ScriptedModel([Reply(calls=[Call("lookup", {"invoice": "INV-7"})], usage=USAGE), "Paid."])
-    # the time box cancels the tool when the run's limit passes (a real 0.3 s: what is
+    # the time box cancels the tool when the run's limit passes (a real second: what is
     # asserted is where the run stopped, never how long it took)
-    agent = looping_agent(journal, model, Recovery(time_limit_s=0.3, sleep=Sleeps()), [lookup])
+    agent = looping_agent(journal, model, Recovery(time_limit_s=1.0, sleep=Sleeps()), [lookup])
     first = await agent.run("is INV-7 paid?", session_id="s")
     assert first.status == "critical" and first.report["reason"] == "time_limit"
     assert calls == ["INV-7"] and len(model.requests) == 1
     replayed = await agent.resume("s")
     assert calls == ["INV-7"] and len(model.requests) == 1  # neither the tool nor the model runs again
+    same(replayed, first)
+
+
+@pytest.mark.anyio
+async def test_a_routed_run_whose_specialist_failed_past_the_time_limit_resumes_to_the_same_stop(
+    tmp_path: Path, clock: Clock
+) -> None:
+    def answer(request: Any) -> Reply:
+        clock.skipped += 60.0
+        raise TimeoutError("read timed out")
+
+    model = FunctionModel(answer, name="billing")
+    billing = Agent("Billing.", name="billing", model=model)
+    router = Router(
+        [RouterRoute("billing", billing)],
+        classifier=StaticClassifier("billing", 0.9),
+        recovery=Recovery(time_limit_s=30.0, sleep=Sleeps()),
+    )
+    journal = SQLiteJournal(tmp_path / "j.db")
+    agent = Agent("Desk", name="desk", runtime=JournalRuntime(journal), architecture=router)
+    first = await agent.run("charged twice", session_id="s")
+    assert first.status == "critical" and first.report["reason"] == "time_limit" and len(model.requests) == 1
+    clock.skipped = 0.0
+    replayed = await agent.resume("s")
+    assert len(model.requests) == 1  # the router does not retry the route on resume
+    same(replayed, first)
+
+
+@pytest.mark.anyio
+async def test_a_capability_cut_off_by_the_time_limit_resumes_to_the_same_stop(tmp_path: Path) -> None:
+    from jeeves_router.architectures.capabilities.architecture import Capabilities, Capability, CapabilityCall
+    from tests.test_capabilities import Brain, plan
+
+    calls: list[str] = []
+
+    async def lookup(call: CapabilityCall) -> str:
+        calls.append(call.task)
+        await anyio.sleep_forever()
+        return "unreachable"
+
+    brain = Brain(yes={"lookup"}, plans=[plan("lookup")])
+    arch = Capabilities([Capability("lookup", lookup, "looks invoices up")], recovery=Recovery(time_limit_s=1.0))
+    journal = SQLiteJournal(tmp_path / "j.db")
+    agent = Agent("O", name="desk", model=brain.model, architecture=arch, runtime=JournalRuntime(journal))
+    first = await agent.run("is INV-7 paid?", session_id="s")
+    assert first.status == "critical" and first.report["reason"] == "time_limit" and calls == ["do lookup"]
+    replayed = await agent.resume("s")
+    assert calls == ["do lookup"]  # the capability is not run again
     same(replayed, first)
 
 
