@@ -9,13 +9,17 @@ step name and a digest of the step's input, and replays it instead of calling ag
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, Literal, NamedTuple, TypeVar
 
 from .models.base import Model, ModelRequest, ModelStreamItem
 
-__all__ = ["Runtime", "StepKey", "PASS_THROUGH"]
+__all__ = ["Runtime", "StepKey", "PASS_THROUGH", "LimitWhen"]
 
 T = TypeVar("T")
+
+#: Where a run's time limit ended an attempt: ``"before"`` it started, ``"during"`` it (the
+#: time box cut it off) or ``"after"`` it failed (the failure was judged past the limit).
+LimitWhen = Literal["before", "during", "after"]
 
 
 class StepKey(NamedTuple):
@@ -53,6 +57,26 @@ class Runtime:
     def model_stream(self, key: StepKey, model: Model, request: ModelRequest) -> AsyncIterator[ModelStreamItem]:
         """Perform one streamed model call."""
         return model.stream(request)
+
+    async def recorded_limit(self, key: StepKey, attempt: int) -> LimitWhen | Literal[""] | None:
+        """Replaying a completed run: what the run's time limit did to an attempt.
+
+        The wall clock is the one input of the recovery ladder a replay does not
+        reproduce, so a journaling runtime records where the limit ended an attempt
+        (:meth:`record_limit`) and a replay asks here instead of reading the clock.
+
+        Args:
+            key: The attempt's key (name ``limit:<operation>``, the run's step position).
+            attempt: The ladder's count of attempts, this one included.
+
+        Returns:
+            ``None`` when this is no replay of a completed run (read the clock), ``""``
+            when the limit did not end this attempt, else a :data:`LimitWhen`.
+        """
+        return None
+
+    def record_limit(self, key: StepKey, attempt: int, when: LimitWhen) -> None:
+        """Note that the run's time limit ended attempt ``attempt`` (see :meth:`recorded_limit`); nothing to do here."""
 
 
 PASS_THROUGH = Runtime()

@@ -91,7 +91,7 @@ class ToolLoop:
             while True:
                 attempt += 1
                 if rec is not None:
-                    rec.begin("model")
+                    await rec.begin("model")
                 texts = ctx.ledger.texts  # the attempt's text reached the consumer if this count moved
                 response: ModelResponse | None = None
                 stream = ctx.model_stream(model, request)

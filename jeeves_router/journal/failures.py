@@ -8,15 +8,28 @@ run must give the same result with no model call, so each failed attempt is writ
 step, after the text the model had streamed, in the order the attempts failed. The
 recovery ladder then decides as it decided the first time.
 
-A replayed failure keeps what the ladder read: the severity it acted on (after any
-``classify_error`` hook: the record is written with the run's next entry, once the ladder
-has judged the failure), the HTTP status, ``Retry-After`` and whether the adapter had
-spent its retries.
+A replayed failure keeps what the ladder read: the judgements the ladders made of it, in
+order (severity, user message, metadata, a hook's own error; after any ``classify_error``
+hook: the record is written with the run's next entry, once the ladders have judged the
+failure), the HTTP status, ``Retry-After`` and whether the adapter had spent its retries,
+and the usage of paid replies a classifier spent before failing (``spent_usage``, counted
+again by the replay as the run counted it).
 :class:`~jeeves_router.errors.ModelError` (and :class:`~jeeves_router.errors.StreamInterrupted`)
 and built-in exceptions come back with their type; any other exception comes back as a
-:class:`ReplayedError` subclass with the original type's name (a ``classify_error`` hook
-that matches on a class of its own does not match it; the recorded severity, the one the
-ladder acted on, applies instead).
+:class:`ReplayedError` subclass with the original type's name. Either way the replay's
+ladders are given the recorded judgements instead of asking their hooks again
+(:func:`~jeeves_router.recovery.classify.classify_failure`): a hook matching the user's own
+class, an attribute or a message would not match the stand-in, and its answer's message
+and metadata reach the reclassification prompt and the report. So a resumed run decides as
+the run did, the same way for every exception type.
+
+The run's time limit (``Recovery(time_limit_s=...)``) is the one input of the ladder a
+replay does not reproduce: the replay's clock is not the run's. Where the limit ended an
+attempt — before it started, during it (the time box cut it off, so no step recorded a
+failure) or after it failed (its failure was judged past the limit) — is written as a
+``step.failed`` record too (:func:`limit_record`, keyed by the ladder's attempt count), and
+the replay's ladder asks for it instead of reading the clock
+(:meth:`~jeeves_router.runtime.Runtime.recorded_limit`): it stops where the run stopped.
 
 Replaying an *unfinished* run (after a crash) serves no failure: its failed steps run
 live again, as before.
@@ -27,17 +40,30 @@ from __future__ import annotations
 import builtins
 import functools
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
 
+from pydantic_core import to_jsonable_python
+
+from ..classify.types import with_spent_usage
 from ..errors import ModelError, RunError, StreamInterrupted
-from ..recovery.classify import decided_severity, default_classification, mark_replayed
-from .records import Entry, StepFailedRecord
+from ..recovery.classify import decided_severity, default_classification, judgements, mark_replayed
+from ..recovery.severity import ErrorClassification
+from ..usage import Usage
+from .records import Entry, StepFailedRecord, digest
 
 if TYPE_CHECKING:
-    from ..runtime import StepKey
+    from ..runtime import LimitWhen, StepKey
 
-__all__ = ["PendingFailure", "RecordedFailures", "ReplayedError", "failure_record", "replayed_error"]
+__all__ = [
+    "PendingFailure",
+    "RecordedFailures",
+    "ReplayedError",
+    "failure_record",
+    "limit_digest",
+    "limit_record",
+    "replayed_error",
+]
 
 _MODEL_ERRORS: dict[str, type[ModelError]] = {"ModelError": ModelError, "StreamInterrupted": StreamInterrupted}
 
@@ -58,13 +84,25 @@ def _replayed_class(name: str) -> type[ReplayedError]:
 
 
 def failure_record(
-    name: str, index: int, digest: str, attempt: int, exc: Exception, chunks: Sequence[str] = ()
+    name: str,
+    index: int,
+    digest: str,
+    attempt: int,
+    exc: Exception,
+    chunks: Sequence[str] = (),
+    claim: str | None = None,
 ) -> StepFailedRecord:
-    """The ``step.failed`` record of ``exc``, raised by attempt ``attempt`` of step ``(index, digest)``."""
+    """The ``step.failed`` record of ``exc``, raised by attempt ``attempt`` of step ``(index, digest)``.
+
+    ``claim`` is a failed tool call's claim (its ``tool.started`` entry's): that call's
+    outcome is known, so a retry or a resume calls the tool again instead of applying
+    ``on_unknown_tool_outcome``.
+    """
     try:
         message = str(exc)
     except Exception:
         message = ""
+    spent = getattr(exc, "spent_usage", None)
     return StepFailedRecord(
         name=name,
         index=index,
@@ -77,6 +115,53 @@ def failure_record(
         status_code=getattr(exc, "status_code", None) if isinstance(exc, ModelError) else None,
         retry_after_s=getattr(exc, "retry_after_s", None) if isinstance(exc, ModelError) else None,
         retries_exhausted=bool(getattr(exc, "retries_exhausted", False)),
+        spent_usage=asdict(spent) if isinstance(spent, Usage) else None,
+        judgements=[_judgement(c) for c in judgements(exc)],
+        claim=claim,
+    )
+
+
+def _judgement(c: ErrorClassification) -> dict[str, Any]:
+    """A ladder's classification as JSON (metadata that is not JSON-ready is kept as text)."""
+    hook_error = None
+    if c.hook_error is not None:
+        try:
+            hook_message = str(c.hook_error)
+        except Exception:
+            hook_message = ""
+        hook_error = {"type": type(c.hook_error).__name__, "message": hook_message}
+    metadata = to_jsonable_python(dict(c.metadata), fallback=str) if c.metadata is not None else None
+    return {
+        "severity": c.severity.value,
+        "user_message": c.user_message,
+        "metadata": metadata,
+        "hook_error": hook_error,
+    }
+
+
+def _classification(data: dict[str, Any]) -> ErrorClassification:
+    """A recorded judgement, to be given again to the replay's ladder."""
+    hook = data.get("hook_error")
+    hook_error = _stand_in(hook["type"], hook["message"], "critical") if hook else None
+    return ErrorClassification(data["severity"], data.get("user_message"), data.get("metadata"), hook_error)
+
+
+def limit_digest(name: str, attempt: int) -> str:
+    """The digest a time-limit record of the ladder's attempt ``attempt`` of ``name`` is keyed by."""
+    return digest({"name": name, "attempt": attempt})
+
+
+def limit_record(key: StepKey, run_attempt: int, attempt: int, when: LimitWhen) -> StepFailedRecord:
+    """The ``step.failed`` record of the run's time limit ending the ladder's attempt ``attempt`` (``when``)."""
+    return StepFailedRecord(
+        name=key.name,
+        index=key.index,
+        digest=limit_digest(key.name, attempt),
+        attempt=run_attempt,
+        error_type="TimeLimit",
+        message=f"the run's time limit was spent {when} attempt {attempt}",
+        severity="critical",
+        limit=when,
     )
 
 
@@ -93,11 +178,12 @@ class PendingFailure:
     attempt: int
     error: Exception
     chunks: tuple[str, ...]
+    claim: str | None = None
 
     def entry(self) -> Entry:
         """The ``step.failed`` entry, as the failure is judged now."""
         k = self.key
-        rec = failure_record(k.name, k.index, self.digest, self.attempt, self.error, self.chunks)
+        rec = failure_record(k.name, k.index, self.digest, self.attempt, self.error, self.chunks, self.claim)
         return Entry(session_id=k.session_id, run_id=k.run_id, record=rec)
 
 
@@ -108,7 +194,9 @@ def replayed_error(rec: StepFailedRecord) -> Exception:
     its backoff again.
     """
     exc = _rebuilt(rec)
-    mark_replayed(exc)
+    mark_replayed(exc, [_classification(j) for j in rec.judgements])
+    if rec.spent_usage is not None:
+        with_spent_usage(exc, Usage(**rec.spent_usage))
     return exc
 
 
@@ -129,8 +217,13 @@ def _rebuilt(rec: StepFailedRecord) -> Exception:
             plain = None
         if plain is not None:  # the same type: a hook that matched it matches it again
             return plain
-    cls = _replayed_class(rec.error_type) if rec.error_type.isidentifier() else ReplayedError
-    return cls(rec.message, severity=rec.severity, metadata={"error_type": rec.error_type})
+    return _stand_in(rec.error_type, rec.message, rec.severity)
+
+
+def _stand_in(error_type: str, message: str, severity: str) -> ReplayedError:
+    """A :class:`ReplayedError` named ``error_type`` (when it is a name) for an exception that cannot be rebuilt."""
+    cls = _replayed_class(error_type) if error_type.isidentifier() else ReplayedError
+    return cls(message, severity=severity, metadata={"error_type": error_type})
 
 
 @dataclass(slots=True)

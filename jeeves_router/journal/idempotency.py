@@ -1,8 +1,10 @@
 """Idempotency keys of tool calls, and what a resume does with a call whose outcome is unknown.
 
 The keys are stable across replays, resumes and DBOS recoveries. A ``tool.started`` entry
-with no recorded result had an unknown outcome (the process died during the call); on
-resume, ``JournalRuntime(on_unknown_tool_outcome=...)`` decides:
+with no recorded result had an unknown outcome (the process died during the call), unless
+a ``step.failed`` entry names its claim (the call raised: its outcome is known, and a retry
+or a resume calls the tool again). On resume, ``JournalRuntime(on_unknown_tool_outcome=...)``
+decides what to do with an unknown one:
 
 - ``"fail"`` (default): raise :class:`ToolOutcomeUnknown`; nothing is repeated.
 - ``"retry"``: call the tool again with the same idempotency key.

@@ -12,7 +12,8 @@ record, told apart by its ``type``:
 - ``tool.started`` — written *before* a tool runs, with the call's idempotency key; a
   ``tool.started`` without a matching ``step`` means the tool's outcome is unknown.
 - ``step.failed`` — an attempt of a step or model call that raised: the error and, for a
-  model call, the text it streamed first (replayed only when a completed run is resumed).
+  model call, the text it streamed first (replayed only when a completed run is resumed);
+  also where the run's time limit ended an attempt (``limit``).
 - ``event`` — one event of the run's stream, as the consumer saw it.
 - ``run.end`` — how an attempt of the run ended (``completed`` or ``failed``).
 
@@ -164,6 +165,10 @@ class StepFailedRecord(_Rec):
     status_code: int | None = None
     retry_after_s: float | None = None
     retries_exhausted: bool = False
+    limit: Literal["before", "during", "after"] | None = None  # a time-limit record: see journal.failures
+    spent_usage: dict[str, Any] | None = None  # a failed classification's paid replies (Usage fields)
+    judgements: list[dict[str, Any]] = Field(default_factory=list)  # the ladders' classifications, in order
+    claim: str | None = None  # a tool call's: the claim of its tool.started entry (its outcome is known: failed)
 
 
 class EventRecord(_Rec):

@@ -15,14 +15,16 @@ live (or raises ``ReplayDivergence`` in strict mode).
 
 Tool calls. Before a tool runs, a ``tool.started`` entry with the call's idempotency key
 (:func:`current_idempotency_key`, stable across resumes) is written. A started call with
-no recorded result had an unknown outcome (the process died during it); on resume,
+no recorded result and no recorded failure (a tool that raised is retried like any failed
+step) had an unknown outcome (the process died during it); on resume,
 ``on_unknown_tool_outcome`` decides (``"fail"``, ``"retry"`` or ``"skip"``, see
 :mod:`.idempotency`), as it does for the loser when two processes execute one run at once.
 
 Failed attempts are recorded (``step.failed``); resuming a *completed* run raises them
 again where they happened, so a run that ended on a failure replays to the same result
-with no call (:mod:`.failures`). Not recorded: events buffered since the last step when a
-process dies (resume produces them again), and the rest of an attempt closed early.
+with no call (:mod:`.failures`) — where its time limit ended an attempt included. Not
+recorded: events buffered since the last step when a process dies (resume produces them
+again), and the rest of an attempt closed early.
 """
 
 from __future__ import annotations
@@ -30,8 +32,8 @@ from __future__ import annotations
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import aclosing
-from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, TypeVar
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from pydantic import TypeAdapter
 
@@ -39,10 +41,10 @@ from .._log import get_logger
 from ..errors import ReplayDivergence, UsageError
 from ..events import Event, event_adapter
 from ..models.base import Model, ModelRequest, ModelResponse, ModelStreamItem, ModelTextDelta
-from ..runtime import Runtime, StepKey
+from ..runtime import LimitWhen, Runtime, StepKey
 from ..usage import NO_USAGE
 from .base import Journal
-from .failures import PendingFailure, RecordedFailures, replayed_error
+from .failures import PendingFailure, limit_digest, limit_record, replayed_error
 from .idempotency import UnknownToolPolicy, current_idempotency_key, idempotency_scope, unknown_outcome, won_claim
 from .records import (
     Entry,
@@ -62,6 +64,7 @@ from .records import (
 )
 from .resume import ResumePoint, find_resume_point, read_runs
 from .sessions import SessionHistory, load_history
+from .state import RunState, StepIndex
 
 if TYPE_CHECKING:
     from ..actor import Actor
@@ -73,36 +76,6 @@ log = get_logger(__name__)
 T = TypeVar("T")
 
 _RESPONSE = TypeAdapter(ModelResponse)
-
-
-@dataclass(slots=True)
-class _Index:
-    """The recorded steps of one (session, run), by position and digest."""
-
-    done: dict[tuple[int, str], StepRecord | ModelRecord] = field(default_factory=dict)
-    by_pos: dict[int, list[str]] = field(default_factory=dict)
-    started: dict[tuple[int, str], ToolStartedRecord] = field(default_factory=dict)
-    failed: RecordedFailures = field(default_factory=RecordedFailures)
-    paid: set[tuple[int, str]] = field(default_factory=set)  # model calls this execution already counted
-
-    def add(self, rec: Record) -> None:
-        if isinstance(rec, (StepRecord, ModelRecord)):
-            self.done[(rec.index, rec.digest)] = rec
-            self.by_pos.setdefault(rec.index, []).append(rec.digest)
-        elif isinstance(rec, ToolStartedRecord):
-            self.started[(rec.index, rec.digest)] = rec
-        elif isinstance(rec, StepFailedRecord):
-            self.failed.add(rec)
-
-
-@dataclass(slots=True)
-class _RunState:
-    session_id: str
-    run_id: str
-    attempt: int
-    fresh: bool
-    pending: list[Entry | PendingFailure] = field(default_factory=list)  # written with the next entry
-    completed_attempt: int | None = None  # resuming a completed run: the attempt whose failures replay
 
 
 class JournalRuntime(Runtime):
@@ -156,8 +129,8 @@ class JournalRuntime(Runtime):
         self.on_unknown_tool_outcome: UnknownToolPolicy = on_unknown_tool_outcome
         self.record_events = record_events
         self.session_history = session_history
-        self._runs: dict[str, _RunState] = {}
-        self._indexes: dict[tuple[str, str], _Index] = {}
+        self._runs: dict[str, RunState] = {}
+        self._indexes: dict[tuple[str, str], StepIndex] = {}
 
     def __repr__(self) -> str:
         return f"JournalRuntime({self.journal!r}, strict={self.strict})"
@@ -192,7 +165,7 @@ class JournalRuntime(Runtime):
         finally:
             self._forget(state.run_id)
 
-    async def _begin(self, ctx: RunContext) -> _RunState:
+    async def _begin(self, ctx: RunContext) -> RunState:
         sid = ctx.session_id
         start = RunStartRecord(
             agent=ctx.agent.name,
@@ -227,15 +200,15 @@ class JournalRuntime(Runtime):
         start = start.model_copy(update={"input_digest": input_digest, "attempt": attempt})
         await self.journal.append([self._entry(sid, run_id, start)])
         ctx.run_id = run_id
-        state = _RunState(sid, run_id, attempt, ctx.resume_run is None, completed_attempt=completed)
+        state = RunState(sid, run_id, attempt, ctx.resume_run is None, completed_attempt=completed)
         self._runs[run_id] = state
         log.debug("journal run", session_id=sid, run_id=run_id, attempt=attempt, replay=not state.fresh)
         return state
 
-    async def _finish(self, state: _RunState, end: RunEndRecord) -> None:
+    async def _finish(self, state: RunState, end: RunEndRecord) -> None:
         await self.journal.append(self._flush(state, self._entry(state.session_id, state.run_id, end)))
 
-    def _flush(self, state: _RunState | None, entry: Entry) -> list[Entry]:
+    def _flush(self, state: RunState | None, entry: Entry) -> list[Entry]:
         """``state``'s pending entries (a failure as its recovery has judged it by now), then ``entry``."""
         if state is None or not state.pending:
             return [entry]
@@ -259,12 +232,12 @@ class JournalRuntime(Runtime):
     def _entry(self, session_id: str, run_id: str, record: Record) -> Entry:
         return Entry(session_id=session_id, run_id=run_id, record=record)
 
-    async def _index(self, key: StepKey) -> _Index:
+    async def _index(self, key: StepKey) -> StepIndex:
         ik = (key.session_id, key.run_id)
         found = self._indexes.get(ik)
         if found is not None:
             return found
-        index = _Index()
+        index = StepIndex()
         state = self._runs.get(key.run_id)
         if state is None or not state.fresh:
             index.failed.attempt = state.completed_attempt if state is not None else None
@@ -274,12 +247,12 @@ class JournalRuntime(Runtime):
         return self._indexes.setdefault(ik, index)
 
     async def _record(
-        self, key: StepKey, index: _Index, rec: StepRecord | ModelRecord | ToolStartedRecord | StepFailedRecord
+        self, key: StepKey, index: StepIndex, rec: StepRecord | ModelRecord | ToolStartedRecord | StepFailedRecord
     ) -> None:
         await self.journal.append(self._flush(self._runs.get(key.run_id), self._entry(key.session_id, key.run_id, rec)))
         index.add(rec)
 
-    def _diverged(self, key: StepKey, index: _Index, d: str) -> None:
+    def _diverged(self, key: StepKey, index: StepIndex, d: str) -> None:
         others = index.by_pos.get(key.index)
         if not others:
             return
@@ -291,14 +264,39 @@ class JournalRuntime(Runtime):
             )
         log.info("journal step diverged; calling live", session_id=key.session_id, step=key.index, name=key.name)
 
-    async def _failed(self, key: StepKey, index: _Index, d: str, exc: Exception, chunks: Sequence[str] = ()) -> None:
+    async def _failed(
+        self,
+        key: StepKey,
+        index: StepIndex,
+        d: str,
+        exc: Exception,
+        chunks: Sequence[str] = (),
+        claim: str | None = None,
+    ) -> None:
         """Keep a failed attempt of a step for the run's next write (see :mod:`.failures`); the caller re-raises."""
-        failure = PendingFailure(key, d, self._attempt(key), exc, tuple(chunks))
+        if claim is not None:  # a tool call that raised: its outcome is known, a retry calls it again
+            index.failed_claims.add(claim)
+        failure = PendingFailure(key, d, self._attempt(key), exc, tuple(chunks), claim)
         state = self._runs.get(key.run_id)
         if state is not None:  # written with the next entry, once the recovery ladder has judged it
             state.pending.append(failure)
         else:
             await self.journal.append([failure.entry()])
+
+    async def recorded_limit(self, key: StepKey, attempt: int) -> LimitWhen | Literal[""] | None:
+        """Replaying a completed run: where its time limit ended the ladder's attempt ``attempt`` (:mod:`.failures`)."""
+        index = await self._index(key)
+        if index.failed.attempt is None:
+            return None
+        rec = index.failed.next(key.index, limit_digest(key.name, attempt))
+        return rec.limit or "" if rec is not None else ""
+
+    def record_limit(self, key: StepKey, attempt: int, when: LimitWhen) -> None:
+        """Record that the run's time limit ended the ladder's attempt ``attempt`` (written with the next entry)."""
+        state = self._runs.get(key.run_id)
+        if state is not None:
+            rec = limit_record(key, state.attempt, attempt, when)
+            state.pending.append(self._entry(key.session_id, key.run_id, rec))
 
     def _attempt(self, key: StepKey) -> int:
         state = self._runs.get(key.run_id)
@@ -330,10 +328,11 @@ class JournalRuntime(Runtime):
         )
         return result
 
-    async def _tool(self, key: StepKey, index: _Index, d: str, fn: Callable[[], Awaitable[T]]) -> T:
+    async def _tool(self, key: StepKey, index: StepIndex, d: str, fn: Callable[[], Awaitable[T]]) -> T:
         started = index.started.get((key.index, d))
         idem = started.idempotency_key if started else f"{key.session_id}:{key.run_id}:{key.index}:{d[:16]}"
-        skipped = None if started is None else unknown_outcome(self.on_unknown_tool_outcome, key, idem)
+        unknown = started is not None and started.claim not in index.failed_claims  # not known to have raised
+        skipped = unknown_outcome(self.on_unknown_tool_outcome, key, idem) if unknown else None
         if skipped is not None:
             return skipped  # type: ignore[return-value]
         claim = uuid.uuid4().hex
@@ -349,7 +348,7 @@ class JournalRuntime(Runtime):
             try:
                 return await fn()
             except Exception as exc:
-                await self._failed(key, index, d, exc)
+                await self._failed(key, index, d, exc, claim=claim)
                 raise
 
     async def model_stream(self, key: StepKey, model: Model, request: ModelRequest) -> AsyncIterator[ModelStreamItem]:

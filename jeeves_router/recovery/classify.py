@@ -6,6 +6,12 @@ first (capability or route, then agent, then the :class:`Recovery` config). A ho
 raises makes the failure CRITICAL, keeping both exceptions (the hook's in
 ``hook_error``, the original as ``__context__`` of the hook's).
 
+A failure a journal replay raises again (:func:`mark_replayed`) is not given to the hooks
+again: it carries the judgements the run made of it, in order (one per ladder that judged
+it), and each ladder takes the next (:func:`remember_classification`). A hook matches the
+user's own exception classes, attributes and messages, which the replayed stand-in does not
+have; its answer (severity, user message, metadata) is what a replay must reproduce.
+
 Defaults by type:
 
 * an exception already judged FATAL by an inner architecture → FATAL (stays fatal);
@@ -35,7 +41,8 @@ __all__ = [
     "default_classification",
     "mark_fatal",
     "is_marked_fatal",
-    "remember_severity",
+    "remember_classification",
+    "judgements",
     "decided_severity",
     "mark_replayed",
     "is_replayed",
@@ -63,8 +70,9 @@ _TRANSPORT_NAMES = frozenset(
     }
 )
 _FATAL_MARK = "__jeeves_fatal__"
-_SEVERITY_MARK = "__jeeves_severity__"
+_JUDGED_MARK = "__jeeves_judged__"
 _REPLAYED_MARK = "__jeeves_replayed__"
+_RECORDED_MARK = "__jeeves_recorded__"
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,27 +107,39 @@ def mark_fatal(exc: BaseException) -> None:
         pass
 
 
-def remember_severity(exc: BaseException, severity: ErrorSeverity) -> None:
-    """Remember the severity the ladder acted on for ``exc`` (read back by :func:`decided_severity`)."""
+def remember_classification(exc: BaseException, classification: ErrorClassification) -> None:
+    """Remember a ladder's judgement of ``exc``, after those already made (see :func:`judgements`)."""
+    judged = getattr(exc, _JUDGED_MARK, None)
     try:
-        setattr(exc, _SEVERITY_MARK, severity)
+        if isinstance(judged, list):
+            judged.append(classification)
+        else:
+            setattr(exc, _JUDGED_MARK, [classification])
     except (AttributeError, TypeError):  # exceptions with __slots__: nothing to remember on
         pass
 
 
+def judgements(exc: BaseException) -> list[ErrorClassification]:
+    """The judgements the recovery ladders made of ``exc``, in order (a journal records them)."""
+    judged = getattr(exc, _JUDGED_MARK, None)
+    return list(judged) if isinstance(judged, list) else []
+
+
 def decided_severity(exc: BaseException) -> ErrorSeverity | None:
-    """The severity the recovery ladder last acted on for ``exc`` (``None``: never classified).
+    """The severity the recovery ladder last acted on for ``exc`` (``None``: never classified)."""
+    judged = judgements(exc)
+    return judged[-1].severity if judged else None
 
-    The journal records it with a failed step, so a replay decides the same way.
+
+def mark_replayed(exc: BaseException, judged: Sequence[ErrorClassification] = ()) -> None:
+    """Mark ``exc`` as a recorded failure raised again by a journal replay.
+
+    No backoff is waited for it, and the ladders that judge it take ``judged`` (the run's
+    judgements, in order) instead of asking their hooks.
     """
-    found = getattr(exc, _SEVERITY_MARK, None)
-    return found if isinstance(found, ErrorSeverity) else None
-
-
-def mark_replayed(exc: BaseException) -> None:
-    """Mark ``exc`` as a recorded failure raised again by a journal replay (no backoff is waited for it)."""
     try:
         setattr(exc, _REPLAYED_MARK, True)
+        setattr(exc, _RECORDED_MARK, list(judged))
     except (AttributeError, TypeError):  # exceptions with __slots__: nothing to remember on
         pass
 
@@ -167,12 +187,17 @@ def classify_failure(
 ) -> ErrorClassification:
     """Classify ``exc``: the first hook that answers wins, else the default.
 
+    A replayed failure gets the run's next recorded judgement instead (module docstring).
+
     A FATAL judgement made by an inner architecture cannot be softened by a hook. A hook
     that raises gives CRITICAL with ``hook_error`` set; one that returns something other
     than an :class:`ErrorClassification` or ``None`` is treated the same way.
     """
     if is_marked_fatal(exc):
         return ErrorClassification(ErrorSeverity.FATAL)
+    recorded = getattr(exc, _RECORDED_MARK, None)
+    if recorded:  # a replayed failure: the run's own judgement, in the order the run made them
+        return recorded.pop(0)  # type: ignore[no-any-return]
     for hook in hooks:
         if hook is None:
             continue

@@ -5,7 +5,7 @@ ladder); this module keeps one run's counters and step records, turns a failure 
 :class:`Failure` (or raises at once for ``abort`` and ``escalate``), waits the backoff, and
 writes the stop report. An architecture drives it like this::
 
-    rec.begin("model")                    # counts the attempt; may raise RecoveryStop
+    await rec.begin("model")              # counts the attempt; may raise RecoveryStop
     try:
         ...                                # the step
     except Exception as exc:
@@ -30,8 +30,10 @@ from .._log import get_logger
 from ..events import RecoveryReclassify, RecoveryReplan, RecoveryReport, RecoveryRetry
 from ..policies import RetryPolicy
 from ..results import RunResult
+from ..runtime import StepKey
 from ..usage import Usage
-from .classify import ErrorContext, ErrorHook, classify_failure, is_replayed, mark_fatal, remember_severity
+from .classify import ErrorContext, ErrorHook, classify_failure, is_replayed, mark_fatal, remember_classification
+from .clock import LimitClock
 from .config import Recovery
 from .ladder import Action, Counters, Decision, budget_exceeded, next_action
 from .report import StepRecord, build_report, explain_report
@@ -134,6 +136,7 @@ class RecoveryRun:
     usage: Usage = field(default_factory=Usage)
     _attempt_started: float = 0.0
     _first_key: int = 0
+    _limit: LimitClock | None = None  # under a time limit: where it stands (see .clock)
 
     def elapsed(self) -> float:
         """Seconds since the run started."""
@@ -143,24 +146,38 @@ class RecoveryRun:
         """A scope that ends a non-streaming step when the run's wall-clock limit passes.
 
         Raises ``TimeoutError`` on exit (RETRIABLE by default; the ladder then stops with
-        reason ``time_limit``). Never used around a ``yield``.
+        reason ``time_limit``). Never used around a ``yield``. Replaying an attempt the
+        limit cut off, raises its ``TimeoutError`` at once (see :mod:`.clock`).
         """
         limit = self.config.time_limit_s
         if limit is None:
             return nullcontext()
-        return anyio.fail_after(max(limit - self.elapsed(), 0.0))
+        remaining = max(limit - self.elapsed(), 0.0)
+        return self._limit.box(remaining) if self._limit is not None else anyio.fail_after(remaining)
 
     def counters(self) -> Counters:
-        """The ladder's view of this run."""
-        return Counters(self.steps, self.reclassifications, self.replans, self.elapsed())
+        """The ladder's view of this run (on replay, the recorded run's time limit: see :mod:`.clock`)."""
+        elapsed = self.elapsed() if self._limit is None else self._limit.elapsed(self.elapsed())
+        return Counters(self.steps, self.reclassifications, self.replans, elapsed)
 
-    def begin(self, operation: str) -> None:
-        """Count an attempt that is about to start; raise RecoveryStop if the budget is spent."""
+    async def begin(self, operation: str) -> None:
+        """Count an attempt that is about to start; raise RecoveryStop if the budget is spent.
+
+        Under a time limit, a replay of a completed run learns from the runtime where the
+        recorded run's limit ended this attempt, and a live run records it (:mod:`.clock`).
+        """
         self.steps += 1
         self._attempt_started = time.monotonic()
-        self._first_key = self.ctx._step
+        ctx = self.ctx
+        self._first_key = ctx._step
+        if self.config.time_limit_s is not None:
+            if self._limit is None:
+                self._limit = LimitClock(ctx.runtime)
+            await self._limit.begin(StepKey(ctx.session_id, ctx.run_id, f"limit:{operation}", ctx._step), self.steps)
         reason = budget_exceeded(self.counters(), self.config.limits)
         if reason is not None:
+            if reason == "time_limit" and self._limit is not None:
+                self._limit.note("before")
             cls = ErrorClassification(ErrorSeverity.CRITICAL, metadata={"limit": reason})
             decision = Decision(Action.STOP, ErrorSeverity.CRITICAL, reason=reason)
             raise RecoveryStop(Failure(_BudgetSpent(reason), cls, decision, operation, 0))
@@ -187,7 +204,9 @@ class RecoveryRun:
         """Classify ``exc`` and decide; raises ``exc`` itself for ``abort`` and ``escalate``."""
         ectx = ErrorContext(operation, attempt, self.ctx.session_id, self.ctx.path, route, capability, self.ctx.context)
         cls = classify_failure(exc, ectx, (*hooks, self.config.classify_error))
-        remember_severity(exc, cls.severity)  # a journal records the failure with the severity acted on
+        remember_classification(exc, cls)  # a journal records the failure as judged (a replay judges so)
+        if self._limit is not None:
+            self._limit.judged()
         decision = next_action(
             cls.severity,
             attempt=attempt,
@@ -202,6 +221,8 @@ class RecoveryRun:
             retry_after_s=getattr(exc, "retry_after_s", None),
             retries_exhausted=bool(getattr(exc, "retries_exhausted", False)),
         )
+        if decision.reason == "time_limit" and self._limit is not None:
+            self._limit.note("after")
         self.records.append(
             StepRecord(
                 operation, False, 1, time.monotonic() - self._attempt_started, type(exc).__name__, cls.severity.value
@@ -247,7 +268,7 @@ class RecoveryRun:
         ``policy`` defaults to the framework policy.
         """
         attempt = 1 if after is None else after.attempt + 1
-        self.begin(operation)
+        await self.begin(operation)
         try:
             with self.time_box():
                 value = await fn()

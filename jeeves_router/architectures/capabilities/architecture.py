@@ -234,7 +234,7 @@ class Capabilities:
         attempt = 0
         while True:
             attempt += 1
-            rec.begin(operation)
+            await rec.begin(operation)
             await ctx.emit(CapabilityStarted(session_id=ctx.session_id, path=ctx.path, capability=name, step=index))
             started = time.monotonic()
             texts, calls, mark = ctx.ledger.texts, ctx.ledger.calls, ctx.ledger.mark()

@@ -148,7 +148,7 @@ class RouterRun(ChainRun):
             attempt += 1
             if attempt > 1 and from_router:
                 await ctx.emit(self._dispatched(node.name))  # the first one came with the hop
-            rec.begin(operation)
+            await rec.begin(operation)
             step, mark, texts = self.steps.get(sid, 0), ctx.ledger.mark(), ctx.ledger.texts
             try:
                 await self._visit(visit, incoming)  # the specialist's events go straight to the consumer

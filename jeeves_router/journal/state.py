@@ -1,0 +1,46 @@
+"""What :class:`~jeeves_router.journal.JournalRuntime` keeps per run: recorded steps by key, and run state."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .failures import PendingFailure, RecordedFailures
+from .records import Entry, ModelRecord, Record, StepFailedRecord, StepRecord, ToolStartedRecord
+
+__all__ = ["RunState", "StepIndex"]
+
+
+@dataclass(slots=True)
+class StepIndex:
+    """The recorded steps of one (session, run), by position and digest."""
+
+    done: dict[tuple[int, str], StepRecord | ModelRecord] = field(default_factory=dict)
+    by_pos: dict[int, list[str]] = field(default_factory=dict)
+    started: dict[tuple[int, str], ToolStartedRecord] = field(default_factory=dict)
+    failed_claims: set[str] = field(default_factory=set)  # tool calls whose outcome is known: they raised
+    failed: RecordedFailures = field(default_factory=RecordedFailures)
+    paid: set[tuple[int, str]] = field(default_factory=set)  # model calls this execution already counted
+
+    def add(self, rec: Record) -> None:
+        """Index one record read from the journal or just written."""
+        if isinstance(rec, (StepRecord, ModelRecord)):
+            self.done[(rec.index, rec.digest)] = rec
+            self.by_pos.setdefault(rec.index, []).append(rec.digest)
+        elif isinstance(rec, ToolStartedRecord):
+            self.started[(rec.index, rec.digest)] = rec
+        elif isinstance(rec, StepFailedRecord):
+            self.failed.add(rec)
+            if rec.claim is not None:
+                self.failed_claims.add(rec.claim)
+
+
+@dataclass(slots=True)
+class RunState:
+    """One journaled root run this process executes: its ids, attempt and entries waiting to be written."""
+
+    session_id: str
+    run_id: str
+    attempt: int
+    fresh: bool
+    pending: list[Entry | PendingFailure] = field(default_factory=list)  # written with the next entry
+    completed_attempt: int | None = None  # resuming a completed run: the attempt whose failures replay

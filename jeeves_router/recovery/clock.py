@@ -1,0 +1,93 @@
+"""The time limit as the recovery ladder sees it: the wall clock live, the record on replay.
+
+The ladder stops a run when its ``Recovery(time_limit_s=...)`` is spent: before an attempt
+starts, when the time box cuts an attempt off, or when a failure is judged past the limit.
+A replay of the completed run (``Agent.resume``) is much quicker than the run was, so its
+clock would decide otherwise and call on live. The wall clock is the one input of the
+ladder a replay does not reproduce; so a live run notes where the limit ended an attempt
+(:meth:`~jeeves_router.runtime.Runtime.record_limit`, a journal writes it as a
+``step.failed`` record), and a replay asks its runtime (``recorded_limit``) instead of
+reading the clock: until the recorded point, time is not up; from it on, it is.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Literal
+
+import anyio
+
+from ..runtime import LimitWhen, Runtime, StepKey
+from .classify import mark_replayed
+
+__all__ = ["LimitClock"]
+
+
+@dataclass(slots=True, eq=False)
+class LimitClock:
+    """Where one run's time limit stands, attempt by attempt.
+
+    Attributes:
+        runtime: The run's runtime (records the limit live, answers it on replay).
+        key: The current attempt's key (name ``limit:<operation>``, the run's step position).
+        attempt: The ladder's count of attempts, the current one included.
+        recorded: ``None`` live; on replay, what the limit did to the current attempt
+            (``""``: nothing).
+        up: On replay: the recorded run's limit was spent by now.
+        noted: Live: the current attempt's limit stop was recorded.
+    """
+
+    runtime: Runtime
+    key: StepKey | None = None
+    attempt: int = 0
+    recorded: LimitWhen | Literal[""] | None = None
+    up: bool = False
+    noted: bool = False
+
+    async def begin(self, key: StepKey, attempt: int) -> None:
+        """An attempt starts: on replay, learn what the recorded run's limit did to it."""
+        self.key, self.attempt, self.noted = key, attempt, False
+        self.recorded = await self.runtime.recorded_limit(key, attempt)
+        if self.recorded == "before":
+            self.up = True
+
+    def elapsed(self, measured: float) -> float:
+        """The elapsed time the ladder decides on: ``measured`` live; on replay 0, or infinite once spent."""
+        if self.up:
+            return math.inf
+        return measured if self.recorded is None else 0.0
+
+    def judged(self) -> None:
+        """The attempt's failure is being judged: on replay, the limit is spent now if it was then."""
+        if self.recorded == "after":
+            self.up = True
+
+    def note(self, when: LimitWhen) -> None:
+        """Live: record that the limit ended the current attempt (``when``), once."""
+        if self.recorded is None and self.key is not None and not self.noted:
+            self.noted = True
+            self.runtime.record_limit(self.key, self.attempt, when)
+
+    @contextmanager
+    def box(self, remaining_s: float) -> Iterator[None]:
+        """A scope that ends the step when ``remaining_s`` pass (``TimeoutError`` on exit).
+
+        On replay of an attempt the limit cut off, raises that ``TimeoutError`` at once,
+        before the step starts again.
+        """
+        if self.recorded == "during":
+            self.up = True
+            cut = TimeoutError()
+            mark_replayed(cut)
+            raise cut
+        scope = None
+        try:
+            with anyio.fail_after(remaining_s) as scope:
+                yield
+        except TimeoutError:
+            if scope is not None and scope.cancelled_caught:
+                self.note("during")
+            raise
