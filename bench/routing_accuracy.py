@@ -293,7 +293,7 @@ def main() -> None:
     }
     oos_pool = [r["text"] for r in pool if r["route"] == OOS]
     if hasattr(enc.inner, "encode_tokens"):
-        old = {"token_weight": 5.0, "lexical_weight": 0.0, "pooled": False}
+        old = {"token_weight": 5.0, "lexical_weight": 0.0, "pooled": False, "prior_tokens": 0.0}
         routers["late interaction, previous settings"] = lambda e, r, v, t: run_ours(e, r, v, t, "late", old)
         routers["late interaction, previous settings + pool OOS rows as negatives"] = lambda e, r, v, t: run_ours(
             e, r, v, t, "late", old, oos_pool

@@ -32,7 +32,7 @@ def test_route_bonus_is_the_best_examples_query_side_maxsim() -> None:
     ex0 = unit([1, 0, 0], [0, 1, 0])  # route 0: tokens along x and y
     ex1 = unit([0, 0, 1])  # route 1: one token along z
     vectors = unit([1, 1, 0], [0, 0, 1])
-    s = LateInteractionScorer(token_weight=1.0, c=1e-6, token_dims=None)  # c tiny: the regression is ~uniform
+    s = LateInteractionScorer(token_weight=1.0, c=1e-6, token_dims=None, prior_tokens=0.0)  # c tiny: ~uniform
     s.fit(vectors, np.array([0, 1]), 2, [ex0, ex1])
     query_tokens = unit([1, 0, 0], [0, 0, 1])
     got = s.scores(unit([1, 0, 1]), [query_tokens])[0]
@@ -163,13 +163,14 @@ def test_fewer_negative_candidates_never_penalise_more() -> None:
     texts = [t for r in ROUTES for t in r.examples] + list(NEGATIVES)
     labels = np.r_[np.repeat(np.arange(3), 3), np.full(len(NEGATIVES), 3)]
     v, tok = enc.encode_tokens(texts)
-    one, every = LateInteractionScorer(negative_candidates=1), LateInteractionScorer(negative_candidates=50)
+    one = LateInteractionScorer(negative_candidates=1, prior_tokens=0.0)
+    every = LateInteractionScorer(negative_candidates=50, prior_tokens=0.0)
     one.fit(v, labels, 3, tok)
     every.fit(v, labels, 3, tok)
     qv, qt = enc.encode_tokens(["banana bread for the football match", "refund my payment", "a joke"])
     a, b = one.scores(qv, qt), every.scores(qv, qt)
     assert np.all(a >= b - 1e-6)  # the max over a subset of negatives is never larger
-    free = LateInteractionScorer(negative_candidates=50, negative_weight=0.0)
+    free = LateInteractionScorer(negative_candidates=50, negative_weight=0.0, prior_tokens=0.0)
     free.fit(v, labels, 3, tok)
     for row, query in enumerate(qt):
         projected = every._project(query)
@@ -179,7 +180,7 @@ def test_fewer_negative_candidates_never_penalise_more() -> None:
 
 def test_an_example_without_token_vectors_counts_by_its_sentence_vector() -> None:
     vectors = unit([1, 0, 0], [0, 1, 0])
-    s = LateInteractionScorer(token_weight=1.0, c=1e-6, token_dims=None)
+    s = LateInteractionScorer(token_weight=1.0, c=1e-6, token_dims=None, prior_tokens=0.0)
     s.fit(vectors, np.array([0, 1]), 2, [np.zeros((0, 3), np.float32), unit([0, 1, 0])])
     no_bonus = s.scores(unit([1, 0, 0]), [np.zeros((0, 3), np.float32)])[0]
     got = s.scores(unit([1, 0, 0]), [unit([1, 0, 0])])[0] - no_bonus
@@ -191,7 +192,7 @@ def test_a_restricted_request_gives_the_token_bonus_to_its_own_routes() -> None:
     texts = [t for r in ROUTES for t in r.examples]
     labels = np.repeat(np.arange(3), 3)
     v, tok = enc.encode_tokens(texts)
-    s = LateInteractionScorer(top_k=1, token_weight=1.0, token_dims=None, pooled=False)
+    s = LateInteractionScorer(top_k=1, token_weight=1.0, token_dims=None, pooled=False, prior_tokens=0.0)
     s.fit(v, labels, 3, tok)
     qv, qt = enc.encode_tokens(["refund my payment, the tracking number is late"])
     base = s.scores(qv, [np.zeros((0, enc.dim), np.float32)])[0]  # the regression alone

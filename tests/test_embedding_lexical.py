@@ -76,8 +76,8 @@ def test_late_adds_the_routes_best_lexical_cosine() -> None:
     texts = [t for r in ROUTES for t in r.examples]
     labels = np.repeat(np.arange(2), 2)
     v, tok = enc.encode_tokens(texts)
-    with_lex = LateInteractionScorer(lexical_weight=2.0)
-    without = LateInteractionScorer(lexical_weight=0.0)
+    with_lex = LateInteractionScorer(lexical_weight=2.0, prior_tokens=0.0)
+    without = LateInteractionScorer(lexical_weight=0.0, prior_tokens=0.0)
     with_lex.fit(v, labels, 2, tok, texts)
     without.fit(v, labels, 2, tok, texts)
     query = ["please freeze my bank account now"]
@@ -102,7 +102,8 @@ def test_late_is_the_default_and_its_unfitted_confidence_rejects_strangers() -> 
     assert clf.calibrator is None
     known = clf.classify_text("change my card pin").scores[0]
     stranger = clf.classify_text("zebra xylophone quartet").scores[0]
-    assert known[0] == "banking" and known[1] > 0.8
+    # an example repeated word for word; its four words keep 4/6 of their similarity (short-query prior)
+    assert known[0] == "banking" and known[1] > 0.6
     assert stranger[1] < 0.3
 
 

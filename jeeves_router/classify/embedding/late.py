@@ -19,6 +19,12 @@
 Route score = log P(route | in scope) + ``token_weight`` * MaxSim(route)
 + ``lexical_weight`` * lexical(route) + log P(in scope) - ``negative_weight`` * MaxSim(closest negative).
 
+A one-word query's MaxSim is one noisy draw, not the evidence of ten matched words, so for a
+query of n tokens (the larger of its token vectors and its words) each MaxSim s becomes
+w * s + (1 - w) * ``unrelated``, w = n / (n + ``prior_tokens``), ``unrelated`` being the mean
+MaxSim between examples of different routes (fit time); the lexical cosine likewise, towards
+its own such mean (``unrelated_lexical``).
+
 It is best with an encoder that has token vectors (:class:`~.encoders.TokenEncoder`: MiniLM or
 the hashing encoder of the tests); with any other encoder each text's sentence vector stands
 for its only token, so MaxSim becomes the cosine to the closest example.
@@ -33,12 +39,13 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ...errors import UsageError
+from ._prior import PRIOR_TOKENS, shrink_weights, unrelated_similarities
 from .arrays import Array, decode_array, encode_array
 from .encoders import l2_normalise
-from .lexical import LexicalIndex
+from .lexical import LexicalIndex, word_count
 from .scorers import Scorer, softmax_rows, train_softmax
 
-__all__ = ["LateInteractionScorer", "LEXICAL_WEIGHT"]
+__all__ = ["LateInteractionScorer", "LEXICAL_WEIGHT", "PRIOR_TOKENS", "shrink_weights"]
 
 LEXICAL_WEIGHT = 2.0
 
@@ -92,6 +99,10 @@ class LateInteractionScorer(Scorer):
             :class:`~.classifier.EmbeddingClassifier` always gives; fitted directly without
             them, the scorer has no lexical term.
         pooled: Feed the regression the max-pool of the token vectors beside the sentence vector.
+        prior_tokens: Strength of the short-query prior, in tokens: a query of n tokens keeps
+            n / (n + prior_tokens) of its MaxSim and lexical similarities and takes the rest from
+            the mean similarity between examples of different routes (0: no prior, as files
+            saved before it have).
     """
 
     kind = "late"
@@ -112,6 +123,7 @@ class LateInteractionScorer(Scorer):
         learning_rate: float = 0.05,
         lexical_weight: float = LEXICAL_WEIGHT,
         pooled: bool = True,
+        prior_tokens: float = PRIOR_TOKENS,
     ) -> None:
         if c <= 0 or iterations < 1 or learning_rate <= 0 or top_k < 1:
             raise UsageError("LateInteractionScorer: c > 0, iterations >= 1, learning_rate > 0 and top_k >= 1")
@@ -121,9 +133,14 @@ class LateInteractionScorer(Scorer):
             raise UsageError("LateInteractionScorer: token_dims must be >= 1 or None")
         if token_weight < 0 or negative_weight < 0 or lexical_weight < 0:
             raise UsageError("LateInteractionScorer: token_weight, negative_weight and lexical_weight must be >= 0")
+        if not prior_tokens >= 0 or not np.isfinite(prior_tokens):
+            raise UsageError("LateInteractionScorer: prior_tokens must be a finite number >= 0")
         self.c, self.token_weight, self.negative_weight, self.top_k = c, token_weight, negative_weight, top_k
         self.iterations, self.learning_rate, self.token_dims = iterations, learning_rate, token_dims
         self.negative_candidates, self.lexical_weight, self.pooled = negative_candidates, lexical_weight, pooled
+        self.prior_tokens = float(prior_tokens)
+        self.unrelated = 0.0  # mean MaxSim between examples of different routes (fit)
+        self.unrelated_lexical = 0.0  # the same for the lexical cosine
         self.lexical: LexicalIndex | None = None
         self.negative_vectors: Array = np.zeros((0, 0), dtype=np.float32)
         self.projection: Array | None = None
@@ -177,6 +194,18 @@ class LateInteractionScorer(Scorer):
             self.lexical = LexicalIndex()
             self.lexical.fit([texts[int(i)] for i in keep])
         self._index_routes()
+        in_scope_texts = None if texts is None or self.lexical is None else [texts[int(i)] for i in keep]
+        self.unrelated, self.unrelated_lexical = unrelated_similarities(
+            self.examples, self.example_routes, self.lexical, in_scope_texts
+        )
+
+    def _query_weights(self, tokens: Sequence[Array], texts: Sequence[str] | None) -> Array | None:
+        """Each query's :func:`shrink_weights` weight (None: no prior); n is max(token vectors, words)."""
+        if not self.prior_tokens:
+            return None
+        words = [word_count(t) for t in texts] if texts is not None and len(texts) == len(tokens) else []
+        counts = [max(len(t), words[i] if words else 0) for i, t in enumerate(tokens)]
+        return shrink_weights(counts, self.prior_tokens)
 
     def _regression_input(self, vectors: Array, tokens: Sequence[Array]) -> Array:
         """The regression's input: the sentence vectors, with ``pooled`` also their tokens' max-pool."""
@@ -238,6 +267,7 @@ class LateInteractionScorer(Scorer):
         k = min(self.top_k, len(pool))
         m = min(self.negative_candidates, len(self.negative_vectors))
         near = queries @ self.negative_vectors.T if self.has_negatives and self.negative_weight else None
+        weights = self._query_weights(tokens, texts)
         for row, raw in enumerate(tokens):
             if len(raw) == 0:
                 continue
@@ -246,15 +276,22 @@ class LateInteractionScorer(Scorer):
                 continue
             best = pool[np.argpartition(-out[row, pool], k - 1)[:k]] if k < len(pool) else pool
             sims = self._route_maxsim(query, best)
+            if weights is not None:  # a short query's MaxSim is one noisy draw: shrink it towards unrelated
+                sims = weights[row] * sims + (1 - weights[row]) * np.float32(self.unrelated)
             # Routes outside the top k gain no more than the weakest of the top k.
             bonus = np.full(self.n_routes, sims.min(), dtype=np.float32)
             bonus[best] = sims
             out[row] += self.token_weight * bonus
             if near is not None:
                 closest = np.argpartition(-near[row], m - 1)[:m] if m < near.shape[1] else np.arange(near.shape[1])
-                out[row] -= self.negative_weight * float(self.negatives.maxsim(query, closest).max())
+                negative = float(self.negatives.maxsim(query, closest).max())
+                if weights is not None:
+                    negative = float(weights[row]) * negative + (1 - float(weights[row])) * self.unrelated
+                out[row] -= self.negative_weight * negative
         lexical = self._lexical_scores(texts, len(queries))
         if lexical is not None:
+            if weights is not None:
+                lexical = weights[:, None] * lexical + (1 - weights[:, None]) * np.float32(self.unrelated_lexical)
             out += self.lexical_weight * lexical
         result: Array = out.astype(np.float32)
         return result
@@ -265,8 +302,11 @@ class LateInteractionScorer(Scorer):
         A route's score is at most ``token_weight + lexical_weight`` (log-probability 0, every
         word matched exactly); its share of that maximum is near 1 for a request that repeats
         an example and falls towards 0 for words no example contains, so an unfitted
-        classifier already rejects out-of-scope requests. Without token and lexical terms
-        the softmax over the routes is used.
+        classifier already rejects out-of-scope requests. With the short-query prior
+        (``prior_tokens``) a short request cannot reach the maximum even when its words match
+        exactly: with the default 2, a one-word request matched perfectly keeps a third of its
+        MaxSim and lexical similarity, the rest being what unrelated examples score. Without
+        token and lexical terms the softmax over the routes is used.
         """
         scale = self.token_weight + self.lexical_weight
         if scale <= 0:
@@ -299,6 +339,9 @@ class LateInteractionScorer(Scorer):
             "lexical_weight": self.lexical_weight,
             "pooled": self.pooled,
             "lexical": None if self.lexical is None else self.lexical.to_dict(),
+            "prior_tokens": self.prior_tokens,
+            "unrelated": self.unrelated,
+            "unrelated_lexical": self.unrelated_lexical,
         }
 
     @classmethod
@@ -306,9 +349,12 @@ class LateInteractionScorer(Scorer):
         """Rebuild a fitted scorer from :meth:`to_dict` output."""
         keys = ("c", "token_weight", "negative_weight", "top_k", "negative_candidates", "token_dims", "iterations",
                 "learning_rate")  # fmt: skip
-        # Files written before the lexical term have neither key: they score without it.
+        # Files written before the lexical term have neither key: they score without it; files
+        # written before the short-query prior score without it (prior_tokens 0).
         scorer = cls(**{k: d[k] for k in keys}, lexical_weight=float(d.get("lexical_weight", 0.0)),
-                     pooled=bool(d.get("pooled", False)))  # fmt: skip
+                     pooled=bool(d.get("pooled", False)), prior_tokens=float(d.get("prior_tokens", 0.0)))  # fmt: skip
+        scorer.unrelated = float(d.get("unrelated", 0.0))
+        scorer.unrelated_lexical = float(d.get("unrelated_lexical", 0.0))
         scorer.lexical = None if d.get("lexical") is None else LexicalIndex.from_dict(d["lexical"])
         scorer.projection = None if d.get("projection") is None else decode_array(d["projection"])
         scorer.n_routes = int(d["n_routes"])

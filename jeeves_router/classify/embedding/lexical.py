@@ -24,7 +24,7 @@ from numpy.typing import NDArray
 from ...errors import UsageError
 from .arrays import Array, decode_array, encode_array
 
-__all__ = ["LexicalIndex", "text_features"]
+__all__ = ["LexicalIndex", "text_features", "word_count"]
 
 _WORD = re.compile(r"[^\W_]+(?:'[^\W_]+)?", re.UNICODE)
 BUCKETS = 1 << 22
@@ -40,6 +40,11 @@ def _word_grams(word: str, char_sizes: tuple[int, ...]) -> tuple[int, tuple[int,
     padded = f" {word} "
     chars = [_hash("c " + padded[j : j + n]) for n in char_sizes for j in range(max(len(padded) - n + 1, 1))]
     return _hash("w " + word), tuple(chars)
+
+
+def word_count(text: str) -> int:
+    """How many words ``text`` has, by the same rule as :func:`text_features` ("don't" is one word)."""
+    return len(_WORD.findall(text.casefold()))
 
 
 def text_features(text: str, char_sizes: tuple[int, ...] = (3, 4, 5)) -> Counter[int]:
