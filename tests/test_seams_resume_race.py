@@ -12,7 +12,8 @@ both resumes have read.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Collection, Sequence
+import uuid
+from collections.abc import AsyncIterator, Callable, Collection, Sequence
 from pathlib import Path
 
 import anyio
@@ -20,7 +21,14 @@ import pytest
 
 from jeeves_router import Agent, Router, RouterRoute
 from jeeves_router.errors import ModelError
-from jeeves_router.journal import JournalRuntime, MemoryJournal, ResumeConflict, SQLiteJournal, recorded_events
+from jeeves_router.journal import (
+    JournalRuntime,
+    MemoryJournal,
+    PostgresJournal,
+    ResumeConflict,
+    SQLiteJournal,
+    recorded_events,
+)
 from jeeves_router.journal.base import Journal
 from jeeves_router.journal.records import Entry, RunStartRecord
 from jeeves_router.journal.resume import read_runs
@@ -121,33 +129,48 @@ async def crash_at_start(agent: Agent, prompt: str) -> None:
     await stream.aclose()
 
 
-def opener(kind: str, tmp_path: Path) -> tuple[Journal, object]:
-    """A journal to record in, and a factory of the connections each 'process' opens on it."""
-    if kind == "sqlite":
-        path = tmp_path / "j.db"
-        return SQLiteJournal(path), lambda: SQLiteJournal(path)
-    shared = MemoryJournal()
-    return shared, lambda: shared
+@pytest.fixture(params=["sqlite", "memory", pytest.param("postgres", marks=pytest.mark.postgres)])
+async def connect(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Callable[[], Journal]]:
+    """Opens a connection to one journal, as each process would (the in-memory journal: itself)."""
+    if request.param == "memory":
+        shared = MemoryJournal()
+        yield lambda: shared
+        return
+    opened: list[Journal] = []
+    url, table = "", f"jeeves_test_{uuid.uuid4().hex[:12]}"
+    if request.param == "postgres":
+        url = request.getfixturevalue("pg_url")
+
+    def new() -> Journal:
+        j: Journal = SQLiteJournal(tmp_path / "j.db") if not url else PostgresJournal(url, table=table)
+        opened.append(j)
+        return j
+
+    yield new
+    for j in opened:
+        await j.aclose()
+    if url:
+        async with PostgresJournal(url, table=table) as j:
+            await j._query(f"DROP TABLE IF EXISTS {table}", [])
 
 
 @pytest.mark.anyio
-@pytest.mark.parametrize("kind", ["sqlite", "memory"])
 async def test_a_run_resumed_twice_at_once_and_replayed_gives_the_last_finished_result(
-    tmp_path: Path, kind: str
+    connect: Callable[[], Journal],
 ) -> None:
-    journal, connect = opener(kind, tmp_path)
+    journal = connect()
     await crash_at_start(desk(journal, Breaking([])), "charged twice")
     meet, a_called, b_called, a_done = Meet(2), anyio.Event(), anyio.Event(), anyio.Event()
     results: dict[str, object] = {}
 
     async def process_a() -> None:  # its model breaks after text, once B's model is called: the run ends critical
         model = Gated(a_called, b_called, ["Refund ", "iss"], fail=True)
-        results["A"] = await desk(HeldStart(connect(), meet), model).resume("s")  # type: ignore[operator]
+        results["A"] = await desk(HeldStart(connect(), meet), model).resume("s")
         a_done.set()
 
     async def process_b() -> None:  # its model answers, after A has finished
         model = Gated(b_called, a_done, ["Refund ", "issued."])
-        results["B"] = await desk(HeldStart(connect(), meet), model).resume("s")  # type: ignore[operator]
+        results["B"] = await desk(HeldStart(connect(), meet), model).resume("s")
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(process_a)
@@ -156,7 +179,7 @@ async def test_a_run_resumed_twice_at_once_and_replayed_gives_the_last_finished_
     assert a.status == "critical"  # type: ignore[attr-defined]
     assert (b.status, b.output) == ("ok", "Refund issued.")  # type: ignore[attr-defined]
     fresh = Breaking([])  # a third process replays the completed run: no model call
-    replayed = await desk(connect(), fresh).resume("s")  # type: ignore[operator]
+    replayed = await desk(connect(), fresh).resume("s")
     assert fresh.calls == 0
     assert (replayed.status, replayed.output) == ("ok", "Refund issued.")  # B finished last
     starts = [e.record.attempt for e in await journal.read("s", types=("run.start",))]  # type: ignore[union-attr]
@@ -164,12 +187,11 @@ async def test_a_run_resumed_twice_at_once_and_replayed_gives_the_last_finished_
 
 
 @pytest.mark.anyio
-@pytest.mark.parametrize("kind", ["sqlite", "memory"])
-async def test_a_run_resumed_twice_at_once_records_one_stream_per_attempt(tmp_path: Path, kind: str) -> None:
-    journal, connect = opener(kind, tmp_path)
+async def test_a_run_resumed_twice_at_once_records_one_stream_per_attempt(connect: Callable[[], Journal]) -> None:
+    journal = connect()
     await crash_at_start(clerk(journal, ScriptedModel([])), "charged twice")
     meet = Meet(2)
-    agents = [clerk(HeldStart(connect(), meet), ScriptedModel(["Refund issued."])) for _ in range(2)]  # type: ignore[operator]
+    agents = [clerk(HeldStart(connect(), meet), ScriptedModel(["Refund issued."])) for _ in range(2)]
     async with anyio.create_task_group() as tg:
         for agent in agents:
             tg.start_soon(agent.resume, "s")
