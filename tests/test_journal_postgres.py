@@ -14,11 +14,11 @@ import httpx2 as httpx
 import pytest
 
 from jeeves_router import Agent
-from jeeves_router.journal import JournalError, JournalRuntime, PostgresJournal, SessionHistory
+from jeeves_router.journal import JournalError, JournalRuntime, PostgresJournal, SessionHistory, recorded_events
 from jeeves_router.journal.records import Entry, RunEndRecord
 from jeeves_router.models.base import ModelRequest
 from jeeves_router.serve import create_app
-from jeeves_router.testing import FunctionModel
+from jeeves_router.testing import FunctionModel, ScriptedModel
 from tests.serve_apps import build_desk, running
 
 pytestmark = pytest.mark.postgres
@@ -101,3 +101,76 @@ async def test_an_unreachable_server_is_a_journal_error_without_the_url() -> Non
     assert "hunter2" not in str(info.value) and "cannot connect" in str(info.value)
     with pytest.raises(JournalError, match="lower-case"):
         PostgresJournal("postgresql://x", table="Bad-Name")
+
+
+def named(pg_url: str, name: str) -> str:
+    """``pg_url`` for a connection the server shows as ``name`` (``pg_stat_activity.application_name``)."""
+    return f"{pg_url}{'&' if '?' in pg_url else '?'}application_name={name}"
+
+
+async def waiting_on_a_lock(admin: PostgresJournal, name: str) -> bool:
+    rows = await admin._query(
+        "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s AND wait_event_type = 'Lock'", [name]
+    )
+    return bool(rows[0][0])
+
+
+@pytest.mark.anyio
+async def test_a_resume_whose_start_commits_late_still_loses_the_attempt_to_the_first_written(
+    pg_url: str, journal: PostgresJournal, table: str
+) -> None:
+    """``seq`` values are taken at insert; a transaction may commit after a later one.
+
+    Process A's ``run.start`` gets the lower ``seq`` but is held before its commit (a trigger
+    waits on a lock the test holds); process B writes its own, reads the run back and must
+    not conclude it was first: A's entry will be, once committed. Each resume must end up
+    with an attempt of its own.
+    """
+
+    def clerk(j: PostgresJournal) -> Agent:
+        return Agent("Billing.", name="billing", model=ScriptedModel(["Refund issued."]), runtime=JournalRuntime(j))
+
+    stream = clerk(journal).stream("charged twice", session_id="s")  # a run that crashed at its start
+    async for _ in stream:
+        break
+    await stream.aclose()
+    slow, fast = f"slow_{table}", f"fast_{table}"
+    await journal._query(
+        f"CREATE FUNCTION {table}_hold() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+        f"IF NEW.type = 'run.start' AND current_setting('application_name') = '{slow}' THEN "
+        "PERFORM pg_advisory_xact_lock_shared(4242, 1); END IF; RETURN NEW; END $$",
+        [],
+    )
+    await journal._query(
+        f"CREATE TRIGGER {table}_hold AFTER INSERT ON {table} FOR EACH ROW EXECUTE FUNCTION {table}_hold()", []
+    )
+    a_journal = PostgresJournal(named(pg_url, slow), table=table)
+    b_journal = PostgresJournal(named(pg_url, fast), table=table)
+    for j in (a_journal, b_journal):
+        await j.read("s")  # connected and the table set up: only their appends can wait
+    b_done = anyio.Event()
+
+    async def process_b() -> None:
+        await clerk(b_journal).resume("s")
+        b_done.set()
+
+    await journal._query("SELECT pg_advisory_lock(4242, 1)", [])  # A's run.start commits once this is released
+    try:
+        async with anyio.create_task_group() as tg:
+            try:
+                tg.start_soon(clerk(a_journal).resume, "s")
+                while not await waiting_on_a_lock(journal, slow):  # noqa: ASYNC110 (A: inserted, not committed)
+                    await anyio.sleep(0.01)
+                tg.start_soon(process_b)  # B writes its run.start after A's, and reads the run back
+                while not (b_done.is_set() or await waiting_on_a_lock(journal, fast)):  # noqa: ASYNC110
+                    await anyio.sleep(0.01)
+            finally:
+                await journal._query("SELECT pg_advisory_unlock(4242, 1)", [])
+    finally:
+        await a_journal.aclose()
+        await b_journal.aclose()
+        await journal._query(f"DROP FUNCTION {table}_hold() CASCADE", [])
+    ends = await journal.read("s", types=("run.end",))
+    assert sorted(e.record.attempt for e in ends) == [2, 3]  # type: ignore[union-attr]
+    replayed = await recorded_events(journal, "s")
+    assert [e.kind for e in replayed] == ["run.started", "text.delta", "run.completed"]

@@ -45,7 +45,7 @@ if TYPE_CHECKING:
         register_step_type,
     )
     from .replay import format_event, recorded_events
-    from .resume import ResumePoint
+    from .resume import ResumeConflict, ResumePoint
     from .runtime import JournalRuntime, UnknownToolPolicy
     from .sessions import SessionHistory, Turn, session_turns
     from .sqlite import SQLiteJournal
@@ -67,7 +67,7 @@ __getattr__, __dir__ = lazy_exports(
             "register_step_type",
         ),
         ".replay": ("format_event", "recorded_events"),
-        ".resume": ("ResumePoint",),
+        ".resume": ("ResumeConflict", "ResumePoint"),
         ".runtime": ("JournalRuntime", "UnknownToolPolicy"),
         ".sessions": ("SessionHistory", "Turn", "session_turns"),
         ".sqlite": ("SQLiteJournal",),
@@ -84,6 +84,7 @@ __all__ = [
     "MemoryJournal",
     "PostgresJournal",
     "ReplayedError",
+    "ResumeConflict",
     "ResumePoint",
     "SQLiteJournal",
     "SessionHistory",

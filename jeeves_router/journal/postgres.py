@@ -3,9 +3,13 @@
 Needs ``psycopg`` 3 (``pip install 'jeeves-router[postgres]'``). Entries go to one table
 (default ``jeeves_journal``, created when missing) as the same versioned JSON the SQLite
 journal stores; ``seq`` is a ``BIGSERIAL``, so entries keep their append order across
-writers. Every process holds one connection, used by one query at a time; an append is one
-transaction and is shielded from cancellation, so a step that completed is recorded even if
-its run is cancelled right after.
+writers. A ``seq`` is taken at insert and transactions may commit out of that order, so an
+append first takes a transaction-level advisory lock per session (keyed by table and
+session id): the appends of one session commit one at a time, and a reader that sees an
+entry sees every earlier entry of its session — what the claims of ``tool.started`` and
+``run.start`` rely on. Every process holds one connection, used by one query at a time; an
+append is one transaction and is shielded from cancellation, so a step that completed is
+recorded even if its run is cancelled right after.
 
 Integrity rests on the database's access control: unlike :class:`SQLiteJournal`, entries
 carry no checksum chain.
@@ -106,6 +110,10 @@ class PostgresJournal:
                 conn = await self._connection()
                 try:
                     async with conn.transaction(), conn.cursor() as cur:
+                        for sid in sorted({e.session_id for e in entries}):  # in one order: no deadlock
+                            await cur.execute(
+                                "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", [f"{self.table}:{sid}"]
+                            )
                         await cur.executemany(
                             f"INSERT INTO {self.table} (session_id, run_id, type, body) VALUES (%s, %s, %s, %s)", rows
                         )

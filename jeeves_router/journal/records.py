@@ -4,8 +4,8 @@ Every entry belongs to a session and a run (one turn of the session) and holds o
 record, told apart by its ``type``:
 
 - ``run.start`` — the run's input (agent, prompt, history, context, options) and its
-  digest; written before the run's first step, again (with a higher ``attempt``) when the
-  run is replayed or resumed.
+  digest; written before the run's first step, again (with a higher ``attempt`` and a
+  ``claim``) when the run is replayed or resumed.
 - ``step`` — the result of a non-streamed step (classification, tool call), keyed by the
   step's index and the digest of its input.
 - ``model`` — a streamed model call: its text chunks and final response.
@@ -87,7 +87,13 @@ class _Rec(BaseModel):
 
 
 class RunStartRecord(_Rec):
-    """The input of a run (written at its start and at every replay or resume)."""
+    """The input of a run (written at its start and at every replay or resume).
+
+    ``claim`` tells apart the processes that resume the same run at once: the first
+    ``run.start`` of a (run, attempt) in journal order wins the attempt, and a loser takes
+    the next one (see :func:`jeeves_router.journal.resume.claim_attempt`). Empty on a run's
+    first start and in journals written before it existed.
+    """
 
     type: Literal["run.start"] = "run.start"
     agent: str
@@ -98,6 +104,7 @@ class RunStartRecord(_Rec):
     options: dict[str, Any] = Field(default_factory=dict)
     input_digest: str
     attempt: int = 1
+    claim: str = ""
 
 
 class RunEndRecord(_Rec):

@@ -30,7 +30,7 @@ async def recorded_events(journal: Journal, session_id: str) -> list[Event]:
         if isinstance(e.record, RunStartRecord):
             if e.run_id not in latest:
                 order.append(e.run_id)
-            latest[e.run_id] = e.record.attempt
+            latest[e.run_id] = max(latest.get(e.run_id, 0), e.record.attempt)  # a lost claim has a lower one
     by_run: dict[str, list[Event]] = {rid: [] for rid in order}
     adapter = event_adapter()
     for e in entries:

@@ -4,24 +4,45 @@ A session's journal holds one ``run.start`` entry per attempt of each run and a 
 entry when an attempt ends. Resume picks the run it is told, else the last run that never
 completed, else the last run (a completed run is replayed from the journal, with no model
 call); the input comes from the run's first ``run.start``.
+
+Two processes may resume the same run at the same moment: both read the same last attempt
+and write a ``run.start`` for the same next one. Each ``run.start`` of a resume carries a
+claim; after writing it the process reads the run back, and the first ``run.start`` of that
+(run, attempt) in journal order wins the attempt (:func:`claim_attempt`). The loser takes
+the next attempt and claims again, so the two executions are recorded under two attempts,
+as when one resume starts a moment after the other; their tool calls are then shared out by
+``tool.started`` claims (:mod:`.idempotency`).
 """
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from pydantic import TypeAdapter
 
-from ..errors import UsageError
+from ..errors import RunError, UsageError
 from ..messages import Message
 from .base import Journal
-from .records import RunEndRecord, RunStartRecord
+from .records import Entry, RunEndRecord, RunStartRecord
 
-__all__ = ["RecordedRuns", "ResumePoint", "find_resume_point", "read_runs"]
+__all__ = ["RecordedRuns", "ResumeConflict", "ResumePoint", "claim_attempt", "find_resume_point", "read_runs"]
 
 _HISTORY = TypeAdapter(tuple[Message, ...])
+
+#: How many attempt numbers a resume tries to claim before giving up (each loss means
+#: another process started the same run in between).
+CLAIM_TRIES = 8
+
+
+class ResumeConflict(RunError):
+    """Other processes kept resuming the same run while this one tried to claim an attempt.
+
+    Raised by :meth:`Agent.resume` before any model or tool is called; ``metadata`` holds
+    the session and run ids. The run is left as it was: resume it again later.
+    """
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,25 +65,69 @@ class RecordedRuns:
 
     Attributes:
         first: Each run's first ``run.start`` record (its input).
-        attempts: How many times each run was started.
+        attempts: Each run's highest attempt number started.
         completed: Each completed run's last completed attempt.
+        claims: The claim of the first ``run.start`` of each (run, attempt): the winner's.
     """
 
     first: dict[str, RunStartRecord]
     attempts: dict[str, int]
     completed: dict[str, int]
+    claims: dict[tuple[str, int], str]
 
 
-async def read_runs(journal: Journal, session_id: str) -> RecordedRuns:
-    """The recorded runs of ``session_id`` (one read of its ``run.start`` and ``run.end`` entries)."""
-    runs = RecordedRuns({}, {}, {})
-    for e in await journal.read(session_id, types=("run.start", "run.end")):
+async def read_runs(journal: Journal, session_id: str, run_id: str | None = None) -> RecordedRuns:
+    """The recorded runs of ``session_id`` (one read of its ``run.start`` and ``run.end`` entries).
+
+    Args:
+        journal: The journal to read.
+        session_id: The session.
+        run_id: Read only this run's entries (``None``: every run of the session).
+    """
+    runs = RecordedRuns({}, {}, {}, {})
+    for e in await journal.read(session_id, run_id=run_id, types=("run.start", "run.end")):
         if isinstance(e.record, RunStartRecord):
             runs.first.setdefault(e.run_id, e.record)
-            runs.attempts[e.run_id] = runs.attempts.get(e.run_id, 0) + 1
+            runs.attempts[e.run_id] = max(runs.attempts.get(e.run_id, 0), e.record.attempt)
+            runs.claims.setdefault((e.run_id, e.record.attempt), e.record.claim)
         elif isinstance(e.record, RunEndRecord) and e.record.status == "completed":
             runs.completed[e.run_id] = e.record.attempt
     return runs
+
+
+async def claim_attempt(
+    journal: Journal, session_id: str, run_id: str, start: RunStartRecord
+) -> tuple[int, int | None]:
+    """Write ``start`` as the next attempt of recorded run ``run_id``, won against concurrent resumes.
+
+    Each try writes ``start`` with the attempt after the highest one read and a new claim,
+    then reads the run back: the first ``run.start`` of that attempt in journal order wins.
+    A loser (another process resumed the run between this read and this write) tries the
+    next attempt; a lost ``run.start`` stays in the journal and is ignored by readers.
+
+    Returns:
+        The attempt won, and the run's last completed attempt as read after winning
+        (``None``: the run never completed).
+
+    Raises:
+        UsageError: if the session has no recorded run ``run_id``.
+        ResumeConflict: if :data:`CLAIM_TRIES` tries in a row were lost.
+    """
+    runs = await read_runs(journal, session_id, run_id)
+    if run_id not in runs.first:
+        raise UsageError(f"session {session_id!r} has no recorded run {run_id!r} in {journal!r}")
+    for _ in range(CLAIM_TRIES):
+        attempt, claim = runs.attempts[run_id] + 1, uuid.uuid4().hex
+        rec = start.model_copy(update={"attempt": attempt, "claim": claim})
+        await journal.append([Entry(session_id=session_id, run_id=run_id, record=rec)])
+        runs = await read_runs(journal, session_id, run_id)
+        if runs.claims.get((run_id, attempt)) == claim:
+            return attempt, runs.completed.get(run_id)
+    raise ResumeConflict(
+        f"run {run_id!r} of session {session_id!r} could not be resumed: another process is resuming it "
+        f"(lost the claim of {CLAIM_TRIES} attempts in a row); nothing was run, resume it again later",
+        metadata={"session_id": session_id, "run_id": run_id},
+    )
 
 
 async def find_resume_point(journal: Journal, agent: str, session_id: str, run_id: str | None = None) -> ResumePoint:

@@ -4,7 +4,8 @@ How a run finds its record. ``agent.run()`` and ``agent.stream()`` always start 
 (a new run id) and execute it live, whatever the journal holds: durability is explicit.
 Only :meth:`Agent.resume` replays: it picks a recorded run of the session (the last
 unfinished one, else the last one, or the ``run_id`` it is given) and runs it again under
-that run id, with the recorded input.
+that run id, with the recorded input, as a new attempt; two resumes at once each claim an
+attempt of their own (:func:`.resume.claim_attempt`).
 
 How a step finds its record. Each step is keyed by (session, run, step index) and the
 digest of its input (for a model call: the model's name and the whole request). A
@@ -62,7 +63,7 @@ from .records import (
     jsonable_mapping,
     to_json,
 )
-from .resume import ResumePoint, find_resume_point, read_runs
+from .resume import ResumePoint, claim_attempt, find_resume_point
 from .sessions import SessionHistory, load_history
 from .state import RunState, StepIndex
 
@@ -190,15 +191,12 @@ class JournalRuntime(Runtime):
         # is a new request and runs live under a new run id, even when its prompt equals a
         # recorded one (the user may well ask for the same transfer twice).
         run_id, attempt, completed = ctx.resume_run, 1, None
+        start = start.model_copy(update={"input_digest": input_digest})
         if run_id is None:
-            run_id = uuid.uuid4().hex  # a new run: nothing to read
-        else:
-            runs = await read_runs(self.journal, sid)
-            if run_id not in runs.first:
-                raise UsageError(f"session {sid!r} has no recorded run {run_id!r} in {self.journal!r}")
-            attempt, completed = runs.attempts[run_id] + 1, runs.completed.get(run_id)
-        start = start.model_copy(update={"input_digest": input_digest, "attempt": attempt})
-        await self.journal.append([self._entry(sid, run_id, start)])
+            run_id = uuid.uuid4().hex  # a new run: nothing to read, no one else can start it
+            await self.journal.append([self._entry(sid, run_id, start)])
+        else:  # another process may be resuming it at this very moment: claim the attempt
+            attempt, completed = await claim_attempt(self.journal, sid, run_id, start)
         ctx.run_id = run_id
         state = RunState(sid, run_id, attempt, ctx.resume_run is None, completed_attempt=completed)
         self._runs[run_id] = state

@@ -118,7 +118,8 @@ async def load_trace(journal: Journal, session_id: str) -> SessionTrace:
         assert isinstance(e.record, RunStartRecord)
         if e.run_id not in latest:
             order.append(e.run_id)
-        latest[e.run_id] = e.record
+        if e.run_id not in latest or e.record.attempt > latest[e.run_id].attempt:  # a lost claim has a lower one
+            latest[e.run_id] = e.record
     adapter = event_adapter()
     for run_id in order:
         start = latest[run_id]
