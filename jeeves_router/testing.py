@@ -45,6 +45,7 @@ __all__ = [
     "Call",
     "Reply",
     "StaticClassifier",
+    "RecordedSleeps",
     "capture_events",
     "block_real_model_calls",
     "real_model_calls_blocked",
@@ -248,6 +249,33 @@ class FunctionModel:
             if resp.text:
                 yield ModelTextDelta(resp.text)
         yield ScriptedModel._response(reply, len(self.requests))
+
+
+class RecordedSleeps:
+    """A ``sleep`` for :class:`~jeeves_router.recovery.Recovery` that records each backoff instead of waiting.
+
+    ``Recovery(sleep=RecordedSleeps())`` keeps a test of retries instant and lets it assert
+    the delays the ladder chose. It returns at once, without yielding to the event loop, so
+    the order of events in a test is the same on every run.
+
+    Example:
+        >>> import anyio
+        >>> from jeeves_router.testing import RecordedSleeps
+        >>> sleeps = RecordedSleeps()
+        >>> anyio.run(sleeps, 0.5)
+        >>> sleeps.delays
+        [0.5]
+
+    Attributes:
+        delays: The delays asked for, in seconds, in order.
+    """
+
+    def __init__(self) -> None:
+        self.delays: list[float] = []
+
+    async def __call__(self, delay: float) -> None:
+        """Record ``delay`` (seconds) and return at once."""
+        self.delays.append(delay)
 
 
 class StaticClassifier:

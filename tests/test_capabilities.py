@@ -36,15 +36,7 @@ from jeeves_router.events import (
 from jeeves_router.models.base import ModelRequest, ModelTextDelta
 from jeeves_router.policies import RetryPolicy
 from jeeves_router.recovery import ErrorClassification, ErrorContext, ErrorSeverity, ExecutionError, Recovery
-from jeeves_router.testing import Chunks, FunctionModel, ScriptedModel, capture_events
-
-
-class Sleeps:
-    def __init__(self) -> None:
-        self.delays: list[float] = []
-
-    async def __call__(self, delay: float) -> None:
-        self.delays.append(delay)
+from jeeves_router.testing import Chunks, FunctionModel, RecordedSleeps, ScriptedModel, capture_events
 
 
 def plan(*steps: str) -> str:
@@ -117,7 +109,7 @@ class Fn:
 
 
 def agent(brain: Brain, caps: list[Capability], **kw: Any) -> Agent:
-    kw.setdefault("recovery", Recovery(sleep=Sleeps()))
+    kw.setdefault("recovery", Recovery(sleep=RecordedSleeps()))
     return Agent("Orchestrator", name="desk", model=brain.model, architecture=Capabilities(caps, **kw))
 
 
@@ -148,7 +140,7 @@ async def test_selection_concurrency_never_exceeds_the_semaphore() -> None:
         caps,
         classifier_model=FunctionModel(selector),
         max_concurrent_classifications=3,
-        recovery=Recovery(sleep=Sleeps()),
+        recovery=Recovery(sleep=RecordedSleeps()),
     )
     events = await capture_events(Agent("o", name="desk", model=brain.model, architecture=arch), "go")
     assert peak == 3
@@ -183,7 +175,7 @@ async def test_always_active_first_failing_classification_skipped() -> None:
 @pytest.mark.anyio
 async def test_a_fatal_selection_failure_aborts() -> None:
     caps = [Capability("a", Fn(), "a"), Capability("b", Fn(), "b")]
-    arch = Capabilities(caps, classifier_model=ScriptedModel(["yes"]), recovery=Recovery(sleep=Sleeps()))
+    arch = Capabilities(caps, classifier_model=ScriptedModel(["yes"]), recovery=Recovery(sleep=RecordedSleeps()))
     with pytest.raises(ScriptExhausted):
         await Agent("o", name="desk", model=ScriptedModel([]), architecture=arch).run("x")
 
@@ -289,7 +281,7 @@ async def test_plan_order_is_validated_against_requires() -> None:
 
 @pytest.mark.anyio
 async def test_retriable_capability_retried_with_its_policy() -> None:
-    sleeps = Sleeps()
+    sleeps = RecordedSleeps()
     sql = Fn("rows", fail=[TimeoutError(), TimeoutError()])
     brain = Brain(yes={"sql"}, plans=[plan("sql")])
     events = await capture_events(agent(brain, [Capability("sql", sql, "q")], recovery=Recovery(sleep=sleeps)), "x")
@@ -300,7 +292,7 @@ async def test_retriable_capability_retried_with_its_policy() -> None:
         ("capability:sql", 3),
     ]
     assert [e.ok for e in of(events, CapabilityCompleted)] == [False, False, True]
-    sleeps = Sleeps()
+    sleeps = RecordedSleeps()
     sql = Fn("rows", fail=[TimeoutError()] * 5)
     cap = Capability("sql", sql, "q", retry_policy=RetryPolicy(max_attempts=2, initial_delay_s=0.1))
     assert cap.get_retry_policy().max_attempts == 2
@@ -465,7 +457,7 @@ async def test_a_journaled_capability_run_replays_without_calls() -> None:
         name="desk",
         model=brain.model,
         runtime=JournalRuntime(journal),
-        architecture=Capabilities(caps, recovery=Recovery(sleep=Sleeps())),
+        architecture=Capabilities(caps, recovery=Recovery(sleep=RecordedSleeps())),
     )
     first = await live.run("how many rows?", session_id="cap-1")
     silent = ScriptedModel([], name="silent")
@@ -474,7 +466,7 @@ async def test_a_journaled_capability_run_replays_without_calls() -> None:
         name="desk",
         model=silent,
         runtime=JournalRuntime(journal),
-        architecture=Capabilities(caps, recovery=Recovery(sleep=Sleeps())),
+        architecture=Capabilities(caps, recovery=Recovery(sleep=RecordedSleeps())),
     )
     again = await replay.resume("cap-1")
     assert again.output == first.output == "rows: 3"

@@ -22,7 +22,7 @@ from jeeves_router.journal import JournalRuntime, SQLiteJournal
 from jeeves_router.models.openai import OpenAIModel
 from jeeves_router.policies import RetryPolicy
 from jeeves_router.recovery import Recovery
-from jeeves_router.testing import Call, ScriptedModel, StaticClassifier
+from jeeves_router.testing import Call, RecordedSleeps, ScriptedModel, StaticClassifier
 from tests.loopback import LoopbackServer, RecordedRequest, Status, loopback  # noqa: F401
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -30,17 +30,7 @@ ROUTE = "route: billing\nconfidence: 0.9"
 POLICY = RetryPolicy(max_attempts=3, initial_delay_s=0.5, multiplier=2.0, max_delay_s=5.0, jitter=0.0)
 
 
-class Sleeps:
-    """Records backoff delays instead of waiting."""
-
-    def __init__(self) -> None:
-        self.delays: list[float] = []
-
-    async def __call__(self, delay: float) -> None:
-        self.delays.append(delay)
-
-
-def openai_model(server: LoopbackServer, sleeps: Sleeps) -> OpenAIModel:
+def openai_model(server: LoopbackServer, sleeps: RecordedSleeps) -> OpenAIModel:
     return OpenAIModel("gpt-4.1-mini", client=server.openai_client(), retry=POLICY, sleep=sleeps, rng=random.Random(0))
 
 
@@ -52,7 +42,7 @@ async def test_1_an_adapter_exhausted_specialist_error_is_not_retried_by_the_rou
     loopback: LoopbackServer,  # noqa: F811
 ) -> None:
     loopback.responder = lambda req: Status(503)
-    sleeps = Sleeps()
+    sleeps = RecordedSleeps()
     billing = Agent("Billing.", name="billing", model=openai_model(loopback, sleeps))
     general = Agent("General.", name="general", model=ScriptedModel([]))
     desk = Agent(
@@ -75,7 +65,7 @@ async def test_1_an_adapter_exhausted_classifier_error_is_not_retried_by_the_rou
     loopback: LoopbackServer,  # noqa: F811
 ) -> None:
     loopback.responder = lambda req: Status(503)
-    sleeps = Sleeps()
+    sleeps = RecordedSleeps()
     billing = Agent("Billing.", name="billing", model=ScriptedModel([]))
     desk = Agent(
         "Desk",
@@ -95,7 +85,7 @@ async def test_1_an_adapter_exhausted_error_is_not_retried_by_the_tool_loop(
     from jeeves_router.architectures.react import ToolLoop
 
     loopback.responder = lambda req: Status(503)
-    sleeps = Sleeps()
+    sleeps = RecordedSleeps()
     agent = Agent(
         "Billing.",
         name="billing",
@@ -194,7 +184,8 @@ def recovering_desk(classifier: ScriptedModel, billing: Agent) -> Agent:
         name="desk",
         model=classifier,
         architecture=Router(
-            [RouterRoute("billing", billing), RouterRoute("general", general)], recovery=Recovery(sleep=Sleeps())
+            [RouterRoute("billing", billing), RouterRoute("general", general)],
+            recovery=Recovery(sleep=RecordedSleeps()),
         ),
     )
 

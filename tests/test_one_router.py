@@ -29,7 +29,7 @@ from jeeves_router.events import (
 from jeeves_router.journal import JournalRuntime, MemoryJournal
 from jeeves_router.recovery import ErrorClassification, ErrorContext, ErrorSeverity, Recovery
 from jeeves_router.runtime import Runtime
-from jeeves_router.testing import Call, ScriptedModel, capture_events
+from jeeves_router.testing import Call, RecordedSleeps, ScriptedModel, capture_events
 
 KINDS = ["llm_text", "tool_call", "custom"]
 Decision = tuple[str, float]
@@ -46,11 +46,6 @@ class ListClassifier:
         self.requests.append(request)
         route, confidence = self.decisions.pop(0)
         return ClassifyResult(Classification(route, confidence, "ok", f"custom:{route}"))
-
-
-class Sleeps:
-    async def __call__(self, seconds: float) -> None:
-        return None
 
 
 def router_for(
@@ -286,7 +281,7 @@ async def test_a_sticky_specialist_that_fails_is_reclassified_without_its_route(
         billing=["Refunded.", RuntimeError("wrong desk")],
         general=["Here you go."],
         sticky=True,
-        recovery=Recovery(sleep=Sleeps()),
+        recovery=Recovery(sleep=RecordedSleeps()),
         billing_hook=hook,
     )
     await agent.run("charged twice", session_id="s")
@@ -312,7 +307,9 @@ async def test_a_sticky_turn_that_fails_forgets_the_sticky_agent(kind: str, reco
     def critical(exc: BaseException, ctx: ErrorContext) -> ErrorClassification | None:
         return ErrorClassification(ErrorSeverity.CRITICAL, "the payment system is down")
 
-    options: dict[str, Any] = {"recovery": Recovery(sleep=Sleeps()), "billing_hook": critical} if recovery else {}
+    options: dict[str, Any] = (
+        {"recovery": Recovery(sleep=RecordedSleeps()), "billing_hook": critical} if recovery else {}
+    )
     agent, models = desk(
         kind,
         [("billing", 0.9), ("general", 0.9)],

@@ -22,20 +22,10 @@ from jeeves_router.events import (
 from jeeves_router.models.base import ModelRequest, ModelResponse, ModelStreamItem, ModelTextDelta
 from jeeves_router.policies import RetryPolicy
 from jeeves_router.recovery import ErrorClassification, ErrorContext, ErrorSeverity, ExecutionError, Recovery
-from jeeves_router.testing import Call, ScriptedModel, capture_events
+from jeeves_router.testing import Call, RecordedSleeps, ScriptedModel, capture_events
 from jeeves_router.tools import tool
 
 ROUTE = "route: billing\nconfidence: 0.9"
-
-
-class Sleeps:
-    """Records backoff delays instead of waiting."""
-
-    def __init__(self) -> None:
-        self.delays: list[float] = []
-
-    async def __call__(self, delay: float) -> None:
-        self.delays.append(delay)
 
 
 class TextThenFail:
@@ -89,7 +79,7 @@ async def test_without_recovery_a_specialist_error_keeps_its_type() -> None:
 
 @pytest.mark.anyio
 async def test_retriable_classifier_failure_is_retried_under_the_framework_policy() -> None:
-    sleeps = Sleeps()
+    sleeps = RecordedSleeps()
     classifier = ScriptedModel([ModelError("overloaded", severity="retriable"), ROUTE])
     billing = ScriptedModel(["Refunded."])
     events = await capture_events(desk(classifier, billing, recovery=Recovery(sleep=sleeps)), "charged twice")
@@ -103,7 +93,7 @@ async def test_retriable_classifier_failure_is_retried_under_the_framework_polic
 
 @pytest.mark.anyio
 async def test_classifier_retries_exhausted_end_critical() -> None:
-    sleeps = Sleeps()
+    sleeps = RecordedSleeps()
     classifier = ScriptedModel([ModelError("a", severity="retriable"), ModelError("b", severity="retriable")])
     result = await desk(classifier, ScriptedModel([]), recovery=Recovery(sleep=sleeps)).run("x")
     assert result.status == "critical" and result.output is None
@@ -114,7 +104,7 @@ async def test_classifier_retries_exhausted_end_critical() -> None:
 
 @pytest.mark.anyio
 async def test_retriable_specialist_is_dispatched_again_with_backoff() -> None:
-    sleeps = Sleeps()
+    sleeps = RecordedSleeps()
     classifier = ScriptedModel([ROUTE])
     billing = ScriptedModel([TimeoutError(), TimeoutError(), "Refunded."])
     events = await capture_events(desk(classifier, billing, recovery=Recovery(sleep=sleeps)), "charged twice")
@@ -130,7 +120,7 @@ async def test_retriable_specialist_is_dispatched_again_with_backoff() -> None:
 
 @pytest.mark.anyio
 async def test_retries_exhausted_give_a_critical_report_result_and_event() -> None:
-    sleeps = Sleeps()
+    sleeps = RecordedSleeps()
     billing = ScriptedModel([TimeoutError("secret-host:5432")] * 3)
     events = await capture_events(desk(ScriptedModel([ROUTE]), billing, recovery=Recovery(sleep=sleeps)), "x")
     result = events[-1].result  # type: ignore[union-attr]
@@ -163,7 +153,7 @@ async def test_reclassification_excludes_the_failed_route_and_shows_the_failure(
     billing = ScriptedModel([RuntimeError("wrong desk")])
     general = ScriptedModel(["Here you go."])
     events = await capture_events(
-        desk(classifier, billing, general, recovery=Recovery(sleep=Sleeps()), billing_hook=hook), "x"
+        desk(classifier, billing, general, recovery=Recovery(sleep=RecordedSleeps()), billing_hook=hook), "x"
     )
     result = events[-1].result  # type: ignore[union-attr]
     assert result.status == "ok" and result.route == "general" and result.output == "Here you go."
@@ -182,7 +172,7 @@ async def test_reclassifications_are_bounded() -> None:
     classifier = ScriptedModel([ROUTE, "route: general\nconfidence: 0.8"])
     billing = ScriptedModel([ExecutionError("reclassification", "no")])
     general = ScriptedModel([ExecutionError(reclassify.severity, "no either")])
-    result = await desk(classifier, billing, general, recovery=Recovery(sleep=Sleeps())).run("x")
+    result = await desk(classifier, billing, general, recovery=Recovery(sleep=RecordedSleeps())).run("x")
     assert result.status == "critical" and result.report["reason"] == "reclassifications_exhausted"
     assert len(classifier.requests) == 2 and len(billing.requests) == 1 and len(general.requests) == 1
 
@@ -190,7 +180,7 @@ async def test_reclassifications_are_bounded() -> None:
 @pytest.mark.anyio
 async def test_fatal_aborts_at_once_with_the_original_exception() -> None:
     billing = ScriptedModel([ExecutionError(ErrorSeverity.FATAL, "credentials revoked")])
-    agent = desk(ScriptedModel([ROUTE]), billing, recovery=Recovery(sleep=Sleeps()))
+    agent = desk(ScriptedModel([ROUTE]), billing, recovery=Recovery(sleep=RecordedSleeps()))
     with pytest.raises(ExecutionError, match="credentials revoked"):
         await agent.run("x")
     assert len(billing.requests) == 1
@@ -211,9 +201,11 @@ async def test_fatal_inside_a_recovering_specialist_stays_fatal_in_the_router() 
         "Billing.",
         name="billing",
         model=ScriptedModel([ExecutionError("fatal", "stop")]),
-        architecture=ToolLoop(recovery=Recovery(sleep=Sleeps())),
+        architecture=ToolLoop(recovery=Recovery(sleep=RecordedSleeps())),
     )
-    agent = desk(ScriptedModel([ROUTE]), inner, recovery=Recovery(sleep=Sleeps()), billing_hook=lambda e, c: soften)
+    agent = desk(
+        ScriptedModel([ROUTE]), inner, recovery=Recovery(sleep=RecordedSleeps()), billing_hook=lambda e, c: soften
+    )
     with pytest.raises(ExecutionError):
         await agent.run("x")
 
@@ -224,9 +216,9 @@ async def test_a_raising_hook_is_critical_with_both_exceptions_in_the_report() -
         raise KeyError("hook bug")
 
     billing = ScriptedModel([TimeoutError()])
-    result = await desk(ScriptedModel([ROUTE]), billing, recovery=Recovery(sleep=Sleeps()), billing_hook=broken).run(
-        "x"
-    )
+    result = await desk(
+        ScriptedModel([ROUTE]), billing, recovery=Recovery(sleep=RecordedSleeps()), billing_hook=broken
+    ).run("x")
     assert result.status == "critical" and len(billing.requests) == 1
     assert result.report["error"] == {"type": "TimeoutError", "hook_error_type": "KeyError"}
 
@@ -237,7 +229,7 @@ async def test_development_flag_reraises_the_original_exception() -> None:
     agent = desk(
         ScriptedModel([ROUTE]),
         billing,
-        recovery=Recovery(sleep=Sleeps(), reraise=True, retry_policy=RetryPolicy(max_attempts=2)),
+        recovery=Recovery(sleep=RecordedSleeps(), reraise=True, retry_policy=RetryPolicy(max_attempts=2)),
     )
     with pytest.raises(TimeoutError, match="t2"):
         await agent.run("x")
@@ -247,7 +239,7 @@ async def test_development_flag_reraises_the_original_exception() -> None:
 @pytest.mark.anyio
 async def test_a_specialist_that_streamed_text_is_not_dispatched_again() -> None:
     model = TextThenFail()
-    events = await capture_events(desk(ScriptedModel([ROUTE]), model, recovery=Recovery(sleep=Sleeps())), "x")
+    events = await capture_events(desk(ScriptedModel([ROUTE]), model, recovery=Recovery(sleep=RecordedSleeps())), "x")
     assert model.calls == 1
     assert [e.text for e in kinds(events, TextDelta)] == ["partial "]
     result = events[-1].result  # type: ignore[union-attr]
@@ -256,7 +248,7 @@ async def test_a_specialist_that_streamed_text_is_not_dispatched_again() -> None
 
 @pytest.mark.anyio
 async def test_tool_loop_retries_a_stream_only_before_its_text() -> None:
-    sleeps = Sleeps()
+    sleeps = RecordedSleeps()
     model = ScriptedModel([ModelError("busy", severity="retriable"), "Hello."])
     agent = Agent("a", name="solo", model=model, architecture=ToolLoop(recovery=Recovery(sleep=sleeps)))
     events = await capture_events(agent, "hi")
@@ -277,7 +269,7 @@ async def test_tool_loop_inside_a_router_escalates_reclassification() -> None:
     billing = Agent("Billing.", name="billing", model=ScriptedModel([LookupError("no invoice")]), classify_error=hook)
     classifier = ScriptedModel([ROUTE, "route: general\nconfidence: 0.7"])
     general = ScriptedModel(["General answer."])
-    result = await desk(classifier, billing, general, recovery=Recovery(sleep=Sleeps())).run("x")
+    result = await desk(classifier, billing, general, recovery=Recovery(sleep=RecordedSleeps())).run("x")
     assert result.status == "ok" and result.route == "general" and len(classifier.requests) == 2
     top = Agent("Billing.", name="billing", model=ScriptedModel([LookupError("no invoice")]), classify_error=hook)
     alone = await top.run("x")
@@ -304,7 +296,7 @@ async def test_tool_infrastructure_failures_are_retried() -> None:
         """Look up an invoice."""
         return f"invoice {invoice_id}: 42"
 
-    sleeps = Sleeps()
+    sleeps = RecordedSleeps()
     runtime = Flaky()
     model = ScriptedModel([Call("lookup", {"invoice_id": "A1"}), "It is 42."])
     agent = Agent(
@@ -324,9 +316,11 @@ async def test_tool_infrastructure_failures_are_retried() -> None:
 @pytest.mark.anyio
 async def test_max_steps_and_time_limit_are_enforced() -> None:
     billing = ScriptedModel([TimeoutError()] * 3)
-    result = await desk(ScriptedModel([ROUTE]), billing, recovery=Recovery(sleep=Sleeps(), max_steps=2)).run("x")
+    result = await desk(ScriptedModel([ROUTE]), billing, recovery=Recovery(sleep=RecordedSleeps(), max_steps=2)).run(
+        "x"
+    )
     assert result.status == "critical" and result.report["reason"] == "max_steps" and len(billing.requests) == 1
-    sleeps = Sleeps()
+    sleeps = RecordedSleeps()
     billing = ScriptedModel([TimeoutError()] * 3)
     result = await desk(ScriptedModel([ROUTE]), billing, recovery=Recovery(sleep=sleeps, time_limit_s=0.3)).run("x")
     assert result.report["reason"] == "time_limit" and sleeps.delays == [] and len(billing.requests) == 1
@@ -344,7 +338,7 @@ async def test_budget_is_checked_when_an_attempt_starts() -> None:
 @pytest.mark.anyio
 async def test_explanation_is_added_to_the_report() -> None:
     explainer = ScriptedModel(["Billing is unavailable right now."])
-    recovery = Recovery(sleep=Sleeps(), explain_model=explainer, retry_policy=RetryPolicy(max_attempts=1))
+    recovery = Recovery(sleep=RecordedSleeps(), explain_model=explainer, retry_policy=RetryPolicy(max_attempts=1))
     result = await desk(ScriptedModel([ROUTE]), ScriptedModel([TimeoutError()]), recovery=recovery).run("x")
     assert result.report["explanation"] == "Billing is unavailable right now."
     assert "TimeoutError" not in explainer.requests[0].messages[0].text
@@ -387,7 +381,7 @@ async def test_a_failing_reclassifier_cannot_loop() -> None:
     busy = ModelError("busy", severity="retriable")
     classifier = ScriptedModel([ROUTE, busy, ModelError("busy", severity="retriable")])
     billing = ScriptedModel([reclassify])
-    sleeps = Sleeps()
+    sleeps = RecordedSleeps()
     events = await capture_events(desk(classifier, billing, recovery=Recovery(sleep=sleeps)), "x")
     res = events[-1].result  # type: ignore[union-attr]
     assert res.status == "critical" and res.report["operation"] == "classify"
@@ -407,7 +401,7 @@ async def test_a_retried_step_replays_from_the_journal_under_the_same_key() -> N
         name="solo",
         model=live,
         runtime=JournalRuntime(journal),
-        architecture=ToolLoop(recovery=Recovery(sleep=Sleeps())),
+        architecture=ToolLoop(recovery=Recovery(sleep=RecordedSleeps())),
     )
     assert (await agent.run("hi", session_id="r1")).output == "Hello."
     silent = ScriptedModel([])
@@ -416,7 +410,7 @@ async def test_a_retried_step_replays_from_the_journal_under_the_same_key() -> N
         name="solo",
         model=silent,
         runtime=JournalRuntime(journal),
-        architecture=ToolLoop(recovery=Recovery(sleep=Sleeps())),
+        architecture=ToolLoop(recovery=Recovery(sleep=RecordedSleeps())),
     )
     assert (await again.resume("r1")).output == "Hello."
     assert silent.requests == [] and len(live.requests) == 2

@@ -17,8 +17,8 @@ from jeeves_router.events import Event, RecoveryReclassify, RecoveryReplan, Reco
 from jeeves_router.journal import JournalRuntime, SQLiteJournal
 from jeeves_router.models.base import ModelRequest
 from jeeves_router.recovery import Recovery
-from jeeves_router.testing import Call, FunctionModel, Reply, ScriptedModel, capture_events
-from tests.test_capabilities import Brain, Fn, Sleeps, plan
+from jeeves_router.testing import Call, FunctionModel, RecordedSleeps, Reply, ScriptedModel, capture_events
+from tests.test_capabilities import Brain, Fn, plan
 
 
 def refunding_desk(severity: str, refunds: list[str], *, mode: str = "plan_first") -> Agent:
@@ -39,7 +39,7 @@ def refunding_desk(severity: str, refunds: list[str], *, mode: str = "plan_first
         plans=[plan("pay"), plan("notify")],
         choices=['{"capability": "pay", "task": "refund"}', '{"answer": "ok"}'],
     )
-    arch = Capabilities(caps, mode=mode, recovery=Recovery(sleep=Sleeps()))  # type: ignore[arg-type]
+    arch = Capabilities(caps, mode=mode, recovery=Recovery(sleep=RecordedSleeps()))  # type: ignore[arg-type]
     return Agent("Orchestrator", name="desk", model=brain.model, architecture=arch)
 
 
@@ -93,7 +93,7 @@ async def test_a_replan_of_a_step_without_side_effects_still_replans() -> None:
     model = ScriptedModel([ModelError("bad plan step", severity="replanning"), "Paid."])
     pay = Agent("Payments.", name="pay", model=model)
     brain = Brain(yes={"pay"}, plans=[plan("pay")])
-    arch = Capabilities([Capability("pay", pay, "payments")], recovery=Recovery(sleep=Sleeps()))
+    arch = Capabilities([Capability("pay", pay, "payments")], recovery=Recovery(sleep=RecordedSleeps()))
     events = await capture_events(Agent("O", name="desk", model=brain.model, architecture=arch), "pay")
     assert events[-1].result.status == "ok"  # type: ignore[union-attr]
     assert kinds(events) == [RecoveryReplan] and brain.calls["plan"] == 2
@@ -120,7 +120,7 @@ def retried_refund_desk(refunds: list[str], journal: SQLiteJournal | None) -> tu
     model = FunctionModel(answer, name="pay")
     pay = Agent("Payments.", name="pay", model=model, tools=[refund])
     brain = Brain(yes={"pay"}, plans=[plan("pay")])
-    arch = Capabilities([Capability("pay", pay, "payments")], recovery=Recovery(sleep=Sleeps()))
+    arch = Capabilities([Capability("pay", pay, "payments")], recovery=Recovery(sleep=RecordedSleeps()))
     runtime = JournalRuntime(journal) if journal is not None else None
     return Agent("Orchestrator", name="desk", model=brain.model, architecture=arch, runtime=runtime), model
 

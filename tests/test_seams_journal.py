@@ -24,21 +24,11 @@ from jeeves_router.models.base import ModelRequest, ModelResponse, ModelStreamIt
 from jeeves_router.models.openai import OpenAIModel
 from jeeves_router.policies import RetryPolicy
 from jeeves_router.recovery import Recovery
-from jeeves_router.testing import FunctionModel, ScriptedModel, StaticClassifier
+from jeeves_router.testing import FunctionModel, RecordedSleeps, ScriptedModel, StaticClassifier
 from jeeves_router.usage import Usage
 from tests.loopback import LoopbackServer, Reply, Status, loopback  # noqa: F401
 
 USAGE = Usage(input_tokens=10, output_tokens=5, requests=1)
-
-
-class Sleeps:
-    """Records backoff delays instead of waiting."""
-
-    def __init__(self) -> None:
-        self.delays: list[float] = []
-
-    async def __call__(self, delay: float) -> None:
-        self.delays.append(delay)
 
 
 class Breaking:
@@ -71,7 +61,7 @@ def desk(journal: SQLiteJournal, model: object) -> Agent:
     router = Router(
         [RouterRoute("billing", billing), RouterRoute("general", general)],
         classifier=StaticClassifier("billing", 0.9),
-        recovery=Recovery(sleep=Sleeps()),
+        recovery=Recovery(sleep=RecordedSleeps()),
     )
     return Agent("Desk", name="desk", runtime=JournalRuntime(journal), architecture=router)
 
@@ -197,7 +187,7 @@ class FailingClassifier:
 async def test_a_classifier_failure_resumes_to_the_same_report_without_classifying(tmp_path: Path) -> None:
     classifier = FailingClassifier()
     billing = Agent("Billing.", name="billing", model=ScriptedModel([]))
-    router = Router([RouterRoute("billing", billing)], classifier=classifier, recovery=Recovery(sleep=Sleeps()))
+    router = Router([RouterRoute("billing", billing)], classifier=classifier, recovery=Recovery(sleep=RecordedSleeps()))
     agent = Agent("Desk", name="desk", runtime=JournalRuntime(SQLiteJournal(tmp_path / "j.db")), architecture=router)
     first = await agent.run("x", session_id="s")
     assert first.status == "critical" and classifier.calls == 1
@@ -217,7 +207,7 @@ async def test_a_failed_capability_with_a_side_effect_is_not_run_again_by_resume
         raise RuntimeError("card network answered garbage after charging")
 
     brain = Brain(yes={"charge"}, plans=[plan("charge")])
-    arch = Capabilities([Capability("charge", charge, "charges cards")], recovery=Recovery(sleep=Sleeps()))
+    arch = Capabilities([Capability("charge", charge, "charges cards")], recovery=Recovery(sleep=RecordedSleeps()))
     journal = SQLiteJournal(tmp_path / "j.db")
     agent = Agent("O", name="desk", model=brain.model, architecture=arch, runtime=JournalRuntime(journal))
     first = await agent.run("charge $5", session_id="s")
@@ -232,7 +222,7 @@ async def test_a_failed_capability_with_a_side_effect_is_not_run_again_by_resume
 POLICY = RetryPolicy(max_attempts=3, initial_delay_s=0.5, multiplier=2.0, max_delay_s=5.0, jitter=0.0)
 
 
-def wire_desk(server: LoopbackServer, journal: SQLiteJournal, sleeps: Sleeps) -> Agent:
+def wire_desk(server: LoopbackServer, journal: SQLiteJournal, sleeps: RecordedSleeps) -> Agent:
     model = OpenAIModel("gpt-4.1-mini", client=server.openai_client(), retry=POLICY, sleep=sleeps, rng=random.Random(0))
     return desk(journal, model)
 
@@ -243,7 +233,7 @@ async def test_adapter_retries_under_the_ladder_stay_within_the_policy_and_resum
     tmp_path: Path,
 ) -> None:
     loopback.script(Status(429), Status(503), Reply(text=["Refund ", "issued."]))
-    sleeps = Sleeps()
+    sleeps = RecordedSleeps()
     agent = wire_desk(loopback, SQLiteJournal(tmp_path / "j.db"), sleeps)
     events = await consume(agent, "charged twice", "s")
     assert len(loopback.requests) == POLICY.max_attempts  # the adapter's three; the ladder adds none
@@ -262,7 +252,7 @@ async def test_a_wire_stream_that_breaks_after_text_is_not_retried_and_resumes_o
     tmp_path: Path,
 ) -> None:
     loopback.script(Reply(text=["Refund ", "iss", "ued."], disconnect_after=3), Reply(text=["again"]))
-    agent = wire_desk(loopback, SQLiteJournal(tmp_path / "j.db"), Sleeps())
+    agent = wire_desk(loopback, SQLiteJournal(tmp_path / "j.db"), RecordedSleeps())
     events = await consume(agent, "charged twice", "s")
     assert len(loopback.requests) == 1
     assert [e for e in events if isinstance(e, RecoveryReport)]
@@ -301,7 +291,7 @@ def refund_desk(journal: SQLiteJournal | None, refunds: list[str], *, timeouts: 
     router = Router(
         [RouterRoute("billing", billing), RouterRoute("general", Agent("G.", name="general", model=ScriptedModel([])))],
         classifier=StaticClassifier("billing"),
-        recovery=Recovery(sleep=Sleeps()),
+        recovery=Recovery(sleep=RecordedSleeps()),
     )
     runtime = JournalRuntime(journal) if journal is not None else None
     return Agent("Desk", name="desk", runtime=runtime, architecture=router), model
@@ -355,7 +345,7 @@ def reclassifying_desk(
     router = Router(
         [RouterRoute("billing", billing), RouterRoute("general", general)],
         classifier=classifier,
-        recovery=Recovery(sleep=Sleeps()),
+        recovery=Recovery(sleep=RecordedSleeps()),
     )
     agent = Agent("Desk", name="desk", runtime=JournalRuntime(journal), architecture=router)
     return agent, classifier, billing_model, general_model
@@ -379,7 +369,7 @@ async def test_a_run_that_reclassified_after_a_failure_resumes_to_the_same_route
 @pytest.mark.anyio
 async def test_resuming_a_run_whose_retries_ran_out_does_not_wait_the_backoffs_again(tmp_path: Path) -> None:
     journal = SQLiteJournal(tmp_path / "j.db")
-    sleeps = Sleeps()
+    sleeps = RecordedSleeps()
     billing = Agent("Billing.", name="billing", model=ScriptedModel([TimeoutError("slow")] * 3))
     router = Router(
         [RouterRoute("billing", billing)], classifier=StaticClassifier("billing"), recovery=Recovery(sleep=sleeps)

@@ -24,21 +24,11 @@ from jeeves_router.journal import JournalRuntime, SQLiteJournal, recorded_events
 from jeeves_router.recovery import ErrorClassification, ErrorSeverity, Recovery
 from jeeves_router.recovery.classify import ErrorContext
 from jeeves_router.results import RunResult
-from jeeves_router.testing import Call, FunctionModel, Reply, ScriptedModel, StaticClassifier
+from jeeves_router.testing import Call, FunctionModel, RecordedSleeps, Reply, ScriptedModel, StaticClassifier
 from jeeves_router.tools import Tool, ToolContext, ToolOutcome
 from jeeves_router.usage import Usage
 
 USAGE = Usage(input_tokens=10, output_tokens=5, requests=1)
-
-
-class Sleeps:
-    """Records backoff delays instead of waiting."""
-
-    def __init__(self) -> None:
-        self.delays: list[float] = []
-
-    async def __call__(self, delay: float) -> None:
-        self.delays.append(delay)
 
 
 class Clock:
@@ -103,7 +93,7 @@ async def test_a_run_stopped_by_the_time_limit_before_a_model_call_resumes_witho
 
     journal = SQLiteJournal(tmp_path / "j.db")
     model = ScriptedModel([Reply(calls=[Call("lookup", {"invoice": "INV-7"})], usage=USAGE), "Paid."])
-    agent = looping_agent(journal, model, Recovery(time_limit_s=30.0, sleep=Sleeps()), [lookup])
+    agent = looping_agent(journal, model, Recovery(time_limit_s=30.0, sleep=RecordedSleeps()), [lookup])
     first = await agent.run("is INV-7 paid?", session_id="s")
     assert first.status == "critical" and first.report["reason"] == "time_limit"
     assert len(model.requests) == 1 and first.usage == USAGE
@@ -123,7 +113,7 @@ async def test_a_run_whose_failure_met_the_time_limit_resumes_to_the_same_stop(t
 
     journal = SQLiteJournal(tmp_path / "j.db")
     model = FunctionModel(answer, name="billing")
-    agent = looping_agent(journal, model, Recovery(time_limit_s=30.0, sleep=Sleeps()), [])
+    agent = looping_agent(journal, model, Recovery(time_limit_s=30.0, sleep=RecordedSleeps()), [])
     first = await agent.run("is INV-7 paid?", session_id="s")
     assert first.status == "critical" and first.report["reason"] == "time_limit"
     assert len(model.requests) == 1
@@ -148,7 +138,7 @@ async def test_a_tool_cut_off_by_the_time_limit_resumes_to_the_same_stop_without
     model = ScriptedModel([Reply(calls=[Call("lookup", {"invoice": "INV-7"})], usage=USAGE), "Paid."])
     # the time box cancels the tool when the run's limit passes (a real second: what is
     # asserted is where the run stopped, never how long it took)
-    agent = looping_agent(journal, model, Recovery(time_limit_s=1.0, sleep=Sleeps()), [lookup])
+    agent = looping_agent(journal, model, Recovery(time_limit_s=1.0, sleep=RecordedSleeps()), [lookup])
     first = await agent.run("is INV-7 paid?", session_id="s")
     assert first.status == "critical" and first.report["reason"] == "time_limit"
     assert calls == ["INV-7"] and len(model.requests) == 1
@@ -170,7 +160,7 @@ async def test_a_routed_run_whose_specialist_failed_past_the_time_limit_resumes_
     router = Router(
         [RouterRoute("billing", billing)],
         classifier=StaticClassifier("billing", 0.9),
-        recovery=Recovery(time_limit_s=30.0, sleep=Sleeps()),
+        recovery=Recovery(time_limit_s=30.0, sleep=RecordedSleeps()),
     )
     journal = SQLiteJournal(tmp_path / "j.db")
     agent = Agent("Desk", name="desk", runtime=JournalRuntime(journal), architecture=router)
@@ -217,7 +207,7 @@ async def test_a_run_stopped_by_max_steps_resumes_without_a_call(tmp_path: Path)
 
     journal = SQLiteJournal(tmp_path / "j.db")
     model = ScriptedModel([Reply(calls=[Call("lookup", {"invoice": "INV-7"})], usage=USAGE), "Paid."])
-    agent = looping_agent(journal, model, Recovery(max_steps=2, sleep=Sleeps()), [lookup])
+    agent = looping_agent(journal, model, Recovery(max_steps=2, sleep=RecordedSleeps()), [lookup])
     first = await agent.run("is INV-7 paid?", session_id="s")
     assert first.status == "critical" and first.report["reason"] == "max_steps"
     assert len(model.requests) == 1 and calls == ["INV-7"]
@@ -247,7 +237,7 @@ class PaidThenFailing:
 def classified_desk(journal: SQLiteJournal, classifier: PaidThenFailing) -> tuple[Agent, ScriptedModel]:
     model = ScriptedModel([Reply("Refund issued.", usage=USAGE)], name="billing")
     billing = Agent("Billing.", name="billing", model=model)
-    router = Router([RouterRoute("billing", billing)], classifier=classifier, recovery=Recovery(sleep=Sleeps()))
+    router = Router([RouterRoute("billing", billing)], classifier=classifier, recovery=Recovery(sleep=RecordedSleeps()))
     return Agent("Desk", name="desk", runtime=JournalRuntime(journal), architecture=router), model
 
 
@@ -297,7 +287,7 @@ def hooked_desk(journal: SQLiteJournal, hook: Any, billing_steps: list[Any]) -> 
     router = Router(
         [RouterRoute("billing", billing), RouterRoute("general", general)],
         classifier=classifier,
-        recovery=Recovery(sleep=Sleeps()),
+        recovery=Recovery(sleep=RecordedSleeps()),
     )
     agent = Agent("Desk", name="desk", runtime=JournalRuntime(journal), architecture=router)
     return agent, classifier, [billing_model, general_model]
@@ -374,7 +364,7 @@ async def test_a_tool_infrastructure_failure_is_retried_live_not_sent_to_the_unk
         name="billing",
         model=model,
         tools=[FlakyTransport(refund, failures=1)],
-        architecture=ToolLoop(recovery=Recovery(sleep=Sleeps())),
+        architecture=ToolLoop(recovery=Recovery(sleep=RecordedSleeps())),
         runtime=JournalRuntime(journal, on_unknown_tool_outcome=policy),
     )
     first = await agent.run("refund INV-7", session_id="s")

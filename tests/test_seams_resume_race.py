@@ -35,9 +35,9 @@ from jeeves_router.journal.resume import read_runs
 from jeeves_router.messages import TextPart
 from jeeves_router.models.base import ModelRequest, ModelResponse, ModelStreamItem, ModelTextDelta
 from jeeves_router.recovery import Recovery
-from jeeves_router.testing import ScriptedModel, StaticClassifier
+from jeeves_router.testing import RecordedSleeps, ScriptedModel, StaticClassifier
 from jeeves_router.usage import Usage
-from tests.test_seams_journal import Breaking, Sleeps
+from tests.test_seams_journal import Breaking
 
 USAGE = Usage(input_tokens=10, output_tokens=5, requests=1)
 
@@ -112,7 +112,7 @@ def desk(journal: Journal, model: object) -> Agent:
     router = Router(
         [RouterRoute("billing", billing)],
         classifier=StaticClassifier("billing", 0.9),
-        recovery=Recovery(sleep=Sleeps()),
+        recovery=Recovery(sleep=RecordedSleeps()),
     )
     return Agent("Desk", name="desk", runtime=JournalRuntime(journal), architecture=router)
 

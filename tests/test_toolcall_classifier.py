@@ -10,12 +10,7 @@ from jeeves_router import Agent, Recovery, Router, RouterRoute
 from jeeves_router.classify.toolcall import ToolCallClassifier
 from jeeves_router.errors import ModelError
 from jeeves_router.events import RecoveryRetry, RouterClassified
-from jeeves_router.testing import Call, ScriptedModel, capture_events
-
-
-class Sleeps:
-    async def __call__(self, delay: float) -> None:
-        pass
+from jeeves_router.testing import Call, RecordedSleeps, ScriptedModel, capture_events
 
 
 def classify(route: str, confidence: Any = 0.9) -> Call:
@@ -84,7 +79,7 @@ async def test_an_unknown_tool_is_corrected_with_a_tool_error() -> None:
 @pytest.mark.anyio
 async def test_recovery_and_force_route_work_as_with_any_classifier() -> None:
     agent, model = desk(
-        [ModelError("busy", severity="retriable"), classify("billing")], recovery=Recovery(sleep=Sleeps())
+        [ModelError("busy", severity="retriable"), classify("billing")], recovery=Recovery(sleep=RecordedSleeps())
     )
     events = await capture_events(agent, "x")
     assert events[-1].result.route == "billing"  # type: ignore[union-attr]
