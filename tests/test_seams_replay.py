@@ -309,8 +309,24 @@ def explaining(exc: BaseException, ctx: ErrorContext) -> ErrorClassification | N
     return None
 
 
+class Ticket:
+    """A value with no JSON form (shown to the classifier by its ``str``)."""
+
+    def __str__(self) -> str:
+        return "ticket T-9"
+
+
+def structured(exc: BaseException, ctx: ErrorContext) -> ErrorClassification | None:
+    """Reclassify with metadata that JSON changes: a tuple, a nested mapping, an object."""
+    if isinstance(exc, NotMyDesk):
+        return ErrorClassification(
+            ErrorSeverity.RECLASSIFICATION, metadata={"ids": (7, 8), "seen": {"b": (1,), "a": None}, "ticket": Ticket()}
+        )
+    return None
+
+
 @pytest.mark.anyio
-@pytest.mark.parametrize("hook", [catch_all, explaining])
+@pytest.mark.parametrize("hook", [catch_all, explaining, structured])
 async def test_a_hooks_judgement_of_the_users_own_exception_is_replayed(tmp_path: Path, hook: Any) -> None:
     journal = SQLiteJournal(tmp_path / "j.db")
     agent, classifier, _ = hooked_desk(journal, hook, [NotMyDesk("a question about opening hours")])

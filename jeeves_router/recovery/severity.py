@@ -15,10 +15,13 @@ Their values are the plain strings :class:`~jeeves_router.errors.RunError` carri
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
+
+from pydantic_core import to_jsonable_python
 
 from ..errors import RunError, UsageError
 
@@ -73,15 +76,29 @@ class ErrorClassification:
     def format_for_llm(self) -> str:
         """The failure as a reclassification or replanning prompt shows it.
 
-        Deterministic: the severity, the user message, then the metadata sorted by key.
+        Deterministic: the severity, the user message, then the metadata sorted by key. A
+        value is shown as it reads after a trip through the journal (text and numbers as
+        they are, containers as sorted JSON, other objects by their ``str``), so a resumed
+        run shows the classifier the same prompt and replays its answer.
         """
         lines = [f"Previous attempt failed (severity: {self.severity.value})."]
         if self.user_message:
             lines.append(f"Reason: {self.user_message}")
         for key in sorted(self.metadata or {}, key=str):
-            value = (self.metadata or {})[key]
-            lines.append(f"{key}: {value}")
+            lines.append(f"{key}: {_shown((self.metadata or {})[key])}")
         return "\n".join(lines)
+
+
+def _shown(value: Any) -> str:
+    """``value`` as :meth:`ErrorClassification.format_for_llm` shows it, the same live and replayed.
+
+    The journal keeps metadata as JSON (a tuple comes back as a list, an object as its text),
+    so everything but a scalar is shown by its JSON form.
+    """
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return str(value)
+    data = to_jsonable_python(value, fallback=str)
+    return data if isinstance(data, str) else json.dumps(data, sort_keys=True, ensure_ascii=False)
 
 
 class ExecutionError(RunError):
