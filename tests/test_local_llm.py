@@ -202,6 +202,15 @@ def test_a_build_with_amx_kernels_warns_before_loading(local_extra: None, monkey
         model._load()
     assert len(loaded) == 2
 
+    def no_info() -> bytes:
+        raise AttributeError("an older binding without llama_print_system_info")
+
+    monkeypatch.setattr(llama_cpp, "llama_print_system_info", no_info)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        model._load()  # nothing to check: loads without a warning
+    assert len(loaded) == 3
+
 
 @pytest.mark.anyio
 async def test_in_process_stream_adds_up(smol: object) -> None:

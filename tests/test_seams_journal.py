@@ -8,7 +8,7 @@ result with no model call — also when the run ended on the failure (status "cr
 from __future__ import annotations
 
 import random
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 
 import pytest
@@ -23,7 +23,7 @@ from jeeves_router.messages import TextPart
 from jeeves_router.models.base import ModelRequest, ModelResponse, ModelStreamItem, ModelTextDelta
 from jeeves_router.models.openai import OpenAIModel
 from jeeves_router.policies import RetryPolicy
-from jeeves_router.recovery import Recovery
+from jeeves_router.recovery import ErrorClassification, ErrorSeverity, Recovery
 from jeeves_router.testing import FunctionModel, RecordedSleeps, ScriptedModel, StaticClassifier
 from jeeves_router.usage import Usage
 from tests.loopback import LoopbackServer, Reply, Status, loopback  # noqa: F401
@@ -315,13 +315,18 @@ async def test_a_retried_specialist_counts_each_model_response_once(tmp_path: Pa
 
 
 class FirstRoute:
-    """A classifier that picks the first route it is offered (the failed route is no longer offered)."""
+    """Picks the first route it is offered (the failed route is no longer offered); records the feedback it saw."""
 
     def __init__(self) -> None:
-        self.calls = 0
+        self.feedback: list[str | None] = []
+
+    @property
+    def calls(self) -> int:
+        """How many classifications it made."""
+        return len(self.feedback)
 
     async def classify(self, request: ClassifyRequest) -> ClassifyResult:
-        self.calls += 1
+        self.feedback.append(request.feedback)
         return await StaticClassifier(request.routes[0].name, 0.9).classify(request)
 
 
@@ -329,14 +334,18 @@ class NotMyDesk(Exception):
     """A specialist's way of saying the request belongs elsewhere."""
 
 
+def reclassify_not_my_desk(exc: BaseException, ctx: object) -> ErrorClassification | None:
+    """The billing agent's ``classify_error`` hook: :class:`NotMyDesk` asks for another route."""
+    return ErrorClassification(ErrorSeverity.RECLASSIFICATION) if isinstance(exc, NotMyDesk) else None
+
+
 def reclassifying_desk(
-    journal: SQLiteJournal, billing_steps: list[object], general_steps: list[object]
+    journal: SQLiteJournal,
+    billing_steps: list[object],
+    general_steps: list[object],
+    hook: Callable[..., ErrorClassification | None] = reclassify_not_my_desk,
 ) -> tuple[Agent, FirstRoute, ScriptedModel, ScriptedModel]:
-    from jeeves_router.recovery import ErrorClassification, ErrorSeverity
-
-    def hook(exc: BaseException, ctx: object) -> ErrorClassification | None:
-        return ErrorClassification(ErrorSeverity.RECLASSIFICATION) if isinstance(exc, NotMyDesk) else None
-
+    """A billing + general desk whose billing agent judges its failures with ``hook``."""
     billing_model = ScriptedModel(billing_steps, name="billing")  # type: ignore[arg-type]
     general_model = ScriptedModel(general_steps, name="general")  # type: ignore[arg-type]
     billing = Agent("Billing.", name="billing", model=billing_model, classify_error=hook)

@@ -27,6 +27,7 @@ from jeeves_router.results import RunResult
 from jeeves_router.testing import Call, FunctionModel, RecordedSleeps, Reply, ScriptedModel, StaticClassifier
 from jeeves_router.tools import Tool, ToolContext, ToolOutcome
 from jeeves_router.usage import Usage
+from tests.test_seams_journal import NotMyDesk, reclassifying_desk
 
 USAGE = Usage(input_tokens=10, output_tokens=5, requests=1)
 
@@ -263,36 +264,6 @@ async def test_a_failed_classifications_paid_replies_count_the_same_after_resume
 # -- 3. a classify_error hook's judgement of the user's own exception class -----------------
 
 
-class NotMyDesk(Exception):
-    """A specialist's way of saying the request belongs elsewhere (the user's own class)."""
-
-
-class FirstRoute:
-    """A classifier that picks the first route it is offered; records the feedback it was shown."""
-
-    def __init__(self) -> None:
-        self.feedback: list[str | None] = []
-
-    async def classify(self, request: ClassifyRequest) -> ClassifyResult:
-        self.feedback.append(request.feedback)
-        return await StaticClassifier(request.routes[0].name, 0.9).classify(request)
-
-
-def hooked_desk(journal: SQLiteJournal, hook: Any, billing_steps: list[Any]) -> tuple[Agent, FirstRoute, list[Any]]:
-    billing_model = ScriptedModel(billing_steps, name="billing")
-    general_model = ScriptedModel(["General answer."], name="general")
-    billing = Agent("Billing.", name="billing", model=billing_model, classify_error=hook)
-    general = Agent("General.", name="general", model=general_model)
-    classifier = FirstRoute()
-    router = Router(
-        [RouterRoute("billing", billing), RouterRoute("general", general)],
-        classifier=classifier,
-        recovery=Recovery(sleep=RecordedSleeps()),
-    )
-    agent = Agent("Desk", name="desk", runtime=JournalRuntime(journal), architecture=router)
-    return agent, classifier, [billing_model, general_model]
-
-
 def catch_all(exc: BaseException, ctx: ErrorContext) -> ErrorClassification:
     """Reclassify on the user's own class; anything else is critical."""
     if isinstance(exc, NotMyDesk):
@@ -329,14 +300,16 @@ def structured(exc: BaseException, ctx: ErrorContext) -> ErrorClassification | N
 @pytest.mark.parametrize("hook", [catch_all, explaining, structured])
 async def test_a_hooks_judgement_of_the_users_own_exception_is_replayed(tmp_path: Path, hook: Any) -> None:
     journal = SQLiteJournal(tmp_path / "j.db")
-    agent, classifier, _ = hooked_desk(journal, hook, [NotMyDesk("a question about opening hours")])
+    agent, classifier, _, _ = reclassifying_desk(
+        journal, [NotMyDesk("a question about opening hours")], ["General answer."], hook
+    )
     first = await agent.run("what are your hours?", session_id="s")
     assert (first.status, first.route, first.output) == ("ok", "general", "General answer.")
     assert len(classifier.feedback) == 2
     before = await kinds(journal, "s")
-    fresh, classifier, models = hooked_desk(journal, hook, [])
+    fresh, classifier, billing_model, general_model = reclassifying_desk(journal, [], [], hook)
     replayed = await fresh.resume("s")
-    assert classifier.feedback == [] and [m.requests for m in models] == [[], []]  # nothing called
+    assert classifier.feedback == [] and billing_model.requests == general_model.requests == []  # nothing called
     assert (replayed.status, replayed.route, replayed.output) == (first.status, first.route, first.output)
     same(replayed, first)
     assert await kinds(journal, "s") == before
@@ -359,30 +332,37 @@ class FlakyTransport(Tool):
         return await super().call(arguments, ctx)
 
 
-@pytest.mark.anyio
-@pytest.mark.parametrize("policy", ["fail", "skip"])
-async def test_a_tool_infrastructure_failure_is_retried_live_not_sent_to_the_unknown_outcome_policy(
-    tmp_path: Path, policy: Any
-) -> None:
-    refunds: list[str] = []
+def flaky_refund_clerk(journal: SQLiteJournal, refunds: list[str], **options: Any) -> tuple[Agent, ScriptedModel]:
+    """A billing agent whose refund tool's transport fails once before the call reaches it."""
 
     def refund(invoice: str) -> str:
         """Refund an invoice."""
         refunds.append(invoice)
         return f"refunded {invoice}"
 
-    journal = SQLiteJournal(tmp_path / "j.db")
     model = ScriptedModel([Reply(calls=[Call("refund", {"invoice": "INV-7"})], usage=USAGE), "Refunded."])
-    from jeeves_router.architectures.react import ToolLoop
-
+    policy = options.pop("on_unknown_tool_outcome", "fail")
     agent = Agent(
         "Billing.",
         name="billing",
         model=model,
         tools=[FlakyTransport(refund, failures=1)],
-        architecture=ToolLoop(recovery=Recovery(sleep=RecordedSleeps())),
         runtime=JournalRuntime(journal, on_unknown_tool_outcome=policy),
+        **options,
     )
+    return agent, model
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("policy", ["fail", "skip"])
+async def test_a_tool_infrastructure_failure_is_retried_live_not_sent_to_the_unknown_outcome_policy(
+    tmp_path: Path, policy: Any
+) -> None:
+    from jeeves_router.architectures.react import ToolLoop
+
+    journal, refunds = SQLiteJournal(tmp_path / "j.db"), list[str]()
+    recovering = ToolLoop(recovery=Recovery(sleep=RecordedSleeps()))
+    agent, model = flaky_refund_clerk(journal, refunds, architecture=recovering, on_unknown_tool_outcome=policy)
     first = await agent.run("refund INV-7", session_id="s")
     # the failed attempt's outcome is known here (it raised): the retry calls the tool
     assert (first.status, first.output, refunds) == ("ok", "Refunded.", ["INV-7"])
@@ -396,21 +376,7 @@ async def test_a_tool_infrastructure_failure_is_retried_live_not_sent_to_the_unk
 @pytest.mark.anyio
 async def test_resuming_a_run_that_failed_on_a_tool_infrastructure_error_calls_the_tool_again(tmp_path: Path) -> None:
     refunds: list[str] = []
-
-    def refund(invoice: str) -> str:
-        """Refund an invoice."""
-        refunds.append(invoice)
-        return f"refunded {invoice}"
-
-    journal = SQLiteJournal(tmp_path / "j.db")
-    model = ScriptedModel([Reply(calls=[Call("refund", {"invoice": "INV-7"})], usage=USAGE), "Refunded."])
-    agent = Agent(
-        "Billing.",
-        name="billing",
-        model=model,
-        tools=[FlakyTransport(refund, failures=1)],
-        runtime=JournalRuntime(journal),
-    )
+    agent, _ = flaky_refund_clerk(SQLiteJournal(tmp_path / "j.db"), refunds)
     with pytest.raises(ConnectionResetError):  # no recovery: the failure ends the run
         await agent.run("refund INV-7", session_id="s")
     result = await agent.resume("s")  # the journal says the call raised: its outcome is known

@@ -56,18 +56,13 @@ class Meet:
         await self.all.wait()
 
 
-class HeldStart:
-    """A journal that holds its first ``run.start`` append at ``meet`` (after the resume has read)."""
+class Wrapped:
+    """A journal that passes everything to ``journal``; subclasses change ``append``."""
 
-    def __init__(self, journal: Journal, meet: Meet | None) -> None:
-        self.journal, self.meet = journal, meet
-        self.starts: list[RunStartRecord] = []
+    def __init__(self, journal: Journal) -> None:
+        self.journal = journal
 
     async def append(self, entries: Sequence[Entry]) -> None:
-        started = [e.record for e in entries if isinstance(e.record, RunStartRecord)]
-        if started and self.meet is not None and not self.starts:
-            await self.meet.wait()
-        self.starts += started
         await self.journal.append(entries)
 
     async def read(
@@ -80,6 +75,22 @@ class HeldStart:
 
     async def aclose(self) -> None:
         await self.journal.aclose()
+
+
+class HeldStart(Wrapped):
+    """A journal that holds its first ``run.start`` append at ``meet`` (after the resume has read)."""
+
+    def __init__(self, journal: Journal, meet: Meet | None) -> None:
+        super().__init__(journal)
+        self.meet = meet
+        self.starts: list[RunStartRecord] = []
+
+    async def append(self, entries: Sequence[Entry]) -> None:
+        started = [e.record for e in entries if isinstance(e.record, RunStartRecord)]
+        if started and self.meet is not None and not self.starts:
+            await self.meet.wait()
+        self.starts += started
+        await self.journal.append(entries)
 
 
 class Gated:
@@ -201,11 +212,11 @@ async def test_a_run_resumed_twice_at_once_records_one_stream_per_attempt(connec
     assert runs.attempts == {runs.first.popitem()[0]: 3}
 
 
-class Rival:
+class Rival(Wrapped):
     """A journal where another process always writes its ``run.start`` of the same attempt just before ours."""
 
     def __init__(self, journal: Journal) -> None:
-        self.journal = journal
+        super().__init__(journal)
         self.rivals = 0
 
     async def append(self, entries: Sequence[Entry]) -> None:
@@ -215,17 +226,6 @@ class Rival:
                 rival = e.record.model_copy(update={"claim": f"rival-{self.rivals}"})
                 await self.journal.append([e.model_copy(update={"record": rival})])
         await self.journal.append(entries)
-
-    async def read(
-        self, session_id: str, *, run_id: str | None = None, types: Collection[str] | None = None
-    ) -> list[Entry]:
-        return await self.journal.read(session_id, run_id=run_id, types=types)
-
-    async def sessions(self) -> list[str]:
-        return await self.journal.sessions()
-
-    async def aclose(self) -> None:
-        await self.journal.aclose()
 
 
 @pytest.mark.anyio
