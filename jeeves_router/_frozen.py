@@ -11,6 +11,10 @@ descriptor, bound once, and builds ``dict`` and ``list`` defaults inline. Everyt
 (frozenness, ``==``, ``repr``, ``hash``, ``match``, :func:`dataclasses.fields`,
 :func:`dataclasses.replace`, pickling, pydantic) is the dataclass's own and unchanged. The
 ``__init__`` is generated once, in place of the dataclass's (import costs the same).
+
+:func:`constructor` gives the same construction as a plain function, for the few objects
+built on every run's hot path: calling a class packs keyword arguments into a dict for
+``__init__``, calling a function does not.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ import dataclasses
 import inspect
 from collections.abc import Callable
 from types import MemberDescriptorType
-from typing import TYPE_CHECKING, Any, TypeVar, overload
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 
 if TYPE_CHECKING:
     from typing_extensions import dataclass_transform
@@ -32,9 +36,10 @@ else:
             return lambda decorator: decorator
 
 
-__all__ = ["frozen"]
+__all__ = ["constructor", "frozen"]
 
 _T = TypeVar("_T")
+_P = ParamSpec("_P")
 
 
 class _Factory:
@@ -103,6 +108,33 @@ def _slot_setter(cls: type, name: str) -> Any:
 
 def _build(cls: type) -> Any:
     """Generate the ``__init__`` of the dataclass ``cls`` (the parameters dataclasses would give it)."""
+    return _generate(cls, maker=False)
+
+
+def constructor(cls: Callable[_P, _T]) -> Callable[_P, _T]:
+    """``cls(...)`` as a plain function: same parameters, same object, about a third cheaper.
+
+    Calling a class goes through ``type.__call__``, which packs keyword arguments into a
+    dict and unpacks them again for ``__init__``; for a kw-only event of a dozen fields
+    that is a third of its construction. The returned function makes the object and
+    stores its fields itself (the code of the generated ``__init__``), called with the
+    arguments as they are. For the few constructions on every run's hot path.
+
+    Args:
+        cls: A class made with :func:`frozen`, or a mutable dataclass without
+            ``__post_init__`` (its fields are then assigned as its own ``__init__`` does).
+
+    Returns:
+        A function taking ``cls``'s constructor arguments and returning a new ``cls``.
+    """
+    if not isinstance(cls, type) or cls.__dict__.get("__init__") is None or not dataclasses.is_dataclass(cls):
+        raise TypeError(f"constructor() needs a dataclass, got {cls!r}")
+    made: Callable[_P, _T] = _generate(cls, maker=True)
+    return made
+
+
+def _generate(cls: type, *, maker: bool) -> Any:
+    """The generated ``__init__`` of ``cls``, or (``maker``) the function that makes and fills a new ``cls``."""
     fields = dataclasses.fields(cls)
     if (
         hasattr(cls, "__post_init__")
@@ -113,14 +145,21 @@ def _build(cls: type) -> Any:
     if any(f.name == "self" or f.name.startswith("_jr_") for f in fields):
         raise TypeError(f"{cls.__qualname__}: a field name clashes with the generated __init__")
     annotations: dict[str, Any] = {}
-    ns: dict[str, Any] = {"__name__": cls.__module__, "_jr_factory": _FACTORY}
+    ns: dict[str, Any] = {
+        "__name__": cls.__module__,
+        "_jr_factory": _FACTORY,
+        "_jr_new": object.__new__,
+        "_jr_cls": cls,
+    }
     positional: list[str] = []
     keyword: list[str] = []
     body: list[str] = []
+    frozen = cls.__dataclass_params__.frozen  # type: ignore[attr-defined]
     for i, f in enumerate(fields):
         name = f.name
         annotations[name] = f.type
-        ns[f"_jr_set{i}"] = _slot_setter(cls, name)
+        if frozen:
+            ns[f"_jr_set{i}"] = _slot_setter(cls, name)
         value = name
         if f.default is not dataclasses.MISSING:
             ns[f"_jr_default{i}"] = f.default
@@ -135,12 +174,16 @@ def _build(cls: type) -> Any:
         else:
             param = name
         (keyword if f.kw_only else positional).append(param)
-        body.append(f"    _jr_set{i}(self, {value})")
-    params = ["self", *positional, *(["*", *keyword] if keyword else [])]
-    source = f"def __init__({', '.join(params)}):\n" + ("\n".join(body) or "    pass") + "\n"
+        body.append(f"    _jr_set{i}(self, {value})" if frozen else f"    self.{name} = {value}")
+    params = [*positional, *(["*", *keyword] if keyword else [])]
+    if maker:
+        source = f"def {cls.__name__}({', '.join(params)}):\n    self = _jr_new(_jr_cls)\n"
+        source += "\n".join(body) + "\n    return self\n"
+    else:
+        source = f"def __init__({', '.join(['self', *params])}):\n" + ("\n".join(body) or "    pass") + "\n"
     exec(source, ns)  # built from field names only, as dataclasses does
-    init = ns["__init__"]
-    init.__qualname__ = f"{cls.__qualname__}.__init__"
-    init.__annotations__ = {**annotations, "return": None}
-    init.__doc__ = None
-    return init
+    fn = ns[cls.__name__ if maker else "__init__"]
+    fn.__qualname__ = f"constructor({cls.__qualname__})" if maker else f"{cls.__qualname__}.__init__"
+    fn.__annotations__ = {**annotations, "return": cls if maker else None}
+    fn.__doc__ = None
+    return fn

@@ -10,6 +10,7 @@ from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from .._aio import EventPump, aclose, emit
+from .._frozen import constructor
 from .._log import get_logger
 from ..classify.types import Classifier, ClassifyRequest, ClassifyResult
 from ..errors import RunError
@@ -26,11 +27,25 @@ if TYPE_CHECKING:
     from ..actor import Actor
     from ..tools import Handoff
 
-__all__ = ["Architecture", "ArchitectureRun", "RunContext", "emit_all", "emit_each", "execute", "run_child"]
+__all__ = [
+    "Architecture",
+    "ArchitectureRun",
+    "RunContext",
+    "emit_all",
+    "emit_each",
+    "execute",
+    "new_context",
+    "run_child",
+]
 
 log = get_logger(__name__)
 
 _NAME = attrgetter("name")
+
+# the events every run sends, built without type.__call__ (see constructor)
+_run_started = constructor(RunStarted)
+_run_completed = constructor(RunCompleted)
+_text_delta = constructor(TextDelta)
 
 T = TypeVar("T")
 
@@ -86,7 +101,7 @@ class RunContext:
         history: tuple[Message, ...] | None = None,
     ) -> RunContext:
         """A context for a sub-agent's run that shares this run's runtime and context."""
-        return RunContext(
+        return new_context(
             agent=agent,
             session_id=session_id,
             path=path,
@@ -114,7 +129,7 @@ class RunContext:
     def emit_text(self, text: str) -> Generator[Event, None, None]:
         """Send a ``text.delta`` of this run, counted as :meth:`emit` counts it: ``await ctx.emit_text(t)``."""
         self.ledger.texts += 1
-        yield TextDelta(session_id=self.session_id, path=self.path, text=text)
+        yield _text_delta(session_id=self.session_id, path=self.path, text=text)
 
     def next_key(self, name: str) -> StepKey:
         """The key of the next step of this run."""
@@ -168,6 +183,9 @@ class RunContext:
             {"text": request.text, "routes": list(map(_NAME, request.routes)), "feedback": request.feedback},
             partial(classifier.classify, request),
         )
+
+
+new_context = constructor(RunContext)  # a context per run (and per child run), built without type.__call__
 
 
 class Architecture(Protocol):
@@ -233,7 +251,7 @@ async def execute(
         return
     sid, path = ctx.session_id, ctx.path
     # the run's own events are never text: sent with the bare emit (ctx.emit only adds the text count)
-    await emit(RunStarted(session_id=sid, path=path, agent=agent.name, prompt=ctx.prompt))
+    await emit(_run_started(session_id=sid, path=path, agent=agent.name, prompt=ctx.prompt))
     try:
         if architecture is None and agent.toolsets:
             # an agent run as itself opens its toolsets (MCP servers) for the run, and closes them with it
@@ -254,7 +272,7 @@ async def execute(
         raise
     if ctx.result is None:
         raise RuntimeError(f"architecture {type(arch).__name__} ended without a result")
-    await emit(RunCompleted(session_id=sid, path=path, result=ctx.result))
+    await emit(_run_completed(session_id=sid, path=path, result=ctx.result))
 
 
 def _body(arch: Architecture, agent: Actor, ctx: RunContext) -> Awaitable[None]:

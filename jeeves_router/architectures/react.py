@@ -24,6 +24,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from .._aio import aclose
+from .._frozen import constructor
 from ..errors import ModelError
 from ..events import ToolCalled, ToolResult
 from ..messages import Message, TextPart, ToolCallPart, ToolResultPart
@@ -40,6 +41,10 @@ if TYPE_CHECKING:
     from ..actor import Actor
 
 __all__ = ["ToolLoop"]
+
+# built on every turn and run, without type.__call__ (see constructor)
+_run_result = constructor(RunResult)
+_model_request = constructor(ModelRequest)
 
 
 class ToolLoop:
@@ -78,7 +83,7 @@ class ToolLoop:
         usage = NO_USAGE
         sid, path = ctx.session_id, ctx.path
         for _turn in range(agent.max_turns):
-            request = ModelRequest(
+            request = _model_request(
                 messages=messages,
                 system=agent.instructions,
                 tools=specs,
@@ -134,7 +139,7 @@ class ToolLoop:
             messages = (*messages, reply)
             calls = response.tool_calls
             if not calls:
-                ctx.result = RunResult(
+                ctx.result = _run_result(
                     output=response.text,
                     status="ok",
                     session_id=sid,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Literal
 
+from .._frozen import constructor
 from .._log import get_logger
 from ..errors import ModelError, UsageError
 from ..messages import Message, TextPart, assistant, text_of, user
@@ -22,6 +23,10 @@ from .types import ClassifyRequest, ClassifyResult, RouteSpec, with_spent_usage
 __all__ = ["LLMClassifier"]
 
 log = get_logger(__name__)
+
+# one of each per classification, built without type.__call__ (see constructor)
+_model_request = constructor(ModelRequest)
+_result = constructor(ClassifyResult)
 
 #: HTTP statuses with which a server rejects a ``response_format`` it does not support.
 _FORMAT_REJECTED = (400, 422)
@@ -182,7 +187,7 @@ class LLMClassifier:
         attempts = 0
         while True:
             attempts += 1
-            model_request = ModelRequest(
+            model_request = _model_request(
                 messages=(*shots, *messages),
                 system=system,
                 temperature=0.0,
@@ -211,6 +216,6 @@ class LLMClassifier:
             reply = response.text
             c = parse_classification(reply, request.routes, on_bad_confidence=self.on_bad_confidence)
             if c.status == "ok" or attempts > self.max_format_retries:
-                return ClassifyResult(c, usage=usage, stage="llm", model_calls=attempts, attempts=attempts)
+                return _result(c, usage=usage, stage="llm", model_calls=attempts, attempts=attempts)
             messages.append(assistant(reply))
             messages.append(user(format_error_feedback(c.status, reply, request.routes)))

@@ -37,6 +37,7 @@ from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from ..._frozen import constructor
 from ...classify.parser import normalize_route_name
 from ...classify.prompt import validate_prompt_template
 from ...classify.resolve import RouteDecision, resolve_route
@@ -63,6 +64,8 @@ if TYPE_CHECKING:
     from ...classify.llm import LLMClassifier
 
 __all__ = ["Router", "RouterRoute", "CLASSIFIER_USAGE_KEY", "last_turns"]
+
+_classified = constructor(RouterClassified)  # one per routed run, built without type.__call__
 
 
 def last_turns(history: Sequence[Message], n: int) -> tuple[Message, ...]:
@@ -318,7 +321,7 @@ class Router:
     def classified_event(self, ctx: RunContext, result: ClassifyResult) -> RouterClassified:
         """The ``router.classified`` event for ``result``."""
         c = result.classification
-        return RouterClassified(
+        return _classified(
             session_id=ctx.session_id,
             path=ctx.path,
             route=c.route,

@@ -22,6 +22,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from ..._aio import emit
+from ..._frozen import constructor
 from ...classify.types import ClassifyResult
 from ...events import Event, RouterCompleted, RouterDispatched, RouterFallback, RouterUnresolved
 from ...messages import user
@@ -40,6 +41,11 @@ if TYPE_CHECKING:
     from .router import Router
 
 __all__ = ["RouterRun"]
+
+# built on every routed run, without type.__call__ (see constructor)
+_run_result = constructor(RunResult)
+_dispatched = constructor(RouterDispatched)
+_completed = constructor(RouterCompleted)
 
 
 class RouterRun(ChainRun):
@@ -131,7 +137,7 @@ class RouterRun(ChainRun):
     def _dispatched(self, route: str) -> RouterDispatched:
         forced = self.ctx.force_route is not None
         ctx = self.ctx
-        return RouterDispatched(
+        return _dispatched(
             session_id=ctx.session_id, path=ctx.path, route=route, child_session_id=self._sid(route), forced=forced
         )
 
@@ -239,7 +245,7 @@ class RouterRun(ChainRun):
             messages = res.messages if res is not None else ()
         else:
             messages = (user(ctx.prompt), *self.transcript) if self.transcript else ()
-        ctx.result = RunResult(
+        ctx.result = _run_result(
             output=res.output if dispatched and res is not None else None,
             status=status,
             session_id=ctx.session_id,
@@ -257,6 +263,4 @@ class RouterRun(ChainRun):
         )
         if not dispatched or res is None:
             return ()
-        return (
-            RouterCompleted(session_id=ctx.session_id, path=ctx.path, route=node, status=res.status, usage=res.usage),
-        )
+        return (_completed(session_id=ctx.session_id, path=ctx.path, route=node, status=res.status, usage=res.usage),)
