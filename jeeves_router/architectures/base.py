@@ -41,6 +41,7 @@ __all__ = [
 log = get_logger(__name__)
 
 _NAME = attrgetter("name")
+_new_tuple = tuple.__new__
 
 # the events every run sends, built without type.__call__ (see constructor)
 _run_started = constructor(RunStarted)
@@ -133,7 +134,7 @@ class RunContext:
 
     def next_key(self, name: str) -> StepKey:
         """The key of the next step of this run."""
-        key = StepKey(self.session_id, self.run_id, name, self._step)
+        key = _new_tuple(StepKey, (self.session_id, self.run_id, name, self._step))  # StepKey(...) without its __new__
         self._step += 1
         return key
 

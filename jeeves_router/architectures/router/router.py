@@ -65,7 +65,9 @@ if TYPE_CHECKING:
 
 __all__ = ["Router", "RouterRoute", "CLASSIFIER_USAGE_KEY", "last_turns"]
 
-_classified = constructor(RouterClassified)  # one per routed run, built without type.__call__
+# one of each per routed run, built without type.__call__ (see constructor)
+_classified = constructor(RouterClassified)
+_request = constructor(ClassifyRequest)
 
 
 def last_turns(history: Sequence[Message], n: int) -> tuple[Message, ...]:
@@ -304,7 +306,7 @@ class Router:
         seen = ctx.context if context is None else context
         if self.context_schema is not None:
             seen = self.visible_context(seen)
-        return ClassifyRequest(ctx.prompt, specs, history=history, context=seen, feedback=feedback)
+        return _request(ctx.prompt, specs, history=history, context=seen, feedback=feedback)
 
     def checked(self, result: ClassifyResult, request: ClassifyRequest, exclude: Sequence[str] = ()) -> ClassifyResult:
         """``result`` held to the route contract of ``request`` (the second half of :meth:`classify`)."""

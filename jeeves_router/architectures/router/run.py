@@ -46,6 +46,7 @@ __all__ = ["RouterRun"]
 _run_result = constructor(RunResult)
 _dispatched = constructor(RouterDispatched)
 _completed = constructor(RouterCompleted)
+_handoff = constructor(Handoff)
 
 
 class RouterRun(ChainRun):
@@ -119,7 +120,7 @@ class RouterRun(ChainRun):
                 )
             )
         self.fallback_reason = decision.reason if decision.used_fallback else None
-        visit.handoff = Handoff(target=decision.route, reason=c.reason, confidence=self.confidence)
+        visit.handoff = _handoff(target=decision.route, reason=c.reason, confidence=self.confidence)
 
     def _next(self, current: str, visit: Visit) -> tuple[Sequence[Event], tuple[str | None, str | None, Any]]:
         if current != self.graph.entry:
