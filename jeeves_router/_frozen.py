@@ -12,9 +12,10 @@ descriptor, bound once, and builds ``dict`` and ``list`` defaults inline. Everyt
 :func:`dataclasses.replace`, pickling, pydantic) is the dataclass's own and unchanged. The
 ``__init__`` is generated once, in place of the dataclass's (import costs the same).
 
-:func:`constructor` gives the same construction as a plain function, for the few objects
-built on every run's hot path: calling a class packs keyword arguments into a dict for
-``__init__``, calling a function does not.
+:func:`constructor` gives the same construction as a plain function, for the objects built
+on every run's hot path: calling a class packs keyword arguments into a dict for
+``__init__``, calling a function does not; and the function fills a mutable twin of the
+class with plain attribute stores, then assigns the object its real class.
 """
 
 from __future__ import annotations
@@ -115,10 +116,13 @@ def constructor(cls: Callable[_P, _T]) -> Callable[_P, _T]:
     """``cls(...)`` as a plain function: same parameters, same object, about a third cheaper.
 
     Calling a class goes through ``type.__call__``, which packs keyword arguments into a
-    dict and unpacks them again for ``__init__``; for a kw-only event of a dozen fields
-    that is a third of its construction. The returned function makes the object and
-    stores its fields itself (the code of the generated ``__init__``), called with the
-    arguments as they are. For the few constructions on every run's hot path.
+    dict and unpacks them again for ``__init__``, and a frozen class's fields can only be
+    stored by calling each slot's ``__set__``. The returned function, called with the
+    arguments as they are, makes the object as an instance of a mutable twin of ``cls``
+    (same slots, no frozen ``__setattr__``, so each field is a plain attribute store),
+    then turns it into a ``cls`` (``__class__`` assignment, allowed between classes of one
+    memory layout): 40-60% cheaper than ``cls(...)``. The twin never escapes. For the
+    constructions on every run's hot path.
 
     Args:
         cls: A class made with :func:`frozen`, or a mutable dataclass without
@@ -131,6 +135,25 @@ def constructor(cls: Callable[_P, _T]) -> Callable[_P, _T]:
         raise TypeError(f"constructor() needs a dataclass, got {cls!r}")
     made: Callable[_P, _T] = _generate(cls, maker=True)
     return made
+
+
+def _twin(cls: type) -> type | None:
+    """A mutable twin of the frozen class ``cls`` for :func:`constructor` (``None`` if it cannot have one).
+
+    A subclass that adds no slot has its parent's memory layout, so an instance may change
+    class between the two; with ``object``'s ``__setattr__`` and ``__delattr__`` its
+    fields are stored by plain attribute assignment (the interpreter's fast path for slots).
+    """
+    if type(cls) is not type or "__slots__" not in cls.__dict__:
+        return None
+    namespace = {"__slots__": (), "__setattr__": object.__setattr__, "__delattr__": object.__delattr__}
+    twin = type(f"_Mutable{cls.__name__}", (cls,), {**namespace, "__module__": __name__})
+    probe: Any = object.__new__(twin)
+    try:
+        probe.__class__ = cls
+    except TypeError:  # pragma: no cover - a layout the interpreter will not convert
+        return None
+    return twin
 
 
 def _generate(cls: type, *, maker: bool) -> Any:
@@ -155,10 +178,12 @@ def _generate(cls: type, *, maker: bool) -> Any:
     keyword: list[str] = []
     body: list[str] = []
     frozen = cls.__dataclass_params__.frozen  # type: ignore[attr-defined]
+    twin = _twin(cls) if maker and frozen else None
+    setters = frozen and twin is None
     for i, f in enumerate(fields):
         name = f.name
         annotations[name] = f.type
-        if frozen:
+        if setters:
             ns[f"_jr_set{i}"] = _slot_setter(cls, name)
         value = name
         if f.default is not dataclasses.MISSING:
@@ -174,11 +199,12 @@ def _generate(cls: type, *, maker: bool) -> Any:
         else:
             param = name
         (keyword if f.kw_only else positional).append(param)
-        body.append(f"    _jr_set{i}(self, {value})" if frozen else f"    self.{name} = {value}")
+        body.append(f"    _jr_set{i}(self, {value})" if setters else f"    self.{name} = {value}")
     params = [*positional, *(["*", *keyword] if keyword else [])]
     if maker:
-        source = f"def {cls.__name__}({', '.join(params)}):\n    self = _jr_new(_jr_cls)\n"
-        source += "\n".join(body) + "\n    return self\n"
+        ns["_jr_made"] = cls if twin is None else twin
+        source = f"def {cls.__name__}({', '.join(params)}):\n    self = _jr_new(_jr_made)\n" + "\n".join(body)
+        source += "\n    self.__class__ = _jr_cls\n    return self\n" if twin is not None else "\n    return self\n"
     else:
         source = f"def __init__({', '.join(['self', *params])}):\n" + ("\n".join(body) or "    pass") + "\n"
     exec(source, ns)  # built from field names only, as dataclasses does

@@ -191,6 +191,10 @@ def test_constructor_builds_what_the_class_builds() -> None:
         make()  # type: ignore[call-arg]
     with pytest.raises(TypeError, match="unexpected keyword"):
         make(1, nope=1)  # type: ignore[call-arg]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        del a.y
+    assert pickle.loads(pickle.dumps(a)) == a and hash(constructor(Usage)(1, 2)) == hash(Usage(1, 2))
+    assert dataclasses.replace(a, y=5) == _Point(1, 5) and type(dataclasses.replace(a, y=5)) is _Point
     delta = constructor(ev.TextDelta)(session_id="s", path=("a",), text="t")
     assert type(delta) is ev.TextDelta and delta.kind == "text.delta" and isinstance(delta.ts, float)
     assert delta == dataclasses.replace(ev.TextDelta(session_id="s", path=("a",), text="t"), ts=delta.ts)
