@@ -27,7 +27,7 @@ from .._aio import aclose
 from .._frozen import constructor
 from ..errors import ModelError
 from ..events import ToolCalled, ToolResult
-from ..messages import Message, TextPart, ToolCallPart, ToolResultPart
+from ..messages import Message, ToolCallPart, ToolResultPart, user
 from ..models.base import ModelRequest, ModelResponse, ModelTextDelta
 from ..recovery.config import Recovery
 from ..recovery.ladder import Action
@@ -78,7 +78,7 @@ class ToolLoop:
         model = agent.resolved_model()  # a bad model string fails here, before any model call
         specs = tuple([t.spec for t in agent.tool_map.values()]) if agent.tool_map else ()
         # a tuple, extended per turn: the request shares it (no list and no copy per turn)
-        messages: tuple[Message, ...] = (*ctx.history, Message("user", (TextPart(ctx.prompt),)))
+        messages: tuple[Message, ...] = (*ctx.history, user(ctx.prompt))
         first_new = len(ctx.history)  # the messages this run adds start here
         usage = NO_USAGE
         sid, path = ctx.session_id, ctx.path

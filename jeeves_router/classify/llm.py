@@ -11,7 +11,7 @@ from typing import Literal
 from .._frozen import constructor
 from .._log import get_logger
 from ..errors import ModelError, UsageError
-from ..messages import Message, TextPart, assistant, text_of, user
+from ..messages import Message, assistant, text_of, user
 from ..models.base import Model, ModelRequest
 from ..models.registry import resolve_model
 from ..usage import NO_USAGE
@@ -161,7 +161,7 @@ class LLMClassifier:
     def user_message(request: ClassifyRequest) -> Message:
         """The user turn: history, hints and feedback around the request text."""
         if not request.history and not request.hints and not request.feedback and not request.context:
-            return Message("user", (TextPart(request.text),))
+            return user(request.text)
         parts: list[str] = []
         if request.history:
             parts.append("Conversation so far:\n" + text_of(request.history))
