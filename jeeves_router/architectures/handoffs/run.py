@@ -84,7 +84,8 @@ class ChainRun(VisitRunner):
                 visit = self._new_visit(g.nodes[current])
                 self.visited = (*self.visited, current)
                 await self._enter(visit, incoming)
-                self._settle(visit)
+                if visit.child is not None:  # a plain turn: take its outcome
+                    self._settle(visit)
                 if visit.notes:  # e.g. a plain turn's tool handed off to an unknown target
                     for ev in visit.notes:
                         await emit(ev)
@@ -166,9 +167,10 @@ class ChainRun(VisitRunner):
                 **self._ev(), from_agent=frm, to_agent=to, why="limit", reason=f"max_handoffs={s.max_handoffs} reached"
             )
         taken = 0
-        for i in range(0, len(accepted), 3):
-            if accepted[i] == frm and accepted[i + 1] == to:
-                taken += 1
+        if accepted:  # none before the first handoff of a run (a router's dispatch)
+            for i in range(0, len(accepted), 3):
+                if accepted[i] == frm and accepted[i + 1] == to:
+                    taken += 1
         if taken >= s.max_edge_traversals:
             return HandoffRejected(
                 **self._ev(),

@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from ..._frozen import constructor
 from ...errors import UsageError
 from ...events import Event, HandoffRejected, ToolResult
 from ...ids import child_session_id
@@ -85,6 +86,9 @@ class Visit:
     mark: int = 0
 
 
+_new_visit = constructor(Visit)  # a visit per agent a chain visits, built without type.__call__
+
+
 class VisitRunner:
     """Runs visits and keeps what a chain accumulates across them (context, usage, transcript)."""
 
@@ -131,7 +135,7 @@ class VisitRunner:
             inner: Architecture = getattr(arch, "wraps", None) or arch
             targets = {f"{TRANSFER_PREFIX}{t}": t for t in node.targets} if isinstance(inner, ToolLoop) else {}
             plan = self.graph.plans[node.name] = (node, arch, inner, targets)
-        return Visit(node, plan[2], plan[3], _NO_NAMES)
+        return _new_visit(node, plan[2], plan[3], _NO_NAMES)
 
     def _tools(self, visit: Visit) -> list[Tool]:
         node, g = visit.node, self.graph
