@@ -139,10 +139,10 @@ class Agent:
             path=(self.name,),
             prompt=prompt,
             history=tuple(history or ()),
-            context=dict(context or {}),
+            context=dict(context) if context else {},
             runtime=self.runtime,
             force_route=force_route,
-            options=dict(options or {}),
+            options=dict(options) if options else {},
         )
         prepare = getattr(self.architecture, "prepare", None)
         if prepare is not None:

@@ -42,6 +42,8 @@ log = get_logger(__name__)
 
 _NAME = attrgetter("name")
 _new_tuple = tuple.__new__
+# the route names of the last routes tuple classified (see RunContext.classify)
+_last_names: tuple[object, tuple[str, ...]] = ((), ())
 
 # the events every run sends, built without type.__call__ (see constructor)
 _run_started = constructor(RunStarted)
@@ -179,9 +181,13 @@ class RunContext:
         Returns the runtime's step itself: no coroutine layer of its own between the
         architecture and the runtime.
         """
+        global _last_names
+        routes, names = _last_names
+        if routes is not request.routes:  # a router asks with the same routes tuple every time
+            routes, names = _last_names = (request.routes, tuple(map(_NAME, request.routes)))
         return self.runtime.step(
             self.next_key(name),
-            {"text": request.text, "routes": list(map(_NAME, request.routes)), "feedback": request.feedback},
+            {"text": request.text, "routes": list(names), "feedback": request.feedback},
             partial(classifier.classify, request),
         )
 
