@@ -63,9 +63,10 @@ class ToolLoop:
 
     def run(self, agent: Actor, ctx: RunContext) -> Coroutine[Any, Any, None]:
         """Run the loop, emitting text deltas and tool events."""
-        config = recovery_for(self.recovery, agent.classify_error)
-        if config is None:  # no recovery: no wrapper between the loop and the run
+        if self.recovery is None and agent.classify_error is None:  # no recovery: no wrapper around the loop
             return self._loop(agent, ctx, None)
+        config = recovery_for(self.recovery, agent.classify_error)
+        assert config is not None
         return self._run_recovering(agent, ctx, RecoveryRun(config, ctx, can_escalate=len(ctx.path) > 1))
 
     async def _run_recovering(self, agent: Actor, ctx: RunContext, rec: RecoveryRun) -> None:

@@ -343,9 +343,10 @@ class Router:
 
     def run(self, agent: Actor, ctx: RunContext) -> Coroutine[Any, Any, None]:
         """Classify, decide, dispatch, follow handoffs; emits router events (every agent emits its own)."""
+        if self.recovery is None and agent.classify_error is None and self._route_hook is None:
+            return RouterRun(self, agent, ctx, None).run()  # no recovery: no wrapper around the chain
         config = recovery_for(self.recovery, agent.classify_error, self._route_hook)
-        if config is None:  # no recovery: no wrapper between the chain and the run
-            return RouterRun(self, agent, ctx, None).run()
+        assert config is not None
         return self._run_recovering(agent, ctx, RecoveryRun(config, ctx, can_escalate=len(ctx.path) > 1))
 
     async def _run_recovering(self, agent: Actor, ctx: RunContext, rec: RecoveryRun) -> None:
