@@ -22,13 +22,11 @@ from typing import TYPE_CHECKING, Any
 from ..._aio import emit
 from ...events import Event, HandoffCompleted, HandoffRejected, HandoffRequested
 from ...messages import user
-from ...results import FallbackReason, RunResult, RunStatus
-from ..base import RunContext
-from .graph import HandoffGraph
-from .visit import ChainSettings, Visit, VisitRunner
+from ...results import RunResult, RunStatus
+from .visit import Visit, VisitRunner
 
 if TYPE_CHECKING:
-    from ...actor import Actor
+    pass
 
 __all__ = ["ChainRun"]
 
@@ -40,17 +38,6 @@ class ChainRun(VisitRunner):
     a visit leads), :meth:`_hop` (the event of an accepted handoff) and :meth:`_finish`
     (the result); the guards and the sticky session stay here.
     """
-
-    def __init__(self, graph: HandoffGraph, settings: ChainSettings, agent: Actor, ctx: RunContext) -> None:
-        super().__init__(graph, settings, agent, ctx)
-        # flat tuples of strings, not lists, dicts or nested tuples: the collector untracks them, so
-        # an in-flight run holds no GC-tracked container for them (an edge's traversals are
-        # counted from ``accepted``: at most max_handoffs entries)
-        self.accepted: tuple[str | None, ...] = ()  # from, to, reason, from, to, reason... per handoff
-        self.visited: tuple[str, ...] = ()
-        self.confidence: float | None = None
-        self.fallback_reason: FallbackReason | None = None
-        self.sticky = False
 
     async def run(self) -> None:
         """Visit agents until one answers or a guard stops the chain; sets ``ctx.result``.

@@ -106,6 +106,15 @@ class VisitRunner:
         self.usage_by: dict[str, Usage] = {}
         self.transcript: tuple[Message, ...] = ()  # a tuple: no GC-tracked list per in-flight run
         self._sids: dict[str, str] = {}
+        # The chain's own state (see ChainRun), set here: one __init__ per run instead of one per class.
+        # Flat tuples of strings, not lists, dicts or nested tuples: the collector untracks them, so
+        # an in-flight run holds no GC-tracked container for them (an edge's traversals are
+        # counted from ``accepted``: at most max_handoffs entries).
+        self.accepted: tuple[str | None, ...] = ()  # from, to, reason, from, to, reason... per handoff
+        self.visited: tuple[str, ...] = ()
+        self.confidence: float | None = None
+        self.fallback_reason: FallbackReason | None = None
+        self.sticky = False
 
     # -- naming ----------------------------------------------------------------------------
 
