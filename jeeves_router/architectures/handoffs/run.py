@@ -9,8 +9,9 @@ target named twice or a handoff announced twice without a tool call goes to the 
 Every agent after the entry runs under ``child_session_id(session_id, node)``.
 
 :class:`~jeeves_router.Router` runs its routes and their handoffs with this same class
-(``RouterRun``): it overrides how the entry node is visited (a classification), the hop
-events and the result, never the guards or the sticky session.
+(``RouterRun``): it overrides what happens at the entry node (a decision, the
+classification, instead of a visit), the hop events and the result, never the guards or
+the sticky session.
 """
 
 from __future__ import annotations
@@ -34,9 +35,10 @@ __all__ = ["ChainRun"]
 class ChainRun(VisitRunner):
     """Executes one run of a chain; the architecture's ``run`` delegates here.
 
-    Subclasses may override :meth:`_enter` (how one node is visited), :meth:`_next` (where
-    a visit leads), :meth:`_hop` (the event of an accepted handoff) and :meth:`_finish`
-    (the result); the guards and the sticky session stay here.
+    Subclasses may override :meth:`_decide` (a node decided at instead of visited),
+    :meth:`_enter` (how one node is visited), :meth:`_next` (where a visit leads),
+    :meth:`_hop` (the event of an accepted handoff) and :meth:`_finish` (the result); the
+    guards and the sticky session stay here.
     """
 
     async def run(self) -> None:
@@ -66,28 +68,35 @@ class ChainRun(VisitRunner):
         # The chain's own events (hops, rejections, closing events) are never text: sent with
         # the bare emit. ``ev`` is cleared before the next agent runs: the chain holds no sent event.
         ev: Event | None = None
+        hop_events: Sequence[Event]
         try:
             while True:
-                visit = self._new_visit(g.nodes[current])
                 self.visited = (*self.visited, current)
-                await self._enter(visit, incoming)
-                if visit.child is not None:  # a plain turn: take its outcome
-                    self._settle(visit)
-                if visit.notes:  # e.g. a plain turn's tool handed off to an unknown target
-                    for ev in visit.notes:
-                        await emit(ev)
-                    visit.notes = ()
-                if visit.redirect is not None:
-                    current, incoming = visit.redirect, None
-                    continue
-                if visit.handoff is None and visit.failure is None:
-                    res = visit.result
-                    assert res is not None
-                    del visit  # not held while the closing events are sent
-                    for ev in await self._finish(current, res.status, res):
-                        await emit(ev)
-                    return
-                hop_events, (target, reason, payload) = self._next(current, visit)
+                decision = self._decide(current, incoming)
+                if decision is not None:  # a node the chain decides at (a router's own): no visit
+                    hop_events = ()
+                    target, reason, payload = await decision
+                else:
+                    visit = self._new_visit(g.nodes[current])
+                    await self._enter(visit, incoming)
+                    if visit.child is not None:  # a plain turn: take its outcome
+                        self._settle(visit)
+                    if visit.notes:  # e.g. a plain turn's tool handed off to an unknown target
+                        for ev in visit.notes:
+                            await emit(ev)
+                        visit.notes = ()
+                    if visit.redirect is not None:
+                        current, incoming = visit.redirect, None
+                        continue
+                    if visit.handoff is None and visit.failure is None:
+                        res = visit.result
+                        assert res is not None
+                        del visit  # not held while the closing events are sent
+                        for ev in await self._finish(current, res.status, res):
+                            await emit(ev)
+                        return
+                    hop_events, (target, reason, payload) = self._next(current, visit)
+                    del visit  # not held while the next node runs
                 for ev in hop_events:
                     await emit(ev)
                 if target is None:
@@ -118,6 +127,17 @@ class ChainRun(VisitRunner):
         """Emit each of ``events`` (none is held by the chain's frame once sent)."""
         for ev in events:
             await self.ctx.emit(ev)
+
+    def _decide(
+        self, current: str, incoming: tuple[str, str | None, Any] | None
+    ) -> Awaitable[tuple[str | None, str | None, Any]] | None:
+        """Where the chain goes from ``current`` without visiting it, or ``None`` to visit it.
+
+        The awaitable emits the decision's events and gives ``(target, reason, payload)``
+        (target ``None``: the run ends unresolved). A chain visits every node; a
+        :class:`~jeeves_router.Router` decides at its own node (it classifies the request).
+        """
+        return None
 
     def _enter(self, visit: Visit, incoming: tuple[str, str | None, Any] | None) -> Awaitable[None]:
         """Visit one node, emitting its events; the outcome is left on ``visit`` (after :meth:`_settle`)."""

@@ -2,9 +2,10 @@
 
 The Router's routes and every agent they may hand off to form a handoff chain
 (:class:`~jeeves_router.architectures.handoffs.run.ChainRun`, the one chain engine), whose
-entry node is the router itself. Visiting that node classifies the request with the
-Router's classifier — whichever it is — and applies the Router's decision (threshold,
-fallback, contract); the chosen route is the entry's handoff. So the sticky session, the
+entry node is the router itself. At that node the chain decides instead of visiting an
+agent: it classifies the request with the Router's classifier — whichever it is — and
+applies the Router's decision (threshold, fallback, contract); the chosen route is where
+the chain goes, as a handoff would take it. So the sticky session, the
 specialists' history mode, the guards (``max_handoffs``, ``max_edge_traversals``) and a
 specialist's hand-back (``transfer_to_<router>``: classified again) are the same for every
 classifier.
@@ -29,7 +30,6 @@ from ...messages import user
 from ...recovery.ladder import Action
 from ...recovery.run import RecoveryRun
 from ...results import RunResult, RunStatus
-from ...tools import Handoff
 from ...usage import NO_USAGE, Usage
 from ..base import RunContext
 from ..handoffs.run import ChainRun
@@ -46,7 +46,6 @@ __all__ = ["RouterRun"]
 _run_result = constructor(RunResult)
 _dispatched = constructor(RouterDispatched)
 _completed = constructor(RouterCompleted)
-_handoff = constructor(Handoff)
 
 
 class RouterRun(ChainRun):
@@ -62,14 +61,18 @@ class RouterRun(ChainRun):
 
     # -- the entry node: classification ----------------------------------------------------
 
+    def _decide(
+        self, current: str, incoming: tuple[str, str | None, Any] | None
+    ) -> Awaitable[tuple[str | None, str | None, Any]] | None:
+        return self._classify(incoming) if current == self.graph.entry else None
+
     def _enter(self, visit: Visit, incoming: tuple[str, str | None, Any] | None) -> Awaitable[None]:
-        if visit.node.name == self.graph.entry:
-            return self._classify(visit, incoming)
         if self.rec is None:  # no recovery: the specialist's exception reaches the caller unchanged
             return self._visit(visit, incoming)
         return self._dispatch(visit, incoming, self.rec)
 
-    async def _classify(self, visit: Visit, incoming: tuple[str, str | None, Any] | None) -> None:
+    async def _classify(self, incoming: tuple[str, str | None, Any] | None) -> tuple[str | None, str | None, Any]:
+        """Classify the request at the router's node: ``(route, reason, None)``, or no route (unresolved)."""
         router, ctx, rec = self.router, self.ctx, self.rec
         feedback = self.feedback
         if incoming is not None:  # handed back by a specialist
@@ -106,8 +109,7 @@ class RouterRun(ChainRun):
                 )
             )
             self.fallback_reason = decision.reason
-            visit.failure = decision.reason or "missing_route"
-            return
+            return None, None, None
         assert decision.route is not None
         if decision.used_fallback:
             await ctx.emit(
@@ -120,14 +122,7 @@ class RouterRun(ChainRun):
                 )
             )
         self.fallback_reason = decision.reason if decision.used_fallback else None
-        visit.handoff = _handoff(target=decision.route, reason=c.reason, confidence=self.confidence)
-
-    def _next(self, current: str, visit: Visit) -> tuple[Sequence[Event], tuple[str | None, str | None, Any]]:
-        if current != self.graph.entry:
-            return super()._next(current, visit)
-        if visit.handoff is None:  # unresolved: the decision had no fallback to offer
-            return (), (None, None, None)
-        return (), (visit.handoff.target, visit.handoff.reason, None)
+        return decision.route, c.reason, None
 
     def _hop(self, frm: str, to: str, reason: str | None, *, sticky: bool = False) -> Sequence[Event]:
         if frm != self.graph.entry:
