@@ -41,6 +41,8 @@ class ChainRun(VisitRunner):
     guards and the sticky session stay here.
     """
 
+    __slots__ = ()
+
     async def run(self) -> None:
         """Visit agents until one answers or a guard stops the chain; sets ``ctx.result``.
 

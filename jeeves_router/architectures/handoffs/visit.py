@@ -92,6 +92,25 @@ _new_visit = constructor(Visit)  # a visit per agent a chain visits, built witho
 class VisitRunner:
     """Runs visits and keeps what a chain accumulates across them (context, usage, transcript)."""
 
+    # slots: one allocation per run (an instance dict would be a second one)
+    __slots__ = (
+        "_sids",
+        "accepted",
+        "agent",
+        "confidence",
+        "context",
+        "ctx",
+        "fallback_reason",
+        "graph",
+        "settings",
+        "steps",
+        "sticky",
+        "transcript",
+        "usage",
+        "usage_by",
+        "visited",
+    )
+
     def __init__(
         self,
         graph: HandoffGraph,

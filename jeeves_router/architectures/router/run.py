@@ -51,6 +51,8 @@ _completed = constructor(RouterCompleted)
 class RouterRun(ChainRun):
     """Executes one run of a Router; ``Router.run`` delegates here."""
 
+    __slots__ = ("classifier_usage", "excluded", "feedback", "rec", "router")
+
     def __init__(self, router: Router, agent: Actor, ctx: RunContext, rec: RecoveryRun | None) -> None:
         super().__init__(router.graph(agent), router.settings, agent, ctx)
         self.router, self.rec = router, rec
