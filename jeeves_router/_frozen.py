@@ -121,8 +121,9 @@ def constructor(cls: Callable[_P, _T]) -> Callable[_P, _T]:
     arguments as they are, makes the object as an instance of a mutable twin of ``cls``
     (same slots, no frozen ``__setattr__``, so each field is a plain attribute store),
     then turns it into a ``cls`` (``__class__`` assignment, allowed between classes of one
-    memory layout): 40-60% cheaper than ``cls(...)``. The twin never escapes. For the
-    constructions on every run's hot path.
+    memory layout): 55-75% cheaper than ``cls(...)`` (a ``TextDelta`` 504 → 222 ns, a
+    ``RunResult`` 1196 → 321 ns). The twin never escapes; it is a subclass of ``cls``, so it
+    is listed by ``cls.__subclasses__()``. For the constructions on every run's hot path.
 
     Args:
         cls: A class made with :func:`frozen`, or a mutable dataclass without
