@@ -182,13 +182,14 @@ class LLMClassifier:
         model = self._model
         constrained = self.uses_constraints(model)
         system, shots = self._prompt_parts(request.routes, constrained)
-        messages: list[Message] = [self.user_message(request)]
+        # a tuple, passed as it is when there are no few-shot turns: no list and no copy per request
+        messages: tuple[Message, ...] = (self.user_message(request),)
         usage = NO_USAGE  # the first attempt's usage is then taken as it is (no new object)
         attempts = 0
         while True:
             attempts += 1
             model_request = _model_request(
-                messages=(*shots, *messages),
+                messages=(*shots, *messages) if shots else messages,
                 system=system,
                 temperature=0.0,
                 max_tokens=self.max_tokens,
@@ -217,5 +218,4 @@ class LLMClassifier:
             c = parse_classification(reply, request.routes, on_bad_confidence=self.on_bad_confidence)
             if c.status == "ok" or attempts > self.max_format_retries:
                 return _result(c, usage=usage, stage="llm", model_calls=attempts, attempts=attempts)
-            messages.append(assistant(reply))
-            messages.append(user(format_error_feedback(c.status, reply, request.routes)))
+            messages = (*messages, assistant(reply), user(format_error_feedback(c.status, reply, request.routes)))
