@@ -169,6 +169,8 @@ class MiniLMEncoder:
         max_length: Token limit per text (longer texts are truncated).
         batch_size: Texts per onnxruntime call in :meth:`encode` (texts of similar length are
             batched together; a text's vector is the same in any batch, see ``_quantize``).
+            On 256 CLINC150 requests (about 12 word pieces each, 2 threads) 32 texts per call
+            took 0.49 ms per text, 64 took 0.53, 128 took 0.72 and 8 took 0.64.
         model_path: Override the ``model.onnx`` location.
         tokenizer_path: Override the ``tokenizer.json`` location.
         quantize: Run the weight products with int8 kernels (default). The shipped file keeps
@@ -191,7 +193,7 @@ class MiniLMEncoder:
         *,
         intra_op_threads: int | None = None,
         max_length: int = 128,
-        batch_size: int = 64,
+        batch_size: int = 32,
         model_path: str | Path | None = None,
         tokenizer_path: str | Path | None = None,
         quantize: bool = True,
@@ -238,6 +240,8 @@ class MiniLMEncoder:
             source if isinstance(source, bytes) else str(source),
             sess_options=opts,
             providers=["CPUExecutionProvider"],
+            # Its fused kernel is several times slower than the plain nodes on short texts (_fused).
+            disabled_optimizers=["SkipLayerNormFusion"],
         )
         self._input_names = {i.name for i in self._session.get_inputs()}
 
