@@ -31,9 +31,11 @@ from __future__ import annotations
 import json
 import os
 import sys
+import traceback
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from ._log import redact
 from .events import (
     CapabilitiesSelected,
     CapabilityCompleted,
@@ -61,6 +63,8 @@ __all__ = ["CAPTURE_CONTENT_ENV", "active_tracer", "traced_model_call", "traced_
 
 CAPTURE_CONTENT_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 T = TypeVar("T")
+#: Turns a failed model call's exception into the error its span shows (``None``: itself).
+Describe = Callable[[BaseException], "BaseException | None"]
 
 _cache: list[Any] = [None, None]  # [provider, its tracer or None]: the no-op check runs once per provider
 _UNSET = object()
@@ -99,12 +103,21 @@ def _messages(role: str, text: str | None) -> str:
     return json.dumps([{"role": role, "parts": [{"type": "text", "content": text or ""}]}], ensure_ascii=False)
 
 
-def _fail(span: Span, exc: BaseException) -> None:
+def _fail(span: Span, exc: BaseException, shown: BaseException | None = None) -> None:
+    """Mark ``span`` failed by ``exc``; the exception event shows ``shown`` (default ``exc``).
+
+    The event carries the exception's own message and traceback, not those of its causes (a
+    provider SDK's error, kept as a :class:`ModelError`'s cause, may quote the API key), and
+    key-shaped text is masked as in the logs.
+    """
     from opentelemetry.trace import Status, StatusCode
 
+    shown = exc if shown is None else shown
+    message = redact(str(shown))
+    stack = "".join(traceback.format_exception(type(shown), shown, shown.__traceback__, chain=False))
     span.set_attribute("error.type", type(exc).__qualname__)
-    span.record_exception(exc)
-    span.set_status(Status(StatusCode.ERROR, str(exc)[:300]))
+    span.record_exception(shown, {"exception.message": message, "exception.stacktrace": redact(stack)})
+    span.set_status(Status(StatusCode.ERROR, message[:300]))
 
 
 # -- agent runs ------------------------------------------------------------------------------
@@ -310,15 +323,21 @@ def _chat_response(span: Span, response: Any) -> None:
         span.set_attribute("gen_ai.output.messages", _messages("assistant", getattr(response, "text", "")))
 
 
-def _chat_failed(span: Span, exc: BaseException) -> None:
-    _fail(span, exc)
+def _chat_failed(span: Span, exc: BaseException, describe: Describe | None) -> None:
+    _fail(span, exc, describe(exc) if describe is not None else None)
     status = getattr(exc, "status_code", None)
     if isinstance(status, int):  # HTTP failures are known by their status (low cardinality)
         span.set_attribute("error.type", str(status))
 
 
-async def traced_model_call(model_name: str, attempt: int, call: Callable[[int], Any]) -> Any:
-    """``await call(attempt)`` — one model request — inside a ``chat {model}`` span when tracing is on."""
+async def traced_model_call(
+    model_name: str, attempt: int, call: Callable[[int], Any], describe: Describe | None = None
+) -> Any:
+    """``await call(attempt)`` — one model request — inside a ``chat {model}`` span when tracing is on.
+
+    ``describe`` turns a failure into the error the span shows (an adapter passes its error
+    mapping, which masks its API key); ``None`` or no answer shows the failure itself.
+    """
     tracer = active_tracer()
     if tracer is None:
         return await call(attempt)
@@ -326,7 +345,7 @@ async def traced_model_call(model_name: str, attempt: int, call: Callable[[int],
     try:
         response = await call(attempt)
     except BaseException as exc:
-        _chat_failed(span, exc)
+        _chat_failed(span, exc, describe)
         span.end()
         raise
     _chat_response(span, response)
@@ -334,15 +353,22 @@ async def traced_model_call(model_name: str, attempt: int, call: Callable[[int],
     return response
 
 
-def traced_model_stream(model_name: str, attempt: int, stream: AsyncIterator[T]) -> AsyncIterator[T]:
-    """``stream`` — one streamed model call — inside a ``chat {model}`` span when tracing is on."""
+def traced_model_stream(
+    model_name: str, attempt: int, stream: AsyncIterator[T], describe: Describe | None = None
+) -> AsyncIterator[T]:
+    """``stream`` — one streamed model call — inside a ``chat {model}`` span when tracing is on.
+
+    ``describe`` as for :func:`traced_model_call`.
+    """
     tracer = active_tracer()
     if tracer is None:
         return stream
-    return _stream_span(tracer, model_name, attempt, stream)
+    return _stream_span(tracer, model_name, attempt, stream, describe)
 
 
-async def _stream_span(tracer: Tracer, model_name: str, attempt: int, stream: AsyncIterator[T]) -> AsyncIterator[T]:
+async def _stream_span(
+    tracer: Tracer, model_name: str, attempt: int, stream: AsyncIterator[T], describe: Describe | None
+) -> AsyncIterator[T]:
     span = _chat_span(tracer, model_name, attempt)
     try:
         async for item in stream:
@@ -350,7 +376,7 @@ async def _stream_span(tracer: Tracer, model_name: str, attempt: int, stream: As
                 _chat_response(span, item)
             yield item
     except Exception as exc:
-        _chat_failed(span, exc)
+        _chat_failed(span, exc, describe)
         raise
     finally:
         aclose = getattr(stream, "aclose", None)
