@@ -3,18 +3,26 @@
 * A provider error that quotes the API key (a sentinel that is not key-shaped, as a
   self-hosted server's key may be): no span attribute, span event or span status of the
   failed attempt or of the failed run carries it.
+* A session with a run in flight (another process is writing it) or a run cut before its
+  first step was recorded: ``jeeves-router trace`` still draws the session.
 """
 
 from __future__ import annotations
 
 import json
 import random
+from pathlib import Path
+from typing import Any
 
+import anyio
 import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from typer.testing import CliRunner
 
 from jeeves_router import Agent, Router, RouterRoute
+from jeeves_router.cli import app
 from jeeves_router.errors import ModelError
+from jeeves_router.journal import JournalRuntime, SQLiteJournal
 from jeeves_router.models.openai import OpenAIModel
 from jeeves_router.policies import RetryPolicy
 from jeeves_router.testing import ScriptedModel
@@ -69,3 +77,51 @@ async def test_spans_of_a_failed_provider_call_never_carry_the_api_key(
     text = span_text(spans)
     assert "HTTP 401" in text
     assert SENTINEL_KEY not in text and SENTINEL_KEY[5:17] not in text  # ... but never the key
+
+
+async def _cut_before_the_first_step(agent: Agent, session_id: str) -> None:
+    async with agent.stream("and the second one?", session_id=session_id) as events:
+        async for ev in events:
+            assert ev.kind == "run.started"
+            break  # closed before the classification was recorded: the run is in flight as far as the file says
+
+
+def _desk(db: Path) -> Agent:
+    billing = Agent("b", name="billing", model=ScriptedModel(["Refunded."] * 2, name="billing"))
+    return Agent(
+        "d",
+        name="desk",
+        model=ScriptedModel(["route: billing\nconfidence: 0.9"] * 2, name="clf"),
+        architecture=Router([RouterRoute("billing", billing, "payments")]),
+        runtime=JournalRuntime(SQLiteJournal(db)),
+    )
+
+
+def test_the_trace_command_draws_a_session_whose_last_run_is_still_in_flight(tmp_path: Path) -> None:
+    db = tmp_path / "runs.db"
+    desk = _desk(db)
+
+    async def record() -> None:
+        assert (await desk.run("I was charged twice", session_id="s-1")).output == "Refunded."
+        await _cut_before_the_first_step(desk, "s-1")
+
+    anyio.run(record)
+    out = tmp_path / "trace.html"
+    result = CliRunner().invoke(app, ["trace", str(db), "--session", "s-1", "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "2 run(s)" in result.output
+    page = out.read_text()
+    assert "I was charged twice" in page and "and the second one?" in page
+
+
+def test_the_trace_command_still_refuses_runs_recorded_without_events(tmp_path: Path) -> None:
+    db = tmp_path / "runs.db"
+    desk = _desk(db)
+    desk.runtime = JournalRuntime(SQLiteJournal(db), record_events=False)
+
+    async def record() -> Any:
+        return await desk.run("I was charged twice", session_id="s-1")
+
+    assert anyio.run(record).status == "ok"
+    result = CliRunner().invoke(app, ["trace", str(db), "--session", "s-1", "-o", str(tmp_path / "t.html")])
+    assert result.exit_code == 2 and "record_events=True" in result.output
