@@ -14,8 +14,8 @@ application (the SDK and an exporter are yours to choose); jeeves_router then re
   ``gen_ai.request.model``, ``gen_ai.response.model``, ``gen_ai.usage.input_tokens`` /
   ``output_tokens``, ``gen_ai.response.finish_reasons``, ``error.type``); a retried call
   gives one span per attempt (``jeeves_router.attempt``).
-- ``execute_tool {tool}`` for every tool call (``gen_ai.tool.name``, ``gen_ai.tool.call.id``,
-  ``error.type`` when the tool failed).
+- ``execute_tool {tool}`` for every tool execution, made where the tool runs
+  (``gen_ai.tool.name``, ``gen_ai.tool.call.id``, ``error.type`` when the tool failed).
 
 Prompt, completion, tool argument and tool result text are recorded only when you opt in
 with ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true``.
@@ -32,7 +32,7 @@ import json
 import os
 import sys
 import traceback
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ._log import redact
@@ -52,14 +52,19 @@ from .events import (
     RouterDispatched,
     RouterFallback,
     RouterUnresolved,
-    ToolCalled,
-    ToolResult,
 )
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Span, Tracer
 
-__all__ = ["CAPTURE_CONTENT_ENV", "active_tracer", "traced_model_call", "traced_model_stream", "traced_run"]
+__all__ = [
+    "CAPTURE_CONTENT_ENV",
+    "active_tracer",
+    "traced_model_call",
+    "traced_model_stream",
+    "traced_run",
+    "traced_tool_call",
+]
 
 CAPTURE_CONTENT_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 T = TypeVar("T")
@@ -153,7 +158,6 @@ async def _run_span(tracer: Tracer, events: AsyncIterator[Event], agent: Any, ct
         attributes["gen_ai.input.messages"] = _messages("user", ctx.prompt)
     span = tracer.start_span(f"invoke_agent {agent.name}", kind=trace.SpanKind.INTERNAL, attributes=attributes)
     current = trace.set_span_in_context(span)
-    tools: dict[str, Span] = {}
     finished = False
     try:
         while True:
@@ -165,7 +169,7 @@ async def _run_span(tracer: Tracer, events: AsyncIterator[Event], agent: Any, ct
             finally:
                 otel_context.detach(token)
             if ev.path == ctx.path:
-                _on_event(tracer, span, current, tools, ev, content)
+                _on_event(span, ev)
             yield ev
         finished = True
         result = ctx.result
@@ -193,39 +197,12 @@ async def _run_span(tracer: Tracer, events: AsyncIterator[Event], agent: Any, ct
                     await aclose()  # the run's own cleanup (closing model streams) still nests under it
                 finally:
                     otel_context.detach(token)
-        for tool_span in tools.values():
-            tool_span.end()
         span.end()
 
 
-def _on_event(tracer: Tracer, span: Span, current: Any, tools: dict[str, Span], ev: Event, content: bool) -> None:
-    """Reflect one of the run's own events on its span (tool spans, decision and recovery events)."""
-    from opentelemetry import trace
-
-    if isinstance(ev, ToolCalled):
-        attrs: dict[str, Any] = {
-            "gen_ai.operation.name": "execute_tool",
-            "gen_ai.tool.name": ev.tool,
-            "gen_ai.tool.call.id": ev.call_id,
-            "gen_ai.tool.type": "function",
-        }
-        if content:
-            attrs["gen_ai.tool.call.arguments"] = json.dumps(dict(ev.arguments), ensure_ascii=False, default=str)
-        tools[ev.call_id] = tracer.start_span(
-            f"execute_tool {ev.tool}", context=current, kind=trace.SpanKind.INTERNAL, attributes=attrs
-        )
-    elif isinstance(ev, ToolResult):
-        tool = tools.pop(ev.call_id, None)
-        if tool is not None:
-            if ev.is_error:
-                from opentelemetry.trace import Status, StatusCode
-
-                tool.set_attribute("error.type", "tool_error")
-                tool.set_status(Status(StatusCode.ERROR))
-            if content:
-                tool.set_attribute("gen_ai.tool.call.result", ev.content)
-            tool.end()
-    elif isinstance(ev, RouterClassified):
+def _on_event(span: Span, ev: Event) -> None:
+    """Reflect one of the run's own events on its span (decision and recovery events)."""
+    if isinstance(ev, RouterClassified):
         decision: dict[str, Any] = {
             "jeeves_router.route": ev.route or "",
             "jeeves_router.route.confidence": ev.confidence,
@@ -287,6 +264,43 @@ _EVENT_ATTRIBUTES: dict[type, Callable[[Any], dict[str, Any]]] = {
         "jeeves_router.duration_s": e.duration_s,
     },
 }
+
+
+# -- tool calls ------------------------------------------------------------------------------
+
+
+async def traced_tool_call(name: str, call_id: str, arguments: Mapping[str, Any], call: Callable[[], Any]) -> Any:
+    """``await call()`` — one execution of a tool — inside an ``execute_tool {name}`` span when tracing is on.
+
+    Made where the tool runs, like a ``chat`` span where the model is called: a call answered
+    from the journal (a replay) or from the run's ledger (a retry) executes nothing and has none.
+    """
+    tracer = active_tracer()
+    if tracer is None:
+        return await call()
+    from opentelemetry import trace
+    from opentelemetry.trace import Status, StatusCode
+
+    attrs: dict[str, Any] = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name}
+    attrs.update({"gen_ai.tool.call.id": call_id, "gen_ai.tool.type": "function"})
+    content = _capture_content()
+    if content:
+        attrs["gen_ai.tool.call.arguments"] = json.dumps(dict(arguments), ensure_ascii=False, default=str)
+    span = tracer.start_span(f"execute_tool {name}", kind=trace.SpanKind.INTERNAL, attributes=attrs)
+    try:
+        outcome = await call()
+    except Exception as exc:
+        _fail(span, exc)
+        raise
+    else:
+        if getattr(outcome, "is_error", False):
+            span.set_attribute("error.type", "tool_error")
+            span.set_status(Status(StatusCode.ERROR))
+        if content:
+            span.set_attribute("gen_ai.tool.call.result", str(getattr(outcome, "content", outcome)))
+        return outcome
+    finally:
+        span.end()
 
 
 # -- model calls -----------------------------------------------------------------------------

@@ -5,6 +5,8 @@
   failed attempt or of the failed run carries it.
 * A session with a run in flight (another process is writing it) or a run cut before its
   first step was recorded: ``jeeves-router trace`` still draws the session.
+* ``execute_tool`` spans, like ``chat`` spans, stand for real executions: none for a call
+  answered by the run's ledger on a recovery retry, none on a replay.
 """
 
 from __future__ import annotations
@@ -19,13 +21,13 @@ import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from typer.testing import CliRunner
 
-from jeeves_router import Agent, Router, RouterRoute
+from jeeves_router import Agent, Recovery, Router, RouterRoute, tool
 from jeeves_router.cli import app
 from jeeves_router.errors import ModelError
-from jeeves_router.journal import JournalRuntime, SQLiteJournal
+from jeeves_router.journal import JournalRuntime, MemoryJournal, SQLiteJournal
 from jeeves_router.models.openai import OpenAIModel
 from jeeves_router.policies import RetryPolicy
-from jeeves_router.testing import ScriptedModel
+from jeeves_router.testing import Call, RecordedSleeps, ScriptedModel
 from tests.loopback import LoopbackServer, Reply, Status, loopback  # noqa: F401
 from tests.test_tracing import by_name, spans  # noqa: F401  (fixture)
 
@@ -125,3 +127,56 @@ def test_the_trace_command_still_refuses_runs_recorded_without_events(tmp_path: 
     assert anyio.run(record).status == "ok"
     result = CliRunner().invoke(app, ["trace", str(db), "--session", "s-1", "-o", str(tmp_path / "t.html")])
     assert result.exit_code == 2 and "record_events=True" in result.output
+
+
+@tool
+def refund(invoice_id: str) -> str:
+    """Refund an invoice."""
+    REFUNDS.append(invoice_id)
+    return f"{invoice_id} refunded"
+
+
+REFUNDS: list[str] = []
+
+
+@pytest.mark.anyio
+async def test_a_tool_span_is_one_real_execution_never_a_replayed_or_ledger_answer(
+    spans: InMemorySpanExporter,  # noqa: F811
+) -> None:
+    REFUNDS.clear()
+    journal = MemoryJournal()
+
+    def desk() -> Agent:
+        billing = Agent(
+            "B",
+            name="billing",
+            tools=[refund],
+            model=ScriptedModel(
+                [Call("refund", {"invoice_id": "INV-1"}), TimeoutError("upstream"), "Refunded INV-1."], name="billing"
+            ),
+        )
+        return Agent(
+            "D",
+            name="desk",
+            model=ScriptedModel(["route: billing\nconfidence: 0.9"], name="clf"),
+            architecture=Router(
+                [RouterRoute("billing", billing, "payments")], recovery=Recovery(sleep=RecordedSleeps())
+            ),
+            runtime=JournalRuntime(journal),
+        )
+
+    # the ladder retries the route after the refund completed: the run's ledger answers the call again
+    assert (await desk().run("refund INV-1", session_id="t-1")).output == "Refunded INV-1."
+    assert REFUNDS == ["INV-1"]
+    [executed] = by_name(spans, "execute_tool refund")
+    assert executed.attributes["gen_ai.tool.call.id"]  # type: ignore[index]
+    assert executed.parent is not None
+    failed_run, _ = by_name(spans, "invoke_agent billing")
+    assert executed.parent.span_id == failed_run.context.span_id  # under the run that made the call
+    spans.clear()
+    # a replay of the completed run calls no model and no tool: no chat span, no tool span
+    assert (await desk().resume("t-1")).output == "Refunded INV-1."
+    assert REFUNDS == ["INV-1"]
+    names = [s.name for s in spans.get_finished_spans()]
+    assert "invoke_agent desk" in names
+    assert not [n for n in names if n.startswith(("chat ", "execute_tool "))]
