@@ -7,11 +7,14 @@
   first step was recorded: ``jeeves-router trace`` still draws the session.
 * ``execute_tool`` spans, like ``chat`` spans, stand for real executions: none for a call
   answered by the run's ledger on a recovery retry, none on a replay.
+* A desk served over MCP reports a failed run by its error type, as the HTTP server does:
+  the exception's text (which may quote a key) stays out of the reply.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import random
 from pathlib import Path
 from typing import Any
@@ -27,7 +30,7 @@ from jeeves_router.errors import ModelError
 from jeeves_router.journal import JournalRuntime, MemoryJournal, SQLiteJournal
 from jeeves_router.models.openai import OpenAIModel
 from jeeves_router.policies import RetryPolicy
-from jeeves_router.testing import Call, RecordedSleeps, ScriptedModel
+from jeeves_router.testing import Call, FunctionModel, RecordedSleeps, ScriptedModel
 from tests.loopback import LoopbackServer, Reply, Status, loopback  # noqa: F401
 from tests.test_tracing import by_name, spans  # noqa: F401  (fixture)
 
@@ -180,3 +183,28 @@ async def test_a_tool_span_is_one_real_execution_never_a_replayed_or_ledger_answ
     names = [s.name for s in spans.get_finished_spans()]
     assert "invoke_agent desk" in names
     assert not [n for n in names if n.startswith(("chat ", "execute_tool "))]
+
+
+@pytest.mark.anyio
+async def test_a_desk_served_over_mcp_reports_a_failed_run_by_its_type_only(caplog: pytest.LogCaptureFixture) -> None:
+    pytest.importorskip("mcp")
+    from jeeves_router.mcp.server import router_server
+
+    def broken(request: object) -> str:
+        raise RuntimeError(f"upstream said: bad key {SENTINEL_KEY}")
+
+    billing = Agent("b", name="billing", model=FunctionModel(broken))
+    desk = Agent(
+        "Support desk.",
+        name="desk",
+        model=ScriptedModel(["route: billing\nconfidence: 0.9"], name="clf"),
+        architecture=Router([RouterRoute("billing", billing, "payments")]),
+    )
+    caplog.set_level(logging.DEBUG)
+    result = await router_server(desk).call_tool("ask", {"request": "refund"})
+    assert result.is_error  # type: ignore[union-attr]
+    text = result.content[0].text  # type: ignore[union-attr]
+    assert "RuntimeError" in text  # the client learns the run failed, and how ...
+    assert SENTINEL_KEY not in text and "upstream said" not in text  # ... not the exception's text, as over HTTP
+    assert any(getattr(r, "fields", {}).get("error_type") == "RuntimeError" for r in caplog.records)
+    assert SENTINEL_KEY not in caplog.text
