@@ -160,7 +160,7 @@ async def test_a_stream_closed_early_keeps_the_events_its_consumer_saw(journal: 
     kinds = [t for t, _ in await attempts(journal, "s")]
     assert kinds == ["run.start", *["event"] * 5]  # no run.end: the run stays resumable
     [turn] = await session_turns(journal, "s")
-    assert turn.status == "incomplete"
+    assert (turn.status, turn.route, turn.confidence, turn.output) == ("incomplete", "billing", 1.0, None)
 
 
 @pytest.mark.anyio
