@@ -185,8 +185,7 @@ def load_embedding(
 
     ``scorer`` (``None``: not given) only applies to a route file; giving it with a saved
     classifier (including the shipped desk, the default) is an error rather than ignored.
-    With ``one_request`` a saved classifier's encoder runs on one thread: for a single short
-    text, starting onnxruntime's second thread costs more than it saves (the vectors are the same).
+    With ``one_request`` numpy's BLAS is kept to one thread (unless the user set it).
     """
     if one_request and "numpy" not in sys.modules:
         # One short request gains nothing from BLAS threads, and OpenBLAS sets up its
@@ -204,10 +203,8 @@ def load_embedding(
             f"{option} {scorer.value} applies to a route file, but the routes come from {what}; "
             "pass --routes ROUTES.json to build a new one"
         )
-    if saved is not None:
-        # the encoder the file was saved with, on one thread for one request
-        threads = 1 if one_request and fit_on is None else None
-        clf = EmbeddingClassifier.from_dict(saved, source=str(source), threads=threads)
+    if saved is not None:  # the encoder the file was saved with (one text runs on one thread)
+        clf = EmbeddingClassifier.from_dict(saved, source=str(source))
     else:
         from .classify.embedding.classifier import DEFAULT_SCORER
         from .eval import load_negatives, load_routes  # route files only: a saved classifier needs neither

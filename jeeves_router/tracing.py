@@ -14,8 +14,8 @@ application (the SDK and an exporter are yours to choose); jeeves_router then re
   ``gen_ai.request.model``, ``gen_ai.response.model``, ``gen_ai.usage.input_tokens`` /
   ``output_tokens``, ``gen_ai.response.finish_reasons``, ``error.type``); a retried call
   gives one span per attempt (``jeeves_router.attempt``).
-- ``execute_tool {tool}`` for every tool call (``gen_ai.tool.name``, ``gen_ai.tool.call.id``,
-  ``error.type`` when the tool failed).
+- ``execute_tool {tool}`` for every tool execution, made where the tool runs
+  (``gen_ai.tool.name``, ``gen_ai.tool.call.id``, ``error.type`` when the tool failed).
 
 Prompt, completion, tool argument and tool result text are recorded only when you opt in
 with ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true``.
@@ -31,9 +31,11 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import AsyncIterator, Callable
+import traceback
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from ._log import redact
 from .events import (
     CapabilitiesSelected,
     CapabilityCompleted,
@@ -50,17 +52,24 @@ from .events import (
     RouterDispatched,
     RouterFallback,
     RouterUnresolved,
-    ToolCalled,
-    ToolResult,
 )
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Span, Tracer
 
-__all__ = ["CAPTURE_CONTENT_ENV", "active_tracer", "traced_model_call", "traced_model_stream", "traced_run"]
+__all__ = [
+    "CAPTURE_CONTENT_ENV",
+    "active_tracer",
+    "traced_model_call",
+    "traced_model_stream",
+    "traced_run",
+    "traced_tool_call",
+]
 
 CAPTURE_CONTENT_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 T = TypeVar("T")
+#: Turns a failed model call's exception into the error its span shows (``None``: itself).
+Describe = Callable[[BaseException], "BaseException | None"]
 
 _cache: list[Any] = [None, None]  # [provider, its tracer or None]: the no-op check runs once per provider
 _UNSET = object()
@@ -99,12 +108,21 @@ def _messages(role: str, text: str | None) -> str:
     return json.dumps([{"role": role, "parts": [{"type": "text", "content": text or ""}]}], ensure_ascii=False)
 
 
-def _fail(span: Span, exc: BaseException) -> None:
+def _fail(span: Span, exc: BaseException, shown: BaseException | None = None) -> None:
+    """Mark ``span`` failed by ``exc``; the exception event shows ``shown`` (default ``exc``).
+
+    The event carries the exception's own message and traceback, not those of its causes (a
+    provider SDK's error, kept as a :class:`ModelError`'s cause, may quote the API key), and
+    key-shaped text is masked as in the logs.
+    """
     from opentelemetry.trace import Status, StatusCode
 
+    shown = exc if shown is None else shown
+    message = redact(str(shown))
+    stack = "".join(traceback.format_exception(type(shown), shown, shown.__traceback__, chain=False))
     span.set_attribute("error.type", type(exc).__qualname__)
-    span.record_exception(exc)
-    span.set_status(Status(StatusCode.ERROR, str(exc)[:300]))
+    span.record_exception(shown, {"exception.message": message, "exception.stacktrace": redact(stack)})
+    span.set_status(Status(StatusCode.ERROR, message[:300]))
 
 
 # -- agent runs ------------------------------------------------------------------------------
@@ -140,7 +158,6 @@ async def _run_span(tracer: Tracer, events: AsyncIterator[Event], agent: Any, ct
         attributes["gen_ai.input.messages"] = _messages("user", ctx.prompt)
     span = tracer.start_span(f"invoke_agent {agent.name}", kind=trace.SpanKind.INTERNAL, attributes=attributes)
     current = trace.set_span_in_context(span)
-    tools: dict[str, Span] = {}
     finished = False
     try:
         while True:
@@ -152,7 +169,7 @@ async def _run_span(tracer: Tracer, events: AsyncIterator[Event], agent: Any, ct
             finally:
                 otel_context.detach(token)
             if ev.path == ctx.path:
-                _on_event(tracer, span, current, tools, ev, content)
+                _on_event(span, ev)
             yield ev
         finished = True
         result = ctx.result
@@ -180,39 +197,12 @@ async def _run_span(tracer: Tracer, events: AsyncIterator[Event], agent: Any, ct
                     await aclose()  # the run's own cleanup (closing model streams) still nests under it
                 finally:
                     otel_context.detach(token)
-        for tool_span in tools.values():
-            tool_span.end()
         span.end()
 
 
-def _on_event(tracer: Tracer, span: Span, current: Any, tools: dict[str, Span], ev: Event, content: bool) -> None:
-    """Reflect one of the run's own events on its span (tool spans, decision and recovery events)."""
-    from opentelemetry import trace
-
-    if isinstance(ev, ToolCalled):
-        attrs: dict[str, Any] = {
-            "gen_ai.operation.name": "execute_tool",
-            "gen_ai.tool.name": ev.tool,
-            "gen_ai.tool.call.id": ev.call_id,
-            "gen_ai.tool.type": "function",
-        }
-        if content:
-            attrs["gen_ai.tool.call.arguments"] = json.dumps(dict(ev.arguments), ensure_ascii=False, default=str)
-        tools[ev.call_id] = tracer.start_span(
-            f"execute_tool {ev.tool}", context=current, kind=trace.SpanKind.INTERNAL, attributes=attrs
-        )
-    elif isinstance(ev, ToolResult):
-        tool = tools.pop(ev.call_id, None)
-        if tool is not None:
-            if ev.is_error:
-                from opentelemetry.trace import Status, StatusCode
-
-                tool.set_attribute("error.type", "tool_error")
-                tool.set_status(Status(StatusCode.ERROR))
-            if content:
-                tool.set_attribute("gen_ai.tool.call.result", ev.content)
-            tool.end()
-    elif isinstance(ev, RouterClassified):
+def _on_event(span: Span, ev: Event) -> None:
+    """Reflect one of the run's own events on its span (decision and recovery events)."""
+    if isinstance(ev, RouterClassified):
         decision: dict[str, Any] = {
             "jeeves_router.route": ev.route or "",
             "jeeves_router.route.confidence": ev.confidence,
@@ -276,6 +266,43 @@ _EVENT_ATTRIBUTES: dict[type, Callable[[Any], dict[str, Any]]] = {
 }
 
 
+# -- tool calls ------------------------------------------------------------------------------
+
+
+async def traced_tool_call(name: str, call_id: str, arguments: Mapping[str, Any], call: Callable[[], Any]) -> Any:
+    """``await call()`` — one execution of a tool — inside an ``execute_tool {name}`` span when tracing is on.
+
+    Made where the tool runs, like a ``chat`` span where the model is called: a call answered
+    from the journal (a replay) or from the run's ledger (a retry) executes nothing and has none.
+    """
+    tracer = active_tracer()
+    if tracer is None:
+        return await call()
+    from opentelemetry import trace
+    from opentelemetry.trace import Status, StatusCode
+
+    attrs: dict[str, Any] = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name}
+    attrs.update({"gen_ai.tool.call.id": call_id, "gen_ai.tool.type": "function"})
+    content = _capture_content()
+    if content:
+        attrs["gen_ai.tool.call.arguments"] = json.dumps(dict(arguments), ensure_ascii=False, default=str)
+    span = tracer.start_span(f"execute_tool {name}", kind=trace.SpanKind.INTERNAL, attributes=attrs)
+    try:
+        outcome = await call()
+    except Exception as exc:
+        _fail(span, exc)
+        raise
+    else:
+        if getattr(outcome, "is_error", False):
+            span.set_attribute("error.type", "tool_error")
+            span.set_status(Status(StatusCode.ERROR))
+        if content:
+            span.set_attribute("gen_ai.tool.call.result", str(getattr(outcome, "content", outcome)))
+        return outcome
+    finally:
+        span.end()
+
+
 # -- model calls -----------------------------------------------------------------------------
 
 _FINISH = {"end": "stop", "stop_sequence": "stop", "max_tokens": "length", "tool_calls": "tool_calls"}
@@ -310,15 +337,21 @@ def _chat_response(span: Span, response: Any) -> None:
         span.set_attribute("gen_ai.output.messages", _messages("assistant", getattr(response, "text", "")))
 
 
-def _chat_failed(span: Span, exc: BaseException) -> None:
-    _fail(span, exc)
+def _chat_failed(span: Span, exc: BaseException, describe: Describe | None) -> None:
+    _fail(span, exc, describe(exc) if describe is not None else None)
     status = getattr(exc, "status_code", None)
     if isinstance(status, int):  # HTTP failures are known by their status (low cardinality)
         span.set_attribute("error.type", str(status))
 
 
-async def traced_model_call(model_name: str, attempt: int, call: Callable[[int], Any]) -> Any:
-    """``await call(attempt)`` — one model request — inside a ``chat {model}`` span when tracing is on."""
+async def traced_model_call(
+    model_name: str, attempt: int, call: Callable[[int], Any], describe: Describe | None = None
+) -> Any:
+    """``await call(attempt)`` — one model request — inside a ``chat {model}`` span when tracing is on.
+
+    ``describe`` turns a failure into the error the span shows (an adapter passes its error
+    mapping, which masks its API key); ``None`` or no answer shows the failure itself.
+    """
     tracer = active_tracer()
     if tracer is None:
         return await call(attempt)
@@ -326,7 +359,7 @@ async def traced_model_call(model_name: str, attempt: int, call: Callable[[int],
     try:
         response = await call(attempt)
     except BaseException as exc:
-        _chat_failed(span, exc)
+        _chat_failed(span, exc, describe)
         span.end()
         raise
     _chat_response(span, response)
@@ -334,15 +367,22 @@ async def traced_model_call(model_name: str, attempt: int, call: Callable[[int],
     return response
 
 
-def traced_model_stream(model_name: str, attempt: int, stream: AsyncIterator[T]) -> AsyncIterator[T]:
-    """``stream`` — one streamed model call — inside a ``chat {model}`` span when tracing is on."""
+def traced_model_stream(
+    model_name: str, attempt: int, stream: AsyncIterator[T], describe: Describe | None = None
+) -> AsyncIterator[T]:
+    """``stream`` — one streamed model call — inside a ``chat {model}`` span when tracing is on.
+
+    ``describe`` as for :func:`traced_model_call`.
+    """
     tracer = active_tracer()
     if tracer is None:
         return stream
-    return _stream_span(tracer, model_name, attempt, stream)
+    return _stream_span(tracer, model_name, attempt, stream, describe)
 
 
-async def _stream_span(tracer: Tracer, model_name: str, attempt: int, stream: AsyncIterator[T]) -> AsyncIterator[T]:
+async def _stream_span(
+    tracer: Tracer, model_name: str, attempt: int, stream: AsyncIterator[T], describe: Describe | None
+) -> AsyncIterator[T]:
     span = _chat_span(tracer, model_name, attempt)
     try:
         async for item in stream:
@@ -350,7 +390,7 @@ async def _stream_span(tracer: Tracer, model_name: str, attempt: int, stream: As
                 _chat_response(span, item)
             yield item
     except Exception as exc:
-        _chat_failed(span, exc)
+        _chat_failed(span, exc, describe)
         raise
     finally:
         aclose = getattr(stream, "aclose", None)

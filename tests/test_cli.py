@@ -331,11 +331,19 @@ def test_eval_reports_coverage_and_misroute_among_auto_routed() -> None:
     assert re.search(r"risk-coverage \(misroute at coverage\): \d+% 0\.\d{4}", text)
 
 
-@pytest.mark.parametrize(("one_request", "threads"), [(True, 1), (False, min(2, os.cpu_count() or 1))])
-def test_the_shipped_desk_loads_its_encoder_on_one_thread_for_one_request(one_request: bool, threads: int) -> None:
+def test_the_shipped_desk_encodes_one_request_on_one_thread_and_a_batch_on_two() -> None:
     from jeeves_router._cli_embed import load_embedding
     from jeeves_router.classify.embedding import MiniLMEncoder
 
-    clf = load_embedding(None, None, None, None, one_request=one_request)
-    assert isinstance(clf.encoder, MiniLMEncoder) and clf.encoder.quantized
-    assert clf.encoder._session.get_session_options().intra_op_num_threads == threads
+    clf = load_embedding(None, None, None, None, one_request=True)
+    enc = clf.encoder
+    assert isinstance(enc, MiniLMEncoder) and enc.quantized
+
+    def threads() -> list[int]:
+        return sorted(s.get_session_options().intra_op_num_threads for s in enc._sessions.values())
+
+    one = clf.classify_text("I was charged twice")
+    assert threads() == [1]  # one request never builds the second session
+    batch = clf.classify_batch(["I was charged twice", "my parcel never arrived"])
+    assert threads() == sorted({1, min(2, os.cpu_count() or 1)})
+    assert batch[0].scores == one.scores  # the same vectors on any number of threads

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import random
 import sys
+import traceback
 from collections.abc import Callable
 from typing import Any
 
@@ -428,7 +429,9 @@ async def test_api_key_never_in_repr_logs_or_errors(
     assert loopback.requests[0].headers["authorization"] == f"Bearer {FAKE_OPENAI_KEY}"  # it was sent ...
     logs = [r.getMessage() + repr(getattr(r, "fields", "")) for r in caplog.records]
     assert any("model.retry" in line for line in logs)  # ... the retry and the failure were logged ...
-    for text in (repr(model), str(logs), str(info.value), repr(info.value.metadata)):
+    # a logged traceback shows the SDK's own error too (the ModelError's cause): masked there as well
+    chain = "".join(traceback.format_exception(info.value))
+    for text in (repr(model), str(logs), str(info.value), repr(info.value.metadata), chain):
         assert FAKE_OPENAI_KEY not in text  # ... but never shown
         assert FAKE_OPENAI_KEY[8:20] not in text
 

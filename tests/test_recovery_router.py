@@ -96,7 +96,7 @@ async def test_classifier_retries_exhausted_end_critical() -> None:
     sleeps = RecordedSleeps()
     classifier = ScriptedModel([ModelError("a", severity="retriable"), ModelError("b", severity="retriable")])
     result = await desk(classifier, ScriptedModel([]), recovery=Recovery(sleep=sleeps)).run("x")
-    assert result.status == "critical" and result.output is None
+    assert result.status == "critical" and result.output is None and result.confidence is None
     assert len(classifier.requests) == 2 and sleeps.delays == [0.2]
     assert result.report is not None and result.report["operation"] == "classify"
     assert result.report["reason"] == "retries_exhausted"
@@ -125,6 +125,7 @@ async def test_retries_exhausted_give_a_critical_report_result_and_event() -> No
     events = await capture_events(desk(ScriptedModel([ROUTE]), billing, recovery=Recovery(sleep=sleeps)), "x")
     result = events[-1].result  # type: ignore[union-attr]
     assert result.status == "critical" and result.route == "billing"
+    assert result.confidence == 0.9  # the classification that chose the failed route, as a dispatched result has it
     assert len(billing.requests) == 3 and sleeps.delays == [0.5, 0.75]
     report = result.report
     assert report["attempts"] == {"classify": 1, "route:billing": 3}

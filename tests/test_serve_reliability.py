@@ -16,12 +16,14 @@ import openai
 import pytest
 
 from jeeves_router.errors import UsageError
-from jeeves_router.journal import MemoryJournal, SQLiteJournal, session_turns
+from jeeves_router.events import TextDelta, event_adapter
+from jeeves_router.journal import MemoryJournal, SQLiteJournal, recorded_events, session_turns
 from jeeves_router.serve import create_app, serve
 from jeeves_router.serve.guard import Drain
 from tests.serve_apps import SLOW_CHUNKS, GatedModel, desk_with, free_port, running, subprocess_env
 
 CHAT = "/v1/chat/completions"
+SENT = ["run.started", "router.classified", "router.dispatched", "run.started", "text.delta"]  # up to the first text
 
 
 def body(text: str = "refund please", *, stream: bool = True, session: str | None = None) -> dict[str, object]:
@@ -61,7 +63,7 @@ def test_saturated_server_answers_429_with_retry_after_and_frees_the_slot_after(
         assert again.status_code == 200 and again.json()["choices"][0]["message"]["content"] == "first rest."
 
 
-def test_a_client_that_disconnects_mid_stream_cancels_its_run_and_the_journal_keeps_what_completed() -> None:
+def test_a_client_that_disconnects_mid_stream_cancels_its_run_and_the_journal_keeps_what_it_was_sent() -> None:
     model = GatedModel()
     journal = MemoryJournal()
     with running(create_app(desk_with(model), journal=journal, max_concurrency=1)) as server:
@@ -81,8 +83,36 @@ def test_a_client_that_disconnects_mid_stream_cancels_its_run_and_the_journal_ke
     kinds = [e.record.type for e in entries]
     assert kinds.count("run.start") == 1 and "run.end" not in kinds
     assert "step" in kinds  # the classification completed before the disconnect and stays recorded
+    sent = anyio.run(recorded_events, journal, "gone")  # the events of the run up to the text the client got
+    assert [ev.kind for ev in sent] == SENT
+    assert [ev.text for ev in sent if isinstance(ev, TextDelta)] == ["first "]
     turns = anyio.run(session_turns, journal, "gone")
-    assert [(t.prompt, t.status) for t in turns] == [("refund please", "incomplete")]
+    assert [(t.prompt, t.status, t.route) for t in turns] == [("refund please", "incomplete", "billing")]
+
+
+def test_a_client_that_disconnects_from_the_run_events_leaves_the_events_it_got_in_the_journal() -> None:
+    model = GatedModel()
+    journal = MemoryJournal()
+    got: list[dict[str, object]] = []
+    request = {"model": "desk", "input": "refund please", "session_id": "gone"}
+    with running(create_app(desk_with(model), journal=journal, max_concurrency=1)) as server:
+        with httpx.stream("POST", server.url + "/v1/runs", json=request) as r:
+            for line in r.iter_lines():
+                if line.startswith("data: "):
+                    got.append(json.loads(line[6:]))
+                    if got[-1]["kind"] == "text.delta":
+                        break
+        assert model.cancelled.wait(10)
+        for _ in range(200):  # the slot is free once the run's stream is closed (and its events written)
+            if httpx.post(server.url + CHAT, json=body("hello", stream=False)).status_code == 200:
+                break
+            threading.Event().wait(0.05)
+        else:
+            pytest.fail("the disconnected run never released its slot")
+    assert [e["kind"] for e in got] == SENT
+    recorded = anyio.run(recorded_events, journal, "gone")
+    assert [event_adapter().dump_python(ev, mode="json") for ev in recorded] == got
+    assert "run.end" not in [e.record.type for e in anyio.run(journal.read, "gone")]
 
 
 def test_refuses_a_non_loopback_host_without_a_token() -> None:
@@ -158,8 +188,12 @@ def test_sigterm_cancels_runs_still_going_after_the_grace_period(tmp_path: Path)
         proc.wait()
     stderr = (tmp_path / "stderr.txt").read_text()
     assert "Traceback" not in stderr and "ERROR" not in stderr
-    turns = anyio.run(session_turns, SQLiteJournal(tmp_path / "runs.db"), "s-stuck")
-    assert [(t.prompt, t.status) for t in turns] == [("refund please", "incomplete")]
+    journal = SQLiteJournal(tmp_path / "runs.db")
+    sent = anyio.run(recorded_events, journal, "s-stuck")  # the cancelled run's events are kept
+    assert [ev.kind for ev in sent] == SENT
+    assert [ev.text for ev in sent if isinstance(ev, TextDelta)] == ["stuck-first "]
+    turns = anyio.run(session_turns, journal, "s-stuck")
+    assert [(t.prompt, t.status, t.route) for t in turns] == [("refund please", "incomplete", "billing")]
 
 
 def test_a_draining_server_refuses_new_runs_with_503() -> None:

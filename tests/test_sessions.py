@@ -12,7 +12,7 @@ from jeeves_router.journal import JournalRuntime, MemoryJournal, SessionHistory,
 from jeeves_router.messages import assistant, user
 from jeeves_router.models.base import ModelRequest
 from jeeves_router.testing import FunctionModel
-from tests.serve_apps import build_desk
+from tests.serve_apps import build_desk, desk_with
 
 pytestmark = pytest.mark.anyio
 
@@ -124,6 +124,18 @@ async def test_routed_turns_record_the_route_for_the_session_view() -> None:
     assert isinstance(desk.runtime, JournalRuntime)
     turns = await session_turns(desk.runtime.journal, "s")
     assert [(t.route, t.fallback_reason) for t in turns] == [("billing", None), ("general", "low_confidence")]
+
+
+async def test_a_turn_that_failed_after_routing_keeps_the_route_it_was_sent_to() -> None:
+    def broken(request: ModelRequest) -> str:
+        raise RuntimeError("specialist down")
+
+    desk = desk_with(FunctionModel(broken))
+    desk.runtime = runtime = JournalRuntime(MemoryJournal())
+    with pytest.raises(RuntimeError, match="specialist down"):
+        await desk.run("refund please", session_id="s")
+    [turn] = await session_turns(runtime.journal, "s")
+    assert (turn.status, turn.route, turn.confidence, turn.output) == ("failed", "billing", 0.92, None)
 
 
 def test_session_history_limits_are_checked() -> None:

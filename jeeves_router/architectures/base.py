@@ -21,7 +21,7 @@ from ..models.base import Model, ModelRequest, ModelStreamItem
 from ..results import RunResult
 from ..runtime import PASS_THROUGH, Runtime, StepKey
 from ..tools import Tool, ToolContext, ToolOutcome, open_toolsets
-from ..tracing import active_tracer, traced_run
+from ..tracing import active_tracer, traced_run, traced_tool_call
 
 if TYPE_CHECKING:
     from ..actor import Actor
@@ -160,7 +160,10 @@ class RunContext:
         tctx = ToolContext(self.session_id, self.path, self.context)
 
         async def perform() -> ToolOutcome:
-            return await tool.call(call.arguments, tctx)
+            outcome: ToolOutcome = await traced_tool_call(
+                tool.name, call.id, call.arguments, partial(tool.call, call.arguments, tctx)
+            )
+            return outcome
 
         outcome = await self.runtime.step(
             key, {"id": call.id, "name": call.name, "arguments": dict(call.arguments)}, perform

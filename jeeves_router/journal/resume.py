@@ -19,16 +19,27 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import TypeAdapter
 
 from ..errors import RunError, UsageError
 from ..messages import Message
 from .base import Journal
-from .records import Entry, RunEndRecord, RunStartRecord
+from .records import Entry, RunEndRecord, RunStartRecord, digest, jsonable_mapping, to_json
 
-__all__ = ["RecordedRuns", "ResumeConflict", "ResumePoint", "claim_attempt", "find_resume_point", "read_runs"]
+if TYPE_CHECKING:
+    from ..architectures.base import RunContext
+
+__all__ = [
+    "RecordedRuns",
+    "ResumeConflict",
+    "ResumePoint",
+    "claim_attempt",
+    "find_resume_point",
+    "read_runs",
+    "start_record",
+]
 
 _HISTORY = TypeAdapter(tuple[Message, ...])
 
@@ -74,6 +85,30 @@ class RecordedRuns:
     attempts: dict[str, int]
     completed: dict[str, int]
     claims: dict[tuple[str, int], str]
+
+
+def start_record(ctx: RunContext) -> RunStartRecord:
+    """The ``run.start`` record of the run ``ctx`` describes: its input, and the input's digest."""
+    start = RunStartRecord(
+        agent=ctx.agent.name,
+        prompt=ctx.prompt,
+        history=to_json(ctx.history),
+        context=jsonable_mapping(ctx.context, what="context"),
+        force_route=ctx.force_route,
+        options=jsonable_mapping(ctx.options, what="options"),
+        input_digest="",
+    )
+    input_digest = digest(
+        {
+            "agent": start.agent,
+            "prompt": start.prompt,
+            "history": ctx.history,
+            "context": start.context,
+            "force_route": start.force_route,
+            "options": start.options,
+        }
+    )
+    return start.model_copy(update={"input_digest": input_digest})
 
 
 async def read_runs(journal: Journal, session_id: str, run_id: str | None = None) -> RecordedRuns:

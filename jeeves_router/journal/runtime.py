@@ -23,9 +23,13 @@ step) had an unknown outcome (the process died during it); on resume,
 
 Failed attempts are recorded (``step.failed``); resuming a *completed* run raises them
 again where they happened, so a run that ended on a failure replays to the same result
-with no call (:mod:`.failures`) — where its time limit ended an attempt included. Not
-recorded: events buffered since the last step when a process dies (resume produces them
-again), and the rest of an attempt closed early.
+with no call (:mod:`.failures`) — where its time limit ended an attempt included.
+
+Events are written with the run's next recorded step, or its ``run.end``. A run cut off
+between two steps (cancelled, or its stream closed early) writes them as it is cut, with no
+``run.end``: the journal keeps what its consumer saw and the run stays resumable. That write
+is shielded from the cancellation and given up after ``flush_timeout_s`` (then, or if it
+fails, it is logged). Not recorded: events buffered when the process dies (resume redoes them).
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from contextlib import aclosing
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
+import anyio
 from pydantic import TypeAdapter
 
 from .._log import get_logger
@@ -53,17 +58,14 @@ from .records import (
     ModelRecord,
     Record,
     RunEndRecord,
-    RunStartRecord,
     StepFailedRecord,
     StepRecord,
     ToolStartedRecord,
     decode_result,
     digest,
     encode_result,
-    jsonable_mapping,
-    to_json,
 )
-from .resume import ResumePoint, claim_attempt, find_resume_point
+from .resume import ResumePoint, claim_attempt, find_resume_point, start_record
 from .sessions import SessionHistory, load_history
 from .state import RunState, StepIndex
 
@@ -93,6 +95,9 @@ class JournalRuntime(Runtime):
             turns of its session, within these limits (see ``jeeves_router.journal.sessions``);
             ``None`` (default): a run sees only the history it is given.
 
+    Attributes:
+        flush_timeout_s: At most this long a run cut off between two steps waits to write its events.
+
     Example:
         A runtime records every run of the agents built with it (:class:`SQLiteJournal`
         keeps them across restarts; the in-memory journal here is for tests):
@@ -109,6 +114,8 @@ class JournalRuntime(Runtime):
         >>> [entry.record.type for entry in anyio.run(runtime.journal.read, "s-42") if entry.record.type != "event"]
         ['run.start', 'model', 'run.end']
     """
+
+    flush_timeout_s: float = 5.0
 
     def __init__(
         self,
@@ -164,34 +171,19 @@ class JournalRuntime(Runtime):
         else:
             await self._finish(state, RunEndRecord(attempt=state.attempt, status="completed"))
         finally:
-            self._forget(state.run_id)
+            try:
+                if state.pending:  # cut off (cancelled, or its stream closed early): keep what it produced
+                    await self._write_cut(state)
+            finally:
+                self._forget(state.run_id)
 
     async def _begin(self, ctx: RunContext) -> RunState:
         sid = ctx.session_id
-        start = RunStartRecord(
-            agent=ctx.agent.name,
-            prompt=ctx.prompt,
-            history=to_json(ctx.history),
-            context=jsonable_mapping(ctx.context, what="context"),
-            force_route=ctx.force_route,
-            options=jsonable_mapping(ctx.options, what="options"),
-            input_digest="",
-        )
-        input_digest = digest(
-            {
-                "agent": start.agent,
-                "prompt": start.prompt,
-                "history": ctx.history,
-                "context": start.context,
-                "force_route": start.force_route,
-                "options": start.options,
-            }
-        )
+        start = start_record(ctx)
         # Only Agent.resume() replays: it names the recorded run to continue. Any other run
         # is a new request and runs live under a new run id, even when its prompt equals a
         # recorded one (the user may well ask for the same transfer twice).
         run_id, attempt, completed = ctx.resume_run, 1, None
-        start = start.model_copy(update={"input_digest": input_digest})
         if run_id is None:
             run_id = uuid.uuid4().hex  # a new run: nothing to read, no one else can start it
             await self.journal.append([self._entry(sid, run_id, start)])
@@ -206,12 +198,30 @@ class JournalRuntime(Runtime):
     async def _finish(self, state: RunState, end: RunEndRecord) -> None:
         await self.journal.append(self._flush(state, self._entry(state.session_id, state.run_id, end)))
 
-    def _flush(self, state: RunState | None, entry: Entry) -> list[Entry]:
-        """``state``'s pending entries (a failure as its recovery has judged it by now), then ``entry``."""
+    def _flush(self, state: RunState | None, *tail: Entry) -> list[Entry]:
+        """``state``'s pending entries (a failure as its recovery has judged it by now), then ``tail``."""
         if state is None or not state.pending:
-            return [entry]
+            return list(tail)
         pending, state.pending = state.pending, []
-        return [*(p.entry() if isinstance(p, PendingFailure) else p for p in pending), entry]
+        return [*(p.entry() if isinstance(p, PendingFailure) else p for p in pending), *tail]
+
+    async def _write_cut(self, state: RunState) -> None:
+        """Write what a run cut off between two steps left pending, with no ``run.end`` (it stays resumable).
+
+        Runs while the run is being cancelled or closed, so the write is shielded from the
+        cancellation and bounded by :attr:`flush_timeout_s`; a write that fails or times
+        out is logged, never raised (the run ends as it was ending).
+        """
+        entries = self._flush(state)
+        error = "timed out"
+        with anyio.move_on_after(self.flush_timeout_s, shield=True):
+            try:
+                await self.journal.append(entries)
+                return
+            except Exception as exc:
+                error = f"{type(exc).__name__}: {exc}"
+        ids = {"session_id": state.session_id, "run_id": state.run_id, "attempt": state.attempt}
+        log.warning("journal.cut_events_lost", **ids, entries=len(entries), error=error)
 
     def _forget(self, run_id: str) -> None:
         self._runs.pop(run_id, None)

@@ -60,7 +60,8 @@ class Turn:
         output: The answer (``None`` when the run gave none).
         status: The run's status (``ok``, ``fallback``, ``unresolved``, ...), ``failed``
             when it raised, ``incomplete`` when it never ended (interrupted or running).
-        route: The route that answered (routed runs).
+        route: The route that answered (routed runs); for a run with no result (it failed
+            or was cut off), the route it was sent to, if it got that far.
         confidence: The classifier's confidence for that route.
         fallback_reason: Why the fallback route answered, if it did.
         ts: When the run started (seconds since the epoch).
@@ -100,6 +101,7 @@ async def session_turns(journal: Journal, session_id: str, *, agent: str | None 
     entries = await journal.read(session_id, types=("run.start", "run.end", "event"))
     starts: dict[str, tuple[RunStartRecord, float]] = {}
     results: dict[str, Mapping[str, Any]] = {}
+    routed: dict[str, dict[str, Any]] = {}  # what the root's routing events tell, latest last
     ends: dict[str, RunEndRecord] = {}
     for e in entries:
         rec = e.record
@@ -107,16 +109,20 @@ async def session_turns(journal: Journal, session_id: str, *, agent: str | None 
             starts.setdefault(e.run_id, (rec, e.ts))
         elif isinstance(rec, RunEndRecord):
             ends[e.run_id] = rec
-        elif isinstance(rec, EventRecord) and rec.event.get("kind") == "run.completed":
+        elif isinstance(rec, EventRecord) and rec.event.get("kind") in _ROOT_KINDS:
             first = starts.get(e.run_id)
-            if first is not None and list(rec.event.get("path", ())) == [first[0].agent]:
+            if first is None or list(rec.event.get("path", ())) != [first[0].agent]:
+                continue
+            if rec.event["kind"] == "run.completed":
                 results[e.run_id] = rec.event.get("result") or {}
+                continue
+            routed.setdefault(e.run_id, {}).update(_routing(rec.event))
     turns: list[Turn] = []
     for run_id, (start, ts) in starts.items():
         if agent is not None and start.agent != agent:
             continue
         end = ends.get(run_id)
-        result = results.get(run_id, {})
+        result = results.get(run_id) or routed.get(run_id, {})  # no result: how far its routing got
         if end is None:
             status = "incomplete"
         elif end.status == "failed":
@@ -138,6 +144,19 @@ async def session_turns(journal: Journal, session_id: str, *, agent: str | None 
             )
         )
     return turns
+
+
+_ROOT_KINDS = frozenset({"run.completed", "router.classified", "router.fallback", "router.dispatched"})
+
+
+def _routing(event: Mapping[str, Any]) -> dict[str, Any]:
+    """What a root routing event tells of the turn's route (as a run's result would)."""
+    kind = event["kind"]
+    if kind == "router.classified":
+        return {"route": event.get("route"), "confidence": event.get("confidence")}
+    if kind == "router.fallback":
+        return {"route": event.get("fallback_route"), "fallback_reason": event.get("reason")}
+    return {"route": event.get("route")}
 
 
 def history_from_turns(turns: list[Turn], limits: SessionHistory) -> tuple[Message, ...]:

@@ -99,9 +99,12 @@ class SessionTrace:
 async def load_trace(journal: Journal, session_id: str) -> SessionTrace:
     """The runs of ``session_id`` (and of its child sessions) rebuilt from ``journal``.
 
+    A run with no recorded events yet (in flight in another process, or cut off before its
+    first step was written) is shown as running, with its prompt.
+
     Raises:
-        UsageError: if the session has no recorded run (or no recorded events: the
-            runtime was created with ``record_events=False``).
+        UsageError: if the session has no recorded run, or a run that ended has no
+            recorded events (the runtime was created with ``record_events=False``).
     """
     root_entries = await journal.read(session_id)
     starts = [e for e in root_entries if isinstance(e.record, RunStartRecord)]
@@ -128,15 +131,20 @@ async def load_trace(journal: Journal, session_id: str) -> SessionTrace:
             for e in root_entries
             if e.run_id == run_id and isinstance(e.record, EventRecord) and e.record.attempt == start.attempt
         ]
-        if not events:
+        mine = [e for e in entries if e.run_id == run_id]
+        ends = [e.record for e in mine if isinstance(e.record, RunEndRecord) and e.record.attempt == start.attempt]
+        if not events and ends:
             raise UsageError(
                 f"run {run_id!r} of session {session_id!r} has no recorded events; record them with "
                 "JournalRuntime(..., record_events=True) (the default)"
             )
-        mine = [e for e in entries if e.run_id == run_id]
+        if not events:  # in flight (or cut off) before its first events were written: shown as running
+            ts = max(e.ts for e in starts if e.run_id == run_id)
+            events = [
+                RunStarted(session_id=session_id, path=(start.agent,), ts=ts, agent=start.agent, prompt=start.prompt)
+            ]
         models = [(e.session_id, e.ts, e.record) for e in mine if isinstance(e.record, ModelRecord)]
         steps = [(e.session_id, e.record) for e in mine if isinstance(e.record, StepRecord)]
-        ends = [e.record for e in mine if isinstance(e.record, RunEndRecord) and e.record.attempt == start.attempt]
         runs.append(_build_run(run_id, start, events, models, steps, ends[-1] if ends else None))
     return SessionTrace(session_id, runs)
 

@@ -4,7 +4,8 @@ The server has one tool, ``ask``: the request (and an optional session id) in; t
 out as text, and the routing decision (route, confidence, fallback, status, session ids,
 usage) as structured content. A run that ends without an answer (``unresolved``,
 ``max_turns``, ...) or fails is an error result, so the client's model sees that no answer
-came. From the command line: ``jeeves-router mcp module:attr`` (stdio) or
+came; a failed run is named by its error type only, as over HTTP (an exception's text may
+quote a secret). From the command line: ``jeeves-router mcp module:attr`` (stdio) or
 ``jeeves-router mcp module:attr --transport http --port 8000``.
 
 Over stdio the protocol owns stdout, so logs must go to stderr: the library logs through the
@@ -89,8 +90,8 @@ def router_server(agent: Agent, *, name: str | None = None, tool_name: str = "as
     async def ask(request: str, session_id: str | None = None) -> Any:
         try:
             result = await agent.run(request, session_id=session_id or None)
-        except Exception as exc:
-            text = f"the run failed: {type(exc).__name__}: {exc}"
+        except Exception as exc:  # its type only, as over HTTP: an exception's text may quote a secret
+            text = f"the run failed ({type(exc).__name__}); see the server log"
             return types.CallToolResult(content=[types.TextContent(text=text)], is_error=True)
         answer = _answer(result)
         text = result.output if result.output is not None else f"no answer (status: {result.status})"

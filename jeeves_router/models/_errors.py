@@ -102,13 +102,38 @@ def _status_severity(status: int) -> str:
     return "retriable" if status in _RETRIABLE_STATUS or status >= 500 else "critical"
 
 
+def _scrub(exc: BaseException, secrets: tuple[str, ...]) -> None:
+    """Mask ``secrets`` and key-shaped text in the text of ``exc`` and of its causes, in place.
+
+    A provider may quote the request's key in its error (a self-hosted server, a proxy). The
+    SDK's exception becomes the :class:`ModelError`'s ``__cause__``, so every traceback that
+    a log handler, a task runner (DBOS) or a web server prints would show it; its ``args``
+    and ``message`` are what a traceback prints.
+    """
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen and len(seen) < 8:
+        seen.add(id(current))
+        try:
+            args = tuple(redact(a, secrets) if isinstance(a, str) else a for a in current.args)
+            if args != current.args:
+                current.args = args
+            message = getattr(current, "message", None)
+            if isinstance(message, str) and (masked := redact(message, secrets)) != message:
+                current.message = masked  # type: ignore[attr-defined]
+        except (AttributeError, TypeError):  # a read-only attribute: left as it is
+            pass
+        current = current.__cause__ or current.__context__
+
+
 def map_sdk_error(exc: BaseException, *, provider: str, secrets: Iterable[str] = ()) -> ModelError | None:
     """The :class:`ModelError` for ``exc``, or ``None`` when ``exc`` is not a provider failure.
 
     The caller raises the result ``from exc`` so the original stays as ``__cause__``.
     ``metadata["kind"]`` names the failure: ``"status"``, ``"timeout"``, ``"connection"``,
     ``"malformed_response"``, ``"context_length"`` or ``"content_filter"``. Messages are
-    redacted (``secrets`` and key-shaped strings masked) and shortened.
+    redacted (``secrets`` and key-shaped strings masked) and shortened. The original is
+    redacted in place too (see :func:`_scrub`), since any logged traceback prints it.
     """
     if isinstance(exc, ModelError):
         return exc
@@ -116,6 +141,7 @@ def map_sdk_error(exc: BaseException, *, provider: str, secrets: Iterable[str] =
     secrets = tuple(secrets)
 
     def build(message: str, severity: str, kind: str, **extra: Any) -> ModelError:
+        _scrub(exc, secrets)  # a provider failure: its text is redacted where it is kept too
         text = redact(message, secrets)
         if len(text) > _MAX_MESSAGE:
             text = text[:_MAX_MESSAGE] + "..."

@@ -113,7 +113,7 @@ class Retrier:
         while True:
             attempt += 1
             try:
-                return await traced_model_call(self.model_name, attempt, op)  # type: ignore[no-any-return]
+                return await traced_model_call(self.model_name, attempt, op, self._map_error)  # type: ignore[no-any-return]
             except Exception as exc:
                 err = self._classify(exc, attempt)
                 if err is None:
@@ -131,7 +131,7 @@ class Retrier:
         attempt = 0
         while True:
             attempt += 1
-            inner = traced_model_stream(self.model_name, attempt, open_stream(attempt))
+            inner = traced_model_stream(self.model_name, attempt, open_stream(attempt), self._map_error)
             yielded = False
             failure: tuple[ModelError, Exception] | None = None
             try:

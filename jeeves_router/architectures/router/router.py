@@ -354,4 +354,6 @@ class Router:
         try:
             await run.run()
         except RecoveryStop as stop:  # the report's result keeps the per-route usage, failed attempts included
-            await ctx.emit(await rec.stopped(stop, route=stop.failure.route, usage_by_route=run.usage_by_route()))
+            route = stop.failure.route  # after a classification, keep its confidence as a dispatched result does
+            fields = {"route": route, "confidence": run.confidence if route is not None else None}
+            await ctx.emit(await rec.stopped(stop, usage_by_route=run.usage_by_route(), **fields))

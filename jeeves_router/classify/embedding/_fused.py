@@ -6,7 +6,10 @@ BERT fusion does not recognise, and on one short query those small nodes cost as
 weight products. :func:`fused_bert` reads the weights out of that graph (after onnxruntime's
 constant folding) and writes the same network with one ``com.microsoft.MultiHeadAttention``
 per layer, the query, key and value products packed into one ``[hidden, 3 * hidden]`` product,
-``BiasGelu`` for the feed-forward activation and ``SkipLayerNormalization`` for the residuals.
+``BiasGelu`` for the feed-forward activation, and plain ``Add`` and ``LayerNormalization`` nodes
+for the residuals: onnxruntime's fused ``SkipLayerNormalization`` does the same arithmetic but
+took about 15 µs per call on a short query against about 2.5 µs for the three plain nodes
+(onnxruntime 1.32, one thread), a tenth of the whole encoder.
 
 The arithmetic is the same up to float rounding: the same weights (quantized afterwards by the
 same ``quantize_dynamic`` call, so the int8 values and scales are unchanged), the same mask
@@ -27,7 +30,7 @@ from numpy.typing import NDArray
 __all__ = ["GRAPH", "FusionError", "fused_bert"]
 
 #: Names the graph layout in cache file names; change it whenever :func:`fused_bert` changes.
-GRAPH = "mha1"
+GRAPH = "mha2"
 
 _LINEAR = re.compile(
     r"^(?P<prefix>.*)encoder\.layer\.(?P<layer>\d+)\."
@@ -69,6 +72,17 @@ def _weights(model: Any) -> tuple[str, dict[str, NDArray[Any]], dict[tuple[int, 
     if prefix is None or not scales or not eps:
         raise FusionError("no BERT layers with named biases, a scaled attention product and layer norms found")
     return prefix, init, matrices, scales[0], eps[0]
+
+
+def _residual_norm(helper: Any, product: str, bias: str, residual: str, norm: str, out: str, eps: float) -> list[Any]:
+    """``LayerNorm(product + bias + residual)`` as three plain nodes (see the module docstring)."""
+    return [
+        helper.make_node("Add", [product, bias], [f"{norm}_biased"]),
+        helper.make_node("Add", [f"{norm}_biased", residual], [f"{norm}_sum"]),
+        helper.make_node(
+            "LayerNormalization", [f"{norm}_sum", f"{norm}_gamma", f"{norm}_beta"], [out], axis=-1, epsilon=eps
+        ),
+    ]
 
 
 def fused_bert(model: Any) -> Any:
@@ -157,22 +171,18 @@ def fused_bert(model: Any) -> Any:
                 scale=alpha,
             ),
             helper.make_node("MatMul", [f"{p}context", f"{p}out"], [f"{p}attn"]),
-            helper.make_node(
-                "SkipLayerNormalization",
-                [f"{p}attn", x, f"{p}ln1_gamma", f"{p}ln1_beta", f"{p}out_bias"],
-                [f"{p}h_attn"],
-                domain=ms,
-                epsilon=eps,
-            ),
+            *_residual_norm(helper, f"{p}attn", f"{p}out_bias", x, f"{p}ln1", f"{p}h_attn", eps),
             helper.make_node("MatMul", [f"{p}h_attn", f"{p}up"], [f"{p}up_out"]),
             helper.make_node("BiasGelu", [f"{p}up_out", f"{p}up_bias"], [f"{p}gelu"], domain=ms),
             helper.make_node("MatMul", [f"{p}gelu", f"{p}down"], [f"{p}down_out"]),
-            helper.make_node(
-                "SkipLayerNormalization",
-                [f"{p}down_out", f"{p}h_attn", f"{p}ln2_gamma", f"{p}ln2_beta", f"{p}down_bias"],
-                ["last_hidden_state" if layer == layers - 1 else f"h{layer + 1}"],
-                domain=ms,
-                epsilon=eps,
+            *_residual_norm(
+                helper,
+                f"{p}down_out",
+                f"{p}down_bias",
+                f"{p}h_attn",
+                f"{p}ln2",
+                "last_hidden_state" if layer == layers - 1 else f"h{layer + 1}",
+                eps,
             ),
         ]
     for node in nodes:
