@@ -80,9 +80,22 @@ class ChainRun(VisitRunner):
                     target, reason, payload = await decision
                 else:
                     visit = self._new_visit(g.nodes[current])
-                    await self._enter(visit, incoming)
-                    if visit.child is not None:  # a plain turn: take its outcome
+                    turn = self._enter(visit, incoming)
+                    child = visit.child
+                    if child is not None:
+                        # A plain turn: while the agent runs, its run holds its context and the
+                        # visit is not needed; it is made again from the context afterwards, so an
+                        # in-flight run holds no visit object.
+                        node, mark = visit.node, visit.mark
+                        del visit
+                        await turn
+                        visit = self._new_visit(node)
+                        visit.child, visit.mark = child, mark
+                        del child
                         self._settle(visit)
+                    else:
+                        await turn
+                    del turn
                     if visit.notes:  # e.g. a plain turn's tool handed off to an unknown target
                         for ev in visit.notes:
                             await emit(ev)
