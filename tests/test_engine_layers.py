@@ -131,7 +131,7 @@ async def test_a_run_parked_in_a_plain_specialist_turn_holds_no_visit_object() -
 
         tg.start_soon(run)
         await specialist.parked.wait()
-        visits = [o for o in gc.get_objects() if type(o) is Visit]
+        visits = [o for o in gc.get_objects() if type(o) is Visit and o.node.agent is billing]  # this run's
         specialist.gate.set()
     assert visits == []  # made again from the turn's context once it ends, not held while it runs
     assert stream.result is not None and stream.result.route == "billing" and stream.result.output == _ANSWER
