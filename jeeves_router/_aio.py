@@ -48,16 +48,20 @@ class aclosing(Generic[T]):
             await aclose()
 
 
-async def aclose(it: AsyncIterator[T]) -> None:
-    """Await ``it.aclose()`` if it has one.
+def aclose(it: AsyncIterator[T]) -> Awaitable[None]:
+    """The awaitable that closes ``it``: its own ``aclose()`` if it has one, else one that does nothing.
 
     For the hot paths of a run: ``try: ... finally: await aclose(it)`` does what
     ``async with aclosing(it)`` does without keeping a context-manager object alive for
-    the whole run (fewer GC-tracked objects per in-flight run).
+    the whole run (fewer GC-tracked objects per in-flight run). The iterator's own
+    ``aclose()`` is returned, not wrapped in a coroutine of this function's.
     """
     close = getattr(it, "aclose", None)
-    if close is not None:
-        await close()
+    return close() if close is not None else _nothing()  # type: ignore[no-any-return]
+
+
+async def _nothing() -> None:
+    """An awaitable that does nothing (:func:`aclose` of an iterator without ``aclose``)."""
 
 
 @types.coroutine

@@ -10,7 +10,7 @@ from typing import Any
 import anyio
 
 from ._aio import EventPump
-from .architectures.base import Architecture, RunContext, emit_each, execute, run_child
+from .architectures.base import Architecture, RunContext, emit_each, execute, new_context, run_child
 from .architectures.react import ToolLoop
 from .errors import UsageError
 from .events import Event, EventBase
@@ -133,16 +133,16 @@ class Agent:
             raise UsageError(f"prompt must be a string, got {type(prompt).__name__}")
         if session_id is not None and (not isinstance(session_id, str) or not session_id):
             raise UsageError(f"session_id must be a non-empty string, got {session_id!r}")
-        ctx = RunContext(
+        ctx = new_context(
             agent=self,
             session_id=session_id or new_session_id(),
             path=(self.name,),
             prompt=prompt,
             history=tuple(history or ()),
-            context=dict(context or {}),
+            context=dict(context) if context else {},
             runtime=self.runtime,
             force_route=force_route,
-            options=dict(options or {}),
+            options=dict(options) if options else {},
         )
         prepare = getattr(self.architecture, "prepare", None)
         if prepare is not None:

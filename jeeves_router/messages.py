@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import field
 from typing import Any, Literal, Union
 
-from ._frozen import frozen
+from ._frozen import constructor, frozen
 
 __all__ = [
     "TextPart",
@@ -99,14 +99,19 @@ def tool_calls_in(parts: tuple[Part, ...]) -> tuple[ToolCallPart, ...]:
     return tuple([p for p in parts if isinstance(p, ToolCallPart)])
 
 
+#: ``Message(...)`` and ``TextPart(...)`` as plain functions (see ``constructor``): every run makes a few.
+new_message = constructor(Message)
+new_text = constructor(TextPart)
+
+
 def user(text: str) -> Message:
     """A user message holding ``text``."""
-    return Message("user", (TextPart(text),))
+    return new_message("user", (new_text(text),))
 
 
 def assistant(text: str) -> Message:
     """An assistant message holding ``text``."""
-    return Message("assistant", (TextPart(text),))
+    return new_message("assistant", (new_text(text),))
 
 
 def text_of(messages: Sequence[Message]) -> str:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ._frozen import frozen
+from ._frozen import constructor, frozen
 
 __all__ = ["Usage", "NO_USAGE"]
 
@@ -35,7 +35,7 @@ class Usage:
             return NotImplemented
         a = self.cost_usd
         b = other.cost_usd
-        return Usage(
+        return _new_usage(
             self.input_tokens + other.input_tokens,
             self.output_tokens + other.output_tokens,
             self.cached_input_tokens + other.cached_input_tokens,
@@ -48,6 +48,8 @@ class Usage:
         """Input plus output tokens."""
         return self.input_tokens + self.output_tokens
 
+
+_new_usage = constructor(Usage)  # a sum per model call of a run
 
 #: Zero usage, shared (``Usage`` is immutable): a starting point that allocates nothing.
 NO_USAGE = Usage()

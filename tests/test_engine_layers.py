@@ -110,3 +110,28 @@ async def test_the_pass_through_runtime_returns_the_step_itself() -> None:
     step = answer()
     assert PASS_THROUGH.step(StepKey("s", "0", "x", 0), {}, lambda: step) is step
     assert await step == 42
+
+
+async def test_a_run_parked_in_a_plain_specialist_turn_holds_no_visit_object() -> None:
+    import gc
+
+    from jeeves_router.architectures.handoffs.visit import Visit
+
+    specialist = GatedModel(_ANSWER)
+    billing = Agent("b", name="billing", model=specialist)
+    desk = Agent(
+        "d", name="desk", architecture=Router([RouterRoute("billing", billing)], classifier=StaticClassifier("billing"))
+    )
+    async with anyio.create_task_group() as tg:
+        stream = desk.stream("I was charged twice")
+
+        async def run() -> None:
+            async for _ in stream:
+                pass
+
+        tg.start_soon(run)
+        await specialist.parked.wait()
+        visits = [o for o in gc.get_objects() if type(o) is Visit and o.node.agent is billing]  # this run's
+        specialist.gate.set()
+    assert visits == []  # made again from the turn's context once it ends, not held while it runs
+    assert stream.result is not None and stream.result.route == "billing" and stream.result.output == _ANSWER

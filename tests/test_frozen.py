@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 import pytest
 
 from jeeves_router import events as ev
-from jeeves_router._frozen import frozen
+from jeeves_router._frozen import constructor, frozen
+from jeeves_router.architectures.base import RunContext, new_context
 from jeeves_router.classify.types import Classification, ClassifyResult, RouteSpec
 from jeeves_router.messages import Message, TextPart, ToolCallPart, assistant, text_in, tool_calls_in, user
 from jeeves_router.models.base import ModelResponse
@@ -173,3 +174,60 @@ def test_tool_calls_of_parts() -> None:
     assert tool_calls_in((TextPart("a"), one, TextPart("b"), two)) == (one, two)
     assert Message("assistant", (one, TextPart("x"))).tool_calls == (one,)
     assert ModelResponse((one,)).tool_calls == (one,)
+
+
+def test_constructor_builds_what_the_class_builds() -> None:
+    make = constructor(_Point)
+    ref = _reference()
+    for args, kwargs in [((1,), {}), ((1, 5, ["a"]), {"label": "q"}), ((), {"x": 3, "meta": {"k": 1}})]:
+        ours = make(*args, **kwargs)
+        assert type(ours) is _Point and ours == _Point(*args, **kwargs)
+        assert dataclasses.astuple(ours) == dataclasses.astuple(ref(*args, **kwargs))
+    a, b = make(1), make(1)
+    assert a.tags == [] and a.tags is not b.tags and a.made == (1,)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        a.x = 2  # type: ignore[misc]
+    with pytest.raises(TypeError, match="missing 1 required positional argument: 'x'"):
+        make()  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="unexpected keyword"):
+        make(1, nope=1)  # type: ignore[call-arg]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        del a.y
+    assert pickle.loads(pickle.dumps(a)) == a and hash(constructor(Usage)(1, 2)) == hash(Usage(1, 2))
+    assert dataclasses.replace(a, y=5) == _Point(1, 5) and type(dataclasses.replace(a, y=5)) is _Point
+    delta = constructor(ev.TextDelta)(session_id="s", path=("a",), text="t")
+    assert type(delta) is ev.TextDelta and delta.kind == "text.delta" and isinstance(delta.ts, float)
+    assert delta == dataclasses.replace(ev.TextDelta(session_id="s", path=("a",), text="t"), ts=delta.ts)
+    assert str(inspect.signature(constructor(ev.TextDelta))).startswith("(*, session_id: 'str'")
+
+
+def test_constructor_of_a_mutable_slotted_dataclass() -> None:
+    ctx = new_context(agent=None, session_id="s", path=("a",), prompt="p")  # type: ignore[arg-type]
+    ref = RunContext(agent=None, session_id="s", path=("a",), prompt="p")  # type: ignore[arg-type]
+    assert type(ctx) is RunContext
+    assert [getattr(ctx, f.name) for f in dataclasses.fields(ctx) if f.name != "ledger"] == [
+        getattr(ref, f.name) for f in dataclasses.fields(ref) if f.name != "ledger"
+    ]
+    assert ctx.context == {} and ctx.context is not new_context(agent=None, session_id="s", path=(), prompt="").context  # type: ignore[arg-type]
+    assert ctx.ledger is not ref.ledger
+    ctx.prompt = "q"
+    assert ctx.prompt == "q"
+
+
+def test_constructor_needs_a_dataclass_it_can_fill() -> None:
+    class Plain:
+        pass
+
+    @dataclass(frozen=True)
+    class FrozenWithDict:
+        x: int
+
+    @dataclass
+    class Mutable:
+        x: int
+        y: list[int] = field(default_factory=list)
+
+    for cls in (Plain, FrozenWithDict, 3):
+        with pytest.raises(TypeError):
+            constructor(cls)  # type: ignore[arg-type]
+    assert constructor(Mutable)(1) == Mutable(1, [])

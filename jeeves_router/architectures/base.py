@@ -10,6 +10,7 @@ from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from .._aio import EventPump, aclose, emit
+from .._frozen import constructor
 from .._log import get_logger
 from ..classify.types import Classifier, ClassifyRequest, ClassifyResult
 from ..errors import RunError
@@ -26,11 +27,28 @@ if TYPE_CHECKING:
     from ..actor import Actor
     from ..tools import Handoff
 
-__all__ = ["Architecture", "ArchitectureRun", "RunContext", "emit_all", "emit_each", "execute", "run_child"]
+__all__ = [
+    "Architecture",
+    "ArchitectureRun",
+    "RunContext",
+    "emit_all",
+    "emit_each",
+    "execute",
+    "new_context",
+    "run_child",
+]
 
 log = get_logger(__name__)
 
 _NAME = attrgetter("name")
+_new_tuple = tuple.__new__
+# the route names of the last routes tuple classified (see RunContext.classify)
+_last_names: tuple[object, tuple[str, ...]] = ((), ())
+
+# the events every run sends, built without type.__call__ (see constructor)
+_run_started = constructor(RunStarted)
+_run_completed = constructor(RunCompleted)
+_text_delta = constructor(TextDelta)
 
 T = TypeVar("T")
 
@@ -86,7 +104,7 @@ class RunContext:
         history: tuple[Message, ...] | None = None,
     ) -> RunContext:
         """A context for a sub-agent's run that shares this run's runtime and context."""
-        return RunContext(
+        return new_context(
             agent=agent,
             session_id=session_id,
             path=path,
@@ -114,11 +132,11 @@ class RunContext:
     def emit_text(self, text: str) -> Generator[Event, None, None]:
         """Send a ``text.delta`` of this run, counted as :meth:`emit` counts it: ``await ctx.emit_text(t)``."""
         self.ledger.texts += 1
-        yield TextDelta(session_id=self.session_id, path=self.path, text=text)
+        yield _text_delta(session_id=self.session_id, path=self.path, text=text)
 
     def next_key(self, name: str) -> StepKey:
         """The key of the next step of this run."""
-        key = StepKey(self.session_id, self.run_id, name, self._step)
+        key = _new_tuple(StepKey, (self.session_id, self.run_id, name, self._step))  # StepKey(...) without its __new__
         self._step += 1
         return key
 
@@ -164,13 +182,24 @@ class RunContext:
         """Run one classification through the runtime (``await ctx.classify(...)``).
 
         Returns the runtime's step itself: no coroutine layer of its own between the
-        architecture and the runtime.
+        architecture and the runtime. The pass-through runtime records nothing, so its
+        classification is called directly, without describing its input.
         """
+        if type(self.runtime) is Runtime:
+            self._step += 1  # the step's key, which only a recording runtime reads
+            return classifier.classify(request)
+        global _last_names
+        routes, names = _last_names
+        if routes is not request.routes:  # a router asks with the same routes tuple every time
+            routes, names = _last_names = (request.routes, tuple(map(_NAME, request.routes)))
         return self.runtime.step(
             self.next_key(name),
-            {"text": request.text, "routes": list(map(_NAME, request.routes)), "feedback": request.feedback},
+            {"text": request.text, "routes": list(names), "feedback": request.feedback},
             partial(classifier.classify, request),
         )
+
+
+new_context = constructor(RunContext)  # a context per run (and per child run), built without type.__call__
 
 
 class Architecture(Protocol):
@@ -236,7 +265,7 @@ async def execute(
         return
     sid, path = ctx.session_id, ctx.path
     # the run's own events are never text: sent with the bare emit (ctx.emit only adds the text count)
-    await emit(RunStarted(session_id=sid, path=path, agent=agent.name, prompt=ctx.prompt))
+    await emit(_run_started(session_id=sid, path=path, agent=agent.name, prompt=ctx.prompt))
     try:
         if architecture is None and agent.toolsets:
             # an agent run as itself opens its toolsets (MCP servers) for the run, and closes them with it
@@ -257,7 +286,7 @@ async def execute(
         raise
     if ctx.result is None:
         raise RuntimeError(f"architecture {type(arch).__name__} ended without a result")
-    await emit(RunCompleted(session_id=sid, path=path, result=ctx.result))
+    await emit(_run_completed(session_id=sid, path=path, result=ctx.result))
 
 
 def _body(arch: Architecture, agent: Actor, ctx: RunContext) -> Awaitable[None]:

@@ -24,9 +24,10 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from .._aio import aclose
+from .._frozen import constructor
 from ..errors import ModelError
 from ..events import ToolCalled, ToolResult
-from ..messages import Message, TextPart, ToolCallPart, ToolResultPart
+from ..messages import Message, ToolCallPart, ToolResultPart, user
 from ..models.base import ModelRequest, ModelResponse, ModelTextDelta
 from ..recovery.config import Recovery
 from ..recovery.ladder import Action
@@ -40,6 +41,10 @@ if TYPE_CHECKING:
     from ..actor import Actor
 
 __all__ = ["ToolLoop"]
+
+# built on every turn and run, without type.__call__ (see constructor)
+_run_result = constructor(RunResult)
+_model_request = constructor(ModelRequest)
 
 
 class ToolLoop:
@@ -58,9 +63,10 @@ class ToolLoop:
 
     def run(self, agent: Actor, ctx: RunContext) -> Coroutine[Any, Any, None]:
         """Run the loop, emitting text deltas and tool events."""
-        config = recovery_for(self.recovery, agent.classify_error)
-        if config is None:  # no recovery: no wrapper between the loop and the run
+        if self.recovery is None and agent.classify_error is None:  # no recovery: no wrapper around the loop
             return self._loop(agent, ctx, None)
+        config = recovery_for(self.recovery, agent.classify_error)
+        assert config is not None
         return self._run_recovering(agent, ctx, RecoveryRun(config, ctx, can_escalate=len(ctx.path) > 1))
 
     async def _run_recovering(self, agent: Actor, ctx: RunContext, rec: RecoveryRun) -> None:
@@ -73,12 +79,12 @@ class ToolLoop:
         model = agent.resolved_model()  # a bad model string fails here, before any model call
         specs = tuple([t.spec for t in agent.tool_map.values()]) if agent.tool_map else ()
         # a tuple, extended per turn: the request shares it (no list and no copy per turn)
-        messages: tuple[Message, ...] = (*ctx.history, Message("user", (TextPart(ctx.prompt),)))
+        messages: tuple[Message, ...] = (*ctx.history, user(ctx.prompt))
         first_new = len(ctx.history)  # the messages this run adds start here
         usage = NO_USAGE
         sid, path = ctx.session_id, ctx.path
         for _turn in range(agent.max_turns):
-            request = ModelRequest(
+            request = _model_request(
                 messages=messages,
                 system=agent.instructions,
                 tools=specs,
@@ -134,7 +140,7 @@ class ToolLoop:
             messages = (*messages, reply)
             calls = response.tool_calls
             if not calls:
-                ctx.result = RunResult(
+                ctx.result = _run_result(
                     output=response.text,
                     status="ok",
                     session_id=sid,

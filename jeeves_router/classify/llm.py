@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from typing import Literal
 
+from .._frozen import constructor
 from .._log import get_logger
 from ..errors import ModelError, UsageError
-from ..messages import Message, TextPart, assistant, text_of, user
+from ..messages import Message, assistant, text_of, user
 from ..models.base import Model, ModelRequest
 from ..models.registry import resolve_model
 from ..usage import NO_USAGE
@@ -22,6 +23,10 @@ from .types import ClassifyRequest, ClassifyResult, RouteSpec, with_spent_usage
 __all__ = ["LLMClassifier"]
 
 log = get_logger(__name__)
+
+# one of each per classification, built without type.__call__ (see constructor)
+_model_request = constructor(ModelRequest)
+_result = constructor(ClassifyResult)
 
 #: HTTP statuses with which a server rejects a ``response_format`` it does not support.
 _FORMAT_REJECTED = (400, 422)
@@ -156,7 +161,7 @@ class LLMClassifier:
     def user_message(request: ClassifyRequest) -> Message:
         """The user turn: history, hints and feedback around the request text."""
         if not request.history and not request.hints and not request.feedback and not request.context:
-            return Message("user", (TextPart(request.text),))
+            return user(request.text)
         parts: list[str] = []
         if request.history:
             parts.append("Conversation so far:\n" + text_of(request.history))
@@ -177,13 +182,14 @@ class LLMClassifier:
         model = self._model
         constrained = self.uses_constraints(model)
         system, shots = self._prompt_parts(request.routes, constrained)
-        messages: list[Message] = [self.user_message(request)]
+        # a tuple, passed as it is when there are no few-shot turns: no list and no copy per request
+        messages: tuple[Message, ...] = (self.user_message(request),)
         usage = NO_USAGE  # the first attempt's usage is then taken as it is (no new object)
         attempts = 0
         while True:
             attempts += 1
-            model_request = ModelRequest(
-                messages=(*shots, *messages),
+            model_request = _model_request(
+                messages=(*shots, *messages) if shots else messages,
                 system=system,
                 temperature=0.0,
                 max_tokens=self.max_tokens,
@@ -211,6 +217,5 @@ class LLMClassifier:
             reply = response.text
             c = parse_classification(reply, request.routes, on_bad_confidence=self.on_bad_confidence)
             if c.status == "ok" or attempts > self.max_format_retries:
-                return ClassifyResult(c, usage=usage, stage="llm", model_calls=attempts, attempts=attempts)
-            messages.append(assistant(reply))
-            messages.append(user(format_error_feedback(c.status, reply, request.routes)))
+                return _result(c, usage=usage, stage="llm", model_calls=attempts, attempts=attempts)
+            messages = (*messages, assistant(reply), user(format_error_feedback(c.status, reply, request.routes)))

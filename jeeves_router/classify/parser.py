@@ -58,11 +58,14 @@ from collections.abc import Iterable
 from functools import lru_cache
 from typing import Any, NamedTuple
 
+from .._frozen import constructor
 from .confidence import clean_value, read_confidence, show
 from .reply import MAX_KEY_LINES, ascii_lower, json_objects, json_type, key_lines
 from .types import Classification, ParseStatus, RouteSpec
 
 __all__ = ["parse_classification", "normalize_route_name", "format_classification"]
+
+_classification = constructor(Classification)  # the first step's answer, on every routed request
 
 _SEP_RE = re.compile(r"[ \t\n\r\f\v_\-]+")
 _ASCII_SPACE = " \t\n\r\f\v"
@@ -269,7 +272,7 @@ def _well_formed(raw: str, index: _Index) -> Classification | None:
     if route is None:
         return None
     x = float(m[2])
-    return Classification(route, x, "ok", raw) if x <= 1.0 else None
+    return _classification(route, x, "ok", raw) if x <= 1.0 else None
 
 
 def _read(raw: str, index: _Index, on_bad: float | None) -> Classification:

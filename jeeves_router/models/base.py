@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator, Mapping
 from typing import Any, Literal, Protocol, Union, runtime_checkable
 
 from .._frozen import frozen
-from ..messages import Message, Part, ToolCallPart, text_in, tool_calls_in
+from ..messages import Message, Part, ToolCallPart, new_message, text_in, tool_calls_in
 from ..usage import NO_USAGE, Usage
 
 __all__ = [
@@ -95,7 +95,7 @@ class ModelResponse:
 
     def as_message(self) -> Message:
         """This answer as an assistant message."""
-        return Message("assistant", self.parts)
+        return new_message("assistant", self.parts)
 
 
 @frozen

@@ -9,8 +9,9 @@ target named twice or a handoff announced twice without a tool call goes to the 
 Every agent after the entry runs under ``child_session_id(session_id, node)``.
 
 :class:`~jeeves_router.Router` runs its routes and their handoffs with this same class
-(``RouterRun``): it overrides how the entry node is visited (a classification), the hop
-events and the result, never the guards or the sticky session.
+(``RouterRun``): it overrides what happens at the entry node (a decision, the
+classification, instead of a visit), the hop events and the result, never the guards or
+the sticky session.
 """
 
 from __future__ import annotations
@@ -22,13 +23,11 @@ from typing import TYPE_CHECKING, Any
 from ..._aio import emit
 from ...events import Event, HandoffCompleted, HandoffRejected, HandoffRequested
 from ...messages import user
-from ...results import FallbackReason, RunResult, RunStatus
-from ..base import RunContext
-from .graph import HandoffGraph
-from .visit import ChainSettings, Visit, VisitRunner
+from ...results import RunResult, RunStatus
+from .visit import Visit, VisitRunner
 
 if TYPE_CHECKING:
-    from ...actor import Actor
+    pass
 
 __all__ = ["ChainRun"]
 
@@ -36,21 +35,13 @@ __all__ = ["ChainRun"]
 class ChainRun(VisitRunner):
     """Executes one run of a chain; the architecture's ``run`` delegates here.
 
-    Subclasses may override :meth:`_enter` (how one node is visited), :meth:`_next` (where
-    a visit leads), :meth:`_hop` (the event of an accepted handoff) and :meth:`_finish`
-    (the result); the guards and the sticky session stay here.
+    Subclasses may override :meth:`_decide` (a node decided at instead of visited),
+    :meth:`_enter` (how one node is visited), :meth:`_next` (where a visit leads),
+    :meth:`_hop` (the event of an accepted handoff) and :meth:`_finish` (the result); the
+    guards and the sticky session stay here.
     """
 
-    def __init__(self, graph: HandoffGraph, settings: ChainSettings, agent: Actor, ctx: RunContext) -> None:
-        super().__init__(graph, settings, agent, ctx)
-        # flat tuples of strings, not lists, dicts or nested tuples: the collector untracks them, so
-        # an in-flight run holds no GC-tracked container for them (an edge's traversals are
-        # counted from ``accepted``: at most max_handoffs entries)
-        self.accepted: tuple[str | None, ...] = ()  # from, to, reason, from, to, reason... per handoff
-        self.visited: tuple[str, ...] = ()
-        self.confidence: float | None = None
-        self.fallback_reason: FallbackReason | None = None
-        self.sticky = False
+    __slots__ = ()
 
     async def run(self) -> None:
         """Visit agents until one answers or a guard stops the chain; sets ``ctx.result``.
@@ -79,27 +70,48 @@ class ChainRun(VisitRunner):
         # The chain's own events (hops, rejections, closing events) are never text: sent with
         # the bare emit. ``ev`` is cleared before the next agent runs: the chain holds no sent event.
         ev: Event | None = None
+        hop_events: Sequence[Event]
         try:
             while True:
-                visit = self._new_visit(g.nodes[current])
                 self.visited = (*self.visited, current)
-                await self._enter(visit, incoming)
-                self._settle(visit)
-                if visit.notes:  # e.g. a plain turn's tool handed off to an unknown target
-                    for ev in visit.notes:
-                        await emit(ev)
-                    visit.notes = ()
-                if visit.redirect is not None:
-                    current, incoming = visit.redirect, None
-                    continue
-                if visit.handoff is None and visit.failure is None:
-                    res = visit.result
-                    assert res is not None
-                    del visit  # not held while the closing events are sent
-                    for ev in await self._finish(current, res.status, res):
-                        await emit(ev)
-                    return
-                hop_events, (target, reason, payload) = self._next(current, visit)
+                decision = self._decide(current, incoming)
+                if decision is not None:  # a node the chain decides at (a router's own): no visit
+                    hop_events = ()
+                    target, reason, payload = await decision
+                else:
+                    visit = self._new_visit(g.nodes[current])
+                    turn = self._enter(visit, incoming)
+                    child = visit.child
+                    if child is not None:
+                        # A plain turn: while the agent runs, its run holds its context and the
+                        # visit is not needed; it is made again from the context afterwards, so an
+                        # in-flight run holds no visit object.
+                        node, mark = visit.node, visit.mark
+                        del visit
+                        await turn
+                        visit = self._new_visit(node)
+                        visit.child, visit.mark = child, mark
+                        del child
+                        self._settle(visit)
+                    else:
+                        await turn
+                    del turn
+                    if visit.notes:  # e.g. a plain turn's tool handed off to an unknown target
+                        for ev in visit.notes:
+                            await emit(ev)
+                        visit.notes = ()
+                    if visit.redirect is not None:
+                        current, incoming = visit.redirect, None
+                        continue
+                    if visit.handoff is None and visit.failure is None:
+                        res = visit.result
+                        assert res is not None
+                        del visit  # not held while the closing events are sent
+                        for ev in await self._finish(current, res.status, res):
+                            await emit(ev)
+                        return
+                    hop_events, (target, reason, payload) = self._next(current, visit)
+                    del visit  # not held while the next node runs
                 for ev in hop_events:
                     await emit(ev)
                 if target is None:
@@ -130,6 +142,17 @@ class ChainRun(VisitRunner):
         """Emit each of ``events`` (none is held by the chain's frame once sent)."""
         for ev in events:
             await self.ctx.emit(ev)
+
+    def _decide(
+        self, current: str, incoming: tuple[str, str | None, Any] | None
+    ) -> Awaitable[tuple[str | None, str | None, Any]] | None:
+        """Where the chain goes from ``current`` without visiting it, or ``None`` to visit it.
+
+        The awaitable emits the decision's events and gives ``(target, reason, payload)``
+        (target ``None``: the run ends unresolved). A chain visits every node; a
+        :class:`~jeeves_router.Router` decides at its own node (it classifies the request).
+        """
+        return None
 
     def _enter(self, visit: Visit, incoming: tuple[str, str | None, Any] | None) -> Awaitable[None]:
         """Visit one node, emitting its events; the outcome is left on ``visit`` (after :meth:`_settle`)."""
@@ -166,9 +189,10 @@ class ChainRun(VisitRunner):
                 **self._ev(), from_agent=frm, to_agent=to, why="limit", reason=f"max_handoffs={s.max_handoffs} reached"
             )
         taken = 0
-        for i in range(0, len(accepted), 3):
-            if accepted[i] == frm and accepted[i + 1] == to:
-                taken += 1
+        if accepted:  # none before the first handoff of a run (a router's dispatch)
+            for i in range(0, len(accepted), 3):
+                if accepted[i] == frm and accepted[i + 1] == to:
+                    taken += 1
         if taken >= s.max_edge_traversals:
             return HandoffRejected(
                 **self._ev(),

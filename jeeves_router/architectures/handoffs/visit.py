@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from ..._frozen import constructor
 from ...errors import UsageError
 from ...events import Event, HandoffRejected, ToolResult
 from ...ids import child_session_id
@@ -85,8 +86,30 @@ class Visit:
     mark: int = 0
 
 
+_new_visit = constructor(Visit)  # a visit per agent a chain visits, built without type.__call__
+
+
 class VisitRunner:
     """Runs visits and keeps what a chain accumulates across them (context, usage, transcript)."""
+
+    # slots: one allocation per run (an instance dict would be a second one)
+    __slots__ = (
+        "_sids",
+        "accepted",
+        "agent",
+        "confidence",
+        "context",
+        "ctx",
+        "fallback_reason",
+        "graph",
+        "settings",
+        "steps",
+        "sticky",
+        "transcript",
+        "usage",
+        "usage_by",
+        "visited",
+    )
 
     def __init__(
         self,
@@ -102,6 +125,15 @@ class VisitRunner:
         self.usage_by: dict[str, Usage] = {}
         self.transcript: tuple[Message, ...] = ()  # a tuple: no GC-tracked list per in-flight run
         self._sids: dict[str, str] = {}
+        # The chain's own state (see ChainRun), set here: one __init__ per run instead of one per class.
+        # Flat tuples of strings, not lists, dicts or nested tuples: the collector untracks them, so
+        # an in-flight run holds no GC-tracked container for them (an edge's traversals are
+        # counted from ``accepted``: at most max_handoffs entries).
+        self.accepted: tuple[str | None, ...] = ()  # from, to, reason, from, to, reason... per handoff
+        self.visited: tuple[str, ...] = ()
+        self.confidence: float | None = None
+        self.fallback_reason: FallbackReason | None = None
+        self.sticky = False
 
     # -- naming ----------------------------------------------------------------------------
 
@@ -131,7 +163,7 @@ class VisitRunner:
             inner: Architecture = getattr(arch, "wraps", None) or arch
             targets = {f"{TRANSFER_PREFIX}{t}": t for t in node.targets} if isinstance(inner, ToolLoop) else {}
             plan = self.graph.plans[node.name] = (node, arch, inner, targets)
-        return Visit(node, plan[2], plan[3], _NO_NAMES)
+        return _new_visit(node, plan[2], plan[3], _NO_NAMES)
 
     def _tools(self, visit: Visit) -> list[Tool]:
         node, g = visit.node, self.graph

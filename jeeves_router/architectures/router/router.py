@@ -37,6 +37,7 @@ from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from ..._frozen import constructor
 from ...classify.parser import normalize_route_name
 from ...classify.prompt import validate_prompt_template
 from ...classify.resolve import RouteDecision, resolve_route
@@ -63,6 +64,10 @@ if TYPE_CHECKING:
     from ...classify.llm import LLMClassifier
 
 __all__ = ["Router", "RouterRoute", "CLASSIFIER_USAGE_KEY", "last_turns"]
+
+# one of each per routed run, built without type.__call__ (see constructor)
+_classified = constructor(RouterClassified)
+_request = constructor(ClassifyRequest)
 
 
 def last_turns(history: Sequence[Message], n: int) -> tuple[Message, ...]:
@@ -301,7 +306,7 @@ class Router:
         seen = ctx.context if context is None else context
         if self.context_schema is not None:
             seen = self.visible_context(seen)
-        return ClassifyRequest(ctx.prompt, specs, history=history, context=seen, feedback=feedback)
+        return _request(ctx.prompt, specs, history=history, context=seen, feedback=feedback)
 
     def checked(self, result: ClassifyResult, request: ClassifyRequest, exclude: Sequence[str] = ()) -> ClassifyResult:
         """``result`` held to the route contract of ``request`` (the second half of :meth:`classify`)."""
@@ -318,7 +323,7 @@ class Router:
     def classified_event(self, ctx: RunContext, result: ClassifyResult) -> RouterClassified:
         """The ``router.classified`` event for ``result``."""
         c = result.classification
-        return RouterClassified(
+        return _classified(
             session_id=ctx.session_id,
             path=ctx.path,
             route=c.route,
@@ -338,9 +343,10 @@ class Router:
 
     def run(self, agent: Actor, ctx: RunContext) -> Coroutine[Any, Any, None]:
         """Classify, decide, dispatch, follow handoffs; emits router events (every agent emits its own)."""
+        if self.recovery is None and agent.classify_error is None and self._route_hook is None:
+            return RouterRun(self, agent, ctx, None).run()  # no recovery: no wrapper around the chain
         config = recovery_for(self.recovery, agent.classify_error, self._route_hook)
-        if config is None:  # no recovery: no wrapper between the chain and the run
-            return RouterRun(self, agent, ctx, None).run()
+        assert config is not None
         return self._run_recovering(agent, ctx, RecoveryRun(config, ctx, can_escalate=len(ctx.path) > 1))
 
     async def _run_recovering(self, agent: Actor, ctx: RunContext, rec: RecoveryRun) -> None:

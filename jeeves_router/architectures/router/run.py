@@ -2,9 +2,10 @@
 
 The Router's routes and every agent they may hand off to form a handoff chain
 (:class:`~jeeves_router.architectures.handoffs.run.ChainRun`, the one chain engine), whose
-entry node is the router itself. Visiting that node classifies the request with the
-Router's classifier — whichever it is — and applies the Router's decision (threshold,
-fallback, contract); the chosen route is the entry's handoff. So the sticky session, the
+entry node is the router itself. At that node the chain decides instead of visiting an
+agent: it classifies the request with the Router's classifier — whichever it is — and
+applies the Router's decision (threshold, fallback, contract); the chosen route is where
+the chain goes, as a handoff would take it. So the sticky session, the
 specialists' history mode, the guards (``max_handoffs``, ``max_edge_traversals``) and a
 specialist's hand-back (``transfer_to_<router>``: classified again) are the same for every
 classifier.
@@ -22,13 +23,13 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from ..._aio import emit
+from ..._frozen import constructor
 from ...classify.types import ClassifyResult
 from ...events import Event, RouterCompleted, RouterDispatched, RouterFallback, RouterUnresolved
 from ...messages import user
 from ...recovery.ladder import Action
 from ...recovery.run import RecoveryRun
 from ...results import RunResult, RunStatus
-from ...tools import Handoff
 from ...usage import NO_USAGE, Usage
 from ..base import RunContext
 from ..handoffs.run import ChainRun
@@ -41,9 +42,16 @@ if TYPE_CHECKING:
 
 __all__ = ["RouterRun"]
 
+# built on every routed run, without type.__call__ (see constructor)
+_run_result = constructor(RunResult)
+_dispatched = constructor(RouterDispatched)
+_completed = constructor(RouterCompleted)
+
 
 class RouterRun(ChainRun):
     """Executes one run of a Router; ``Router.run`` delegates here."""
+
+    __slots__ = ("classifier_usage", "excluded", "feedback", "rec", "router")
 
     def __init__(self, router: Router, agent: Actor, ctx: RunContext, rec: RecoveryRun | None) -> None:
         super().__init__(router.graph(agent), router.settings, agent, ctx)
@@ -56,14 +64,18 @@ class RouterRun(ChainRun):
 
     # -- the entry node: classification ----------------------------------------------------
 
+    def _decide(
+        self, current: str, incoming: tuple[str, str | None, Any] | None
+    ) -> Awaitable[tuple[str | None, str | None, Any]] | None:
+        return self._classify(incoming) if current == self.graph.entry else None
+
     def _enter(self, visit: Visit, incoming: tuple[str, str | None, Any] | None) -> Awaitable[None]:
-        if visit.node.name == self.graph.entry:
-            return self._classify(visit, incoming)
         if self.rec is None:  # no recovery: the specialist's exception reaches the caller unchanged
             return self._visit(visit, incoming)
         return self._dispatch(visit, incoming, self.rec)
 
-    async def _classify(self, visit: Visit, incoming: tuple[str, str | None, Any] | None) -> None:
+    async def _classify(self, incoming: tuple[str, str | None, Any] | None) -> tuple[str | None, str | None, Any]:
+        """Classify the request at the router's node: ``(route, reason, None)``, or no route (unresolved)."""
         router, ctx, rec = self.router, self.ctx, self.rec
         feedback = self.feedback
         if incoming is not None:  # handed back by a specialist
@@ -100,8 +112,7 @@ class RouterRun(ChainRun):
                 )
             )
             self.fallback_reason = decision.reason
-            visit.failure = decision.reason or "missing_route"
-            return
+            return None, None, None
         assert decision.route is not None
         if decision.used_fallback:
             await ctx.emit(
@@ -114,14 +125,7 @@ class RouterRun(ChainRun):
                 )
             )
         self.fallback_reason = decision.reason if decision.used_fallback else None
-        visit.handoff = Handoff(target=decision.route, reason=c.reason, confidence=self.confidence)
-
-    def _next(self, current: str, visit: Visit) -> tuple[Sequence[Event], tuple[str | None, str | None, Any]]:
-        if current != self.graph.entry:
-            return super()._next(current, visit)
-        if visit.handoff is None:  # unresolved: the decision had no fallback to offer
-            return (), (None, None, None)
-        return (), (visit.handoff.target, visit.handoff.reason, None)
+        return decision.route, c.reason, None
 
     def _hop(self, frm: str, to: str, reason: str | None, *, sticky: bool = False) -> Sequence[Event]:
         if frm != self.graph.entry:
@@ -132,7 +136,7 @@ class RouterRun(ChainRun):
     def _dispatched(self, route: str) -> RouterDispatched:
         forced = self.ctx.force_route is not None
         ctx = self.ctx
-        return RouterDispatched(
+        return _dispatched(
             session_id=ctx.session_id, path=ctx.path, route=route, child_session_id=self._sid(route), forced=forced
         )
 
@@ -240,7 +244,7 @@ class RouterRun(ChainRun):
             messages = res.messages if res is not None else ()
         else:
             messages = (user(ctx.prompt), *self.transcript) if self.transcript else ()
-        ctx.result = RunResult(
+        ctx.result = _run_result(
             output=res.output if dispatched and res is not None else None,
             status=status,
             session_id=ctx.session_id,
@@ -258,6 +262,4 @@ class RouterRun(ChainRun):
         )
         if not dispatched or res is None:
             return ()
-        return (
-            RouterCompleted(session_id=ctx.session_id, path=ctx.path, route=node, status=res.status, usage=res.usage),
-        )
+        return (_completed(session_id=ctx.session_id, path=ctx.path, route=node, status=res.status, usage=res.usage),)
