@@ -105,6 +105,21 @@ def test_redact_masks_keys_and_bearer_tokens() -> None:
     assert FAKE_OPENAI_KEY[8:] not in out and "def-123" not in out
 
 
+async def _no_wait(_: float) -> None:
+    return None
+
+
+def loopback_billing_desk(loopback: LoopbackServer, api_key: str | None = None) -> Agent:  # noqa: F811
+    """A desk routed to billing, whose specialist is the real OpenAI adapter on ``loopback`` (2 attempts, no wait)."""
+    client = loopback.openai_client() if api_key is None else loopback.openai_client(api_key=api_key)
+    retry = RetryPolicy(max_attempts=2, initial_delay_s=0.01, jitter=0.0)
+    model = OpenAIModel("gpt-4.1-mini", client=client, retry=retry, sleep=_no_wait, rng=random.Random(0))
+    billing = Agent("You handle billing.", name="billing", model=model)
+    classifier = ScriptedModel(["route: billing\nconfidence: 0.9"], name="clf")
+    router = Router([RouterRoute("billing", billing, "billing")])
+    return Agent("desk", name="desk", model=classifier, architecture=router)
+
+
 @pytest.mark.anyio
 async def test_a_routed_run_through_the_real_openai_client_logs_no_key(
     loopback: LoopbackServer,  # noqa: F811
@@ -112,24 +127,7 @@ async def test_a_routed_run_through_the_real_openai_client_logs_no_key(
 ) -> None:
     echo = f"Incorrect API key provided: {FAKE_OPENAI_KEY}."
     loopback.script(Status(503, message=echo), Reply(text="Refund issued."))
-
-    async def no_wait(_: float) -> None:
-        return None
-
-    specialist_model = OpenAIModel(
-        "gpt-4.1-mini",
-        client=loopback.openai_client(),
-        retry=RetryPolicy(max_attempts=2, initial_delay_s=0.01, jitter=0.0),
-        sleep=no_wait,
-        rng=random.Random(0),
-    )
-    billing = Agent("You handle billing.", name="billing", model=specialist_model)
-    desk = Agent(
-        "desk",
-        name="desk",
-        model=ScriptedModel(["route: billing\nconfidence: 0.9"]),
-        architecture=Router(routes=[RouterRoute("billing", billing, "billing")]),
-    )
+    desk = loopback_billing_desk(loopback)
     with caplog.at_level(logging.DEBUG):  # every logger: ours, openai's, httpx's
         result = await desk.run("charged twice", session_id="s-log")
     assert result.output == "Refund issued."

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import logging
-import random
 from pathlib import Path
 from typing import Any
 
@@ -28,10 +27,9 @@ from jeeves_router import Agent, Recovery, Router, RouterRoute, tool
 from jeeves_router.cli import app
 from jeeves_router.errors import ModelError
 from jeeves_router.journal import JournalRuntime, MemoryJournal, SQLiteJournal
-from jeeves_router.models.openai import OpenAIModel
-from jeeves_router.policies import RetryPolicy
 from jeeves_router.testing import Call, FunctionModel, RecordedSleeps, ScriptedModel
 from tests.loopback import LoopbackServer, Reply, Status, loopback  # noqa: F401
+from tests.test_logging import loopback_billing_desk
 from tests.test_tracing import by_name, spans  # noqa: F401  (fixture)
 
 #: A self-hosted server's key: nothing about its shape says "secret".
@@ -54,24 +52,7 @@ async def test_spans_of_a_failed_provider_call_never_carry_the_api_key(
 ) -> None:
     echo = f"Incorrect API key provided: {SENTINEL_KEY}."
     loopback.script(Status(503, message=echo), Status(401, message=echo))
-
-    async def no_wait(_: float) -> None:
-        return None
-
-    model = OpenAIModel(
-        "gpt-4.1-mini",
-        client=loopback.openai_client(api_key=SENTINEL_KEY),
-        retry=RetryPolicy(max_attempts=2, initial_delay_s=0.01, jitter=0.0),
-        sleep=no_wait,
-        rng=random.Random(0),
-    )
-    billing = Agent("Billing.", name="billing", model=model)
-    desk = Agent(
-        "desk",
-        name="desk",
-        model=ScriptedModel(["route: billing\nconfidence: 0.9"], name="clf"),
-        architecture=Router([RouterRoute("billing", billing, "payments")]),
-    )
+    desk = loopback_billing_desk(loopback, api_key=SENTINEL_KEY)
     with pytest.raises(ModelError) as info:
         await desk.run("charged twice", session_id="k-1")
     assert loopback.requests[0].headers["authorization"] == f"Bearer {SENTINEL_KEY}"  # it was sent
