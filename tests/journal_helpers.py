@@ -9,7 +9,7 @@ calls across processes.
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Collection, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +19,8 @@ import anyio.lowlevel
 from jeeves_router import Agent
 from jeeves_router.architectures.router.router import Router, RouterRoute
 from jeeves_router.events import Event, event_adapter
+from jeeves_router.journal.base import Journal
+from jeeves_router.journal.records import Entry
 from jeeves_router.messages import TextPart, ToolCallPart
 from jeeves_router.models.base import ModelRequest, ModelResponse, ModelStreamItem, ModelTextDelta
 from jeeves_router.runtime import Runtime
@@ -160,3 +162,24 @@ def strip_ts(events: list[Event]) -> list[dict[str, Any]]:
         data.pop("ts")
         out.append(data)
     return out
+
+
+class Wrapped:
+    """A journal that passes everything to ``journal``; subclasses change ``append``."""
+
+    def __init__(self, journal: Journal) -> None:
+        self.journal = journal
+
+    async def append(self, entries: Sequence[Entry]) -> None:
+        await self.journal.append(entries)
+
+    async def read(
+        self, session_id: str, *, run_id: str | None = None, types: Collection[str] | None = None
+    ) -> list[Entry]:
+        return await self.journal.read(session_id, run_id=run_id, types=types)
+
+    async def sessions(self) -> list[str]:
+        return await self.journal.sessions()
+
+    async def aclose(self) -> None:
+        await self.journal.aclose()

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import AsyncIterator, Collection, Sequence
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +23,7 @@ from jeeves_router.journal.base import Journal
 from jeeves_router.journal.records import Entry, EventRecord, JournalError, RunEndRecord, RunStartRecord
 from jeeves_router.messages import TextPart
 from jeeves_router.models.base import ModelRequest, ModelResponse, ModelStreamItem, ModelTextDelta
-from tests.journal_helpers import strip_ts
+from tests.journal_helpers import Wrapped, strip_ts
 
 SEEN_KINDS = ["run.started", "router.classified", "router.dispatched", "run.started", "text.delta", "text.delta"]
 
@@ -53,11 +53,11 @@ class HangOnce:
         yield ModelResponse((TextPart("one two three."),))
 
 
-class Breakable:
+class Breakable(Wrapped):
     """A journal in front of another whose appends fail or hang once ``mode`` is set."""
 
-    def __init__(self, inner: Journal) -> None:
-        self.inner = inner
+    def __init__(self, journal: Journal) -> None:
+        super().__init__(journal)
         self.mode = ""
 
     async def append(self, entries: Sequence[Entry]) -> None:
@@ -65,18 +65,7 @@ class Breakable:
             raise JournalError("disk full")
         if self.mode == "hang":
             await anyio.sleep_forever()
-        await self.inner.append(entries)
-
-    async def read(
-        self, session_id: str, *, run_id: str | None = None, types: Collection[str] | None = None
-    ) -> list[Entry]:
-        return await self.inner.read(session_id, run_id=run_id, types=types)
-
-    async def sessions(self) -> list[str]:
-        return await self.inner.sessions()
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()
+        await self.journal.append(entries)
 
 
 @pytest.fixture(params=["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])

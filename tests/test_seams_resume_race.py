@@ -13,7 +13,7 @@ both resumes have read.
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator, Callable, Collection, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 
 import anyio
@@ -37,6 +37,7 @@ from jeeves_router.models.base import ModelRequest, ModelResponse, ModelStreamIt
 from jeeves_router.recovery import Recovery
 from jeeves_router.testing import RecordedSleeps, ScriptedModel, StaticClassifier
 from jeeves_router.usage import Usage
+from tests.journal_helpers import Wrapped
 from tests.test_seams_journal import Breaking
 
 USAGE = Usage(input_tokens=10, output_tokens=5, requests=1)
@@ -54,27 +55,6 @@ class Meet:
         if self.arrived == self.n:
             self.all.set()
         await self.all.wait()
-
-
-class Wrapped:
-    """A journal that passes everything to ``journal``; subclasses change ``append``."""
-
-    def __init__(self, journal: Journal) -> None:
-        self.journal = journal
-
-    async def append(self, entries: Sequence[Entry]) -> None:
-        await self.journal.append(entries)
-
-    async def read(
-        self, session_id: str, *, run_id: str | None = None, types: Collection[str] | None = None
-    ) -> list[Entry]:
-        return await self.journal.read(session_id, run_id=run_id, types=types)
-
-    async def sessions(self) -> list[str]:
-        return await self.journal.sessions()
-
-    async def aclose(self) -> None:
-        await self.journal.aclose()
 
 
 class HeldStart(Wrapped):
