@@ -42,8 +42,6 @@ log = get_logger(__name__)
 
 _NAME = attrgetter("name")
 _new_tuple = tuple.__new__
-# the route names of the last routes tuple classified (see RunContext.classify)
-_last_names: tuple[object, tuple[str, ...]] = ((), ())
 
 # the events every run sends, built without type.__call__ (see constructor)
 _run_started = constructor(RunStarted)
@@ -188,13 +186,9 @@ class RunContext:
         if type(self.runtime) is Runtime:
             self._step += 1  # the step's key, which only a recording runtime reads
             return classifier.classify(request)
-        global _last_names
-        routes, names = _last_names
-        if routes is not request.routes:  # a router asks with the same routes tuple every time
-            routes, names = _last_names = (request.routes, tuple(map(_NAME, request.routes)))
         return self.runtime.step(
             self.next_key(name),
-            {"text": request.text, "routes": list(names), "feedback": request.feedback},
+            {"text": request.text, "routes": list(map(_NAME, request.routes)), "feedback": request.feedback},
             partial(classifier.classify, request),
         )
 

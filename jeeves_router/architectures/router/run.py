@@ -60,7 +60,6 @@ class RouterRun(ChainRun):
         self.feedback: str | None = None  # why the last dispatch failed (recovery)
         # the classifier's usage, kept apart from ``usage_by`` until the result (no dict while a specialist runs)
         self.classifier_usage: Usage | None = None
-        self.confidence: float | None = None  # the last classification's, once it is ``ok``
 
     # -- the entry node: classification ----------------------------------------------------
 
