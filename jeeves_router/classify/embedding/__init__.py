@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from .encoders import Encoder, HashingEncoder, MiniLMEncoder, TokenEncoder, WordLlamaEncoder
     from .fitting import FitReport
     from .late import LateInteractionScorer
+    from .mpnet import MPNetEncoder
     from .multilingual import MultilingualUSEEncoder
     from .scorers import CentroidScorer, LogRegScorer, NearestScorer, Scorer
 
@@ -27,6 +28,7 @@ __getattr__, __dir__ = lazy_exports(
         ".encoders": ("Encoder", "HashingEncoder", "MiniLMEncoder", "TokenEncoder", "WordLlamaEncoder"),
         ".fitting": ("FitReport",),
         ".late": ("LateInteractionScorer",),
+        ".mpnet": ("MPNetEncoder",),
         ".multilingual": ("MultilingualUSEEncoder",),
         ".scorers": ("CentroidScorer", "LogRegScorer", "NearestScorer", "Scorer"),
     },
@@ -39,6 +41,7 @@ __all__ = [
     "Encoder",
     "TokenEncoder",
     "MiniLMEncoder",
+    "MPNetEncoder",
     "WordLlamaEncoder",
     "MultilingualUSEEncoder",
     "HashingEncoder",

@@ -22,15 +22,21 @@ and returns ``last_hidden_state``.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["GRAPH", "FusionError", "fused_bert"]
+__all__ = ["GRAPH", "MPNET_GRAPH", "FusionError", "fused_bert", "mpnet_graph", "relative_buckets"]
+
+_MS = "com.microsoft"
 
 #: Names the graph layout in cache file names; change it whenever :func:`fused_bert` changes.
 GRAPH = "mha2"
+
+#: Names :func:`mpnet_graph`'s layout in cache file names; change it whenever that function changes.
+MPNET_GRAPH = "mpnet1"
 
 _LINEAR = re.compile(
     r"^(?P<prefix>.*)encoder\.layer\.(?P<layer>\d+)\."
@@ -99,7 +105,7 @@ def fused_bert(model: Any) -> Any:
     Raises:
         FusionError: When the graph does not have that layout.
     """
-    from onnx import TensorProto, helper, numpy_helper
+    from onnx import TensorProto, helper
 
     prefix, init, matrices, alpha, eps = _weights(model)
     layers = 1 + max(layer for layer, _ in matrices)
@@ -144,7 +150,6 @@ def fused_bert(model: Any) -> Any:
     except KeyError as exc:
         raise FusionError(f"missing parameter {exc}") from exc
 
-    ms = "com.microsoft"
     nodes = [
         helper.make_node("Shape", ["input_ids"], ["seq_len_1d"], start=1, end=2),
         helper.make_node("Slice", ["position_ids", "zero", "seq_len_1d"], ["positions"]),
@@ -158,33 +163,139 @@ def fused_bert(model: Any) -> Any:
         helper.make_node("Cast", ["attention_mask"], ["key_padding_mask"], to=TensorProto.INT32),
     ]
     for layer in range(layers):
-        p, x = f"l{layer}_", f"h{layer}"
-        nodes += [
-            helper.make_node("MatMul", [x, f"{p}qkv"], [f"{p}qkv_out"]),
-            helper.make_node("Split", [f"{p}qkv_out"], [f"{p}q", f"{p}k", f"{p}v"], axis=-1),
-            helper.make_node(
-                "MultiHeadAttention",
-                [f"{p}q", f"{p}k", f"{p}v", f"{p}qkv_bias", "key_padding_mask"],
-                [f"{p}context"],
-                domain=ms,
-                num_heads=hidden // head,
-                scale=alpha,
-            ),
-            helper.make_node("MatMul", [f"{p}context", f"{p}out"], [f"{p}attn"]),
-            *_residual_norm(helper, f"{p}attn", f"{p}out_bias", x, f"{p}ln1", f"{p}h_attn", eps),
-            helper.make_node("MatMul", [f"{p}h_attn", f"{p}up"], [f"{p}up_out"]),
-            helper.make_node("BiasGelu", [f"{p}up_out", f"{p}up_bias"], [f"{p}gelu"], domain=ms),
-            helper.make_node("MatMul", [f"{p}gelu", f"{p}down"], [f"{p}down_out"]),
-            *_residual_norm(
-                helper,
-                f"{p}down_out",
-                f"{p}down_bias",
-                f"{p}h_attn",
-                f"{p}ln2",
-                "last_hidden_state" if layer == layers - 1 else f"h{layer + 1}",
-                eps,
-            ),
-        ]
+        nodes += _layer(helper, layer, layers, hidden // head, alpha, eps)
+    return _model(helper, nodes, weights, hidden)
+
+
+def relative_buckets(length: int, buckets: int = 32, max_distance: int = 128) -> NDArray[np.int64]:
+    """MPNet's relative-position bucket of every (query, key) pair of a ``length``-token text.
+
+    Half of the buckets are for keys before the query, half for keys after it; within each
+    half, distances under a quarter of ``buckets`` get a bucket each and longer ones share
+    logarithmically wider buckets up to ``max_distance`` (the T5 scheme MPNet uses).
+    """
+    query = np.arange(length)[:, None]
+    distance = query - np.arange(length)[None, :]  # positive: the key comes first
+    half = buckets // 2
+    out = np.where(distance < 0, half, 0).astype(np.int64)
+    distance = np.abs(distance)
+    exact = half // 2
+    far = exact + np.log(np.maximum(distance, 1) / exact) / np.log(max_distance / exact) * (half - exact)
+    out += np.where(distance < exact, distance, np.minimum(far.astype(np.int64), half - 1))
+    return out
+
+
+def mpnet_graph(weights: Mapping[str, NDArray[Any]], *, heads: int, eps: float, max_length: int) -> Any:
+    """An MPNet encoder (e.g. all-mpnet-base-v2) as a fused graph, from its named weights.
+
+    The layers are the BERT layers of :func:`fused_bert`; what differs is around them: no
+    segment embedding, positions counted from 2 (after the padding index 1), and one learned
+    bias per head and relative-position bucket added to every layer's attention scores. That
+    bias depends only on the text length, so it is stored once for ``max_length`` tokens and
+    sliced per call.
+
+    Args:
+        weights: The Hugging Face ``MPNetModel`` parameters by name (``embeddings.*``,
+            ``encoder.layer.N.*``, ``encoder.relative_attention_bias.weight``); linear layers
+            are ``[out, in]`` as PyTorch stores them.
+        heads: Attention heads.
+        eps: The layer norms' epsilon.
+        max_length: The longest text (in tokens) the graph will be given.
+
+    Returns:
+        An ``onnx.ModelProto`` (float32 weights) with the inputs and output of :func:`fused_bert`.
+
+    Raises:
+        FusionError: When a parameter is missing or the sizes do not fit together.
+    """
+    from onnx import TensorProto, helper
+
+    try:
+        word = weights["embeddings.word_embeddings.weight"]
+        hidden = word.shape[1]
+        table = weights["encoder.relative_attention_bias.weight"]  # [buckets, heads]
+        layers = 1 + max(int(k.split(".")[2]) for k in weights if k.startswith("encoder.layer."))
+        if hidden % heads or table.shape[1] != heads:
+            raise FusionError(f"{heads} heads do not fit hidden size {hidden} and a {table.shape} position bias")
+        bias = table[relative_buckets(max_length, buckets=table.shape[0])].transpose(2, 0, 1)[None]
+        init: dict[str, NDArray[Any]] = {
+            "word_embeddings": word,
+            "position_embeddings": weights["embeddings.position_embeddings.weight"],
+            "emb_gamma": weights["embeddings.LayerNorm.weight"],
+            "emb_beta": weights["embeddings.LayerNorm.bias"],
+            "position_ids": np.arange(2, 2 + max_length, dtype=np.int64),
+            "relative_bias": bias.astype(np.float32),
+            "zero": np.zeros((1,), dtype=np.int64),
+            "zeros": np.zeros((2,), dtype=np.int64),
+            "score_axes": np.array([2, 3], dtype=np.int64),
+        }
+        for layer in range(layers):
+            at, p = f"encoder.layer.{layer}.", f"l{layer}_"
+            attn = f"{at}attention.attn."
+            init[f"{p}qkv"] = np.concatenate([weights[f"{attn}{r}.weight"].T for r in "qkv"], axis=1)
+            init[f"{p}qkv_bias"] = np.concatenate([weights[f"{attn}{r}.bias"] for r in "qkv"])
+            init[f"{p}out"], init[f"{p}out_bias"] = weights[f"{attn}o.weight"].T, weights[f"{attn}o.bias"]
+            init[f"{p}ln1_gamma"] = weights[f"{at}attention.LayerNorm.weight"]
+            init[f"{p}ln1_beta"] = weights[f"{at}attention.LayerNorm.bias"]
+            init[f"{p}up"] = weights[f"{at}intermediate.dense.weight"].T
+            init[f"{p}up_bias"] = weights[f"{at}intermediate.dense.bias"]
+            init[f"{p}down"] = weights[f"{at}output.dense.weight"].T
+            init[f"{p}down_bias"] = weights[f"{at}output.dense.bias"]
+            init[f"{p}ln2_gamma"] = weights[f"{at}output.LayerNorm.weight"]
+            init[f"{p}ln2_beta"] = weights[f"{at}output.LayerNorm.bias"]
+    except (KeyError, ValueError, IndexError) as exc:
+        raise FusionError(f"not an MPNet parameter set: {exc}") from exc
+    nodes = [
+        helper.make_node("Shape", ["input_ids"], ["seq_len_1d"], start=1, end=2),
+        helper.make_node("Slice", ["position_ids", "zero", "seq_len_1d"], ["positions"]),
+        helper.make_node("Concat", ["seq_len_1d", "seq_len_1d"], ["seq_len_2d"], axis=0),
+        helper.make_node("Slice", ["relative_bias", "zeros", "seq_len_2d", "score_axes"], ["attention_bias"]),
+        helper.make_node("Gather", ["word_embeddings", "input_ids"], ["emb_word"]),
+        helper.make_node("Gather", ["position_embeddings", "positions"], ["emb_position"]),
+        helper.make_node("Add", ["emb_word", "emb_position"], ["emb_sum"]),
+        helper.make_node("LayerNormalization", ["emb_sum", "emb_gamma", "emb_beta"], ["h0"], axis=-1, epsilon=eps),
+        helper.make_node("Cast", ["attention_mask"], ["key_padding_mask"], to=TensorProto.INT32),
+    ]
+    for layer in range(layers):
+        nodes += _layer(helper, layer, layers, heads, 1.0 / float(np.sqrt(hidden // heads)), eps, "attention_bias")
+    return _model(helper, nodes, init, hidden)
+
+
+def _layer(helper: Any, layer: int, layers: int, heads: int, alpha: float, eps: float, bias: str = "") -> list[Any]:
+    """One post-norm transformer layer: fused attention, then the GELU feed-forward block.
+
+    It reads ``h{layer}`` and the ``l{layer}_*`` weights and writes ``h{layer + 1}`` (the last
+    layer writes ``last_hidden_state``); ``bias`` names an attention bias added to the scores.
+    """
+    p, x = f"l{layer}_", f"h{layer}"
+    attention_inputs = [f"{p}q", f"{p}k", f"{p}v", f"{p}qkv_bias", "key_padding_mask"] + ([bias] if bias else [])
+    return [
+        helper.make_node("MatMul", [x, f"{p}qkv"], [f"{p}qkv_out"]),
+        helper.make_node("Split", [f"{p}qkv_out"], [f"{p}q", f"{p}k", f"{p}v"], axis=-1),
+        helper.make_node(
+            "MultiHeadAttention", attention_inputs, [f"{p}context"], domain=_MS, num_heads=heads, scale=alpha
+        ),
+        helper.make_node("MatMul", [f"{p}context", f"{p}out"], [f"{p}attn"]),
+        *_residual_norm(helper, f"{p}attn", f"{p}out_bias", x, f"{p}ln1", f"{p}h_attn", eps),
+        helper.make_node("MatMul", [f"{p}h_attn", f"{p}up"], [f"{p}up_out"]),
+        helper.make_node("BiasGelu", [f"{p}up_out", f"{p}up_bias"], [f"{p}gelu"], domain=_MS),
+        helper.make_node("MatMul", [f"{p}gelu", f"{p}down"], [f"{p}down_out"]),
+        *_residual_norm(
+            helper,
+            f"{p}down_out",
+            f"{p}down_bias",
+            f"{p}h_attn",
+            f"{p}ln2",
+            "last_hidden_state" if layer == layers - 1 else f"h{layer + 1}",
+            eps,
+        ),
+    ]
+
+
+def _model(helper: Any, nodes: list[Any], weights: dict[str, NDArray[Any]], hidden: int) -> Any:
+    """The model of ``nodes`` with ``weights`` as initializers: ids and mask in, hidden states out."""
+    from onnx import TensorProto, numpy_helper
+
     for node in nodes:
         node.name = node.output[0]
     graph = helper.make_graph(
@@ -197,5 +308,5 @@ def fused_bert(model: Any) -> Any:
         [helper.make_tensor_value_info("last_hidden_state", TensorProto.FLOAT, ["batch", "sequence", hidden])],
         initializer=[numpy_helper.from_array(np.ascontiguousarray(v), k) for k, v in weights.items()],
     )
-    opset = [helper.make_opsetid("", 17), helper.make_opsetid(ms, 1)]
+    opset = [helper.make_opsetid("", 17), helper.make_opsetid(_MS, 1)]
     return helper.make_model(graph, opset_imports=opset, producer_name="jeeves_router")

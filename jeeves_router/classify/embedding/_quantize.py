@@ -27,6 +27,7 @@ import hashlib
 import logging
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +38,7 @@ from ..._log import get_logger
 from ...errors import UsageError
 from ._fused import GRAPH, FusionError, fused_bert
 
-__all__ = ["cache_dir", "quantized_model", "per_token_activations", "VARIANT"]
+__all__ = ["cache_dir", "cached_file", "quantize_file", "quantized_model", "per_token_activations", "VARIANT"]
 
 #: Names the quantization scheme in cache files and in the encoder's name: int8 weights per
 #: channel, int8 activations per token (see :func:`per_token_activations`).
@@ -62,7 +63,7 @@ class _DropQuantizerNotices(logging.Filter):
         return "onnxruntime" not in record.pathname
 
 
-def _build(source: Path, target: Path) -> None:
+def _imports() -> tuple[Any, Any, Any, Any]:
     try:
         import onnx
         import onnxruntime as ort
@@ -72,6 +73,11 @@ def _build(source: Path, target: Path) -> None:
             "quantizing the encoder needs the onnx package: `pip install 'jeeves-router[embed]'` "
             "(or pass quantize=False to MiniLMEncoder)"
         ) from exc
+    return onnx, ort, QuantType, quantize_dynamic
+
+
+def _build(source: Path, target: Path) -> None:
+    onnx, ort, _, _ = _imports()
     with tempfile.TemporaryDirectory(prefix="jeeves-router-q8-") as tmp:
         optimised = Path(tmp) / "optimised.onnx"
         opts = ort.SessionOptions()
@@ -85,19 +91,31 @@ def _build(source: Path, target: Path) -> None:
             onnx.save(fused_bert(onnx.load(str(optimised))), str(optimised))
         except FusionError as exc:
             log.info("embedding.graph_not_fused", source=str(source), reason=str(exc))
-        graph = onnx.load(str(optimised)).graph
+        quantize_file(optimised, target)
+
+
+def quantize_file(source: Path, target: Path) -> None:
+    """Quantize the float graph in ``source`` into ``target``: the weight products in int8.
+
+    Weights are int8 per channel and activations 8-bit per token (see
+    :func:`per_token_activations`); products of two activations stay in float32.
+    """
+    onnx, _, QuantType, quantize_dynamic = _imports()
+    with tempfile.TemporaryDirectory(prefix="jeeves-router-q8-") as tmp:
+        graph = onnx.load(str(source)).graph
         constants = {init.name for init in graph.initializer}
         activation_products = [
             node.name
             for node in graph.node
             if node.op_type in ("MatMul", "FusedMatMul") and not any(i in constants for i in node.input)
         ]
+        del graph
         notices = _DropQuantizerNotices()
         root = logging.getLogger()
         root.addFilter(notices)
         try:
             quantize_dynamic(
-                str(optimised),
+                str(source),
                 str(dynamic := Path(tmp) / "dynamic.onnx"),
                 weight_type=QuantType.QInt8,
                 per_channel=True,
@@ -253,14 +271,26 @@ def quantized_model(source: Path, *, directory: Path | None = None) -> Path | by
     import onnxruntime as ort
 
     digest = _source_digest(source, directory)
-    folder = directory if directory is not None else cache_dir()
     name = f"{source.parent.name}-{source.stem}-{VARIANT}-{GRAPH}-{digest}-ort{ort.__version__}.onnx"
+    return cached_file(name, lambda built: _build(source, built), directory=directory)
+
+
+def cached_file(name: str, build: Callable[[Path], None], *, directory: Path | None = None) -> Path | bytes:
+    """The file ``name`` in the cache folder, made by ``build(path)`` when it is not there yet.
+
+    ``build`` writes into a temporary folder; the result is published whole (concurrent
+    builders each publish a complete file).
+
+    Returns:
+        The cached file's path, or its bytes when no cache folder is writable.
+    """
+    folder = directory if directory is not None else cache_dir()
     target = folder / name
     if target.is_file():
         return target
     with tempfile.TemporaryDirectory(prefix="jeeves-router-q8-out-") as tmp:
         built = Path(tmp) / "model.onnx"
-        _build(source, built)
+        build(built)
         try:
             folder.mkdir(parents=True, exist_ok=True)
             staging = folder / f".{target.name}.{os.getpid()}.tmp"

