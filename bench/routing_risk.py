@@ -23,12 +23,14 @@ assumes validation rows and traffic come from one distribution, which this split
 `--oos-shares 0.2` each class is bounded on its own rows (see jeeves_router.classify.risk).
 
 Run from the repository root:
-`python bench/routing_risk.py [--seeds 5] [--cap 0.02] [--oos-shares none,0.2] [--levels intent150]`.
+`python bench/routing_risk.py [--seeds 5] [--cap 0.02] [--oos-shares none,0.2] [--levels intent150]
+[--encoder mpnet] [--late-options '{"token_weight": 5}'] [--cache /tmp/vectors.pkl]`.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import sys
@@ -43,7 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from routing_accuracy import DATA, OOS, CachedEncoder, auroc, labelled, level_routes, rows, train_routes
 
-from jeeves_router.classify.embedding import EmbeddingClassifier, MiniLMEncoder
+from jeeves_router.classify.embedding import EmbeddingClassifier, MiniLMEncoder, MPNetEncoder
 from jeeves_router.errors import UsageError
 
 
@@ -113,22 +115,31 @@ def main() -> None:
     ap.add_argument("--levels", default="intent150,domain10")
     ap.add_argument("--oos-shares", default="none,0.2", help="comma list: none (the val mix) and/or shares")
     ap.add_argument("--scorers", default="", help="comma list of row names to run (default: all)")
+    ap.add_argument("--encoder", choices=["minilm", "mpnet"], default="minilm")
+    ap.add_argument(
+        "--late-options", type=json.loads, default={}, help='JSON options of the late rows, e.g. {"token_weight": 5}'
+    )
+    ap.add_argument("--cache", type=Path, help="pickle of encoder vectors kept between runs (e.g. under /tmp)")
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
     if not DATA.is_dir():
         sys.exit(f"CLINC150 data not found at {DATA}")
     print(f"start: load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}", file=sys.stderr)
     pool, val_rows, test_rows = rows("pool"), rows("val"), rows("test")
-    enc = CachedEncoder(MiniLMEncoder(intra_op_threads=0))
+    enc = CachedEncoder(MPNetEncoder() if args.encoder == "mpnet" else MiniLMEncoder(intra_op_threads=0))
+    if args.cache:
+        enc.load(args.cache)
     oos_pool = [r["text"] for r in pool if r["route"] == OOS]
     t0 = time.perf_counter()
     enc.encode_tokens([r["text"] for r in val_rows + test_rows] + oos_pool)
     print(f"encoded val+test in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
+    if args.cache:
+        enc.save(args.cache)
     scorers: dict[str, tuple[str, dict[str, Any], list[str]]] = {
         "centroid": ("centroid", {}, []),
         "logistic regression (C=10)": ("logreg", {"c": 10.0}, []),
-        "late interaction": ("late", {}, []),
-        "late interaction + pool OOS negatives": ("late", {}, oos_pool),
+        "late interaction": ("late", args.late_options, []),
+        "late interaction + pool OOS negatives": ("late", args.late_options, oos_pool),
     }
     if args.scorers:
         scorers = {k: v for k, v in scorers.items() if k.split(" (")[0] in args.scorers.split(",")}
@@ -144,7 +155,8 @@ def main() -> None:
                     for seed in range(args.seeds)]  # fmt: skip
             table[(level, name)] = runs
             print(f"{level} {name}: {runs} ({time.perf_counter() - t0:.0f} s)", file=sys.stderr)
-    print(f"\nCLINC150 test, k=10, mean of {args.seeds} seeds, encoder {enc.name}; risk cap {args.cap} "
+    print(f"\nCLINC150 test, k=10, mean of {args.seeds} seeds, encoder {enc.name}, late options {args.late_options}; "
+          f"risk cap {args.cap} "
           f"(confidence 0.95), tuned on val\n")  # fmt: skip
     print("| route set | scorer | OOS share certified for | OOS AUROC | overall acc@t | coverage ceiling at cap "
           "| seeds certified | coverage (mean, min-max) | test misroute among auto-routed, seeds 0-4 "
