@@ -25,11 +25,13 @@ from .errors import UsageError
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from .classify.embedding import EmbeddingClassifier
+    from .classify.embedding import EmbeddingClassifier, Encoder
     from .classify.types import Classifier, ClassifyResult, RouteSpec
 
 __all__ = [
     "ScorerName",
+    "EncoderName",
+    "make_encoder",
     "CalibrationName",
     "ObjectiveName",
     "OneLineErrors",
@@ -57,6 +59,25 @@ class ScorerName(str, Enum):
     nearest = "nearest"
     logreg = "logreg"
     late = "late"
+
+
+class EncoderName(str, Enum):
+    """The sentence encoders the CLI can build a classifier on."""
+
+    minilm = "minilm"
+    mpnet = "mpnet"
+    multilingual = "multilingual"
+
+
+def make_encoder(name: EncoderName) -> Encoder:
+    """The encoder called ``name`` (its extra must be installed)."""
+    from .classify.embedding import MiniLMEncoder, MPNetEncoder, MultilingualUSEEncoder
+
+    if name is EncoderName.mpnet:
+        return MPNetEncoder()
+    if name is EncoderName.multilingual:
+        return MultilingualUSEEncoder()
+    return MiniLMEncoder()
 
 
 class CalibrationName(str, Enum):
@@ -180,11 +201,13 @@ def load_embedding(
     oos_label: str = "oos",
     option: str = "--scorer",
     one_request: bool = False,
+    encoder: EncoderName | None = None,
 ) -> EmbeddingClassifier:
     """A saved classifier, or one built from a route file (and fitted when ``fit_on`` is given).
 
-    ``scorer`` (``None``: not given) only applies to a route file; giving it with a saved
-    classifier (including the shipped desk, the default) is an error rather than ignored.
+    ``scorer`` and ``encoder`` (``None``: not given) only apply to a route file; giving one
+    with a saved classifier (including the shipped desk, the default) is an error rather than
+    ignored (a saved classifier keeps the encoder it was fitted with).
     With ``one_request`` numpy's BLAS is kept to one thread (unless the user set it).
     """
     if one_request and "numpy" not in sys.modules:
@@ -203,6 +226,14 @@ def load_embedding(
             f"{option} {scorer.value} applies to a route file, but the routes come from {what}; "
             "pass --routes ROUTES.json to build a new one"
         )
+    if saved is not None and encoder is not None:
+        what = "the shipped support-desk classifier" if routes_path is None else f"{source}, a saved classifier"
+        kept = saved.get("encoder")
+        raise UsageError(
+            f"--encoder {encoder.value} applies to a route file, but the routes come from {what}, which keeps "
+            f"the encoder it was fitted with ({kept.get('name') if isinstance(kept, dict) else 'unknown'}); "
+            "pass --routes ROUTES.json to build a new one"
+        )
     if saved is not None:  # the encoder the file was saved with (one text runs on one thread)
         clf = EmbeddingClassifier.from_dict(saved, source=str(source))
     else:
@@ -211,7 +242,8 @@ def load_embedding(
 
         kind = scorer if scorer is not None else ScorerName(DEFAULT_SCORER)
         negatives = load_negatives(source) if kind is ScorerName.late else ()
-        clf = EmbeddingClassifier(load_routes(source), scorer=kind.value, negatives=negatives)
+        chosen = make_encoder(encoder) if encoder is not None else None
+        clf = EmbeddingClassifier(load_routes(source), encoder=chosen, scorer=kind.value, negatives=negatives)
     if fit_on is not None:
         from .eval import check_labels, load_labelled
 

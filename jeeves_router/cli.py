@@ -19,7 +19,7 @@ from rich.table import Table
 
 from . import _cli_embed as emb
 from . import _cli_show as show
-from ._cli_embed import CalibrationName, ObjectiveName, ScorerName, bad_input, data_file
+from ._cli_embed import CalibrationName, EncoderName, ObjectiveName, ScorerName, bad_input, data_file
 from .cli_observe import graph_command, trace_command
 from .errors import UsageError
 from .journal.cli_replay import replay_command
@@ -85,6 +85,15 @@ ScorerOpt = Annotated[
     ScorerName | None,
     typer.Option("--scorer", "-s", help="Scorer when building from a route file (default late)."),
 ]
+EncoderOpt = Annotated[
+    EncoderName | None,
+    typer.Option(
+        "--encoder",
+        "-e",
+        help="Encoder when building from a route file: minilm (default), mpnet (the mpnet extra: more accurate, "
+        "about 5x the CPU) or multilingual (the multilingual extra: 16 languages).",
+    ),
+]
 ThresholdOpt = Annotated[float | None, typer.Option("--threshold", "-t", help="Override the acceptance threshold.")]
 FitOnOpt = Annotated[
     Path | None, typer.Option("--fit-on", help="Fit calibration and threshold on this labelled JSONL.")
@@ -99,6 +108,7 @@ def route(
     ] = None,
     routes: RoutesOpt = None,
     scorer: ScorerOpt = None,
+    encoder: EncoderOpt = None,
     threshold: ThresholdOpt = None,
     fit_on: FitOnOpt = None,
     oos_label: OosOpt = "oos",
@@ -118,7 +128,8 @@ def route(
         if (text is None) == (data is None):
             raise UsageError("give one request as an argument, '-' to read requests from stdin, or --data FILE.jsonl")
         requests = emb.read_requests(data, sys.stdin.read) if data is not None or text == "-" else None
-        clf = emb.load_embedding(routes, scorer, threshold, fit_on, oos_label=oos_label, one_request=requests is None)
+        clf = emb.load_embedding(routes, scorer, threshold, fit_on, oos_label=oos_label, one_request=requests is None,
+                                 encoder=encoder)  # fmt: skip
         warning = emb.calibration_warning(clf, str(routes or "the classifier"))
         if warning:
             err.print(warning, highlight=False, soft_wrap=True, markup=False)
@@ -136,6 +147,7 @@ def fit(
     ] = None,
     routes: RoutesOpt = None,
     scorer: ScorerOpt = None,
+    encoder: EncoderOpt = None,
     classifier: Annotated[
         str | None,
         typer.Option(
@@ -179,14 +191,16 @@ def fit(
         if oos_share is not None and max_misroute is None:
             raise UsageError("--oos-share applies to --max-misroute; give both")
         if classifier is not None:
-            if scorer is not None or max_misroute is None:
-                raise UsageError("--classifier needs --max-misroute (and no --scorer): fit certifies its threshold")
+            if scorer is not None or encoder is not None or max_misroute is None:
+                raise UsageError(
+                    "--classifier needs --max-misroute (and no --scorer or --encoder): fit certifies its threshold"
+                )
             emb.certify_classifier(classifier, routes, data, save_to, oos_label=oos_label, max_misroute=max_misroute,
                                    risk_confidence=risk_confidence, oos_share=oos_share, out=out, err=err)  # fmt: skip
             return
         if save_to is None:
             raise UsageError("fit needs --out FILE.json: where to write the fitted classifier")
-        clf = emb.load_embedding(routes or data_file(emb.DESK_ROUTES), scorer, None, None)
+        clf = emb.load_embedding(routes or data_file(emb.DESK_ROUTES), scorer, None, None, encoder=encoder)
         rows = load_labelled(data)
         check_labels(rows, clf.route_names, oos_label=oos_label, path=data)
         report = clf.fit(
@@ -233,6 +247,7 @@ def eval_(
     ],
     routes: RoutesOpt = None,
     scorer: ScorerOpt = None,
+    encoder: EncoderOpt = None,
     classifier: Annotated[
         str | None,
         typer.Option("--classifier", "-c", help="centroid|nearest|logreg|late, or module:attr of any Classifier."),
@@ -250,9 +265,9 @@ def eval_(
         rows = load_labelled(data)
         clf: Classifier
         if classifier is not None and ":" in classifier:
-            if scorer is not None or fit_on is not None or threshold is not None:
+            if scorer is not None or encoder is not None or fit_on is not None or threshold is not None:
                 raise UsageError(
-                    "--scorer, --fit-on and --threshold apply to the embedded classifier, "
+                    "--scorer, --encoder, --fit-on and --threshold apply to the embedded classifier, "
                     "not to --classifier module:attr"
                 )
             route_specs = load_routes(routes or data_file(emb.DESK_ROUTES))
@@ -264,7 +279,8 @@ def eval_(
                 raise UsageError("give the scorer once: --classifier or --scorer")
             chosen = ScorerName(classifier) if classifier is not None else scorer
             option = "--classifier" if classifier is not None else "--scorer"
-            model = emb.load_embedding(routes, chosen, threshold, fit_on, oos_label=oos_label, option=option)
+            model = emb.load_embedding(routes, chosen, threshold, fit_on, oos_label=oos_label, option=option,
+                                       encoder=encoder)  # fmt: skip
             route_specs, clf = model.routes, model
             warning = emb.calibration_warning(model, str(routes or "the classifier"))
             if warning:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import importlib.metadata
 import io
+import json
 import math
 import zipfile
 from pathlib import Path
@@ -187,3 +188,21 @@ def test_a_saved_classifier_comes_back_with_mpnet(mpnet: MPNetEncoder, tmp_path:
     assert isinstance(encoder_for(mpnet.name), MPNetEncoder)
     results = again.classify_batch(["my card was billed twice", "the app keeps crashing"])
     assert [r.scores[0][0] for r in results] == ["billing", "tech"]
+
+
+def test_the_cli_fits_on_mpnet_and_a_saved_file_keeps_it(mpnet: MPNetEncoder, tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from jeeves_router.cli import app
+    from tests.test_cli import DATA, one_line_error
+
+    runner, model = CliRunner(), tmp_path / "desk-mpnet.json"
+    fitted = runner.invoke(app, ["fit", "--routes", str(DATA / "desk_routes.json"), "--encoder", "mpnet",
+                                 "--data", str(DATA / "desk_val.jsonl"), "--out", str(model)])  # fmt: skip
+    assert fitted.exit_code == 0, fitted.output
+    assert json.loads(model.read_text())["encoder"]["name"] == mpnet.name
+    routed = runner.invoke(app, ["route", "--routes", str(model), "--json", "I was charged twice for my subscription"])
+    assert routed.exit_code == 0, routed.output
+    assert json.loads(routed.stdout)["route"] == "billing"
+    refused = one_line_error(runner.invoke(app, ["route", "--routes", str(model), "--encoder", "minilm", "hi"]))
+    assert "keeps the encoder it was fitted with (all-mpnet-base-v2-int8-tq8)" in refused
