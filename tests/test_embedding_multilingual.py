@@ -162,3 +162,12 @@ def test_the_encoder_for_a_saved_name() -> None:
     assert isinstance(shipped, MiniLMEncoder) and shipped.name == MiniLMEncoder.name
     default = encoder_for("something-else")  # unknown: the default, and loading then reports the mismatch
     assert isinstance(default, MiniLMEncoder) and default.quantized
+
+
+def test_the_cli_builds_a_route_file_on_the_multilingual_encoder() -> None:
+    desk_routes = Path(__file__).resolve().parents[1] / "jeeves_router" / "data" / "desk_routes.json"
+    args = ["route", "--routes", str(desk_routes), "--json", "Me cobraron dos veces"]
+    multilingual = CliRunner().invoke(app, [*args[:3], "--encoder", "multilingual", *args[3:]])
+    assert multilingual.exit_code == 0, multilingual.output
+    decision = json.loads(multilingual.stdout)
+    assert decision["route"] == "billing" and decision["margin"] > 0.2  # MiniLM: billing by 0.008 over returns
