@@ -103,6 +103,15 @@ def test_batch_scores_match_for_other_fits(options: dict[str, Any]) -> None:
     assert batch.tobytes() == alone.tobytes()
 
 
+def test_classify_batch_gives_exactly_the_one_by_one_results(fitted: Any) -> None:
+    clf, queries = fitted
+    texts = [*queries(150), "   "]
+    for routes in (None, [r.name for r in clf.routes[::4]]):
+        batch = clf.classify_batch(texts, routes)
+        assert batch == [clf.classify_text(t, routes) for t in texts]  # routes, confidences, scores, reasons
+    assert {r.classification.status for r in batch} >= {"ok", "missing_route", "empty"}
+
+
 def test_token_bank_scores_each_query_as_alone() -> None:
     rng = np.random.default_rng(0)
     bank = TokenBank([rng.standard_normal((int(n), 8)).astype(np.float32) for n in rng.integers(1, 12, 30)])
