@@ -3,7 +3,8 @@
 Prints, with the load average at the start and end (2 shared cores make every figure move):
 
 * ``classify_batch`` on 256 queries vs 256 ``classify_text`` calls: ms per query (median of
-  rounds, interleaved) and the throughput ratio, and whether every decision is the same;
+  rounds, interleaved) and the throughput ratio, whether every decision (route and status) is
+  the same, and whether every result is (confidences and ranked scores too);
 * one query in process: p50 of ``classify_text`` (shipped support-desk classifier);
 * with ``--baseline DIR`` (another checkout, e.g. a worktree of the main branch), the same
   figures for that checkout's package, timed in the same process, interleaved round by round
@@ -118,6 +119,7 @@ def main() -> None:
     paths = ("one", "batch", "one_cpu", "batch_cpu")
     figures: dict[str, dict[str, list[float]]] = {v: {k: [] for k in paths} for v in variants}
     same = dict.fromkeys(variants, True)
+    exact = dict.fromkeys(variants, True)
     for clf in variants.values():
         clf.classify_batch(texts[:32])
     for _ in range(args.rounds):  # interleaved, so load drift hits every variant and path alike
@@ -132,6 +134,7 @@ def main() -> None:
                 (a.classification.route, a.classification.status) == (b.classification.route, b.classification.status)
                 for a, b in zip(alone, batch, strict=True)
             )
+            exact[name] &= alone == batch
     single: dict[str, tuple[list[float], list[float]]] = {name: ([], []) for name in variants}
     for q in queries(args.p50_queries):  # one query each in turn
         for name, clf in variants.items():
@@ -140,15 +143,16 @@ def main() -> None:
             single[name][1].append(cpu)
     print(f"\n{len(texts)} queries, ms per query (median of {args.rounds} interleaved rounds; wall / CPU of "
           f"every thread), and one query at a time (p50 over {args.p50_queries}):\n")  # fmt: skip
-    print("| encoder | one by one | batched | throughput ratio | identical decisions | one query p50 |")
-    print("|---|---|---|---|---|---|")
+    print("| encoder | one by one | batched | throughput ratio | identical decisions | identical results "
+          "| one query p50 |\n|---|---|---|---|---|---|---|")  # fmt: skip
     for name, clf in variants.items():
         med = {k: statistics.median(v) for k, v in figures[name].items()}
         p50, p50_cpu = statistics.median(single[name][0]), statistics.median(single[name][1])
         source = Path(type(clf).__init__.__code__.co_filename).parents[3]  # the checkout it came from
         print(f"| {name} ({source}): {clf.encoder.name} | {med['one']:.2f} / {med['one_cpu']:.2f} | "
               f"{med['batch']:.2f} / {med['batch_cpu']:.2f} | {med['one'] / med['batch']:.2f}x / "
-              f"{med['one_cpu'] / med['batch_cpu']:.2f}x | {same[name]} | {p50:.2f} / {p50_cpu:.2f} |")  # fmt: skip
+              f"{med['one_cpu'] / med['batch_cpu']:.2f}x | {same[name]} | {exact[name]} | "
+              f"{p50:.2f} / {p50_cpu:.2f} |")  # fmt: skip
     if args.shell_runs < 1:
         print(f"end: {load()}")
         return

@@ -201,9 +201,13 @@ def test_a_restricted_request_gives_the_token_bonus_to_its_own_routes() -> None:
     among = np.array([r for r in range(3) if r != global_top])
     restricted = s.scores(qv, qt, among)[0] - base
     best_of_among = among[np.argmax(base[among])]
-    expected = s._route_maxsim(qt[0], np.array([best_of_among]))[0]
+
+    def route_maxsim(route: int) -> float:
+        return float(s.examples.maxsim(qt[0], np.flatnonzero(s.example_routes == route)).max())
+
+    expected = route_maxsim(best_of_among)
     # Unrestricted, only the global top gets its own MaxSim; the others get that same value.
-    assert free[best_of_among] == pytest.approx(s._route_maxsim(qt[0], np.array([global_top]))[0], abs=1e-5)
+    assert free[best_of_among] == pytest.approx(route_maxsim(global_top), abs=1e-5)
     # Restricted, the best allowed route gets its own MaxSim.
     assert restricted[best_of_among] == pytest.approx(expected, abs=1e-5)
     assert expected != pytest.approx(free[best_of_among], abs=1e-3)

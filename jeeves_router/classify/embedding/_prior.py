@@ -18,7 +18,7 @@ from .arrays import Array
 from .lexical import LexicalIndex
 
 if TYPE_CHECKING:
-    from .late import _TokenBank
+    from .token_bank import TokenBank
 
 __all__ = ["PRIOR_TOKENS", "shrink_weights", "unrelated_similarities"]
 
@@ -46,7 +46,7 @@ def shrink_weights(lengths: Sequence[int] | NDArray[np.int64], prior_tokens: flo
 
 
 def unrelated_similarities(
-    bank: _TokenBank,
+    bank: TokenBank,
     routes: NDArray[np.int64],
     lexical: LexicalIndex | None,
     texts: Sequence[str] | None,

@@ -2,7 +2,8 @@
 
 An array is stored as base64 of its little-endian bytes with its dtype and shape, so a
 float32 table reads back exactly. Every array of a fitted classifier (scorer weights,
-centroids, token vectors, lexical postings) goes through these two functions.
+centroids, token vectors, lexical postings) goes through these two functions. Also here:
+:func:`ragged_arange`, the index arithmetic of the scorers' tables of variable-length rows.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from numpy.typing import NDArray
 
 from ...errors import UsageError
 
-__all__ = ["Array", "decode_array", "encode_array"]
+__all__ = ["Array", "decode_array", "encode_array", "ragged_arange"]
 
 #: The float32 arrays the embedded classifier computes with.
 Array = NDArray[np.float32]
@@ -47,3 +48,12 @@ def decode_array(d: Mapping[str, Any]) -> Array:
         return arr
     except (KeyError, ValueError, TypeError) as exc:
         raise UsageError(f"malformed array in classifier file: {exc}") from exc
+
+
+def ragged_arange(starts: NDArray[np.int64], lengths: NDArray[np.int64]) -> NDArray[np.int64]:
+    """``concatenate([arange(s, s + n) for s, n in zip(starts, lengths)])`` without a Python loop."""
+    ends = lengths.cumsum()
+    if not len(ends):
+        return np.zeros(0, dtype=np.int64)
+    out: NDArray[np.int64] = np.arange(ends[-1]) + (starts - ends + lengths).repeat(lengths)
+    return out

@@ -179,15 +179,15 @@ class EmbeddingClassifier:
     def _probabilities(
         self,
         vectors: NDArray[np.float32],
-        cols: NDArray[np.int64],
+        cols: NDArray[np.int64] | None,
         tokens: list[NDArray[np.float32]] | None,
         texts: Sequence[str],
     ) -> tuple[Any, Any]:
-        """Per-route features and probabilities [n, len(cols)] over the allowed columns."""
+        """Per-route features and probabilities [n, len(cols)] over the allowed columns (None: every route)."""
         with self._blas():
-            among = None if len(cols) == len(self.routes) else cols
-            scores = self.scorer.scores(vectors, tokens, among, **self._texts(texts))[:, cols]
-        features = self.scorer.features(scores)
+            among = None if cols is None or len(cols) == len(self.routes) else cols
+            scores = self.scorer.scores(vectors, tokens, among, **self._texts(texts))
+        features = self.scorer.features(scores if cols is None else scores[:, cols])
         if self.calibrator is not None:
             probs = self.calibrator.predict(features)
         else:
@@ -201,16 +201,16 @@ class EmbeddingClassifier:
         tokens: list[NDArray[np.float32]] | None,
         texts: Sequence[str],
     ) -> list[ClassifyResult]:
-        names = self.route_names if allowed is None else tuple(n for n in allowed if n in self._index)
+        names = tuple(self._index) if allowed is None else tuple(n for n in allowed if n in self._index)
         if not names:
             c = Classification(None, 0.0, "missing_route", "", reason="none of the requested routes is known")
             return [ClassifyResult(c, stage="embedding") for _ in range(len(vectors))]
-        cols = np.asarray([self._index[n] for n in names], dtype=np.int64)
+        cols = None if allowed is None else np.asarray([self._index[n] for n in names], dtype=np.int64)
         features, probs = self._probabilities(vectors, cols, tokens, texts)
+        order = np.lexsort((-features, -probs))[:, : self.max_scores]  # each row on its own
         out = []
-        for row in range(len(vectors)):
-            order = np.lexsort((-features[row], -probs[row]))
-            ranked = tuple((names[j], round(float(probs[row, j]), 6)) for j in order[: self.max_scores])
+        for row, ps in zip(order.tolist(), probs[np.arange(len(order))[:, None], order].tolist(), strict=True):
+            ranked = tuple((names[j], round(p, 6)) for j, p in zip(row, ps, strict=True))
             out.append(ClassifyResult(self._classification(ranked), stage="embedding", scores=ranked))
         return out
 
@@ -239,17 +239,17 @@ class EmbeddingClassifier:
         return self._classify_sync(text, routes)
 
     def classify_batch(self, texts: Sequence[str], routes: Sequence[str] | None = None) -> list[ClassifyResult]:
-        """Classify many texts at once (one batched encoder pass); blank texts are ``empty``."""
-        results: list[ClassifyResult | None] = [None] * len(texts)
-        live = [i for i, t in enumerate(texts) if t.strip()]
+        """Classify many texts at once (one batched encoder pass): what :meth:`classify_text` gives each, exactly."""
+        live = [i for i, t in enumerate(texts) if t.strip()]  # blank texts are ``empty``
+        done: dict[int, ClassifyResult] = {}
         if live:
             live_texts = [texts[i] for i in live]
             vectors, tokens = self._encode(live_texts)
-            batch = self._results(vectors, routes, tokens, live_texts)
-            for i, res in zip(live, batch, strict=True):
-                results[i] = res
-        empty = ClassifyResult(Classification(None, 0.0, "empty", ""), stage="embedding")
-        return [r if r is not None else empty for r in results]
+            done = dict(zip(live, self._results(vectors, routes, tokens, live_texts), strict=True))
+        return [
+            done[i] if i in done else ClassifyResult(Classification(None, 0.0, "empty", t), stage="embedding")
+            for i, t in enumerate(texts)
+        ]
 
     def _should_offload(self) -> bool:
         if self.offload == "auto":

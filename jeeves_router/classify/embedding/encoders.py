@@ -15,6 +15,7 @@ import os
 import threading
 import zlib
 from collections.abc import Sequence
+from itertools import chain
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -182,30 +183,31 @@ class _OnnxEncoder:
             encs = [self._tokenizer.encode(texts[0])]
         else:
             encs = self._tokenizer.encode_batch(list(texts))
+        ids = [e.ids for e in encs]  # each read of Encoding.ids builds a new list
         # Sorting by token count keeps padding short inside each batch. Activations are
         # quantized per token and padding is masked, so a text's vector does not depend on
         # its batch.
-        order = sorted(range(len(texts)), key=lambda i: len(encs[i].ids))
+        order = sorted(range(len(texts)), key=lambda i: len(ids[i]))
         step = self.batch_size
         for start in range(0, len(order), step):
             idx = order[start : start + step]
-            pooled, toks = self._encode_batch([encs[i] for i in idx], tokens)
+            pooled, toks = self._encode_batch([ids[i] for i in idx], tokens)
             out[idx] = pooled
             for i, t in zip(idx, toks, strict=False):
                 per_text[i] = t
         return out, per_text
 
-    def _encode_batch(self, encs: list[Any], tokens: bool) -> tuple[Vectors, list[Vectors]]:
-        width = max(len(e.ids) for e in encs)
-        ids = np.zeros((len(encs), width), dtype=np.int64)
-        mask = np.zeros((len(encs), width), dtype=np.int64)
-        for row, enc in enumerate(encs):
-            ids[row, : len(enc.ids)] = enc.ids
-            mask[row, : len(enc.ids)] = 1
-        feeds = {"input_ids": ids, "attention_mask": mask}
+    def _encode_batch(self, ids: list[list[int]], tokens: bool) -> tuple[Vectors, list[Vectors]]:
+        lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
+        width = int(lengths.max())
+        filled = np.arange(width) < lengths[:, None]
+        mask = filled.astype(np.int64)
+        padded = np.zeros((len(ids), width), dtype=np.int64)
+        padded[filled] = np.fromiter(chain.from_iterable(ids), dtype=np.int64, count=int(lengths.sum()))
+        feeds = {"input_ids": padded, "attention_mask": mask}
         if "token_type_ids" in self._input_names:
-            feeds["token_type_ids"] = np.zeros_like(ids)
-        threads = self._threads[len(encs) > 1]
+            feeds["token_type_ids"] = np.zeros_like(padded)
+        threads = self._threads[len(ids) > 1]
         session = self._sessions.get(threads)
         if session is None:
             with self._lock:  # encoding may run on worker threads: build the session once
@@ -213,12 +215,12 @@ class _OnnxEncoder:
         hidden = session.run(None, feeds)[0]
         weights = mask[:, :, None].astype(np.float32)
         pooled = l2_normalise((hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9))
-        toks: list[Vectors] = []
-        if tokens:
-            for row, enc in enumerate(encs):
-                n = len(enc.ids)
-                # Drop [CLS] and [SEP]; they carry the sentence, not a word.
-                toks.append(l2_normalise(hidden[row, 1 : n - 1]) if n > 2 else pooled[row : row + 1])
+        if not tokens:
+            return pooled, []
+        # Drop [CLS] and [SEP]; they carry the sentence, not a word. Rows are normalised one by
+        # one, so a text's token vectors are those of its own rows whatever the batch's width.
+        words = l2_normalise(hidden[:, 1 : width - 1])
+        toks = [words[row, : n - 2] if n > 2 else pooled[row : row + 1] for row, n in enumerate(lengths.tolist())]
         return pooled, toks
 
 

@@ -16,18 +16,21 @@ import zlib
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
+from itertools import accumulate
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from ...errors import UsageError
-from .arrays import Array, decode_array, encode_array
+from .arrays import Array, decode_array, encode_array, ragged_arange
 
-__all__ = ["LexicalIndex", "text_features", "word_count"]
+__all__ = ["LexicalIndex", "split_words", "text_features", "word_count"]
 
 _WORD = re.compile(r"[^\W_]+(?:'[^\W_]+)?", re.UNICODE)
 BUCKETS = 1 << 22
+_CHAR_SIZES = (3, 4, 5)
+_POSTINGS = 1 << 16  # postings scored at a time by LexicalIndex.similarity
 
 
 def _hash(feature: str) -> int:
@@ -42,9 +45,31 @@ def _word_grams(word: str, char_sizes: tuple[int, ...]) -> tuple[int, tuple[int,
     return _hash("w " + word), tuple(chars)
 
 
+@lru_cache(maxsize=8192)
+def _bigram(first: str, second: str) -> int:
+    return _hash(f"b {first} {second}")
+
+
+def split_words(texts: Sequence[str]) -> list[list[str]]:
+    """Each text's words, casefolded, as :func:`text_features` reads them ("don't" is one word)."""
+    return [_WORD.findall(text.casefold()) for text in texts]
+
+
 def word_count(text: str) -> int:
     """How many words ``text`` has, by the same rule as :func:`text_features` ("don't" is one word)."""
     return len(_WORD.findall(text.casefold()))
+
+
+def _grams(words: Sequence[str], char_sizes: tuple[int, ...]) -> list[int]:
+    """Hashed n-grams in a fixed order: per word, its unigram, the bigram ending at it, its character n-grams."""
+    grams: list[int] = []
+    for i, word in enumerate(words):
+        unigram, chars = _word_grams(word, char_sizes)
+        grams.append(unigram)
+        if i:
+            grams.append(_bigram(words[i - 1], word))
+        grams += chars
+    return grams
 
 
 def text_features(text: str, char_sizes: tuple[int, ...] = (3, 4, 5)) -> Counter[int]:
@@ -53,15 +78,7 @@ def text_features(text: str, char_sizes: tuple[int, ...] = (3, 4, 5)) -> Counter
     Features are counted in a fixed order (per word: its unigram, the bigram ending at it,
     its character n-grams), so the weights and sums built from them are the same run to run.
     """
-    words = _WORD.findall(text.casefold())
-    grams: Counter[int] = Counter()
-    for i, word in enumerate(words):
-        unigram, chars = _word_grams(word, char_sizes)
-        grams[unigram] += 1
-        if i:
-            grams[_hash(f"b {words[i - 1]} {word}")] += 1
-        grams.update(chars)
-    return grams
+    return Counter(_grams(_WORD.findall(text.casefold()), char_sizes))
 
 
 class LexicalIndex:
@@ -92,52 +109,62 @@ class LexicalIndex:
         freq = np.asarray([df[int(f)] for f in self.features], dtype=np.float64)
         self.idf = (np.log((1 + n) / (1 + freq)) + 1).astype(np.float32)
         self.unseen_idf = float(np.log(1 + n) + 1)
-        rows, cols, vals = [], [], []
-        for i, c in enumerate(counts):
-            feats, weights = self._weigh(c)
-            known = feats >= 0
-            rows.append(np.full(int(known.sum()), i, dtype=np.int64))
-            cols.append(feats[known])
-            vals.append(weights[known])
-        self._set_postings(np.concatenate(rows or [np.zeros(0, np.int64)]),
-                           np.concatenate(cols or [np.zeros(0, np.int64)]),
-                           np.concatenate(vals or [np.zeros(0, np.float32)]))  # fmt: skip
-
-    def _weigh(self, counts: Counter[int]) -> tuple[NDArray[np.int64], Array]:
-        """Feature positions (-1: not in the index) and unit-length TF-IDF weights of one text."""
-        if not counts:
-            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
-        keys = np.fromiter(counts.keys(), dtype=np.int64, count=len(counts))
-        tf = 1 + np.log(np.fromiter(counts.values(), dtype=np.float64, count=len(counts)))
-        pos = np.searchsorted(self.features, keys)
-        pos = np.minimum(pos, max(len(self.features) - 1, 0))
-        found = self.features[pos] == keys if len(self.features) else np.zeros(len(keys), dtype=bool)
-        idf = np.where(found, self.idf[pos] if len(self.idf) else 0.0, self.unseen_idf)
-        w = tf * idf
-        w /= np.sqrt((w * w).sum()) or 1.0
-        return np.where(found, pos, -1), w.astype(np.float32)
+        rows, cols, vals = self._weigh(counts)
+        known = cols >= 0
+        self._set_postings(rows[known], cols[known], vals[known])
 
     def _set_postings(self, rows: NDArray[np.int64], cols: NDArray[np.int64], vals: Array) -> None:
         order = np.lexsort((rows, cols))
         self.post_examples, self.post_weights = rows[order], vals[order].astype(np.float32)
         self.starts = np.searchsorted(cols[order], np.arange(len(self.features) + 1)).astype(np.int64)
 
-    def similarity(self, texts: Sequence[str]) -> Array:
-        """Cosine similarity [len(texts), n_examples] of each text to each indexed example."""
-        out = np.zeros((len(texts), self.n_examples), dtype=np.float32)
-        for row, text in enumerate(texts):
-            feats, weights = self._weigh(text_features(text))
-            known = feats >= 0
-            feats, weights = feats[known], weights[known]
-            if not len(feats):
-                continue
-            lo, hi = self.starts[feats], self.starts[feats + 1]
-            lengths = hi - lo
-            idx = np.repeat(lo - np.concatenate([[0], np.cumsum(lengths)[:-1]]), lengths) + np.arange(lengths.sum())
-            out[row] = np.bincount(
-                self.post_examples[idx], weights=self.post_weights[idx] * np.repeat(weights, lengths),
-                minlength=self.n_examples,
-            )  # fmt: skip
+    def _weigh(self, counters: Sequence[Counter[int]]) -> tuple[NDArray[np.int64], NDArray[np.int64], Array]:
+        """Unit-length TF-IDF weights of many texts' features: (text, index position or -1, weight) per feature.
+
+        A text's numbers do not depend on the others' (its length is the sum of its own squares).
+        """
+        keys: list[int] = []
+        counts: list[int] = []
+        for c in counters:
+            keys += c
+            counts += c.values()
+        sizes = [len(c) for c in counters]
+        keys_ = np.array(keys, dtype=np.int64)
+        tf = 1 + np.log(np.array(counts, dtype=np.float64))
+        pos = np.searchsorted(self.features, keys_)
+        pos = np.minimum(pos, max(len(self.features) - 1, 0))
+        found = self.features[pos] == keys_ if len(self.features) else np.zeros(len(keys_), dtype=bool)
+        idf = np.where(found, self.idf[pos] if len(self.idf) else 0.0, self.unseen_idf)
+        w = tf * idf
+        squares, norms = w * w, []
+        for start, size in zip(accumulate([0, *sizes[:-1]]), sizes, strict=True):  # numpy's sum of one text's squares
+            norms.append(np.sqrt(np.add.reduce(squares[start : start + size])) or 1.0)
+        w /= np.repeat(norms, sizes)
+        owner = np.repeat(np.arange(len(counters)), sizes)
+        return owner, np.where(found, pos, -1), w.astype(np.float32)
+
+    def similarity(self, texts: Sequence[str], words: Sequence[Sequence[str]] | None = None) -> Array:
+        """Cosine similarity [len(texts), n_examples] of each text to each indexed example.
+
+        Args:
+            texts: The texts.
+            words: Their :func:`split_words`, when the caller has them already.
+        """
+        words = split_words(texts) if words is None else words
+        n, width = len(words), self.n_examples
+        owner, feats, weights = self._weigh([Counter(_grams(w, _CHAR_SIZES)) for w in words])
+        known = feats >= 0
+        owner, feats, weights = owner[known], feats[known], weights[known]
+        lo = self.starts[feats]
+        lengths = self.starts[feats + 1] - lo
+        out = np.empty((n, width), dtype=np.float32)
+        for start, end, a, b in _chunks(owner, lengths, n):  # the index arrays stay in cache
+            idx = ragged_arange(lo[a:b], lengths[a:b])
+            cells = self.post_examples[idx]
+            if end - start > 1:  # each (text, example) cell adds its terms in the order one text alone would
+                cells = cells + ((owner[a:b] - start) * width).repeat(lengths[a:b])
+            terms = self.post_weights[idx] * weights[a:b].repeat(lengths[a:b])
+            out[start:end] = np.bincount(cells, terms, (end - start) * width).reshape(end - start, width)
         return out
 
     def to_dict(self) -> dict[str, Any]:
@@ -168,3 +195,17 @@ class LexicalIndex:
         except (KeyError, TypeError, ValueError) as exc:
             raise UsageError(f"malformed lexical index in classifier file: {exc!r}") from exc
         return index
+
+
+def _chunks(owner: NDArray[np.int64], lengths: NDArray[np.int64], n: int) -> list[tuple[int, int, int, int]]:
+    """Runs of texts with about ``_POSTINGS`` postings in all: (first text, end, first feature, end)."""
+    if int(lengths.sum()) <= _POSTINGS:
+        return [(0, n, 0, len(owner))]
+    text_first = np.searchsorted(owner, np.arange(n + 1))  # each text's first feature
+    before = np.concatenate([[0], np.cumsum(lengths)])[text_first]  # postings before each text
+    runs, start = [], 0
+    while start < n:
+        end = min(max(int(np.searchsorted(before, before[start] + _POSTINGS, side="right")) - 1, start + 1), n)
+        runs.append((start, end, int(text_first[start]), int(text_first[end])))
+        start = end
+    return runs
