@@ -46,7 +46,17 @@ def test_recovery_shows_each_severity(severity: str) -> None:
 def test_embedded_router_fits_measures_and_routes() -> None:
     out = run_example("embedded_router.py", "my parcel never arrived", "what's the capital of Peru")
     lines = out.splitlines()
-    assert lines[0].startswith("fitted: threshold") and lines[1].startswith("test: accuracy")
+    assert lines[0] == "encoder: all-MiniLM-L6-v2-int8-tq8"
+    assert lines[1].startswith("fitted: threshold") and lines[2].startswith("test: accuracy")
     assert "'my parcel never arrived' -> shipping" in out
     assert '"what\'s the capital of Peru" -> out of scope' in out
     assert "debug" not in out
+
+
+def test_embedded_router_on_the_larger_encoder() -> None:
+    pytest.importorskip("safetensors")
+    out = run_example("embedded_router.py", "--mpnet", "my parcel never arrived", "what's the capital of Peru")
+    lines = out.splitlines()
+    assert lines[0] == "encoder: all-mpnet-base-v2-int8-tq8" and lines[2].startswith("test: accuracy")
+    assert "'my parcel never arrived' -> shipping" in out
+    assert '"what\'s the capital of Peru" -> out of scope' in out
