@@ -23,6 +23,7 @@ is kept in memory instead.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import os
@@ -291,13 +292,16 @@ def cached_file(name: str, build: Callable[[Path], None], *, directory: Path | N
     with tempfile.TemporaryDirectory(prefix="jeeves-router-q8-out-") as tmp:
         built = Path(tmp) / "model.onnx"
         build(built)
+        staging = folder / f".{target.name}.{os.getpid()}.tmp"
         try:
             folder.mkdir(parents=True, exist_ok=True)
-            staging = folder / f".{target.name}.{os.getpid()}.tmp"
             staging.write_bytes(built.read_bytes())
             os.replace(staging, target)  # atomic: concurrent builders each publish a whole file
         except OSError as exc:
             log.warning("embedding.quantize_cache_unwritable", folder=str(folder), error=str(exc))
             return built.read_bytes()
+        finally:
+            with contextlib.suppress(OSError):  # a copy cut short (a full disk) is not left behind
+                staging.unlink(missing_ok=True)
         log.debug("embedding.quantized", path=str(target))
         return target
