@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 
 import pytest
@@ -22,3 +23,27 @@ def test_a_failed_publish_leaves_no_partial_file_in_the_cache(tmp_path: Path, mo
     monkeypatch.setattr(os, "replace", disk_full)
     assert cached_file("m.onnx", build, directory=cache) == b"model " * 1000  # kept in memory instead
     assert sorted(p.name for p in cache.iterdir()) == []  # no staging copy left behind
+
+
+def test_concurrent_first_builds_in_one_process_build_once(tmp_path: Path) -> None:
+    cache, calls, second_build = tmp_path / "cache", [], threading.Event()
+
+    def build(path: Path) -> None:
+        calls.append(path)
+        if len(calls) == 1:
+            # Give a second builder the chance to start building too (it must wait instead).
+            second_build.wait(0.5)
+        else:
+            second_build.set()
+        path.write_bytes(os.urandom(1 << 16))
+
+    results: list[object] = []
+    threads = [threading.Thread(target=lambda: results.append(cached_file("m.onnx", build, directory=cache)))
+               for _ in range(2)]  # fmt: skip
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(calls) == 1
+    assert results == [cache / "m.onnx"] * 2
+    assert sorted(p.name for p in cache.iterdir()) == ["m.onnx"]

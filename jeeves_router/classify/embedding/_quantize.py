@@ -27,7 +27,9 @@ import contextlib
 import hashlib
 import logging
 import os
+import shutil
 import tempfile
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -276,11 +278,17 @@ def quantized_model(source: Path, *, directory: Path | None = None) -> Path | by
     return cached_file(name, lambda built: _build(source, built), directory=directory)
 
 
+_BUILD_LOCKS: dict[Path, threading.Lock] = {}
+_BUILD_LOCKS_GUARD = threading.Lock()
+
+
 def cached_file(name: str, build: Callable[[Path], None], *, directory: Path | None = None) -> Path | bytes:
     """The file ``name`` in the cache folder, made by ``build(path)`` when it is not there yet.
 
     ``build`` writes into a temporary folder; the result is published whole (concurrent
-    builders each publish a complete file).
+    builders each publish a complete file). Within one process, threads that ask for the same
+    missing file wait for the first one's build instead of building it again (MPNet's takes
+    about 20 s and 1.5 GB of temporary disk).
 
     Returns:
         The cached file's path, or its bytes when no cache folder is writable.
@@ -289,19 +297,33 @@ def cached_file(name: str, build: Callable[[Path], None], *, directory: Path | N
     target = folder / name
     if target.is_file():
         return target
+    with _BUILD_LOCKS_GUARD:
+        lock = _BUILD_LOCKS.setdefault(target.absolute(), threading.Lock())
+    with lock:
+        if target.is_file():  # built by another thread while this one waited
+            return target
+        return _build_and_publish(folder, target, build)
+
+
+def _build_and_publish(folder: Path, target: Path, build: Callable[[Path], None]) -> Path | bytes:
     with tempfile.TemporaryDirectory(prefix="jeeves-router-q8-out-") as tmp:
         built = Path(tmp) / "model.onnx"
         build(built)
-        staging = folder / f".{target.name}.{os.getpid()}.tmp"
+        staging: Path | None = None
         try:
             folder.mkdir(parents=True, exist_ok=True)
-            staging.write_bytes(built.read_bytes())
+            # A name of its own: another builder (process or thread) never writes into this copy.
+            fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
+            staging = Path(name)
+            with os.fdopen(fd, "wb") as out, built.open("rb") as src:
+                shutil.copyfileobj(src, out, 1 << 20)
             os.replace(staging, target)  # atomic: concurrent builders each publish a whole file
         except OSError as exc:
             log.warning("embedding.quantize_cache_unwritable", folder=str(folder), error=str(exc))
             return built.read_bytes()
         finally:
-            with contextlib.suppress(OSError):  # a copy cut short (a full disk) is not left behind
-                staging.unlink(missing_ok=True)
+            if staging is not None:
+                with contextlib.suppress(OSError):  # a copy cut short (a full disk) is not left behind
+                    staging.unlink(missing_ok=True)
         log.debug("embedding.quantized", path=str(target))
         return target
