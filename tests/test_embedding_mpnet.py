@@ -206,3 +206,14 @@ def test_the_cli_fits_on_mpnet_and_a_saved_file_keeps_it(mpnet: MPNetEncoder, tm
     assert json.loads(routed.stdout)["route"] == "billing"
     refused = one_line_error(runner.invoke(app, ["route", "--routes", str(model), "--encoder", "minilm", "hi"]))
     assert "keeps the encoder it was fitted with (all-mpnet-base-v2-int8-tq8)" in refused
+
+
+def test_a_damaged_cached_build_is_refused_with_the_files_to_delete(mpnet: MPNetEncoder, tmp_path: Path) -> None:
+    from jeeves_router.classify.embedding.mpnet import _file_names
+
+    model_name, tokenizer_name = _file_names(ort.__version__)
+    built = Path(str(mpnet._source)).parent
+    (tmp_path / tokenizer_name).write_bytes((built / tokenizer_name).read_bytes())
+    (tmp_path / model_name).write_bytes((built / model_name).read_bytes()[:100_000])  # cut short
+    with pytest.raises(UsageError, match=r"damaged: delete .*\.onnx and .*\.json and it is rebuilt"):
+        MPNetEncoder(cache=tmp_path)

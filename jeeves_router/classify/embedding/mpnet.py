@@ -122,6 +122,17 @@ def _build_tokenizer(target: Path) -> None:
     target.write_bytes(extract(archive_parts(), "tokenizer.json", _DIGESTS["tokenizer.json"]))
 
 
+def _file_names(ort_version: str) -> tuple[str, str]:
+    """The cached model's and tokenizer's file names (the model's names the graph and onnxruntime)."""
+    from ._quantize import VARIANT
+
+    tag = _DIGESTS["model.safetensors"][:16]
+    return (
+        f"all-mpnet-base-v2-{VARIANT}-{MPNET_GRAPH}-{tag}-ort{ort_version}.onnx",
+        f"all-mpnet-base-v2-tokenizer-{_DIGESTS['tokenizer.json'][:16]}.json",
+    )
+
+
 class MPNetEncoder(_OnnxEncoder):
     """all-mpnet-base-v2 (768 dimensions), int8, mean-pooled; a :class:`~.encoders.TokenEncoder`.
 
@@ -139,8 +150,9 @@ class MPNetEncoder(_OnnxEncoder):
             ``~/.cache/jeeves_router``).
 
     Raises:
-        UsageError: When the ``mpnet`` extra is not installed, a package is damaged, or an
-            option is out of range.
+        UsageError: When the ``mpnet`` extra is not installed, a package is damaged, a cached
+            build cannot be loaded (the message names the files to delete), or an option is out
+            of range.
     """
 
     name = "all-mpnet-base-v2"
@@ -165,14 +177,23 @@ class MPNetEncoder(_OnnxEncoder):
             import tokenizers  # noqa: F401
         except ImportError as exc:
             raise UsageError(f"MPNetEncoder needs onnxruntime, onnx, safetensors and tokenizers: {_INSTALL}") from exc
-        from ._quantize import VARIANT, cached_file
+        from ._quantize import VARIANT, cache_dir, cached_file
 
         folder = Path(cache) if cache is not None else None
-        tag = _DIGESTS["model.safetensors"][:16]
-        model = cached_file(f"all-mpnet-base-v2-{VARIANT}-{MPNET_GRAPH}-{tag}-ort{ort.__version__}.onnx",
-                            _build_model, directory=folder)  # fmt: skip
-        tokenizer = cached_file(f"all-mpnet-base-v2-tokenizer-{_DIGESTS['tokenizer.json'][:16]}.json",
-                                _build_tokenizer, directory=folder)  # fmt: skip
+        model_name, tokenizer_name = _file_names(ort.__version__)
+        # Files found (not built) now: if they cannot be loaded, deleting them is the remedy.
+        reused = [f for f in ((folder or cache_dir()) / n for n in (model_name, tokenizer_name)) if f.is_file()]
+        model = cached_file(model_name, _build_model, directory=folder)
+        tokenizer = cached_file(tokenizer_name, _build_tokenizer, directory=folder)
         self.quantized = True
         self.name = f"{type(self).name}-int8-{VARIANT}"
-        self._start(model, tokenizer, intra_op_threads=intra_op_threads, max_length=max_length, batch_size=batch_size)
+        try:
+            self._start(model, tokenizer, intra_op_threads=intra_op_threads, max_length=max_length,
+                        batch_size=batch_size)  # fmt: skip
+        except Exception as exc:  # onnxruntime and tokenizers raise their own types
+            if isinstance(exc, UsageError) or not reused:
+                raise
+            raise UsageError(
+                f"MPNetEncoder cannot load its cached build ({type(exc).__name__}: {exc}); a cached file is "
+                f"damaged: delete {' and '.join(map(str, reused))} and it is rebuilt on the next start"
+            ) from exc
