@@ -47,3 +47,9 @@ def test_concurrent_first_builds_in_one_process_build_once(tmp_path: Path) -> No
     assert len(calls) == 1
     assert results == [cache / "m.onnx"] * 2
     assert sorted(p.name for p in cache.iterdir()) == ["m.onnx"]
+
+
+def test_a_published_file_is_readable_by_other_users(tmp_path: Path) -> None:
+    path = cached_file("m.onnx", lambda p: p.write_bytes(b"model"), directory=tmp_path / "cache")
+    assert isinstance(path, Path) and path.read_bytes() == b"model"
+    assert path.stat().st_mode & 0o777 == 0o644  # a cache filled in an image is read by another user at run time

@@ -315,6 +315,7 @@ def _build_and_publish(folder: Path, target: Path, build: Callable[[Path], None]
             # A name of its own: another builder (process or thread) never writes into this copy.
             fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
             staging = Path(name)
+            os.chmod(fd, 0o644)  # mkstemp makes it owner-only; a cache built in an image is read by other users
             with os.fdopen(fd, "wb") as out, built.open("rb") as src:
                 shutil.copyfileobj(src, out, 1 << 20)
             os.replace(staging, target)  # atomic: concurrent builders each publish a whole file
