@@ -31,6 +31,9 @@ def test_relative_buckets_follow_the_t5_scheme_mpnet_uses() -> None:
     assert b[7, 0] == 7 and b[0, 7] == 23  # distances under 8 have a bucket each
     assert b[8, 0] == 8 and b[127, 0] == 15 and b[299, 0] == 15  # then log-spaced, capped
     assert b[0, 299] == 31
+    # the log-spaced buckets start where floor(8 + log(d / 8) / log(16) * 8) steps up (T5's boundaries)
+    for first, bucket in ((8, 8), (12, 9), (16, 10), (23, 11), (32, 12), (46, 13), (64, 14), (91, 15)):
+        assert b[first, 0] == bucket and b[first - 1, 0] == min(bucket - 1, first - 1), first
     assert b.min() == 0 and b.max() == 31
 
 
