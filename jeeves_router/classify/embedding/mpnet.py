@@ -195,18 +195,10 @@ class MPNetEncoder(_OnnxEncoder):
         folder = Path(cache) if cache is not None else None
         model_name, tokenizer_name = _file_names(ort.__version__)
         # Files found (not built) now: if they cannot be loaded, deleting them is the remedy.
-        reused = [f for f in ((folder or cache_dir()) / n for n in (model_name, tokenizer_name)) if f.is_file()]
+        cached = [f for f in ((folder or cache_dir()) / n for n in (model_name, tokenizer_name)) if f.is_file()]
         model = cached_file(model_name, _build_model, directory=folder)
         tokenizer = cached_file(tokenizer_name, _build_tokenizer, directory=folder)
         self.quantized = True
         self.name = f"{type(self).name}-int8-{VARIANT}"
-        try:
-            self._start(model, tokenizer, intra_op_threads=intra_op_threads, max_length=max_length,
-                        batch_size=batch_size)  # fmt: skip
-        except Exception as exc:  # onnxruntime and tokenizers raise their own types
-            if isinstance(exc, UsageError) or not reused:
-                raise
-            raise UsageError(
-                f"MPNetEncoder cannot load its cached build ({type(exc).__name__}: {exc}); a cached file is "
-                f"damaged: delete {' and '.join(map(str, reused))} and it is rebuilt on the next start"
-            ) from exc
+        self._start(model, tokenizer, intra_op_threads=intra_op_threads, max_length=max_length, batch_size=batch_size,
+                    cached=cached)  # fmt: skip
