@@ -25,7 +25,7 @@ from numpy.typing import NDArray
 from ...errors import UsageError
 from .arrays import Array, decode_array, encode_array, ragged_arange
 
-__all__ = ["LexicalIndex", "split_words", "text_features", "word_count"]
+__all__ = ["LexicalIndex", "split_words", "text_features"]
 
 _WORD = re.compile(r"[^\W_]+(?:'[^\W_]+)?", re.UNICODE)
 BUCKETS = 1 << 22
@@ -53,11 +53,6 @@ def _bigram(first: str, second: str) -> int:
 def split_words(texts: Sequence[str]) -> list[list[str]]:
     """Each text's words, casefolded, as :func:`text_features` reads them ("don't" is one word)."""
     return [_WORD.findall(text.casefold()) for text in texts]
-
-
-def word_count(text: str) -> int:
-    """How many words ``text`` has, by the same rule as :func:`text_features` ("don't" is one word)."""
-    return len(_WORD.findall(text.casefold()))
 
 
 def _grams(words: Sequence[str], char_sizes: tuple[int, ...]) -> list[int]:
