@@ -66,6 +66,30 @@ async def test_entries_round_trip_in_order(journal: PostgresJournal) -> None:
 
 
 @pytest.mark.anyio
+async def test_many_journals_creating_one_new_table_at_once_all_open(pg_url: str, table: str) -> None:
+    # Concurrent CREATE TABLE IF NOT EXISTS collides in PostgreSQL's catalog (UniqueViolation)
+    # unless the creators take turns: every process starting on a fresh database meets this.
+    journals = [PostgresJournal(pg_url, table=table) for _ in range(8)]
+    failures: list[JournalError] = []
+
+    async def first_use(j: PostgresJournal) -> None:
+        try:
+            assert await j.sessions() == []
+        except JournalError as exc:
+            failures.append(exc)
+
+    try:
+        async with anyio.create_task_group() as tg:
+            for j in journals:
+                tg.start_soon(first_use, j)
+        assert failures == []
+    finally:
+        for j in journals:
+            await j.aclose()
+        await drop(pg_url, table)
+
+
+@pytest.mark.anyio
 async def test_two_processes_share_a_session(pg_url: str, journal: PostgresJournal) -> None:
     first = echo(journal)
     assert (await first.run("hello", session_id="s")).output == "hello|0"

@@ -169,3 +169,50 @@ async def test_no_credential_of_a_model_reaches_the_journal(tmp_path: Path) -> N
     await journal.aclose()
     assert b"Refund issued" in (tmp_path / "j.db").read_bytes()  # the run is in the file...
     assert b"sk-live" not in (tmp_path / "j.db").read_bytes()  # ...the credential is not
+
+
+def _lock_fresh_file(path: Path) -> sqlite3.Connection:
+    """A fresh rollback-mode file with another connection's write transaction open.
+
+    SQLite answers a switch to WAL on such a file with "database is locked" at once,
+    without waiting on its busy timeout: two processes opening a new journal together.
+    """
+    other = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    other.execute("CREATE TABLE other (x)")
+    other.execute("BEGIN IMMEDIATE")
+    return other
+
+
+@pytest.mark.anyio
+async def test_opening_waits_for_another_connection_that_holds_a_new_file(tmp_path: Path) -> None:
+    path = tmp_path / "j.db"
+    other = _lock_fresh_file(path)
+    journal = SQLiteJournal(path)
+
+    async def release() -> None:
+        await anyio.sleep(0.3)
+        other.execute("COMMIT")
+        other.close()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(release)
+        await build_desk(JournalRuntime(journal), DeskModel()).run(PROMPT, session_id="s1")
+    assert [e.record.type for e in await journal.read("s1")][:1] == ["run.start"]
+    await journal.aclose()
+
+
+@pytest.mark.anyio
+async def test_a_lock_held_past_the_timeout_is_an_error_that_says_locked_not_corrupt(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from jeeves_router.journal import sqlite as sqlite_journal
+
+    monkeypatch.setattr(sqlite_journal, "_BUSY_TIMEOUT", 0.3)
+    path = tmp_path / "j.db"
+    other = _lock_fresh_file(path)
+    try:
+        with pytest.raises(JournalError, match=r"kept it locked for 0\.3 s") as caught:
+            await SQLiteJournal(path).read("s1")
+        assert not isinstance(caught.value, JournalCorrupt)
+    finally:
+        other.close()

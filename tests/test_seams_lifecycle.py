@@ -256,8 +256,10 @@ def test_two_processes_on_one_journal_and_session_lose_nothing(tmp_path: Path) -
         subprocess.Popen([sys.executable, "-c", child, str(path), who], cwd=ROOT, stderr=subprocess.PIPE, text=True)
         for who in ("A", "B")
     ]
-    for p in procs:
-        _, err = p.communicate(timeout=120)
+    # Both finish (and close their pipes) before either is judged, so a failure of one leaves
+    # no process running and no pipe open behind it.
+    errs = [p.communicate(timeout=120)[1] for p in procs]
+    for p, err in zip(procs, errs, strict=True):
         assert p.returncode == 0, err
 
     async def check() -> None:

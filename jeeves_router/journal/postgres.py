@@ -69,9 +69,15 @@ class PostgresJournal:
             import psycopg
         except ImportError as exc:
             raise JournalError("PostgresJournal needs psycopg 3: pip install 'jeeves-router[postgres]'") from exc
+        conn = None
         try:
             conn = await psycopg.AsyncConnection.connect(self._url, autocommit=True)
             async with conn.transaction():
+                # Two processes creating the table at once collide in PostgreSQL's catalog
+                # (UniqueViolation on pg_type), IF NOT EXISTS notwithstanding: one creates at a time.
+                await conn.execute(
+                    "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", [f"jeeves-router schema:{self.table}"]
+                )
                 await conn.execute(
                     f"CREATE TABLE IF NOT EXISTS {self.table} (seq BIGSERIAL PRIMARY KEY, session_id TEXT NOT NULL, "
                     "run_id TEXT NOT NULL, type TEXT NOT NULL, body TEXT NOT NULL)"
@@ -80,6 +86,8 @@ class PostgresJournal:
                     f"CREATE INDEX IF NOT EXISTS {self.table}_by_session ON {self.table} (session_id, run_id, seq)"
                 )
         except psycopg.Error as exc:
+            if conn is not None:
+                await conn.close()
             raise JournalError(
                 f"{self!r}: cannot connect or create the table ({type(exc).__name__}); check that the server in the "
                 "URL is running and the user may create tables"

@@ -52,6 +52,19 @@ CREATE TABLE IF NOT EXISTS entries (
 );
 CREATE INDEX IF NOT EXISTS entries_by_run ON entries (session_id, run_id, seq);
 """
+_BUSY_TIMEOUT = 30.0  # seconds a connection waits on another's lock (SQLite's busy timeout, and opening)
+
+
+class _Busy(Exception):
+    """Opening met a lock SQLite would not wait on; :meth:`SQLiteJournal._run` tries again."""
+
+
+def _is_busy(exc: sqlite3.OperationalError) -> bool:
+    """SQLITE_BUSY or SQLITE_LOCKED (``sqlite_errorcode`` is Python 3.11+; the message before)."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    return code & 0xFF in (5, 6) if code is not None else "is locked" in str(exc)
+
+
 _HEAD = "SELECT checksum FROM entries WHERE session_id = ? AND run_id = ? ORDER BY seq DESC LIMIT 1"
 
 
@@ -101,7 +114,10 @@ class SQLiteJournal:
             except FileExistsError:
                 pass  # another process created it first
         try:
-            conn = sqlite3.connect(self.path, timeout=30.0, check_same_thread=False, isolation_level=None)
+            conn = sqlite3.connect(self.path, timeout=_BUSY_TIMEOUT, check_same_thread=False, isolation_level=None)
+        except sqlite3.DatabaseError as exc:
+            raise JournalError(f"journal {self.path} cannot be opened: {exc}") from exc
+        try:
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute(f"PRAGMA synchronous={self._synchronous}")
             conn.executescript(_SCHEMA)
@@ -109,15 +125,21 @@ class SQLiteJournal:
             if row is None:
                 conn.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
             elif int(row[0]) not in _READABLE_VERSIONS:
-                conn.close()
                 raise JournalError(
                     f"journal {self.path} has schema version {row[0]}; this release reads versions "
                     f"{sorted(_READABLE_VERSIONS)}: upgrade jeeves-router"
                 )
-        except sqlite3.DatabaseError as exc:
-            raise JournalCorrupt(
-                f"journal {self.path} cannot be opened: {exc}; {self._salvage_point()} (truncated or damaged file)"
-            ) from exc
+        except BaseException as exc:
+            conn.close()
+            if isinstance(exc, sqlite3.OperationalError) and _is_busy(exc):
+                # Another connection holds a lock SQLite will not wait on here (switching a new
+                # file to WAL while another process creates the schema): not damage; _run retries.
+                raise _Busy(str(exc)) from exc
+            if isinstance(exc, sqlite3.DatabaseError):
+                raise JournalCorrupt(
+                    f"journal {self.path} cannot be opened: {exc}; {self._salvage_point()} (truncated or damaged file)"
+                ) from exc
+            raise
         self._conn = conn
         return conn
 
@@ -153,7 +175,19 @@ class SQLiteJournal:
             with self._lock:
                 return fn(self._open())
 
-        return await anyio.to_thread.run_sync(locked)
+        delay, deadline = 0.002, anyio.current_time() + _BUSY_TIMEOUT
+        while True:
+            try:
+                return await anyio.to_thread.run_sync(locked)
+            except _Busy as exc:
+                # Only opening raises _Busy, before ``fn`` ran: trying again repeats nothing.
+                if anyio.current_time() >= deadline:
+                    raise JournalError(
+                        f"journal {self.path} cannot be opened: another connection kept it locked for "
+                        f"{_BUSY_TIMEOUT:g} s ({exc})"
+                    ) from exc.__cause__
+                await anyio.sleep(delay)
+                delay = min(delay * 2, 0.25)
 
     def _checksum(self, prev: str, session_id: str, run_id: str, type_: str, body: str) -> str:
         msg = "\x1f".join((prev, session_id, run_id, type_, body)).encode("utf-8")
@@ -219,6 +253,8 @@ class SQLiteJournal:
                 for row in conn.execute(sql, args):
                     out.append(row)
             except sqlite3.DatabaseError as exc:
+                if isinstance(exc, sqlite3.OperationalError) and _is_busy(exc):
+                    raise JournalError(f"journal {self.path}: session {session_id!r} cannot be read: {exc}") from exc
                 after = f"after entry {out[-1][0]}" if out else "at its first entry"
                 raise JournalCorrupt(
                     f"journal {self.path}: session {session_id!r} cannot be read {after}: {exc} "
