@@ -3,7 +3,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from jeeves_router.classify.embedding.encoders import HashingEncoder, blas_single_thread, l2_normalise
+from jeeves_router.classify.embedding.encoders import blas_single_thread, l2_normalise
+from jeeves_router.classify.embedding.static import HashingEncoder
 from jeeves_router.errors import UsageError
 
 
@@ -198,3 +199,21 @@ def test_classify_batch_decides_exactly_as_one_by_one(minilm) -> None:  # type: 
     # A text's vectors are the same in any batch, and the scorer gives each text of a batch its
     # own arithmetic: every decision, confidence and ranked score is exactly the same.
     assert clf.classify_batch(texts) == [clf.classify_text(t) for t in texts]
+
+
+def test_a_classifier_fitted_with_another_token_limit_reloads_with_it(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from jeeves_router.classify.embedding import EmbeddingClassifier, MiniLMEncoder
+    from jeeves_router.classify.types import RouteSpec
+
+    short = MiniLMEncoder(max_length=8)
+    assert short.name == f"{MiniLMEncoder().name}-len8" and short.max_length == 8
+    routes = [RouteSpec("billing", "payments", ("refund my payment",)), RouteSpec("tech", "crashes", ("app crashes",))]
+    path = tmp_path / "clf.json"
+    EmbeddingClassifier(routes, encoder=short).save(path)
+    again = EmbeddingClassifier.load(path)
+    assert isinstance(again.encoder, MiniLMEncoder) and again.encoder.max_length == 8
+    long_text = "my card was charged twice for the same order and the app then crashed when I asked for a refund"
+    np.testing.assert_array_equal(again.encoder.encode([long_text]), short.encode([long_text]))
+    assert not np.array_equal(MiniLMEncoder().encode([long_text]), short.encode([long_text]))
+    with pytest.raises(UsageError, match="len8"):  # the default limit is another encoder: refused, not silent
+        EmbeddingClassifier.load(path, encoder=MiniLMEncoder())

@@ -13,24 +13,26 @@ from ..._lazy import lazy_exports
 if TYPE_CHECKING:
     from .calibration import IsotonicCalibrator, PlattCalibrator, ThresholdChoice, choose_threshold
     from .classifier import EmbeddingClassifier, default_encoder
-    from .encoders import Encoder, HashingEncoder, MiniLMEncoder, TokenEncoder, WordLlamaEncoder
+    from .encoders import Encoder, MiniLMEncoder, TokenEncoder
     from .fitting import FitReport
     from .late import LateInteractionScorer
     from .mpnet import MPNetEncoder
     from .multilingual import MultilingualUSEEncoder
     from .scorers import CentroidScorer, LogRegScorer, NearestScorer, Scorer
+    from .static import HashingEncoder, WordLlamaEncoder
 
 __getattr__, __dir__ = lazy_exports(
     __name__,
     {
         ".calibration": ("IsotonicCalibrator", "PlattCalibrator", "ThresholdChoice", "choose_threshold"),
         ".classifier": ("EmbeddingClassifier", "default_encoder"),
-        ".encoders": ("Encoder", "HashingEncoder", "MiniLMEncoder", "TokenEncoder", "WordLlamaEncoder"),
+        ".encoders": ("Encoder", "MiniLMEncoder", "TokenEncoder"),
         ".fitting": ("FitReport",),
         ".late": ("LateInteractionScorer",),
         ".mpnet": ("MPNetEncoder",),
         ".multilingual": ("MultilingualUSEEncoder",),
         ".scorers": ("CentroidScorer", "LogRegScorer", "NearestScorer", "Scorer"),
+        ".static": ("HashingEncoder", "WordLlamaEncoder"),
     },
 )
 

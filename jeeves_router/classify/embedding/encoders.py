@@ -13,7 +13,6 @@ from __future__ import annotations
 import importlib.util
 import os
 import threading
-import zlib
 from collections.abc import Sequence
 from itertools import chain
 from pathlib import Path
@@ -29,8 +28,6 @@ __all__ = [
     "Encoder",
     "TokenEncoder",
     "MiniLMEncoder",
-    "WordLlamaEncoder",
-    "HashingEncoder",
     "blas_single_thread",
     "encoder_for",
     "l2_normalise",
@@ -101,6 +98,10 @@ def _set_offline() -> None:
         os.environ.setdefault(key, value)
 
 
+#: Token limit per text unless a ``max_length`` is given; any other limit is part of the encoder's name.
+DEFAULT_MAX_LENGTH = 128
+
+
 def _check_options(encoder: str, intra_op_threads: int | None, max_length: int, batch_size: int) -> None:
     if batch_size < 1 or max_length < 8 or (intra_op_threads is not None and intra_op_threads < 0):
         raise UsageError(f"{encoder}: batch_size >= 1, max_length >= 8, intra_op_threads >= 0 (0 = ORT default)")
@@ -140,6 +141,9 @@ class _OnnxEncoder:
                 f"is damaged: delete {' and '.join(map(str, cached))} and it is rebuilt on the next start"
             ) from exc
         self.batch_size = batch_size
+        self.max_length = max_length
+        if max_length != DEFAULT_MAX_LENGTH:  # it changes long texts' vectors: a saved classifier keeps it
+            self.name = f"{self.name}-len{max_length}"
         self._input_names = {i.name for i in self._session.get_inputs()}
         self._lock = threading.Lock()
 
@@ -257,7 +261,8 @@ class MiniLMEncoder(_OnnxEncoder):
             operators), while 256 requests in one call took 0.67 ms each on two threads
             against 0.97 on one. A number uses that many threads for every call (0: the
             onnxruntime default). The vectors are the same on any number of threads.
-        max_length: Token limit per text (longer texts are truncated).
+        max_length: Token limit per text (longer texts are truncated). A limit other than
+            the default (128) is part of :attr:`name`, so a saved classifier reloads with it.
         batch_size: Texts per onnxruntime call in :meth:`encode` (texts of similar length are
             batched together; a text's vector is the same in any batch, see ``_quantize``).
             On 256 CLINC150 requests (about 12 word pieces each, 2 threads) 32 texts per call
@@ -283,7 +288,7 @@ class MiniLMEncoder(_OnnxEncoder):
         self,
         *,
         intra_op_threads: int | None = None,
-        max_length: int = 128,
+        max_length: int = DEFAULT_MAX_LENGTH,
         batch_size: int = 32,
         model_path: str | Path | None = None,
         tokenizer_path: str | Path | None = None,
@@ -321,73 +326,6 @@ class MiniLMEncoder(_OnnxEncoder):
                     cached=cached)  # fmt: skip
 
 
-class WordLlamaEncoder:
-    """WordLlama ``l2_supercat`` static token embeddings: very fast, less accurate.
-
-    The weights and tokenizer ship inside the ``wordllama`` wheel; they are loaded from the
-    package folder with downloads disabled.
-
-    Args:
-        dim: Embedding size (64, 128, 256, 512 or 1024).
-    """
-
-    dim: int
-
-    def __init__(self, *, dim: int = 256) -> None:
-        _set_offline()
-        try:
-            from wordllama import WordLlama
-        except ImportError as exc:
-            raise UsageError("WordLlamaEncoder needs `pip install wordllama==0.4.0.post1`") from exc
-        self._model = WordLlama.load(cache_dir=_package_dir("wordllama"), dim=dim, disable_download=True)
-        self.dim = dim
-        self.name = f"wordllama-l2_supercat-{dim}"
-
-    def encode(self, texts: Sequence[str]) -> Vectors:
-        """Encode ``texts`` (see :meth:`Encoder.encode`)."""
-        if isinstance(texts, str):
-            raise UsageError("encode() takes a sequence of texts, not one string; wrap it in a list")
-        if not texts:
-            return np.empty((0, self.dim), dtype=np.float32)
-        return l2_normalise(self._model.embed(list(texts), norm=True))
-
-
-class HashingEncoder:
-    """A deterministic bag of hashed words and character trigrams (for tests, no model).
-
-    Args:
-        dim: Vector size.
-    """
-
-    def __init__(self, *, dim: int = 512) -> None:
-        if dim < 8:
-            raise UsageError("HashingEncoder: dim must be >= 8")
-        self.dim = dim
-        self.name = f"hashing-{dim}"
-
-    def encode(self, texts: Sequence[str]) -> Vectors:
-        """Encode ``texts`` (see :meth:`Encoder.encode`)."""
-        return self.encode_tokens(texts)[0]
-
-    def encode_tokens(self, texts: Sequence[str]) -> tuple[Vectors, list[Vectors]]:
-        """Sentence vectors and one vector per word (see :meth:`TokenEncoder.encode_tokens`)."""
-        if isinstance(texts, str):
-            raise UsageError("encode() takes a sequence of texts, not one string; wrap it in a list")
-        out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        per_text: list[Vectors] = []
-        for row, text in enumerate(texts):
-            words = "".join(c if c.isalnum() else " " for c in text.lower()).split()
-            word_vectors = np.zeros((max(1, len(words)), self.dim), dtype=np.float32)
-            for w, word in enumerate(words):
-                word_vectors[w, zlib.crc32(word.encode()) % self.dim] += 1.0
-                padded = f"#{word}#"
-                for i in range(len(padded) - 2):
-                    word_vectors[w, zlib.crc32(padded[i : i + 3].encode()) % self.dim] += 0.5
-            out[row] = word_vectors.sum(axis=0)
-            per_text.append(l2_normalise(word_vectors) if words else l2_normalise(out[row : row + 1]))
-        return l2_normalise(out), per_text
-
-
 def encoder_for(name: str, *, threads: int | None = None) -> Encoder:
     """The encoder that a classifier saved with encoder ``name`` needs.
 
@@ -406,6 +344,11 @@ def encoder_for(name: str, *, threads: int | None = None) -> Encoder:
 
     if name == MultilingualUSEEncoder.name:
         return MultilingualUSEEncoder(threads=threads or 1)
+    base, sep, length = name.rpartition("-len")
+    if sep and length.isdigit():  # fitted with a token limit other than the default
+        name, max_length = base, int(length)
+    else:
+        max_length = DEFAULT_MAX_LENGTH
     if name.startswith(f"{MPNetEncoder.name}-"):
-        return MPNetEncoder(intra_op_threads=threads)
-    return MiniLMEncoder(intra_op_threads=threads, quantize=name != MiniLMEncoder.name)
+        return MPNetEncoder(intra_op_threads=threads, max_length=max_length)
+    return MiniLMEncoder(intra_op_threads=threads, quantize=name != MiniLMEncoder.name, max_length=max_length)

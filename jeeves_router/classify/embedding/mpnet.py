@@ -20,7 +20,7 @@ from pathlib import Path
 
 from ...errors import UsageError
 from ._fused import MPNET_GRAPH
-from .encoders import _check_options, _OnnxEncoder, _set_offline
+from .encoders import DEFAULT_MAX_LENGTH, _check_options, _OnnxEncoder, _set_offline
 
 __all__ = ["MPNetEncoder", "ARCHIVE_PACKAGES"]
 
@@ -157,7 +157,8 @@ class MPNetEncoder(_OnnxEncoder):
     Args:
         intra_op_threads: As for :class:`~.encoders.MiniLMEncoder`: ``None`` encodes one text
             on one thread and batches on up to two.
-        max_length: Token limit per text (at most 512; longer texts are truncated).
+        max_length: Token limit per text (at most 512; longer texts are truncated). A limit
+            other than the default (128) is part of :attr:`name`, so a saved classifier keeps it.
         batch_size: Texts per onnxruntime call.
         cache: The folder for the built files (default: ``$JEEVES_ROUTER_CACHE`` or
             ``~/.cache/jeeves_router``).
@@ -175,7 +176,7 @@ class MPNetEncoder(_OnnxEncoder):
         self,
         *,
         intra_op_threads: int | None = None,
-        max_length: int = 128,
+        max_length: int = DEFAULT_MAX_LENGTH,
         batch_size: int = 32,
         cache: str | Path | None = None,
     ) -> None:
