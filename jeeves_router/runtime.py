@@ -8,12 +8,14 @@ step name and a digest of the step's input, and replays it instead of calling ag
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any, Literal, NamedTuple, TypeVar
 
 from .models.base import Model, ModelRequest, ModelStreamItem
 
-__all__ = ["Runtime", "StepKey", "PASS_THROUGH", "LimitWhen"]
+__all__ = ["Runtime", "StepKey", "PASS_THROUGH", "LimitWhen", "current_idempotency_key", "idempotency_scope"]
 
 T = TypeVar("T")
 
@@ -80,3 +82,29 @@ class Runtime:
 
 
 PASS_THROUGH = Runtime()
+
+
+_IDEMPOTENCY_KEY: ContextVar[str | None] = ContextVar("jeeves_idempotency_key", default=None)
+
+
+def current_idempotency_key() -> str | None:
+    """The idempotency key of the tool call being performed (``None`` outside one).
+
+    A durable runtime (the journal, DBOS) sets it around each tool call, stable across
+    replays, resumes and recoveries. A tool that changes the world (a payment, an email)
+    can pass it to the remote system to make a repeated call harmless; tools of an MCP
+    server receive it in the request's ``_meta`` (see :mod:`jeeves_router.mcp`). It is the
+    same on every attempt of the same call. Sync tools run in a worker thread and see it
+    too (the context is copied).
+    """
+    return _IDEMPOTENCY_KEY.get()
+
+
+@contextmanager
+def idempotency_scope(key: str) -> Iterator[None]:
+    """Set :func:`current_idempotency_key` for the duration of a step (used by durable runtimes)."""
+    token = _IDEMPOTENCY_KEY.set(key)
+    try:
+        yield
+    finally:
+        _IDEMPOTENCY_KEY.reset(token)

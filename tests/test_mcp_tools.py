@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 import warnings
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -255,6 +256,36 @@ async def test_cancelling_a_run_stops_a_server_stuck_in_a_call(tmp_path: Path) -
         tg.cancel_scope.cancel()  # the run is inside a 600 s call: cancelling it must not wait for that
     started = [int(line.split()[1]) for line in log.read_text().splitlines() if line.startswith("started")]
     assert len(started) == 1 and not alive(started[0])
+
+
+async def test_a_durable_call_sends_its_idempotency_key_the_same_on_a_retried_resume(tmp_path: Path) -> None:
+    import anyio
+
+    from jeeves_router.journal.records import ToolStartedRecord
+    from jeeves_router.mcp import IDEMPOTENCY_META_KEY
+
+    log, db = tmp_path / "calls.log", str(tmp_path / "runs.db")
+
+    def build(steps: list[object], **options: object) -> Agent:
+        runtime = JournalRuntime(SQLiteJournal(db), **options)  # type: ignore[arg-type]
+        return Agent("x", name="billing", model=ScriptedModel(steps), tools=[toolbox(log)], runtime=runtime)  # type: ignore[arg-type]
+
+    async with anyio.create_task_group() as tg:  # the refund is cut off mid-call: its outcome is unknown
+        first = build([Call("refund", {"invoice": "HANG-7"}), "unused"])
+        tg.start_soon(partial(first.run, "refund HANG-7", session_id="s-1"))
+        with anyio.fail_after(60):
+            await wait_for_text(log, "refund HANG-7")
+        tg.cancel_scope.cancel()
+    result = await build(["Refunded."], on_unknown_tool_outcome="retry").resume("s-1")
+    assert result.output == "Refunded."
+    keys = [line.split("key=")[1] for line in log.read_text().splitlines() if line.startswith("refund HANG-7")]
+    started = [e.record for e in await SQLiteJournal(db).read("s-1") if isinstance(e.record, ToolStartedRecord)]
+    assert len(keys) == 2 and keys[0] == keys[1] == started[0].idempotency_key  # one key: the server can dedupe
+    assert IDEMPOTENCY_META_KEY == "jeeves-router/idempotency-key"
+
+    plain = Agent("x", model=ScriptedModel([Call("refund", {"invoice": "INV-8"}), "Done."]), tools=[toolbox(log)])
+    await plain.run("refund INV-8")  # no durable runtime: no key to send
+    assert "refund INV-8 key=None" in log.read_text()
 
 
 async def test_the_leak_check_sees_a_live_child_process() -> None:

@@ -43,12 +43,11 @@ import anyio.to_thread
 from pydantic import TypeAdapter
 
 from ..errors import ReplayDivergence, UsageError
-from ..journal.idempotency import idempotency_scope
 from ..journal.records import decode_result, digest, encode_result, jsonable_mapping, to_json
 from ..messages import Message
 from ..models.base import Model, ModelRequest, ModelResponse, ModelStreamItem, ModelTextDelta
 from ..results import RunResult
-from ..runtime import Runtime, StepKey
+from ..runtime import Runtime, StepKey, idempotency_scope
 
 try:
     from dbos import DBOS, DBOSClient, SetWorkflowID

@@ -8,7 +8,7 @@ an agent or a router to MCP clients (``jeeves-router mcp module:attr``). Both ne
 
 from __future__ import annotations
 
-from .client import MCPServer, MCPTool
+from .client import IDEMPOTENCY_META_KEY, MCPServer, MCPTool
 from .transports import MCPServerHTTP, MCPServerStdio
 
-__all__ = ["MCPServer", "MCPServerHTTP", "MCPServerStdio", "MCPTool"]
+__all__ = ["IDEMPOTENCY_META_KEY", "MCPServer", "MCPServerHTTP", "MCPServerStdio", "MCPTool"]

@@ -14,10 +14,15 @@ server is already open (``async with server:``): the scopes would exit out of or
 
 Every call goes through the run's runtime like a function tool's call, so ``tool.called`` /
 ``tool.result`` events, usage and the journal are the same (a journaled call is not repeated
-on resume). Failures never reach the run as exceptions: a tool error, a server that crashed,
-hangs past ``timeout`` or answers malformed data all come back to the model as an error
-result naming the server and what happened. A server that cannot be started or does not
-answer its handshake within ``connect_timeout`` fails the run with a
+on resume). Under a durable runtime (the journal, DBOS) each call also carries its idempotency
+key, the same on every attempt of the call, in the request's ``_meta`` under
+``"jeeves-router/idempotency-key"`` (:data:`IDEMPOTENCY_META_KEY`): a server that remembers
+the keys it has served can make a repeated call (a resume with ``"retry"``) harmless.
+
+Failures never reach the run as exceptions: a tool error, a server that crashed, hangs past
+``timeout`` or answers malformed data all come back to the model as an error result naming
+the server and what happened. A server that cannot be started or does not answer its
+handshake within ``connect_timeout`` fails the run with a
 :class:`~jeeves_router.errors.ToolError` before the first model call.
 
 Needs the ``mcp`` extra (``pip install 'jeeves-router[mcp]'``).
@@ -38,13 +43,14 @@ import anyio.abc
 from .._log import get_logger
 from ..errors import ToolError, UsageError
 from ..models.base import ToolSpec
+from ..runtime import current_idempotency_key
 from ..tools import Tool, ToolContext, ToolOutcome, ToolsetHost, current_toolset_host
 from ._content import content_text, describe, failure
 
 if TYPE_CHECKING:
     from mcp import Client
 
-__all__ = ["MCPServer", "MCPTool"]
+__all__ = ["MCPServer", "MCPTool", "IDEMPOTENCY_META_KEY"]
 
 log = get_logger(__name__)
 
@@ -330,7 +336,7 @@ class MCPServer:
             return self._error(tool, f"is not running ({describe(conn.error) if conn.error else 'connection closed'})")
         try:
             with anyio.move_on_after(self.timeout) as waited:
-                result = await conn.client.call_tool(tool, dict(arguments))
+                result = await conn.client.call_tool(tool, dict(arguments), meta=_call_meta())
         except Exception as exc:
             why = failure(exc)
             if why.startswith("is not running"):
@@ -346,3 +352,17 @@ class MCPServer:
     def _error(self, tool: str, what: str) -> ToolOutcome:
         log.warning("mcp tool call failed", server=self.name, tool=tool, why=what)
         return ToolOutcome(f"{tool} failed: MCP server {self.name!r} {what}", is_error=True)
+
+
+#: The ``_meta`` key that carries :func:`~jeeves_router.runtime.current_idempotency_key` to the server.
+IDEMPOTENCY_META_KEY = "jeeves-router/idempotency-key"
+
+
+def _call_meta() -> Any:
+    """A tool call's ``_meta``: the idempotency key of the call, when a durable runtime set one.
+
+    The key is the same on every attempt of one call (a resume, a retry), so a server that
+    keeps the keys it has seen can make a repeated call harmless.
+    """
+    key = current_idempotency_key()
+    return {IDEMPOTENCY_META_KEY: key} if key is not None else None

@@ -15,6 +15,7 @@ import time
 from typing import Any
 
 import anyio
+from mcp.server.mcpserver import Context  # module level: the SDK resolves the tools' string annotations here
 
 
 def _log(path: str | None, line: str) -> None:
@@ -41,6 +42,20 @@ def toolbox(log: str | None) -> Any:
         """Look up an invoice by its id."""
         _log(log, f"lookup_invoice {invoice}")
         return f"invoice {invoice}: 42.00 EUR, charged twice"
+
+    @srv.tool()
+    async def refund(invoice: str, ctx: Context) -> str:
+        """Refund an invoice; logs the idempotency key of the request's _meta.
+
+        An invoice named ``HANG-...`` hangs on its first call (a call cut off mid-way).
+        """
+        seen = await anyio.Path(log).read_text() if log and await anyio.Path(log).exists() else ""
+        first = f"refund {invoice} " not in seen
+        meta = ctx.request_context.meta or {}
+        _log(log, f"refund {invoice} key={meta.get('jeeves-router/idempotency-key')}")
+        if first and invoice.startswith("HANG-"):
+            await anyio.sleep_forever()
+        return f"refunded {invoice}"
 
     @srv.tool(name="docs.search")
     def docs_search(query: str) -> str:
