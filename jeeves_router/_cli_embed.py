@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import typer
 from typer.core import TyperGroup
 
+from ._files import write_whole
 from .errors import UsageError
 
 if TYPE_CHECKING:
@@ -389,4 +390,5 @@ def certify_classifier(
     if save_to is not None:
         payload = {"format": "jeeves-router/risk-threshold", "classifier": spec, "threshold": risk.cut,
                    "risk": {k: getattr(risk, k) for k in risk.__slots__}}  # fmt: skip
-        save_to.write_text(json.dumps(payload, indent=1) + "\n", encoding="utf-8")
+        text = (json.dumps(payload, indent=1) + "\n").encode("utf-8")
+        write_whole(save_to, lambda f: f.write(text))

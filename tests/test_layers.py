@@ -23,6 +23,7 @@ LAYERS: list[tuple[str, int]] = [
     ("_log", 1),
     ("_lazy", 1),
     ("_frozen", 1),
+    ("_files", 1),
     ("tracing", 2),
     ("models", 2),
     ("tools", 2),

@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from ..._files import write_whole
 from ..._log import get_logger
 from ...errors import UsageError
 from ._fused import GRAPH, FusionError, fused_bert
@@ -257,12 +258,8 @@ def _source_digest(source: Path, directory: Path | None) -> str:
         return known
     digest = hashlib.sha256(source.read_bytes()).hexdigest()[:16]
     if folder.is_dir():
-        try:
-            staging = folder / f"{memo.name}.{os.getpid()}.tmp"
-            staging.write_text(digest, encoding="ascii")
-            os.replace(staging, memo)
-        except OSError:
-            pass
+        with contextlib.suppress(OSError):
+            write_whole(memo, lambda out: out.write(digest.encode("ascii")))
     return digest
 
 
@@ -324,22 +321,12 @@ def _build_and_publish(folder: Path, target: Path, build: Callable[[Path], None]
     with tempfile.TemporaryDirectory(prefix="jeeves-router-q8-out-") as tmp:
         built = Path(tmp) / "model.onnx"
         build(built)
-        staging: Path | None = None
         try:
             folder.mkdir(parents=True, exist_ok=True)
-            # A name of its own: another builder (process or thread) never writes into this copy.
-            fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
-            staging = Path(name)
-            os.chmod(fd, 0o644)  # mkstemp makes it owner-only; a cache built in an image is read by other users
-            with os.fdopen(fd, "wb") as out, built.open("rb") as src:
-                shutil.copyfileobj(src, out, 1 << 20)
-            os.replace(staging, target)  # atomic: concurrent builders each publish a whole file
+            with built.open("rb") as src:  # concurrent builders (processes or threads) each publish a whole file
+                write_whole(target, lambda out: shutil.copyfileobj(src, out, 1 << 20))
         except OSError as exc:
             log.warning("embedding.quantize_cache_unwritable", folder=str(folder), error=str(exc))
             return built.read_bytes()
-        finally:
-            if staging is not None:
-                with contextlib.suppress(OSError):  # a copy cut short (a full disk) is not left behind
-                    staging.unlink(missing_ok=True)
         log.debug("embedding.quantized", path=str(target))
         return target

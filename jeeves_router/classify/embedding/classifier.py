@@ -17,6 +17,7 @@ import numpy as np
 from anyio.lowlevel import RunVar
 from numpy.typing import NDArray
 
+from ..._files import write_whole
 from ..._log import get_logger
 from ...errors import UsageError
 from ...ids import validate_route_names
@@ -350,8 +351,9 @@ class EmbeddingClassifier:
         }
 
     def save(self, path: str | Path) -> None:
-        """Write the fitted classifier (routes, scorer, calibration, threshold) as JSON."""
-        Path(path).write_text(json.dumps(self.to_dict(), indent=1) + "\n", encoding="utf-8")
+        """Write the fitted classifier (routes, scorer, calibration, threshold) as JSON, whole or not at all."""
+        data = (json.dumps(self.to_dict(), indent=1) + "\n").encode("utf-8")
+        write_whole(path, lambda out: out.write(data))
 
     @classmethod
     def from_dict(
