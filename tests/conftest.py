@@ -12,10 +12,17 @@ os.environ["JEEVES_BLOCK_REAL_MODELS"] = "1"
 for _key in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY"):
     os.environ.pop(_key, None)
 
+from hypothesis import settings  # noqa: E402
+
 from jeeves_router.settings import block_real_model_calls  # noqa: E402
 from tests.recovery_clock import Clock  # noqa: E402
 
 block_real_model_calls(True)
+
+# Hypothesis fails an example that takes over 200 ms (its default deadline), and again if it is
+# quicker when replayed ("Unreliable test timings"): a timed assertion a loaded machine fails.
+settings.register_profile("jeeves", deadline=None)
+settings.load_profile("jeeves")
 
 
 @pytest.fixture
