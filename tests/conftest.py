@@ -12,9 +12,17 @@ os.environ["JEEVES_BLOCK_REAL_MODELS"] = "1"
 for _key in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY"):
     os.environ.pop(_key, None)
 
+from hypothesis import settings  # noqa: E402
+
 from jeeves_router.settings import block_real_model_calls  # noqa: E402
+from tests.recovery_clock import Clock  # noqa: E402
 
 block_real_model_calls(True)
+
+# Hypothesis fails an example that takes over 200 ms (its default deadline), and again if it is
+# quicker when replayed ("Unreliable test timings"): a timed assertion a loaded machine fails.
+settings.register_profile("jeeves", deadline=None)
+settings.load_profile("jeeves")
 
 
 @pytest.fixture
@@ -42,3 +50,11 @@ def pg_url() -> str:
             pytest.fail(f"CI must run the PostgreSQL tests: {hint}")
         pytest.skip(f"no PostgreSQL server: {hint}")
     return url
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
+    """The recovery ladder's clock, under the test's control (see :class:`tests.recovery_clock.Clock`)."""
+    c = Clock()
+    monkeypatch.setattr("jeeves_router.recovery.run.time", c)
+    return c

@@ -7,7 +7,6 @@ subprocess SIGTERM test imports ``slow_desk`` and ``stuck_desk`` by ``module:att
 from __future__ import annotations
 
 import os
-import socket
 import threading
 from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
@@ -22,7 +21,7 @@ from jeeves_router.messages import TextPart
 from jeeves_router.models.base import ModelRequest, ModelResponse, ModelStreamItem, ModelTextDelta
 from jeeves_router.testing import FunctionModel
 
-__all__ = ["GatedModel", "ServerThread", "build_desk", "desk_with", "free_port", "running", "slow_desk", "stuck_desk"]
+__all__ = ["GatedModel", "ServerThread", "build_desk", "desk_with", "running", "slow_desk", "stuck_desk"]
 
 SLOW_CHUNKS = tuple(f"part{i} " for i in range(8))
 
@@ -94,13 +93,6 @@ def _stuck() -> Agent:
 
 slow_desk = _slow()
 stuck_desk = _stuck()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 class ServerThread:

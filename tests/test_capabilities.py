@@ -37,6 +37,7 @@ from jeeves_router.models.base import ModelRequest, ModelTextDelta
 from jeeves_router.policies import RetryPolicy
 from jeeves_router.recovery import ErrorClassification, ErrorContext, ErrorSeverity, ExecutionError, Recovery
 from jeeves_router.testing import Chunks, FunctionModel, RecordedSleeps, ScriptedModel, capture_events
+from tests.recovery_clock import Clock
 
 
 def plan(*steps: str) -> str:
@@ -419,17 +420,21 @@ def test_capability_and_architecture_validation() -> None:
 
 
 @pytest.mark.anyio
-async def test_wall_clock_limit_ends_a_slow_step() -> None:
+async def test_wall_clock_limit_ends_a_slow_step(clock: Clock) -> None:
     calls = 0
 
     async def slow(call: CapabilityCall) -> str:
         nonlocal calls
         calls += 1
+        clock.release()  # the run's time passes from here (however long the way here took)
         await anyio.sleep(30)
         return "late"
 
     brain = Brain(yes={"slow"}, plans=[plan("slow")])
-    res = await agent(brain, [Capability("slow", slow, "slow")], recovery=Recovery(time_limit_s=0.05)).run("x")
+    # The run's time starts passing in the step (the way there is not counted), and the step's
+    # time box waits a real second: time for the step to start inside it on a loaded machine.
+    clock.hold()
+    res = await agent(brain, [Capability("slow", slow, "slow")], recovery=Recovery(time_limit_s=1.0)).run("x")
     assert res.status == "critical" and res.report["reason"] == "time_limit" and calls == 1
     assert res.report["error"]["type"] == "TimeoutError"
 
@@ -437,9 +442,14 @@ async def test_wall_clock_limit_ends_a_slow_step() -> None:
 @pytest.mark.anyio
 async def test_cancelling_during_a_capability_backoff_returns_at_once() -> None:
     sql = Fn("rows", fail=[TimeoutError()])
-    recovery = Recovery(retry_policy=RetryPolicy(max_attempts=3, initial_delay_s=30.0))
     brain = Brain(yes={"sql"}, plans=[plan("sql")])
-    with anyio.move_on_after(0.05) as scope:
+    with anyio.CancelScope() as scope:
+
+        async def backoff(delay: float) -> None:
+            scope.cancel()  # the backoff is reached: cancel the run while it waits (30 s)
+            await anyio.sleep(delay)
+
+        recovery = Recovery(retry_policy=RetryPolicy(max_attempts=3, initial_delay_s=30.0), sleep=backoff)
         await agent(brain, [Capability("sql", sql, "q")], recovery=recovery).run("x")
     assert scope.cancelled_caught and len(sql.calls) == 1
 

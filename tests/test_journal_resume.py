@@ -57,6 +57,7 @@ def _crash_child(journal: Path, counter: Path, marker: Path, hang_at: str) -> No
     finally:
         if proc.poll() is None:
             proc.kill()
+            proc.wait()  # reaped: a failed test leaves no process (a ResourceWarning in a later test)
         if proc.stderr:
             proc.stderr.close()
 

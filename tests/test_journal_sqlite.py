@@ -216,3 +216,26 @@ async def test_a_lock_held_past_the_timeout_is_an_error_that_says_locked_not_cor
         assert not isinstance(caught.value, JournalCorrupt)
     finally:
         other.close()
+
+
+@pytest.mark.anyio
+async def test_a_reader_reads_while_another_process_holds_the_write_lock(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # In WAL mode readers do not wait for a writer, and neither does opening an existing journal
+    # (its schema's CREATE ... IF NOT EXISTS, with nothing to create, takes no write lock).
+    from jeeves_router.journal import sqlite as sqlite_journal
+
+    path = tmp_path / "j.db"
+    async with SQLiteJournal(path) as journal:
+        await build_desk(JournalRuntime(journal), DeskModel()).run(PROMPT, session_id="s1")
+    monkeypatch.setattr(sqlite_journal, "_BUSY_TIMEOUT", 0.3)  # a reader that waited for the lock would fail
+    writer = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    writer.execute("BEGIN IMMEDIATE")  # another process in the middle of an append
+    try:
+        async with SQLiteJournal(path, create=False) as reader:  # as `jeeves-router replay` opens it
+            assert [e.record.type for e in await reader.read("s1")][:1] == ["run.start"]
+            assert await reader.sessions() == ["s1", "s1__route_billing"]
+    finally:
+        writer.execute("ROLLBACK")
+        writer.close()

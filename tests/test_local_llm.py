@@ -16,7 +16,6 @@ import contextlib
 import importlib.util
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -46,6 +45,7 @@ from jeeves_router.models.base import ModelRequest, ModelResponse, ModelTextDelt
 from jeeves_router.models.openai import OpenAIModel
 from jeeves_router.settings import real_model_calls_blocked
 from jeeves_router.testing import FunctionModel
+from tests.mcp_helpers import listening_ports
 
 ROUTES = (
     RouteSpec("billing", "payments, invoices, refunds, charges", ("I was charged twice", "where is my invoice")),
@@ -297,17 +297,10 @@ async def test_constrained_classifier_always_names_a_declared_route(smol: object
 # -- SmolLM2 behind llama_cpp.server, through the real openai client ------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def server_url(local_extra: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     from jeeves_router.models.llamacpp import smollm2_path
 
-    port = _free_port()
     log_path: Path = tmp_path_factory.mktemp("llama-server") / "server.log"
     cmd = [
         sys.executable,
@@ -320,7 +313,7 @@ def server_url(local_extra: None, tmp_path_factory: pytest.TempPathFactory) -> I
         "--host",
         "127.0.0.1",
         "--port",
-        str(port),
+        "0",  # the port it gets is read from /proc: none is picked and released for it first
         "--n_ctx",
         "2048",
         "--n_threads",
@@ -333,12 +326,15 @@ def server_url(local_extra: None, tmp_path_factory: pytest.TempPathFactory) -> I
             while True:
                 if proc.poll() is not None:
                     pytest.fail(f"llama_cpp.server exited with {proc.returncode}: {log_path.read_text()[-2000:]}")
-                try:
-                    with urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models", timeout=5) as answer:
-                        if answer.status == 200:
-                            break
-                except OSError:
-                    pass
+                ports = listening_ports(proc.pid)  # none until the model is loaded
+                if ports:
+                    (port,) = ports
+                    try:
+                        with urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models", timeout=5) as answer:
+                            if answer.status == 200:
+                                break
+                    except OSError:
+                        pass
                 if time.monotonic() > deadline:
                     pytest.fail(f"llama_cpp.server did not start in 180 s: {log_path.read_text()[-2000:]}")
                 time.sleep(0.5)

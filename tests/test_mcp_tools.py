@@ -15,7 +15,7 @@ from jeeves_router.errors import ToolError, UsageError
 from jeeves_router.events import ToolCalled, ToolResult
 from jeeves_router.journal import JournalRuntime, SQLiteJournal
 from jeeves_router.mcp import MCPServerHTTP, MCPServerStdio
-from jeeves_router.testing import Call, ScriptedModel, capture_events
+from jeeves_router.testing import Call, FunctionModel, ScriptedModel, capture_events
 from jeeves_router.tools import tool
 from tests.mcp_helpers import ENV, TOOLBOX, alive, child_pids, http_process, wait_for_text
 
@@ -32,6 +32,8 @@ def _no_process_left() -> Iterator[None]:
 
 def toolbox(log: Path | None = None, *extra: str, **options: object) -> MCPServerStdio:
     args = [TOOLBOX, *(["--log", str(log)] if log else []), *extra]
+    for bound in ("timeout", "connect_timeout"):  # hang guards unless a test sets one: Python starts slowly under load
+        options.setdefault(bound, 120.0)
     return MCPServerStdio(sys.executable, args, env=ENV, name="toolbox", **options)  # type: ignore[arg-type]
 
 
@@ -213,12 +215,17 @@ async def test_a_journaled_mcp_call_is_not_repeated_on_resume(tmp_path: Path) ->
 async def test_streamable_http_server(tmp_path: Path) -> None:
     log = tmp_path / "calls.log"
     async with http_process(TOOLBOX, "--http", "{port}", "--log", str(log)) as (proc, port):
-        server = MCPServerHTTP(f"http://127.0.0.1:{port}/mcp", headers={"x-test": "1"}, timeout=1.0)
+        server = MCPServerHTTP(f"http://127.0.0.1:{port}/mcp", headers={"x-test": "1"}, timeout=120.0)
         assert server.name == f"127.0.0.1:{port}"
-        model = ScriptedModel(
-            [[Call("add", {"a": 20, "b": 22}), Call("fail", {"reason": "http"})], Call("hang"), Call("crash"), "ok"]
-        )
-        agent = Agent("x", model=model, tools=[server])
+        first = [Call("add", {"a": 20, "b": 22}), Call("fail", {"reason": "http"})]
+        script: list[object] = [first, Call("hang"), Call("crash"), "ok"]
+
+        def answer(request: object) -> object:
+            if len(script) < 4:  # after the calls that answer: 1 s, for the call that never does
+                server.timeout = 1.0
+            return script.pop(0)
+
+        agent = Agent("x", model=FunctionModel(answer), tools=[server])  # type: ignore[arg-type]
         events = await capture_events(agent, "go")
         by_tool = results(events)
         assert by_tool["add"].content == "42" and not by_tool["add"].is_error

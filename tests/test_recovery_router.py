@@ -22,8 +22,9 @@ from jeeves_router.events import (
 from jeeves_router.models.base import ModelRequest, ModelResponse, ModelStreamItem, ModelTextDelta
 from jeeves_router.policies import RetryPolicy
 from jeeves_router.recovery import ErrorClassification, ErrorContext, ErrorSeverity, ExecutionError, Recovery
-from jeeves_router.testing import Call, RecordedSleeps, ScriptedModel, capture_events
+from jeeves_router.testing import Call, FunctionModel, RecordedSleeps, ScriptedModel, capture_events
 from jeeves_router.tools import tool
+from tests.recovery_clock import Clock
 
 ROUTE = "route: billing\nconfidence: 0.9"
 
@@ -315,15 +316,20 @@ async def test_tool_infrastructure_failures_are_retried() -> None:
 
 
 @pytest.mark.anyio
-async def test_max_steps_and_time_limit_are_enforced() -> None:
+async def test_max_steps_and_time_limit_are_enforced(clock: Clock) -> None:
     billing = ScriptedModel([TimeoutError()] * 3)
     result = await desk(ScriptedModel([ROUTE]), billing, recovery=Recovery(sleep=RecordedSleeps(), max_steps=2)).run(
         "x"
     )
     assert result.status == "critical" and result.report["reason"] == "max_steps" and len(billing.requests) == 1
     sleeps = RecordedSleeps()
-    billing = ScriptedModel([TimeoutError()] * 3)
-    result = await desk(ScriptedModel([ROUTE]), billing, recovery=Recovery(sleep=sleeps, time_limit_s=0.3)).run("x")
+
+    def slow_failure(request: ModelRequest) -> str:
+        clock.skipped += 29.8  # the call took the run to 0.2 s before its limit: the 0.5 s backoff would pass it
+        raise TimeoutError
+
+    billing = FunctionModel(slow_failure)
+    result = await desk(ScriptedModel([ROUTE]), billing, recovery=Recovery(sleep=sleeps, time_limit_s=30.0)).run("x")
     assert result.report["reason"] == "time_limit" and sleeps.delays == [] and len(billing.requests) == 1
 
 
@@ -360,10 +366,12 @@ async def test_cancelling_during_a_backoff_returns_at_once() -> None:
     recovery = Recovery(retry_policy=RetryPolicy(max_attempts=3, initial_delay_s=30.0))
     agent = desk(ScriptedModel([ROUTE]), billing, recovery=recovery)
     seen: list[Event] = []
-    with anyio.move_on_after(0.05) as scope:
+    with anyio.CancelScope() as scope:
         async with agent.stream("x") as events:
             async for ev in events:
                 seen.append(ev)
+                if isinstance(ev, RecoveryRetry):
+                    scope.cancel()  # the ladder goes on to wait 30 s: the cancellation ends that wait
     assert scope.cancelled_caught
     assert len(billing.requests) == 1
     assert isinstance(seen[-1], RecoveryRetry) and seen[-1].delay_s == 30.0

@@ -4,7 +4,7 @@
   after classification, inside a handoff chain, during a specialist's stream, at a
   recovery retry) with a journal: no warning, no task left, the run stays unfinished in
   the journal, and ``resume`` then finishes it.
-* ``anyio.move_on_after`` around ``run()`` and ``stream()`` while a model streams or a
+* A cancel scope around ``run()`` and ``stream()``, cancelled while a model streams or a
   recovery backoff waits: cancelled at once, the model stream closed, the journal
   consistent.
 * Two journal instances (then two processes) on one SQLite file and one session id: no
@@ -22,7 +22,7 @@ import sys
 import textwrap
 import warnings
 from collections import Counter
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 import anyio
@@ -47,12 +47,16 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 class Slow:
-    """Streams ``chunks`` with ``delay`` before each; the first call fails if ``fail_first``; counts closes."""
+    """Streams ``chunks`` with ``delay`` before each; the first call fails if ``fail_first``; counts closes.
+
+    ``waiting`` is set when a call starts its first wait.
+    """
 
     def __init__(self, chunks: list[str], *, delay: float = 0.0, fail_first: bool = False) -> None:
         self.chunks, self.delay, self.fail_first = chunks, delay, fail_first
         self.calls = 0
         self.closed = 0
+        self.waiting = anyio.Event()
 
     @property
     def name(self) -> str:
@@ -67,6 +71,7 @@ class Slow:
             if self.fail_first and self.calls == 1:
                 raise ModelError("overloaded", severity="retriable")
             for c in self.chunks:
+                self.waiting.set()
                 await anyio.sleep(self.delay)
                 yield ModelTextDelta(c)
             yield ModelResponse((TextPart("".join(self.chunks)),), Usage(requests=1), "end", "test")
@@ -90,6 +95,32 @@ def chained(journal: SQLiteJournal) -> Agent:
 
 async def no_wait(delay: float) -> None:
     """A backoff that does not wait."""
+
+
+class Waits:
+    """A backoff that really waits (``anyio.sleep``, cancellable) and sets ``waiting`` as it starts."""
+
+    def __init__(self) -> None:
+        self.waiting = anyio.Event()
+
+    async def __call__(self, delay: float) -> None:
+        self.waiting.set()
+        await anyio.sleep(delay)
+
+
+async def cancelled_once(reached: anyio.Event, body: Callable[[], Awaitable[object]]) -> anyio.CancelScope:
+    """Run ``body`` in a scope that is cancelled once ``reached`` is set (never if ``body`` ends first)."""
+    with anyio.CancelScope() as scope:
+        async with anyio.create_task_group() as tg:
+
+            async def cancel() -> None:
+                await reached.wait()
+                scope.cancel()
+
+            tg.start_soon(cancel)
+            await body()
+            tg.cancel_scope.cancel()
+    return scope
 
 
 def other_tasks() -> set[asyncio.Task[object]]:
@@ -164,23 +195,30 @@ async def test_a_cancel_scope_stops_a_journaled_run_at_once(tmp_path: Path, how:
     if where == "model call":
         model = Slow(["Refund ", "done."], delay=30.0)
         recovery = Recovery()
+        reached = model.waiting
     else:  # the first call fails; the ladder waits 30 s before the retry
         model = Slow(["Refund ", "done."], fail_first=True)
-        recovery = Recovery(retry_policy=RetryPolicy(max_attempts=3, initial_delay_s=30.0))
+        backoff = Waits()
+        recovery = Recovery(retry_policy=RetryPolicy(max_attempts=3, initial_delay_s=30.0), sleep=backoff)
+        reached = backoff.waiting
     agent = routed(journal, model, recovery=recovery)
     events: list[Event] = []
     before = await settled_tasks()
+
+    async def body() -> None:
+        if how == "run":
+            await agent.run("refund me", session_id="s")
+        else:
+            async with agent.stream("refund me", session_id="s") as stream:
+                async for ev in stream:
+                    events.append(ev)
+
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        with anyio.move_on_after(0.3) as scope:
-            if how == "run":
-                await agent.run("refund me", session_id="s")
-            else:
-                async with agent.stream("refund me", session_id="s") as stream:
-                    async for ev in stream:
-                        events.append(ev)
+        # cancelled once the run waits (30 s) in the model's stream or in the backoff
+        scope = await cancelled_once(reached, body)
         gc.collect()
-    assert scope.cancelled_caught  # cancelled well before the 30 s wait ended
+    assert scope.cancelled_caught  # the run did not go on to finish the 30 s wait
     assert model.closed == model.calls == 1  # the model stream was closed, nothing retried
     assert other_tasks() <= before
     assert await run_ends(journal, "s") == []

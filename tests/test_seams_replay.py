@@ -9,7 +9,6 @@ tool-infrastructure failure retried in the same live process.
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
@@ -27,26 +26,10 @@ from jeeves_router.results import RunResult
 from jeeves_router.testing import Call, FunctionModel, RecordedSleeps, Reply, ScriptedModel, StaticClassifier
 from jeeves_router.tools import Tool, ToolContext, ToolOutcome
 from jeeves_router.usage import Usage
+from tests.recovery_clock import Clock
 from tests.test_seams_journal import NotMyDesk, reclassifying_desk
 
 USAGE = Usage(input_tokens=10, output_tokens=5, requests=1)
-
-
-class Clock:
-    """The recovery ladder's clock (``time`` as ``jeeves_router.recovery.run`` reads it): real time plus ``skipped``."""
-
-    def __init__(self) -> None:
-        self.skipped = 0.0
-
-    def monotonic(self) -> float:
-        return time.monotonic() + self.skipped
-
-
-@pytest.fixture
-def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
-    c = Clock()
-    monkeypatch.setattr("jeeves_router.recovery.run.time", c)
-    return c
 
 
 def same(replayed: RunResult, first: RunResult) -> None:
@@ -125,21 +108,26 @@ async def test_a_run_whose_failure_met_the_time_limit_resumes_to_the_same_stop(t
 
 
 @pytest.mark.anyio
-async def test_a_tool_cut_off_by_the_time_limit_resumes_to_the_same_stop_without_a_call(tmp_path: Path) -> None:
+async def test_a_tool_cut_off_by_the_time_limit_resumes_to_the_same_stop_without_a_call(
+    tmp_path: Path, clock: Clock
+) -> None:
     calls: list[str] = []
 
     @tool
     async def lookup(invoice: str) -> str:
         """Look an invoice up (never answers)."""
         calls.append(invoice)
+        clock.release()
         await anyio.sleep_forever()
         return "unreachable"
 
     journal = SQLiteJournal(tmp_path / "j.db")
     model = ScriptedModel([Reply(calls=[Call("lookup", {"invoice": "INV-7"})], usage=USAGE), "Paid."])
     # the time box cancels the tool when the run's limit passes (a real second: what is
-    # asserted is where the run stopped, never how long it took)
+    # asserted is where the run stopped, never how long it took); the run's time only
+    # starts passing in the tool, so a slow machine does not spend the limit before it
     agent = looping_agent(journal, model, Recovery(time_limit_s=1.0, sleep=RecordedSleeps()), [lookup])
+    clock.hold()
     first = await agent.run("is INV-7 paid?", session_id="s")
     assert first.status == "critical" and first.report["reason"] == "time_limit"
     assert calls == ["INV-7"] and len(model.requests) == 1
@@ -174,7 +162,7 @@ async def test_a_routed_run_whose_specialist_failed_past_the_time_limit_resumes_
 
 
 @pytest.mark.anyio
-async def test_a_capability_cut_off_by_the_time_limit_resumes_to_the_same_stop(tmp_path: Path) -> None:
+async def test_a_capability_cut_off_by_the_time_limit_resumes_to_the_same_stop(tmp_path: Path, clock: Clock) -> None:
     from jeeves_router.architectures.capabilities.architecture import Capabilities, Capability, CapabilityCall
     from tests.test_capabilities import Brain, plan
 
@@ -182,6 +170,7 @@ async def test_a_capability_cut_off_by_the_time_limit_resumes_to_the_same_stop(t
 
     async def lookup(call: CapabilityCall) -> str:
         calls.append(call.task)
+        clock.release()  # the run's time passes from here (however long the way here took)
         await anyio.sleep_forever()
         return "unreachable"
 
@@ -189,6 +178,7 @@ async def test_a_capability_cut_off_by_the_time_limit_resumes_to_the_same_stop(t
     arch = Capabilities([Capability("lookup", lookup, "looks invoices up")], recovery=Recovery(time_limit_s=1.0))
     journal = SQLiteJournal(tmp_path / "j.db")
     agent = Agent("O", name="desk", model=brain.model, architecture=arch, runtime=JournalRuntime(journal))
+    clock.hold()
     first = await agent.run("is INV-7 paid?", session_id="s")
     assert first.status == "critical" and first.report["reason"] == "time_limit" and calls == ["do lookup"]
     replayed = await agent.resume("s")

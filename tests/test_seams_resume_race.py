@@ -27,15 +27,19 @@ from jeeves_router.journal import (
     PostgresJournal,
     ResumeConflict,
     SQLiteJournal,
+    ToolOutcomeUnknown,
     recorded_events,
+    session_turns,
 )
 from jeeves_router.journal.base import Journal
-from jeeves_router.journal.records import Entry, RunStartRecord
+from jeeves_router.journal.records import Entry, RunEndRecord, RunStartRecord
 from jeeves_router.journal.resume import read_runs
+from jeeves_router.journal.trace_data import load_trace
 from jeeves_router.messages import TextPart
 from jeeves_router.models.base import ModelRequest, ModelResponse, ModelStreamItem, ModelTextDelta
 from jeeves_router.recovery import Recovery
-from jeeves_router.testing import RecordedSleeps, ScriptedModel, StaticClassifier
+from jeeves_router.testing import Call, RecordedSleeps, ScriptedModel, StaticClassifier
+from jeeves_router.tools import tool
 from jeeves_router.usage import Usage
 from tests.journal_helpers import Wrapped
 from tests.test_seams_journal import Breaking
@@ -226,3 +230,77 @@ async def test_a_resume_that_keeps_losing_its_attempt_raises_without_calling_the
     assert ends == []  # nothing ran: the run is still unfinished, and resumes later
     later = await clerk(SQLiteJournal(tmp_path / "j.db"), ScriptedModel(["Refund issued."])).resume("s")
     assert later.output == "Refund issued."
+
+
+# -- the attempt that tells how a run went ----------------------------------------------------
+
+
+class HeldEnd(Wrapped):
+    """A journal whose ``run.end`` append sets ``ending``, then waits for ``go`` (a process slow to record its end)."""
+
+    def __init__(self, journal: Journal, ending: anyio.Event, go: anyio.Event) -> None:
+        super().__init__(journal)
+        self.ending, self.go = ending, go
+
+    async def append(self, entries: Sequence[Entry]) -> None:
+        if any(isinstance(e.record, RunEndRecord) for e in entries):
+            self.ending.set()
+            await self.go.wait()
+        await self.journal.append(entries)
+
+
+@pytest.mark.anyio
+async def test_a_completed_run_reads_back_completed_when_a_concurrent_resume_of_it_failed_after(
+    connect: Callable[[], Journal],
+) -> None:
+    # Process A resumes the run and is inside its tool call when process B resumes it too:
+    # B may not repeat the call (its outcome is unknown to B), so B's attempt fails, and
+    # records that after A's attempt completed. The run completed: every reader says so.
+    calls: list[str] = []
+    in_tool, release = anyio.Event(), anyio.Event()
+
+    def refunds(journal: Journal, model: ScriptedModel | None = None) -> Agent:
+        @tool
+        async def refund(invoice: str) -> str:
+            """Refund an invoice."""
+            calls.append(invoice)
+            in_tool.set()
+            await release.wait()
+            return f"refunded {invoice}"
+
+        model = model or ScriptedModel([Call("refund", {"invoice": "INV-7"}), "Refunded INV-7."])
+        return Agent("Billing.", name="billing", model=model, tools=[refund], runtime=JournalRuntime(journal))
+
+    journal = connect()
+    await crash_at_start(refunds(journal), "refund INV-7")
+    results: dict[str, object] = {}
+    a_done, b_ending = anyio.Event(), anyio.Event()
+
+    async def process_a() -> None:
+        results["A"] = await refunds(connect()).resume("s")
+        a_done.set()
+
+    async def process_b() -> None:
+        with pytest.raises(ToolOutcomeUnknown, match="before a crash, or in another process still running it"):
+            await refunds(HeldEnd(connect(), b_ending, a_done)).resume("s")  # A may be making it: not "a crash"
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(process_a)
+        await in_tool.wait()
+        tg.start_soon(process_b)
+        await b_ending.wait()  # B failed on the call A is making, and is about to record it
+        release.set()
+    assert calls == ["INV-7"]  # the refund was made once
+    a = results["A"]
+    assert (a.status, a.output) == ("ok", "Refunded INV-7.")  # type: ignore[attr-defined]
+    ends = [(e.record.attempt, e.record.status) for e in await journal.read("s", types=("run.end",))]  # type: ignore[union-attr]
+    assert ends == [(2, "completed"), (3, "failed")]
+    replayed = await recorded_events(journal, "s")  # what `jeeves-router replay` shows
+    assert [e.kind for e in replayed] == ["run.started", "tool.called", "tool.result", "text.delta", "run.completed"]
+    turns = await session_turns(journal, "s")  # what the server's session listing and history read
+    assert [(t.status, t.output) for t in turns] == [("ok", "Refunded INV-7.")]
+    trace = await load_trace(journal, "s")  # what `jeeves-router trace` draws
+    assert [(r.attempt, r.status) for r in trace.runs] == [(2, "ok")]
+    fresh = ScriptedModel([])  # and resume replays that attempt: no model or tool call
+    again = await refunds(connect(), fresh).resume("s")
+    assert (again.status, again.output) == ("ok", "Refunded INV-7.") and fresh.requests == [] and calls == ["INV-7"]

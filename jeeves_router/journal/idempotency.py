@@ -40,8 +40,9 @@ def unknown_outcome(
 ) -> ToolOutcome | None:
     """Apply ``policy`` to a tool call whose outcome this process does not know.
 
-    The call started before a crash and never recorded its outcome, or (``elsewhere``)
-    another process started the same call of the same run first (see :func:`won_claim`).
+    The call started before a crash (or in another process still making it) and never
+    recorded its outcome, or (``elsewhere``) another process started the same call of the
+    same run first (see :func:`won_claim`).
     Returns the outcome to give the model (``"skip"``), or ``None`` to call the tool
     (again) with the same idempotency key (``"retry"``).
 
@@ -57,7 +58,12 @@ def unknown_outcome(
         elsewhere=elsewhere,
     )
     if policy == "fail":
-        when = "in another process (running or resuming the same run)" if elsewhere else "before a crash"
+        # A start with no outcome recorded is a crash's, or another process's still making the call.
+        when = (
+            "in another process (running or resuming the same run)"
+            if elsewhere
+            else "before a crash, or in another process still running it,"
+        )
         raise ToolOutcomeUnknown(
             f"{key.name} (step {key.index} of session {key.session_id!r}, idempotency key {idem!r}) started "
             f"{when} and its outcome is unknown here; resume with on_unknown_tool_outcome='retry' to call "

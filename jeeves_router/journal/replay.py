@@ -9,33 +9,28 @@ from pydantic import ValidationError
 
 from ..events import Event, RunCompleted, RunFailed, RunStarted, TextDelta, event_adapter
 from .base import Journal
-from .records import EventRecord, JournalCorrupt, RunStartRecord
+from .records import EventRecord, JournalCorrupt
+from .resume import RecordedRuns
 
 __all__ = ["recorded_events", "format_event"]
 
 
 async def recorded_events(journal: Journal, session_id: str) -> list[Event]:
-    """The events of every run of ``session_id``, in run order, from each run's latest attempt.
+    """The events of every run of ``session_id``, in run order, from the attempt that tells how each went.
 
-    A run that was replayed or resumed was recorded once per attempt; the latest attempt
-    is the one that tells how the run went.
+    A run that was replayed or resumed was recorded once per attempt; its last completed
+    attempt, else its latest one, tells how the run went (:meth:`.resume.RecordedRuns.telling`).
 
     Raises:
         JournalCorrupt: if an entry cannot be read back as an event.
     """
-    entries = await journal.read(session_id, types=("run.start", "event"))
-    order: list[str] = []
-    latest: dict[str, int] = {}
-    for e in entries:
-        if isinstance(e.record, RunStartRecord):
-            if e.run_id not in latest:
-                order.append(e.run_id)
-            latest[e.run_id] = max(latest.get(e.run_id, 0), e.record.attempt)  # a lost claim has a lower one
-    by_run: dict[str, list[Event]] = {rid: [] for rid in order}
+    entries = await journal.read(session_id, types=("run.start", "run.end", "event"))
+    runs = RecordedRuns.of(entries)
+    by_run: dict[str, list[Event]] = {rid: [] for rid in runs.first}  # in order of first start
     adapter = event_adapter()
     for e in entries:
         rec = e.record
-        if isinstance(rec, EventRecord) and rec.attempt == latest.get(e.run_id):
+        if isinstance(rec, EventRecord) and rec.attempt == runs.telling(e.run_id):
             try:
                 by_run[e.run_id].append(adapter.validate_python(rec.event))
             except ValidationError as exc:
@@ -43,7 +38,7 @@ async def recorded_events(journal: Journal, session_id: str) -> list[Event]:
                     f"{journal!r}: entry {e.seq} (session {session_id!r}) is not a valid event: "
                     f"{exc.errors()[0]['msg']}"
                 ) from exc
-    return [ev for rid in order for ev in by_run[rid]]
+    return [ev for events in by_run.values() for ev in events]
 
 
 def format_event(ev: Event) -> str:

@@ -17,7 +17,7 @@ as when one resume starts a moment after the other; their tool calls are then sh
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -86,6 +86,30 @@ class RecordedRuns:
     completed: dict[str, int]
     claims: dict[tuple[str, int], str]
 
+    @classmethod
+    def of(cls, entries: Iterable[Entry]) -> RecordedRuns:
+        """The runs told by the ``run.start`` and ``run.end`` entries among ``entries`` (others are skipped)."""
+        runs = cls({}, {}, {}, {})
+        for e in entries:
+            if isinstance(e.record, RunStartRecord):
+                runs.first.setdefault(e.run_id, e.record)
+                runs.attempts[e.run_id] = max(runs.attempts.get(e.run_id, 0), e.record.attempt)
+                runs.claims.setdefault((e.run_id, e.record.attempt), e.record.claim)
+            elif isinstance(e.record, RunEndRecord) and e.record.status == "completed":
+                runs.completed[e.run_id] = e.record.attempt
+        return runs
+
+    def telling(self, run_id: str) -> int | None:
+        """The attempt that tells how run ``run_id`` went: its last completed one, else its latest one.
+
+        Two executions of one run at once (two resumes) are two attempts, and one can fail
+        after the other completed (it may not repeat a tool call the other made): the run
+        completed. Resume replays a completed run's last completed attempt; the readers of a
+        session (``jeeves-router replay`` and ``trace``, the session turns) show that attempt
+        too. ``None`` if the run has no ``run.start`` here.
+        """
+        return self.completed.get(run_id, self.attempts.get(run_id))
+
 
 def start_record(ctx: RunContext) -> RunStartRecord:
     """The ``run.start`` record of the run ``ctx`` describes: its input, and the input's digest."""
@@ -119,15 +143,7 @@ async def read_runs(journal: Journal, session_id: str, run_id: str | None = None
         session_id: The session.
         run_id: Read only this run's entries (``None``: every run of the session).
     """
-    runs = RecordedRuns({}, {}, {}, {})
-    for e in await journal.read(session_id, run_id=run_id, types=("run.start", "run.end")):
-        if isinstance(e.record, RunStartRecord):
-            runs.first.setdefault(e.run_id, e.record)
-            runs.attempts[e.run_id] = max(runs.attempts.get(e.run_id, 0), e.record.attempt)
-            runs.claims.setdefault((e.run_id, e.record.attempt), e.record.claim)
-        elif isinstance(e.record, RunEndRecord) and e.record.status == "completed":
-            runs.completed[e.run_id] = e.record.attempt
-    return runs
+    return RecordedRuns.of(await journal.read(session_id, run_id=run_id, types=("run.start", "run.end")))
 
 
 async def claim_attempt(

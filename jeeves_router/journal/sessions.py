@@ -24,6 +24,7 @@ from ..errors import UsageError
 from ..messages import Message, assistant, user
 from .base import Journal
 from .records import EventRecord, RunEndRecord, RunStartRecord
+from .resume import RecordedRuns
 
 __all__ = ["SessionHistory", "Turn", "session_turns", "history_from_turns"]
 
@@ -96,9 +97,10 @@ async def session_turns(journal: Journal, session_id: str, *, agent: str | None 
     """The root runs of ``session_id`` in the order they started (optionally one agent's).
 
     A run replayed or resumed (several attempts) is one turn, described by its last
-    attempt.
+    completed attempt, else its latest one (:meth:`.resume.RecordedRuns.telling`).
     """
     entries = await journal.read(session_id, types=("run.start", "run.end", "event"))
+    runs = RecordedRuns.of(entries)
     starts: dict[str, tuple[RunStartRecord, float]] = {}
     results: dict[str, Mapping[str, Any]] = {}
     routed: dict[str, dict[str, Any]] = {}  # what the root's routing events tell, latest last
@@ -107,6 +109,8 @@ async def session_turns(journal: Journal, session_id: str, *, agent: str | None 
         rec = e.record
         if isinstance(rec, RunStartRecord):
             starts.setdefault(e.run_id, (rec, e.ts))
+        elif isinstance(rec, (RunEndRecord, EventRecord)) and rec.attempt != runs.telling(e.run_id):
+            continue  # another attempt's end or events
         elif isinstance(rec, RunEndRecord):
             ends[e.run_id] = rec
         elif isinstance(rec, EventRecord) and rec.event.get("kind") in _ROOT_KINDS:

@@ -35,6 +35,7 @@ from ..events import (
 )
 from .base import Journal
 from .records import EventRecord, ModelRecord, RunEndRecord, RunStartRecord, StepRecord
+from .resume import RecordedRuns
 
 __all__ = ["RunTrace", "SessionTrace", "TraceNode", "load_trace"]
 
@@ -99,8 +100,10 @@ class SessionTrace:
 async def load_trace(journal: Journal, session_id: str) -> SessionTrace:
     """The runs of ``session_id`` (and of its child sessions) rebuilt from ``journal``.
 
-    A run with no recorded events yet (in flight in another process, or cut off before its
-    first step was written) is shown as running, with its prompt.
+    Each run is shown by its last completed attempt, else its latest one
+    (:meth:`.resume.RecordedRuns.telling`). A run with no recorded events yet (in flight in
+    another process, or cut off before its first step was written) is shown as running,
+    with its prompt.
 
     Raises:
         UsageError: if the session has no recorded run, or a run that ended has no
@@ -115,17 +118,15 @@ async def load_trace(journal: Journal, session_id: str) -> SessionTrace:
     for child in children:
         entries.extend(await journal.read(child, types=("model", "step")))
     runs: list[RunTrace] = []
-    order: list[str] = []
-    latest: dict[str, RunStartRecord] = {}
+    recorded = RecordedRuns.of(root_entries)
+    telling: dict[str, RunStartRecord] = {}  # each run's start of the attempt that tells how it went
     for e in starts:
         assert isinstance(e.record, RunStartRecord)
-        if e.run_id not in latest:
-            order.append(e.run_id)
-        if e.run_id not in latest or e.record.attempt > latest[e.run_id].attempt:  # a lost claim has a lower one
-            latest[e.run_id] = e.record
+        if e.record.attempt == recorded.telling(e.run_id):
+            telling.setdefault(e.run_id, e.record)  # the first of that attempt: a lost claim comes after
     adapter = event_adapter()
-    for run_id in order:
-        start = latest[run_id]
+    for run_id in recorded.first:
+        start = telling[run_id]
         events: list[Event] = [
             adapter.validate_python(e.record.event)
             for e in root_entries
