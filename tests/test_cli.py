@@ -331,10 +331,11 @@ def test_eval_reports_coverage_and_misroute_among_auto_routed() -> None:
     assert re.search(r"risk-coverage \(misroute at coverage\): \d+% 0\.\d{4}", text)
 
 
-def test_the_shipped_desk_encodes_one_request_on_one_thread_and_a_batch_on_two() -> None:
+def test_the_shipped_desk_encodes_one_request_on_one_thread_and_a_batch_on_two(monkeypatch: pytest.MonkeyPatch) -> None:
     from jeeves_router._cli_embed import load_embedding
-    from jeeves_router.classify.embedding import MiniLMEncoder
+    from jeeves_router.classify.embedding import MiniLMEncoder, encoders
 
+    monkeypatch.setattr(encoders, "_DEFAULT", [])  # a fresh shared encoder, as in a new process
     clf = load_embedding(None, None, None, None, one_request=True)
     enc = clf.encoder
     assert isinstance(enc, MiniLMEncoder) and enc.quantized

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -217,3 +219,44 @@ def test_a_classifier_fitted_with_another_token_limit_reloads_with_it(tmp_path) 
     assert not np.array_equal(MiniLMEncoder().encode([long_text]), short.encode([long_text]))
     with pytest.raises(UsageError, match="len8"):  # the default limit is another encoder: refused, not silent
         EmbeddingClassifier.load(path, encoder=MiniLMEncoder())
+
+
+def test_threads_needing_the_default_encoder_at_once_load_it_once(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import threading
+
+    from jeeves_router.classify.embedding import encoders
+
+    builds: list[object] = []
+    both_inside = threading.Barrier(2, timeout=1.0)  # two loads at once meet here; one load alone times out
+
+    class CountingEncoder:
+        def __init__(self) -> None:
+            builds.append(self)
+            try:
+                both_inside.wait()
+            except threading.BrokenBarrierError:
+                pass
+
+    monkeypatch.setattr(encoders, "MiniLMEncoder", CountingEncoder)
+    monkeypatch.setattr(encoders, "_DEFAULT", [])
+    got: list[object] = []
+    threads = [threading.Thread(target=lambda: got.append(encoders.default_encoder())) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(builds) == 1 and got == [builds[0], builds[0]]
+
+
+def test_saved_classifiers_on_the_default_share_its_one_model(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from jeeves_router.classify.embedding import EmbeddingClassifier, default_encoder
+    from jeeves_router.classify.embedding.encoders import MiniLMEncoder
+    from jeeves_router.classify.types import RouteSpec
+
+    routes = [RouteSpec("billing", "payments", ("refund my payment",)), RouteSpec("tech", "crashes", ("app crashes",))]
+    for name in ("a.json", "b.json"):
+        EmbeddingClassifier(routes).save(tmp_path / name)
+    first, second = (EmbeddingClassifier.load(tmp_path / n) for n in ("a.json", "b.json"))
+    assert first.encoder is second.encoder is default_encoder()
+    own = EmbeddingClassifier.from_dict(json.loads((tmp_path / "a.json").read_text()), threads=1)
+    assert isinstance(own.encoder, MiniLMEncoder) and own.encoder is not default_encoder()  # its own threads: its own

@@ -12,8 +12,8 @@ from ..._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from .calibration import IsotonicCalibrator, PlattCalibrator, ThresholdChoice, choose_threshold
-    from .classifier import EmbeddingClassifier, default_encoder
-    from .encoders import Encoder, MiniLMEncoder, TokenEncoder
+    from .classifier import EmbeddingClassifier
+    from .encoders import Encoder, MiniLMEncoder, TokenEncoder, default_encoder
     from .fitting import FitReport
     from .late import LateInteractionScorer
     from .mpnet import MPNetEncoder
@@ -25,8 +25,8 @@ __getattr__, __dir__ = lazy_exports(
     __name__,
     {
         ".calibration": ("IsotonicCalibrator", "PlattCalibrator", "ThresholdChoice", "choose_threshold"),
-        ".classifier": ("EmbeddingClassifier", "default_encoder"),
-        ".encoders": ("Encoder", "MiniLMEncoder", "TokenEncoder"),
+        ".classifier": ("EmbeddingClassifier",),
+        ".encoders": ("Encoder", "MiniLMEncoder", "TokenEncoder", "default_encoder"),
         ".fitting": ("FitReport",),
         ".late": ("LateInteractionScorer",),
         ".mpnet": ("MPNetEncoder",),

@@ -7,7 +7,6 @@ import os
 import time
 from collections.abc import Sequence
 from contextlib import nullcontext
-from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal, cast
 
@@ -23,11 +22,11 @@ from ...errors import UsageError
 from ...ids import validate_route_names
 from ..types import Classification, ClassifyRequest, ClassifyResult, RouteSpec
 from .calibration import Calibrator, calibrator_from_dict
-from .encoders import Encoder, MiniLMEncoder, TokenEncoder, blas_single_thread, encoder_for
+from .encoders import Encoder, TokenEncoder, blas_single_thread, default_encoder, encoder_for
 from .fitting import FitReport, check_held_out, fit_threshold
 from .scorers import Scorer, make_scorer, scorer_from_dict
 
-__all__ = ["EmbeddingClassifier", "FitReport", "default_encoder", "DEFAULT_SCORER"]
+__all__ = ["EmbeddingClassifier", "FitReport", "DEFAULT_SCORER"]
 
 log = get_logger(__name__)
 
@@ -47,12 +46,6 @@ def _encode_limiter() -> anyio.CapacityLimiter:
         limiter = anyio.CapacityLimiter(os.cpu_count() or 1)
         _LIMITER.set(limiter)
         return limiter
-
-
-@lru_cache(maxsize=1)
-def default_encoder() -> Encoder:
-    """The shared default encoder (:class:`MiniLMEncoder`), loaded once per process."""
-    return MiniLMEncoder()
 
 
 class EmbeddingClassifier:

@@ -29,6 +29,7 @@ __all__ = [
     "TokenEncoder",
     "MiniLMEncoder",
     "blas_single_thread",
+    "default_encoder",
     "encoder_for",
     "l2_normalise",
 ]
@@ -326,6 +327,22 @@ class MiniLMEncoder(_OnnxEncoder):
                     cached=cached)  # fmt: skip
 
 
+_DEFAULT: list[MiniLMEncoder] = []  # the shared default, once built
+_DEFAULT_LOCK = threading.Lock()
+
+
+def default_encoder() -> MiniLMEncoder:
+    """The shared default encoder (:class:`MiniLMEncoder`), loaded once per process.
+
+    Threads that need it first at the same moment wait for one load (one model in memory).
+    """
+    if not _DEFAULT:
+        with _DEFAULT_LOCK:
+            if not _DEFAULT:
+                _DEFAULT.append(MiniLMEncoder())
+    return _DEFAULT[0]
+
+
 def encoder_for(name: str, *, threads: int | None = None) -> Encoder:
     """The encoder that a classifier saved with encoder ``name`` needs.
 
@@ -333,7 +350,8 @@ def encoder_for(name: str, *, threads: int | None = None) -> Encoder:
     or offers are known by name: MiniLM, quantized (the default) or as shipped, the larger
     all-mpnet-base-v2 (the ``mpnet`` extra) and the multilingual Universal Sentence Encoder.
     Any other name gets the default MiniLM, and loading then reports the mismatch and asks for
-    the encoder.
+    the encoder. The default (quantized MiniLM, default threads and token limit) is the shared
+    :func:`default_encoder`, so loading several saved classifiers loads the model once.
 
     Args:
         name: The saved encoder name (``EmbeddingClassifier.to_dict()["encoder"]["name"]``).
@@ -351,4 +369,7 @@ def encoder_for(name: str, *, threads: int | None = None) -> Encoder:
         max_length = DEFAULT_MAX_LENGTH
     if name.startswith(f"{MPNetEncoder.name}-"):
         return MPNetEncoder(intra_op_threads=threads, max_length=max_length)
-    return MiniLMEncoder(intra_op_threads=threads, quantize=name != MiniLMEncoder.name, max_length=max_length)
+    quantize = name != MiniLMEncoder.name
+    if quantize and threads is None and max_length == DEFAULT_MAX_LENGTH:
+        return default_encoder()  # every classifier saved on the default shares the one loaded model
+    return MiniLMEncoder(intra_op_threads=threads, quantize=quantize, max_length=max_length)
