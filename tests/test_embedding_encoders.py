@@ -260,3 +260,26 @@ def test_saved_classifiers_on_the_default_share_its_one_model(tmp_path) -> None:
     assert first.encoder is second.encoder is default_encoder()
     own = EmbeddingClassifier.from_dict(json.loads((tmp_path / "a.json").read_text()), threads=1)
     assert isinstance(own.encoder, MiniLMEncoder) and own.encoder is not default_encoder()  # its own threads: its own
+
+
+def test_a_build_removes_the_half_written_copies_a_killed_build_left(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import os
+
+    from jeeves_router.classify.embedding._quantize import cached_file
+
+    name = "model-x.onnx"
+    stale, live = tmp_path / f".{name}.old1.tmp", tmp_path / f".{name}.new2.tmp"
+    other = tmp_path / ".other.onnx.o.tmp"
+    for path in (stale, live, other):
+        path.write_bytes(b"half a model")
+    day_ago = os.stat(stale).st_mtime - 86400
+    os.utime(stale, (day_ago, day_ago))
+    os.utime(other, (day_ago, day_ago))
+
+    def build(path) -> None:  # type: ignore[no-untyped-def]
+        path.write_bytes(b"a whole model")
+
+    assert cached_file(name, build, directory=tmp_path) == tmp_path / name
+    assert (tmp_path / name).read_bytes() == b"a whole model"
+    assert not stale.exists()  # a killed process's copy, a day old
+    assert live.exists() and other.exists()  # another builder's copy in progress; another file's copy

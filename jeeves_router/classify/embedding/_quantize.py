@@ -24,12 +24,14 @@ is kept in memory instead.
 from __future__ import annotations
 
 import contextlib
+import glob
 import hashlib
 import logging
 import os
 import shutil
 import tempfile
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -323,6 +325,7 @@ def _build_and_publish(folder: Path, target: Path, build: Callable[[Path], None]
         build(built)
         try:
             folder.mkdir(parents=True, exist_ok=True)
+            _remove_stale_copies(folder, target.name)
             with built.open("rb") as src:  # concurrent builders (processes or threads) each publish a whole file
                 write_whole(target, lambda out: shutil.copyfileobj(src, out, 1 << 20))
         except OSError as exc:
@@ -330,3 +333,20 @@ def _build_and_publish(folder: Path, target: Path, build: Callable[[Path], None]
             return built.read_bytes()
         log.debug("embedding.quantized", path=str(target))
         return target
+
+
+#: A half-written copy older than this was left by a killed process (a live copy takes seconds).
+_STALE_AFTER_S = 3600.0
+
+
+def _remove_stale_copies(folder: Path, name: str) -> None:
+    """Delete copies of ``name`` that a killed process left half-written (``write_whole``'s staging files).
+
+    A kill during publishing leaves one (up to 120 MB for MPNet); the next build of the same
+    file, which the missing file causes, removes those older than an hour.
+    """
+    cutoff = time.time() - _STALE_AFTER_S
+    for path in folder.glob(f".{glob.escape(name)}.*.tmp"):
+        with contextlib.suppress(OSError):  # another builder removed or published it meanwhile
+            if path.stat().st_mtime < cutoff:
+                path.unlink()
