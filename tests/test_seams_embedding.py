@@ -241,3 +241,25 @@ async def test_a_run_cancelled_while_its_classification_runs_in_a_thread_ends_cl
     assert [str(w.message) for w in caught] == []
     again = await desk(clf).run("I was charged twice")
     assert (again.route, again.output) == ("billing", "billing answer")
+
+
+def test_a_refit_during_a_decision_never_pairs_one_calibration_with_another_threshold() -> None:
+    from jeeves_router.classify.embedding.calibration import Calibrator
+    from jeeves_router.errors import UsageError
+
+    clf = EmbeddingClassifier(SPECS, encoder=HashingEncoder(), scorer="centroid")
+
+    class RefitMidDecision(Calibrator):
+        """Confidence 0.6 everywhere; while it predicts, another thread installs a stricter fit."""
+
+        def predict(self, features: Any) -> Any:
+            clf.threshold = 0.99  # what a concurrent fit() or CLI re-calibration does to the live object
+            return np.full(np.shape(features), 0.6, dtype=np.float32)
+
+    clf.calibrator, clf.threshold = RefitMidDecision(), 0.5
+    first = clf.classify_text("I was charged twice").classification
+    assert first.status == "ok" and first.confidence == 0.6  # judged by the 0.5 that came with this calibration
+    second = clf.classify_text("I was charged twice").classification
+    assert second.status == "missing_route" and "below the threshold 0.990" in (second.reason or "")
+    with pytest.raises(UsageError, match=r"threshold must be within \[0, 1\]"):
+        clf.threshold = 7.0

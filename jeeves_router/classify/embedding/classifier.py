@@ -21,18 +21,17 @@ from ..._log import get_logger
 from ...errors import UsageError
 from ...ids import validate_route_names
 from ..types import Classification, ClassifyRequest, ClassifyResult, RouteSpec
-from .calibration import Calibrator, calibrator_from_dict
-from .encoders import Encoder, TokenEncoder, blas_single_thread, default_encoder, encoder_for
+from ._saved import from_saved, saved_dict
+from .calibration import Calibrator
+from .encoders import Encoder, TokenEncoder, blas_single_thread, default_encoder
 from .fitting import FitReport, check_held_out, fit_threshold
-from .scorers import Scorer, make_scorer, scorer_from_dict
+from .scorers import Scorer, make_scorer
 
 __all__ = ["EmbeddingClassifier", "FitReport", "DEFAULT_SCORER"]
 
 log = get_logger(__name__)
 
 DEFAULT_SCORER = "late"
-FILE_FORMAT = "jeeves-router/embedding-classifier"
-FILE_VERSION = 1
 
 
 _LIMITER: RunVar[anyio.CapacityLimiter] = RunVar("jeeves_router_encode_limiter")
@@ -100,21 +99,20 @@ class EmbeddingClassifier:
     ) -> None:
         self.routes = tuple(routes)
         names = validate_route_names([r.name for r in self.routes], owner="EmbeddingClassifier")
-        if threshold is not None and not 0.0 <= threshold <= 1.0:
-            raise UsageError(f"threshold must be within [0, 1] or None, got {threshold!r}")
         if offload not in (True, False, "auto"):
             raise UsageError("offload must be True, False or 'auto'")
         if isinstance(negatives, str):
             raise UsageError("negatives must be a sequence of texts, not one string; wrap it in a list")
         self.negatives = tuple(t for t in negatives if t.strip())
         self.encoder: Encoder = encoder if encoder is not None else default_encoder()
+        # One attribute, replaced whole: a decision never pairs one fit's calibration with another's threshold.
+        self._calibration: tuple[Calibrator | None, float | None] = (None, None)
         self.threshold = threshold
         self.use_descriptions = use_descriptions
         self.offload = offload
         self.offload_above_ms = offload_above_ms
         self.max_scores = max(1, max_scores)
         self.blas_one_thread = blas_one_thread
-        self.calibrator: Calibrator | None = None
         self._index = {n: i for i, n in enumerate(names)}
         self._encode_ms: float | None = None
         self._token_check: tuple[object, bool] = (None, False)
@@ -168,6 +166,26 @@ class EmbeddingClassifier:
     def _blas(self) -> Any:
         return blas_single_thread() if self.blas_one_thread else nullcontext()
 
+    @property
+    def threshold(self) -> float | None:
+        """The confidence below which a request is out of scope (``None``: every request is routed)."""
+        return self._calibration[1]
+
+    @threshold.setter
+    def threshold(self, value: float | None) -> None:
+        if value is not None and not 0.0 <= value <= 1.0:
+            raise UsageError(f"threshold must be within [0, 1] or None, got {value!r}")
+        self._calibration = (self._calibration[0], value)
+
+    @property
+    def calibrator(self) -> Calibrator | None:
+        """Maps route scores to probabilities (set by :meth:`fit`; ``None``: the scorer's default)."""
+        return self._calibration[0]
+
+    @calibrator.setter
+    def calibrator(self, value: Calibrator | None) -> None:
+        self._calibration = (value, self._calibration[1])
+
     # -- scoring -------------------------------------------------------------------------
 
     def _probabilities(
@@ -176,14 +194,15 @@ class EmbeddingClassifier:
         cols: NDArray[np.int64] | None,
         tokens: list[NDArray[np.float32]] | None,
         texts: Sequence[str],
+        calibrator: Calibrator | None,
     ) -> tuple[Any, Any]:
         """Per-route features and probabilities [n, len(cols)] over the allowed columns (None: every route)."""
         with self._blas():
             among = None if cols is None or len(cols) == len(self.routes) else cols
             scores = self.scorer.scores(vectors, tokens, among, **self._texts(texts))
         features = self.scorer.features(scores if cols is None else scores[:, cols])
-        if self.calibrator is not None:
-            probs = self.calibrator.predict(features)
+        if calibrator is not None:
+            probs = calibrator.predict(features)
         else:
             probs = self.scorer.default_confidence(features)
         return features, probs
@@ -200,20 +219,21 @@ class EmbeddingClassifier:
             c = Classification(None, 0.0, "missing_route", "", reason="none of the requested routes is known")
             return [ClassifyResult(c, stage="embedding") for _ in range(len(vectors))]
         cols = None if allowed is None else np.asarray([self._index[n] for n in names], dtype=np.int64)
-        features, probs = self._probabilities(vectors, cols, tokens, texts)
+        calibrator, threshold = self._calibration  # read once: a fit meanwhile replaces both together
+        features, probs = self._probabilities(vectors, cols, tokens, texts, calibrator)
         order = np.lexsort((-features, -probs))[:, : self.max_scores]  # each row on its own
         out = []
         for row, ps in zip(order.tolist(), probs[np.arange(len(order))[:, None], order].tolist(), strict=True):
             ranked = tuple((names[j], round(p, 6)) for j, p in zip(row, ps, strict=True))
-            out.append(ClassifyResult(self._classification(ranked), stage="embedding", scores=ranked))
+            out.append(ClassifyResult(self._classification(ranked, threshold), stage="embedding", scores=ranked))
         return out
 
-    def _classification(self, ranked: tuple[tuple[str, float], ...]) -> Classification:
+    def _classification(self, ranked: tuple[tuple[str, float], ...], threshold: float | None) -> Classification:
         top, conf = ranked[0]
         second = ranked[1] if len(ranked) > 1 else (None, None)
         raw = "embedding: " + ", ".join(f"{n} {p:.3f}" for n, p in ranked[:3])
-        if self.threshold is not None and conf < self.threshold:
-            reason = f"best route {top!r} has confidence {conf:.3f}, below the threshold {self.threshold:.3f}"
+        if threshold is not None and conf < threshold:
+            reason = f"best route {top!r} has confidence {conf:.3f}, below the threshold {threshold:.3f}"
             return Classification(None, 0.0, "missing_route", raw, reason=reason)
         return Classification(top, conf, "ok", raw, runner_up=second[0], runner_up_confidence=second[1])
 
@@ -320,7 +340,7 @@ class EmbeddingClassifier:
             features, truth, calibration=calibration, objective=objective, target_precision=target_precision,
             max_misroute=max_misroute, risk_confidence=risk_confidence, oos_share=oos_share,
         )  # fmt: skip
-        self.calibrator, self.threshold = calibrator, report.threshold.threshold
+        self._calibration = (calibrator, report.threshold.threshold)
         log.debug("embedding.fit", threshold=self.threshold, in_scope_acc=report.threshold.in_scope_accuracy,
                   oos_recall=report.threshold.oos_recall, rows=len(texts))  # fmt: skip
         return report
@@ -328,20 +348,8 @@ class EmbeddingClassifier:
     # -- persistence ------------------------------------------------------------------------
 
     def to_dict(self) -> dict[str, Any]:
-        """The fitted classifier as JSON-safe data (see :meth:`save`)."""
-        return {
-            "format": FILE_FORMAT,
-            "version": FILE_VERSION,
-            "encoder": {"name": self.encoder.name, "dim": self.encoder.dim},
-            "routes": [
-                {"name": r.name, "description": r.description, "examples": list(r.examples)} for r in self.routes
-            ],
-            "use_descriptions": self.use_descriptions,
-            "negatives": list(self.negatives),
-            "threshold": self.threshold,
-            "scorer": self.scorer.to_dict(),
-            "calibration": None if self.calibrator is None else self.calibrator.to_dict(),
-        }
+        """The fitted classifier as JSON-safe data (see :meth:`save` and :mod:`._saved`)."""
+        return saved_dict(self, *self._calibration)  # read once: a fit meanwhile replaces both together
 
     def save(self, path: str | Path) -> None:
         """Write the fitted classifier (routes, scorer, calibration, threshold) as JSON, whole or not at all."""
@@ -353,34 +361,7 @@ class EmbeddingClassifier:
         cls, data: dict[str, Any], *, encoder: Encoder | None = None, source: str = "<dict>", threads: int | None = None
     ) -> EmbeddingClassifier:
         """Rebuild from :meth:`to_dict` output, with ``encoder`` or else the saved one (on ``threads`` threads)."""
-        if not isinstance(data, dict) or data.get("format") != FILE_FORMAT:
-            raise UsageError(f"{source}: not a saved EmbeddingClassifier (missing format {FILE_FORMAT!r})")
-        if data.get("version") != FILE_VERSION:
-            raise UsageError(f"{source}: unsupported classifier file version {data.get('version')!r}")
-        try:
-            saved = data["encoder"]
-            enc = encoder if encoder is not None else encoder_for(str(saved["name"]), threads=threads)
-            if saved["name"] != enc.name or int(saved["dim"]) != enc.dim:
-                raise UsageError(
-                    f"{source}: saved with encoder {saved['name']!r} but loaded with {enc.name!r}; "
-                    "pass the same encoder or fit again"
-                )
-            routes = [
-                RouteSpec(r["name"], r.get("description", ""), tuple(r.get("examples", ()))) for r in data["routes"]
-            ]
-            clf = cls(
-                routes,
-                encoder=enc,
-                threshold=data["threshold"],
-                use_descriptions=bool(data.get("use_descriptions", True)),
-                negatives=tuple(data.get("negatives", ())),
-                _fitted_scorer=scorer_from_dict(data["scorer"]),
-            )
-        except (KeyError, TypeError) as exc:
-            raise UsageError(f"{source}: malformed classifier file ({exc!r})") from exc
-        if data.get("calibration") is not None:
-            clf.calibrator = calibrator_from_dict(data["calibration"])
-        return clf
+        return from_saved(cls, data, encoder=encoder, source=source, threads=threads)
 
     @classmethod
     def load(cls, path: str | Path, *, encoder: Encoder | None = None) -> EmbeddingClassifier:
