@@ -283,3 +283,15 @@ def test_a_build_removes_the_half_written_copies_a_killed_build_left(tmp_path) -
     assert (tmp_path / name).read_bytes() == b"a whole model"
     assert not stale.exists()  # a killed process's copy, a day old
     assert live.exists() and other.exists()  # another builder's copy in progress; another file's copy
+
+
+@pytest.mark.parametrize("name", ["my-encoder-len4", "my-encoder-len\u00b2", "my-encoder-len512"])
+def test_an_unknown_encoder_whose_name_ends_in_a_length_is_reported_as_another_encoder(name: str) -> None:
+    from jeeves_router.classify.embedding import EmbeddingClassifier
+    from jeeves_router.classify.types import RouteSpec
+
+    routes = [RouteSpec("billing", "payments", ("refund my payment",)), RouteSpec("tech", "crashes", ("app crashes",))]
+    data = EmbeddingClassifier(routes, encoder=HashingEncoder(), scorer="centroid").to_dict()
+    data["encoder"]["name"] = name  # a user's own encoder: its name is its own, "-len" is no token limit
+    with pytest.raises(UsageError, match=f"saved with encoder '{name}'.*pass the same encoder"):
+        EmbeddingClassifier.from_dict(data)

@@ -185,18 +185,26 @@ def _lock_fresh_file(path: Path) -> sqlite3.Connection:
 
 @pytest.mark.anyio
 async def test_opening_waits_for_another_connection_that_holds_a_new_file(tmp_path: Path) -> None:
+    from jeeves_router.journal import sqlite as sqlite_journal
+
     path = tmp_path / "j.db"
     other = _lock_fresh_file(path)
     journal = SQLiteJournal(path)
+    real_open, refused = journal._open, []
 
-    async def release() -> None:
-        await anyio.sleep(0.3)
-        other.execute("COMMIT")
-        other.close()
+    def open_then_release() -> sqlite3.Connection:
+        try:
+            return real_open()
+        except sqlite_journal._Busy:  # the open met the lock: the other connection lets go only now
+            if not refused:
+                other.execute("COMMIT")
+                other.close()
+            refused.append(True)
+            raise
 
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(release)
-        await build_desk(JournalRuntime(journal), DeskModel()).run(PROMPT, session_id="s1")
+    journal._open = open_then_release  # type: ignore[method-assign]
+    await build_desk(JournalRuntime(journal), DeskModel()).run(PROMPT, session_id="s1")
+    assert refused == [True]  # refused once while the lock was held, then opened
     assert [e.record.type for e in await journal.read("s1")][:1] == ["run.start"]
     await journal.aclose()
 

@@ -362,8 +362,9 @@ def encoder_for(name: str, *, threads: int | None = None) -> Encoder:
 
     if name == MultilingualUSEEncoder.name:
         return MultilingualUSEEncoder(threads=threads or 1)
-    base, sep, length = name.rpartition("-len")
-    if sep and length.isdigit():  # fitted with a token limit other than the default
+    base, _, length = name.rpartition("-len")
+    ours = base.startswith((MiniLMEncoder.name, f"{MPNetEncoder.name}-"))  # another encoder's name is its own
+    if ours and length.isascii() and length.isdigit():  # fitted with a token limit other than the default
         name, max_length = base, int(length)
     else:
         max_length = DEFAULT_MAX_LENGTH
