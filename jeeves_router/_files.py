@@ -21,7 +21,8 @@ def write_whole(path: str | Path, write: Callable[[BinaryIO], object]) -> Path:
     kill leaves one, named ``.<name>.<random>.tmp``); of concurrent writers, the last rename
     wins and the file is always one writer's whole output. A symbolic link at ``path`` is
     written through, as ``open(path, "w")`` would. The new file keeps the permissions of the
-    file it replaces, else ``0o644``.
+    file it replaces; a new file gets what ``open(path, "w")`` would give (0o666 less the
+    process's umask; 0o644 where the umask cannot be read).
 
     Args:
         path: The file to write.
@@ -31,13 +32,14 @@ def write_whole(path: str | Path, write: Callable[[BinaryIO], object]) -> Path:
         The path written (a link's target).
 
     Raises:
-        OSError: When the folder cannot be written; it names ``path``, not the temporary file.
+        OSError: When the folder cannot be written (the error names ``path``), or writing or
+            renaming fails.
     """
     target = Path(os.path.realpath(path))
     try:
         mode = target.stat().st_mode & 0o777
     except OSError:
-        mode = 0o644  # mkstemp's default is owner-only; a file built in an image is read by other users
+        mode = _new_file_mode()  # mkstemp's own is owner-only: a cache built in an image is read by other users
     try:
         fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     except OSError as exc:
@@ -55,3 +57,15 @@ def write_whole(path: str | Path, write: Callable[[BinaryIO], object]) -> Path:
             staging.unlink(missing_ok=True)
         raise
     return target
+
+
+def _new_file_mode() -> int:
+    """0o666 less the process's umask, read without changing it (``os.umask`` would, for every thread)."""
+    try:
+        with open("/proc/self/status", encoding="ascii", errors="replace") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return 0o666 & ~int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0o644

@@ -50,6 +50,13 @@ def test_concurrent_first_builds_in_one_process_build_once(tmp_path: Path) -> No
 
 
 def test_a_published_file_is_readable_by_other_users(tmp_path: Path) -> None:
-    path = cached_file("m.onnx", lambda p: p.write_bytes(b"model"), directory=tmp_path / "cache")
-    assert isinstance(path, Path) and path.read_bytes() == b"model"
-    assert path.stat().st_mode & 0o777 == 0o644  # a cache filled in an image is read by another user at run time
+    old = os.umask(0o022)  # the usual umask; a private one is honoured (below)
+    try:
+        path = cached_file("m.onnx", lambda p: p.write_bytes(b"model"), directory=tmp_path / "cache")
+        assert isinstance(path, Path) and path.read_bytes() == b"model"
+        assert path.stat().st_mode & 0o777 == 0o644  # a cache filled in an image is read by another user at run time
+        os.umask(0o077)
+        private = cached_file("p.onnx", lambda p: p.write_bytes(b"model"), directory=tmp_path / "cache")
+        assert isinstance(private, Path) and private.stat().st_mode & 0o777 == 0o600  # as open() would make it
+    finally:
+        os.umask(old)

@@ -247,3 +247,29 @@ async def test_a_reader_reads_while_another_process_holds_the_write_lock(
     finally:
         writer.execute("ROLLBACK")
         writer.close()
+
+
+@pytest.mark.anyio
+async def test_a_locked_file_while_reading_or_listing_is_not_reported_as_damaged(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    journal = SQLiteJournal(tmp_path / "j.db")
+    await journal.sessions()  # open it first: the lock then meets the read, not the open
+    original = journal._open
+    monkeypatch.setattr(journal, "_open", lambda: _Locked(original()))
+    for call in (journal.sessions, lambda: journal.read("s1")):
+        with pytest.raises(JournalError, match="database is locked") as caught:
+            await call()
+        assert not isinstance(caught.value, JournalCorrupt)
+    monkeypatch.undo()
+    await journal.aclose()
+
+
+class _Locked:
+    """A connection whose queries meet another process's lock (SQLITE_BUSY past the busy timeout)."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self._conn = conn
+
+    def execute(self, *args: object) -> None:
+        raise sqlite3.OperationalError("database is locked")

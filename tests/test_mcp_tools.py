@@ -273,8 +273,11 @@ async def test_a_durable_call_sends_its_idempotency_key_the_same_on_a_retried_re
 
     log, db = tmp_path / "calls.log", str(tmp_path / "runs.db")
 
+    journals: list[SQLiteJournal] = []
+
     def build(steps: list[object], **options: object) -> Agent:
-        runtime = JournalRuntime(SQLiteJournal(db), **options)  # type: ignore[arg-type]
+        journals.append(SQLiteJournal(db))
+        runtime = JournalRuntime(journals[-1], **options)  # type: ignore[arg-type]
         return Agent("x", name="billing", model=ScriptedModel(steps), tools=[toolbox(log)], runtime=runtime)  # type: ignore[arg-type]
 
     async with anyio.create_task_group() as tg:  # the refund is cut off mid-call: its outcome is unknown
@@ -286,7 +289,10 @@ async def test_a_durable_call_sends_its_idempotency_key_the_same_on_a_retried_re
     result = await build(["Refunded."], on_unknown_tool_outcome="retry").resume("s-1")
     assert result.output == "Refunded."
     keys = [line.split("key=")[1] for line in log.read_text().splitlines() if line.startswith("refund HANG-7")]
-    started = [e.record for e in await SQLiteJournal(db).read("s-1") if isinstance(e.record, ToolStartedRecord)]
+    journals.append(SQLiteJournal(db))
+    started = [e.record for e in await journals[-1].read("s-1") if isinstance(e.record, ToolStartedRecord)]
+    for journal in journals:
+        await journal.aclose()
     assert len(keys) == 2 and keys[0] == keys[1] == started[0].idempotency_key  # one key: the server can dedupe
     assert IDEMPOTENCY_META_KEY == "jeeves-router/idempotency-key"
 

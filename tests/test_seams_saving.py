@@ -139,8 +139,15 @@ def test_two_saves_at_once_leave_one_whole_file(tmp_path: Path, monkeypatch: pyt
 def test_a_saved_file_keeps_the_earlier_files_permissions(tmp_path: Path) -> None:
     path = tmp_path / "clf.json"
     clf = EmbeddingClassifier([RouteSpec("a", "apples"), RouteSpec("b", "bananas")], encoder=HashingEncoder())
-    clf.save(path)
-    assert path.stat().st_mode & 0o777 == 0o644  # not the temporary file's owner-only mode
-    path.chmod(0o600)
-    clf.save(path)
-    assert path.stat().st_mode & 0o777 == 0o600
+    old = os.umask(0o022)
+    try:
+        clf.save(path)
+        assert path.stat().st_mode & 0o777 == 0o644  # not the temporary file's owner-only mode
+        path.chmod(0o600)
+        clf.save(path)
+        assert path.stat().st_mode & 0o777 == 0o600
+        os.umask(0o077)  # a private umask: a new file is the owner's only, as open() would make it
+        clf.save(tmp_path / "private.json")
+        assert (tmp_path / "private.json").stat().st_mode & 0o777 == 0o600
+    finally:
+        os.umask(old)

@@ -298,6 +298,8 @@ class SQLiteJournal:
         try:
             return await self._run(fetch)
         except sqlite3.DatabaseError as exc:
+            if isinstance(exc, sqlite3.OperationalError) and _is_busy(exc):
+                raise JournalError(f"journal {self.path}: sessions cannot be listed: {exc}") from exc
             raise JournalCorrupt(f"journal {self.path} cannot be read: {exc} (truncated or damaged)") from exc
 
     async def aclose(self) -> None:
