@@ -198,3 +198,23 @@ async def test_a_resume_whose_start_commits_late_still_loses_the_attempt_to_the_
     assert sorted(e.record.attempt for e in ends) == [2, 3]  # type: ignore[union-attr]
     replayed = await recorded_events(journal, "s")
     assert [e.kind for e in replayed] == ["run.started", "text.delta", "run.completed"]
+
+
+@pytest.mark.anyio
+async def test_a_failed_table_setup_closes_its_connection(pg_url: str, table: str) -> None:
+    import gc
+    import warnings
+
+    import psycopg
+
+    async with await psycopg.AsyncConnection.connect(pg_url, autocommit=True) as admin:
+        await admin.execute(f"CREATE VIEW {table} AS SELECT 1 AS x")  # the table's index cannot be made on a view
+        try:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                with pytest.raises(JournalError, match="cannot connect or create the table"):
+                    await PostgresJournal(pg_url, table=table).sessions()
+                gc.collect()  # an unclosed connection warns when it is collected
+            assert [w for w in caught if issubclass(w.category, ResourceWarning)] == []
+        finally:
+            await admin.execute(f"DROP VIEW IF EXISTS {table}")

@@ -273,3 +273,13 @@ class _Locked:
 
     def execute(self, *args: object) -> None:
         raise sqlite3.OperationalError("database is locked")
+
+
+@pytest.mark.anyio
+async def test_a_folder_or_a_path_under_a_file_is_a_clear_error_not_a_damaged_journal(tmp_path: Path) -> None:
+    with pytest.raises(JournalError, match="is not a file") as folder:
+        await SQLiteJournal(tmp_path).read("s1")
+    (tmp_path / "plain").write_text("not a folder")
+    with pytest.raises(JournalError, match="cannot be created") as under_file:
+        await SQLiteJournal(tmp_path / "plain" / "j.db").read("s1")
+    assert not isinstance(folder.value, JournalCorrupt) and not isinstance(under_file.value, JournalCorrupt)

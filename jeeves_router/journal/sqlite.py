@@ -59,8 +59,13 @@ class _Busy(Exception):
     """Opening met a lock SQLite would not wait on; :meth:`SQLiteJournal._run` tries again."""
 
 
-def _is_busy(exc: sqlite3.OperationalError) -> bool:
-    """SQLITE_BUSY or SQLITE_LOCKED (``sqlite_errorcode`` is Python 3.11+; the message before)."""
+def _is_busy(exc: BaseException) -> bool:
+    """Another connection's lock: SQLITE_BUSY or SQLITE_LOCKED, not damage.
+
+    ``sqlite_errorcode`` is Python 3.11+; before it, the message tells.
+    """
+    if not isinstance(exc, sqlite3.OperationalError):
+        return False
     code = getattr(exc, "sqlite_errorcode", None)
     return code & 0xFF in (5, 6) if code is not None else "is locked" in str(exc)
 
@@ -107,16 +112,18 @@ class SQLiteJournal:
         if not self.path.exists():
             if not self._create:
                 raise JournalError(f"journal file {self.path} does not exist")
-            self.path.parent.mkdir(parents=True, exist_ok=True)
             try:
-                fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
-                os.close(fd)
-            except FileExistsError:
-                pass  # another process created it first
-        try:
-            conn = sqlite3.connect(self.path, timeout=_BUSY_TIMEOUT, check_same_thread=False, isolation_level=None)
-        except sqlite3.DatabaseError as exc:
-            raise JournalError(f"journal {self.path} cannot be opened: {exc}") from exc
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                try:
+                    os.close(os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+                except FileExistsError:
+                    pass  # another process created it first
+            except OSError as exc:
+                raise JournalError(f"journal {self.path} cannot be created: {exc}") from exc
+        elif not self.path.is_file():
+            raise JournalError(f"journal {self.path} is not a file (a folder?): give the path of a journal file")
+        # Opens lazily: the file is first read by the statements below.
+        conn = sqlite3.connect(self.path, timeout=_BUSY_TIMEOUT, check_same_thread=False, isolation_level=None)
         try:
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute(f"PRAGMA synchronous={self._synchronous}")
@@ -131,7 +138,7 @@ class SQLiteJournal:
                 )
         except BaseException as exc:
             conn.close()
-            if isinstance(exc, sqlite3.OperationalError) and _is_busy(exc):
+            if _is_busy(exc):
                 # Another connection holds a lock SQLite will not wait on here (switching a new
                 # file to WAL while another process creates the schema): not damage; _run retries.
                 raise _Busy(str(exc)) from exc
@@ -253,7 +260,7 @@ class SQLiteJournal:
                 for row in conn.execute(sql, args):
                     out.append(row)
             except sqlite3.DatabaseError as exc:
-                if isinstance(exc, sqlite3.OperationalError) and _is_busy(exc):
+                if _is_busy(exc):
                     raise JournalError(f"journal {self.path}: session {session_id!r} cannot be read: {exc}") from exc
                 after = f"after entry {out[-1][0]}" if out else "at its first entry"
                 raise JournalCorrupt(
@@ -298,7 +305,7 @@ class SQLiteJournal:
         try:
             return await self._run(fetch)
         except sqlite3.DatabaseError as exc:
-            if isinstance(exc, sqlite3.OperationalError) and _is_busy(exc):
+            if _is_busy(exc):
                 raise JournalError(f"journal {self.path}: sessions cannot be listed: {exc}") from exc
             raise JournalCorrupt(f"journal {self.path} cannot be read: {exc} (truncated or damaged)") from exc
 
