@@ -101,3 +101,40 @@ def test_other_graphs_are_quantized_per_token_as_they_are(tmp_path: Path) -> Non
     exact = _session(model).run(None, {"x": x})[0]
     cos = (together * exact).sum(-1) / np.linalg.norm(together, axis=-1) / np.linalg.norm(exact, axis=-1)
     assert cos.min() > 0.99
+
+
+def test_the_cached_quantized_graph_is_saved_already_optimised(tmp_path: Path) -> None:
+    """Re-optimising the cached file, as every encoder's session does at start, changes nothing.
+
+    So a session starts without rewriting the graph, and one that skips every optimisation
+    computes bit for bit what the encoder's session computes.
+    """
+    from jeeves_router.classify.embedding import MiniLMEncoder
+    from jeeves_router.classify.embedding._fused import DISABLED_OPTIMIZERS
+
+    try:
+        source = MiniLMEncoder()._source
+    except UsageError:
+        pytest.skip("the embed extra is not installed")
+    assert isinstance(source, str)  # a cache file
+
+    def session(level: Any, save: Path | None = None) -> Any:
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads = 1
+        opts.graph_optimization_level = level
+        opts.log_severity_level = 3
+        if save is not None:
+            opts.optimized_model_filepath = str(save)
+        return ort.InferenceSession(
+            source, sess_options=opts, providers=["CPUExecutionProvider"], disabled_optimizers=list(DISABLED_OPTIMIZERS)
+        )
+
+    session(ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED, save=tmp_path / "again.onnx")
+    cached = [n.op_type for n in onnx.load(source).graph.node]
+    assert [n.op_type for n in onnx.load(str(tmp_path / "again.onnx")).graph.node] == cached
+    assert "MatMulIntegerToFloat" in cached and "SkipLayerNormalization" not in cached
+
+    full, none = session(ort.GraphOptimizationLevel.ORT_ENABLE_ALL), session(ort.GraphOptimizationLevel.ORT_DISABLE_ALL)
+    ids = np.array([[101, 1045, 2001, 5338, 3807, 102, 0, 0], [101, 2073, 2003, 2026, 11107, 2005, 1996, 102]])
+    feeds = {"input_ids": ids, "attention_mask": (ids > 0).astype(np.int64)}
+    np.testing.assert_array_equal(none.run(None, feeds)[0], full.run(None, feeds)[0])

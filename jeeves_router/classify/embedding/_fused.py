@@ -28,15 +28,30 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["GRAPH", "MPNET_GRAPH", "FusionError", "fused_bert", "mpnet_graph", "relative_buckets"]
+__all__ = [
+    "DISABLED_OPTIMIZERS",
+    "GRAPH",
+    "MPNET_GRAPH",
+    "FusionError",
+    "fused_bert",
+    "mpnet_graph",
+    "relative_buckets",
+]
 
 _MS = "com.microsoft"
 
-#: Names the graph layout in cache file names; change it whenever :func:`fused_bert` changes.
-GRAPH = "mha2"
+#: Names the graph layout in cache file names; change it whenever :func:`fused_bert` changes or
+#: the quantizer saves another graph (``mha3``: saved after onnxruntime's extended optimisations).
+GRAPH = "mha3"
 
-#: Names :func:`mpnet_graph`'s layout in cache file names; change it whenever that function changes.
-MPNET_GRAPH = "mpnet1"
+#: Names :func:`mpnet_graph`'s layout in cache file names; change it whenever that function changes
+#: or the quantizer saves another graph (``mpnet2``: as for :data:`GRAPH`).
+MPNET_GRAPH = "mpnet2"
+
+#: onnxruntime optimisers every session of these graphs runs without, when the quantizer saves
+#: the optimised graph and when an encoder loads it. ``SkipLayerNormFusion``'s fused kernel is
+#: several times slower than the plain nodes on short texts.
+DISABLED_OPTIMIZERS = ("SkipLayerNormFusion",)
 
 _LINEAR = re.compile(
     r"^(?P<prefix>.*)encoder\.layer\.(?P<layer>\d+)\."

@@ -23,6 +23,7 @@ from numpy.typing import NDArray
 
 from ...errors import UsageError
 from ._blas import blas_single_thread
+from ._fused import DISABLED_OPTIMIZERS
 
 __all__ = [
     "Encoder",
@@ -181,8 +182,7 @@ class _OnnxEncoder:
                 self._source,
                 sess_options=opts,
                 providers=["CPUExecutionProvider"],
-                # Its fused kernel is several times slower than the plain nodes on short texts (_fused).
-                disabled_optimizers=["SkipLayerNormFusion"],
+                disabled_optimizers=list(DISABLED_OPTIMIZERS),
             )
             self._sessions[threads] = session
         return session
