@@ -10,15 +10,11 @@ import importlib
 import json
 import os
 import sys
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable
 from enum import Enum
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
-
-import typer
-from typer.core import TyperGroup
+from typing import TYPE_CHECKING, Any
 
 from ._files import write_whole
 from .errors import UsageError
@@ -35,8 +31,6 @@ __all__ = [
     "make_encoder",
     "CalibrationName",
     "ObjectiveName",
-    "OneLineErrors",
-    "bad_input",
     "data_file",
     "load_embedding",
     "import_classifier",
@@ -93,78 +87,6 @@ class ObjectiveName(str, Enum):
 
     balanced = "balanced"
     precision = "precision"
-
-
-def _fail(message: str) -> NoReturn:
-    typer.echo(f"error: {' '.join(message.split())}", err=True)
-    sys.exit(2)
-
-
-class OneLineErrors(TyperGroup):
-    """A Typer group whose command-line errors are one line on stderr and exit code 2.
-
-    Click's own usage errors (a bad option value, a missing option) would otherwise print a
-    framed usage block; a script reading stderr gets one ``error: ...`` line instead.
-    """
-
-    def main(  # type: ignore[override]
-        self,
-        args: Sequence[str] | None = None,
-        prog_name: str | None = None,
-        complete_var: str | None = None,
-        standalone_mode: bool = True,
-        **extra: Any,
-    ) -> Any:
-        """Run the group; see :meth:`click.Group.main`."""
-        if not standalone_mode:
-            return super().main(args, prog_name, complete_var, standalone_mode, **extra)
-        try:
-            rv = super().main(args, prog_name, complete_var, False, **extra)
-        except Exception as exc:
-            # Typer vendors its own copy of click, so its errors are matched by class name.
-            kinds = {k.__name__ for k in type(exc).__mro__}
-            ctx = getattr(exc, "ctx", None)
-            if "NoArgsIsHelpError" in kinds and ctx is not None:
-                typer.echo(ctx.get_help())
-                sys.exit(2)
-            if "UsageError" in kinds and "ClickException" in kinds:
-                where = f" (see `{ctx.command_path} --help`)" if ctx is not None else ""
-                _fail(exc.format_message() + where)  # type: ignore[attr-defined]
-            if "ClickException" in kinds:
-                _fail(exc.format_message())  # type: ignore[attr-defined]
-            if "Abort" in kinds:
-                typer.echo("aborted", err=True)
-                sys.exit(130)
-            raise
-        sys.exit(rv if isinstance(rv, int) else 0)
-
-
-VERBOSE = {"on": False}
-
-
-@contextmanager
-def bad_input() -> Iterator[None]:
-    """Turn misuse, and any failure of the command, into one ``error:`` line and exit code 2.
-
-    With ``--verbose`` an unexpected exception keeps its traceback.
-    """
-    try:
-        yield
-    except UsageError as exc:
-        _fail(str(exc))
-    except typer.Exit:  # the click that typer uses raises this one (never the standalone package's)
-        raise
-    except Exception as exc:  # the CLI's last line of defence
-        if VERBOSE["on"]:
-            raise
-        inner: BaseException = exc
-        subs = getattr(inner, "exceptions", None)  # an exception group: report its first leaf
-        while isinstance(subs, tuple) and subs and isinstance(subs[0], BaseException):
-            inner = subs[0]
-            subs = getattr(inner, "exceptions", None)
-        if isinstance(inner, UsageError):
-            _fail(str(inner))
-        _fail(f"{type(inner).__name__}: {inner} (run with --verbose for the traceback)")
 
 
 def data_file(name: str) -> Path:

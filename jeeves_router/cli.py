@@ -19,7 +19,8 @@ from rich.table import Table
 
 from . import _cli_embed as emb
 from . import _cli_show as show
-from ._cli_embed import CalibrationName, EncoderName, ObjectiveName, ScorerName, bad_input, data_file
+from ._cli_embed import CalibrationName, EncoderName, ObjectiveName, ScorerName, data_file
+from ._cli_errors import VERBOSE, OneLineErrors, bad_input
 from .cli_observe import graph_command, trace_command
 from .errors import UsageError
 from .journal.cli_replay import replay_command
@@ -35,7 +36,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
-    cls=emb.OneLineErrors,
+    cls=OneLineErrors,
 )
 out = Console()
 err = Console(stderr=True)
@@ -44,7 +45,7 @@ err = Console(stderr=True)
 @app.callback()
 def _main(verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show debug logs.")] = False) -> None:
     """Route requests offline with the embedded classifier, fit it, and measure any classifier."""
-    emb.VERBOSE["on"] = verbose
+    VERBOSE["on"] = verbose
     _configure_logging(verbose)
 
 

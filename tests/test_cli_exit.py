@@ -80,3 +80,22 @@ def test_the_installed_command_is_the_one_that_leaves_fast() -> None:
     lines = (ROOT / "pyproject.toml").read_text(encoding="utf-8").splitlines()
     scripts = lines[lines.index("[project.scripts]") + 1 :]
     assert 'jeeves-router = "jeeves_router.cli:main"' in scripts[: scripts.index("")]
+
+
+def test_a_reader_that_goes_away_ends_the_command_quietly() -> None:
+    """``jeeves-router route - < requests | head``: no error line once stdout's reader has gone."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    for args in (["route", "-"], ["route", "I was charged twice"]):
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "jeeves_router.cli", *args],
+            cwd=ROOT,
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        assert proc.stdout is not None and proc.stdin is not None
+        proc.stdout.close()  # the reader is gone before the command writes
+        _, err = proc.communicate(b"I was charged twice\n" * 50, timeout=120)
+        assert proc.returncode == 1, err
+        assert b"error" not in err and b"Traceback" not in err and b"Exception ignored" not in err

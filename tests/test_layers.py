@@ -47,6 +47,8 @@ LAYERS: list[tuple[str, int]] = [
     ("eval_data", 6),
     ("_cli_embed", 6),
     ("_cli_show", 6),
+    ("_cli_errors", 6),
+    ("_exit", 6),  # how the console command ends its process
     ("testing", 6),
     ("__init__", 6),
 ]
