@@ -124,3 +124,53 @@ def test_the_signature_check_catches_a_renamed_option() -> None:
     tree = parse("Router([], 'general', 0.5, 'extra', 1, 2, 3, 4, 5, 6, 7, 8, 9, 10)")
     (call, target), *_ = our_calls(tree, {"Router": Router})
     assert call_problem(call, target) is not None
+
+
+#: ``jeeves-router`` followed by its words, up to the end of a code span, a comment or a pipe.
+_COMMAND = re.compile(r"jeeves-router((?: [^`\n#|<>]*)?)")
+
+
+def command_problems(text: str) -> tuple[list[str], int]:
+    """Subcommands and options of ``jeeves-router`` quoted in ``text`` that the CLI does not have."""
+    import typer.main
+
+    from jeeves_router.cli import app
+
+    commands = typer.main.get_command(app).commands  # type: ignore[attr-defined]
+    problems: list[str] = []
+    checked = 0
+    # a code span that starts with a command's name and an option (`fit --max-misroute 0.02`) quotes it too
+    spans = re.compile(rf"`((?:{'|'.join(map(re.escape, commands))}) -[^`]*)`")
+    quoted = [(m.start(), " " + m.group(1)) for m in spans.finditer(text)]
+    for start, rest in [(m.start(), m.group(1)) for m in _COMMAND.finditer(text)] + quoted:
+        words = rest.split()
+        if not words or words[0].startswith("-"):
+            continue
+        line = text.count("\n", 0, start) + 1
+        command = commands.get(words[0])
+        if command is None:
+            if words[0].isidentifier() and words[0].islower() and len(words) > 1 and words[1].startswith("-"):
+                problems.append(f"README line {line}: no command {words[0]!r}")
+            continue
+        known = {opt for param in command.params for opt in (*param.opts, *param.secondary_opts)} | {"--help"}
+        for word in words[1:]:
+            option = word.split("=")[0]
+            if option.startswith("--") or (option.startswith("-") and len(option) == 2):
+                checked += 1
+                if option not in known:
+                    problems.append(f"README line {line}: `jeeves-router {words[0]}` has no option {option}")
+    return problems, checked
+
+
+def test_the_readme_quotes_only_commands_and_options_the_cli_has() -> None:
+    problems, checked = command_problems(README.read_text(encoding="utf-8"))
+    assert problems == []
+    assert checked >= 20  # the check saw the quoted options (--routes, --data, --out, --json, ...)
+
+
+def test_the_command_check_catches_a_renamed_option() -> None:
+    problems, _ = command_problems("run `jeeves-router fit --route r.json --data v.jsonl`\nor `eval --dta t.jsonl`")
+    assert problems == [
+        "README line 1: `jeeves-router fit` has no option --route",
+        "README line 2: `jeeves-router eval` has no option --dta",
+    ]
