@@ -17,6 +17,7 @@ import anyio.to_thread
 
 from .classify.types import Classifier, ClassifyRequest, ClassifyResult, RouteSpec
 from .errors import UsageError
+from .ids import check_oos_label
 from .eval_data import (
     DataFileError,
     LabelledRow,
@@ -235,7 +236,12 @@ async def evaluate(
         oos_label: The label of out-of-scope rows.
         concurrency: Parallel ``classify`` calls for classifiers without batching.
         on_progress: Called with the number of rows just finished.
+
+    Raises:
+        UsageError: When a route has the name of ``oos_label``.
+        EvaluationError: When the classifier raises on a row.
     """
+    check_oos_label(oos_label, [r.name for r in routes])
     preds = await predict(classifier, routes, rows, concurrency=concurrency, on_progress=on_progress)
     return compute_report(rows, preds, oos_label=oos_label)
 
