@@ -5,12 +5,17 @@ Each test here failed before the fix it names.
 
 from __future__ import annotations
 
+import json
+import math
+from pathlib import Path
+from typing import ClassVar
+
 import pytest
 
 from jeeves_router.classify.embedding import EmbeddingClassifier, HashingEncoder
-from jeeves_router.classify.types import RouteSpec
+from jeeves_router.classify.types import Classification, ClassifyRequest, ClassifyResult, RouteSpec
 from jeeves_router.errors import UsageError
-from jeeves_router.eval import LabelledRow, check_labels, evaluate
+from jeeves_router.eval import EvaluationError, LabelledRow, Prediction, check_labels, evaluate, predict
 from tests.test_embedding_classifier import VAL
 from tests.test_eval import Keyword
 
@@ -43,3 +48,92 @@ async def test_evaluate_refuses_a_route_named_like_the_oos_label() -> None:
     rows = [LabelledRow("about billing", "billing", 1), LabelledRow("OOS thing", "oos", 2)]
     with pytest.raises(UsageError, match="name of the out-of-scope label"):
         await evaluate(Keyword(), OOS_ROUTES, rows)
+
+
+class Undispatchable:
+    """A custom classifier whose answers a Router would never dispatch, one kind per row."""
+
+    ANSWERS: ClassVar[dict[str, tuple[str, float]]] = {
+        "nan": ("billing", float("nan")),
+        "big": ("billing", 1.5),
+        "case": ("Billing", 0.9),
+        "invented": ("nowhere", 0.9),
+        "good": ("billing", 0.8),
+    }
+
+    async def classify(self, request: ClassifyRequest) -> ClassifyResult:
+        route, conf = self.ANSWERS[request.text]
+        return ClassifyResult(Classification(route, conf, "ok", request.text), stage="custom")
+
+
+@pytest.mark.anyio
+async def test_eval_counts_undispatchable_answers_as_rejections() -> None:
+    # Before: all five rows counted as auto-routed (coverage 1.0) and NaN sat in the ECE and the curve.
+    texts = ["nan", "big", "case", "invented", "good"]
+    rows = [LabelledRow(t, "billing", i) for i, t in enumerate(texts, 1)]
+    report = await evaluate(Undispatchable(), OOS_ROUTES[:1], rows)
+    assert report.coverage == pytest.approx(1 / 5)
+    assert report.misroute == 0.0 and report.in_scope_accuracy == pytest.approx(1 / 5)
+    assert math.isfinite(report.ece) and all(math.isfinite(r) for _, r in report.risk_coverage)
+    assert {m.predicted for m in report.misrouted} == {"oos"}
+    preds = await predict(Undispatchable(), OOS_ROUTES[:1], rows)
+    assert [(p.route, p.top_route, p.top_confidence) for p in preds] == [(None, None, 0.0)] * 4 + [
+        ("billing", "billing", 0.8)
+    ]
+
+
+class ShortBatch:
+    """A batching classifier that drops the last text of every batch."""
+
+    def classify_batch(self, texts: list[str], names: list[str]) -> list[ClassifyResult]:
+        return [ClassifyResult(Classification("billing", 0.9, "ok", t)) for t in texts[:-1]]
+
+    async def classify(self, request: ClassifyRequest) -> ClassifyResult:  # pragma: no cover - not called
+        raise AssertionError
+
+
+@pytest.mark.anyio
+async def test_a_batch_with_missing_results_is_an_evaluation_error() -> None:
+    # Before: the results list shrank and the rows were scored against shifted predictions.
+    rows = [LabelledRow(f"t{i}", "billing", i) for i in range(1, 4)]
+    with pytest.raises(EvaluationError, match="returned 2 results for 3 texts"):
+        await predict(ShortBatch(), OOS_ROUTES[:1], rows)
+
+
+def test_eval_prints_each_risk_coverage_point_once() -> None:
+    # Ties put one third of the rows at the top and the rest in one step: before, "100%" was printed four times.
+    from rich.console import Console
+
+    from jeeves_router._cli_show import eval_report
+    from jeeves_router.eval import compute_report
+
+    rows = [LabelledRow(f"t{i}", "billing", i) for i in range(1, 7)]
+    preds = [Prediction("billing", "billing", 0.9)] * 2 + [Prediction("billing", "billing", 0.3)] * 4
+    console = Console(record=True, width=200)
+    eval_report(console, compute_report(rows, preds))
+    line = next(x for x in console.export_text().splitlines() if x.startswith("risk-coverage"))
+    assert line == "risk-coverage (misroute at coverage): 33% 0.0000, 100% 0.0000"
+
+
+def undispatchable(routes: list[RouteSpec]) -> Undispatchable:
+    return Undispatchable()
+
+
+def test_fit_certify_says_when_the_classifier_gave_no_usable_answer(tmp_path: Path) -> None:
+    # A classifier answering NaN: before, "scores must be finite"; now the rows are rejections
+    # and the one-line refusal says how many answers could not be dispatched.
+    from typer.testing import CliRunner
+
+    from jeeves_router.cli import app
+
+    routes, data = tmp_path / "r.json", tmp_path / "d.jsonl"
+    routes.write_text(json.dumps([{"name": "billing", "examples": ["refund"]}]))
+    data.write_text("".join(json.dumps({"text": t, "route": "billing"}) + "\n" for t in ["nan", "invented"] * 6))
+    args = ["fit", "--classifier", "tests.test_seams_route_tables:undispatchable", "--routes", str(routes)]
+    result = CliRunner().invoke(app, [*args, "--data", str(data), "--max-misroute", "0.1"])
+    assert result.exit_code == 2
+    message = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert message == [
+        "error: no threshold keeps misroutes at or below 0.1 with confidence 0.95 on these 12 rows (12 of them got "
+        "no declared route with a confidence in [0, 1] from the classifier); allow more misroutes or add labelled rows"
+    ]
