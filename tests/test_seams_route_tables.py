@@ -137,3 +137,19 @@ def test_fit_certify_says_when_the_classifier_gave_no_usable_answer(tmp_path: Pa
         "error: no threshold keeps misroutes at or below 0.1 with confidence 0.95 on these 12 rows (12 of them got "
         "no declared route with a confidence in [0, 1] from the classifier); allow more misroutes or add labelled rows"
     ]
+
+
+@pytest.mark.parametrize("scorer", ["centroid", "nearest", "logreg", "late"])
+@pytest.mark.parametrize("edit", ["remove", "add"])
+def test_a_saved_classifier_with_routes_added_or_removed_by_hand_is_refused_on_load(scorer: str, edit: str) -> None:
+    # Before: with a route removed, classify failed with an IndexError; with one added, the new route
+    # was silently never chosen (the desk sent "what's the weather today" to technical at 0.89).
+    from tests.test_embedding_classifier import ROUTES
+
+    data = EmbeddingClassifier(ROUTES, encoder=HashingEncoder(), scorer=scorer).to_dict()
+    if edit == "remove":
+        del data["routes"][0]
+    else:
+        data["routes"].append({"name": "returns", "description": "send it back", "examples": ["return my order"]})
+    with pytest.raises(UsageError, match=r"edited.json: its scorer was fitted on 3 routes but it lists [24]"):
+        EmbeddingClassifier.from_dict(data, encoder=HashingEncoder(), source="edited.json")
