@@ -153,3 +153,23 @@ def test_a_saved_classifier_with_routes_added_or_removed_by_hand_is_refused_on_l
         data["routes"].append({"name": "returns", "description": "send it back", "examples": ["return my order"]})
     with pytest.raises(UsageError, match=r"edited.json: its scorer was fitted on 3 routes but it lists [24]"):
         EmbeddingClassifier.from_dict(data, encoder=HashingEncoder(), source="edited.json")
+
+
+@pytest.mark.parametrize("names", [["billing", "technical", "shipping"], ["Billing", "technical"]])
+@pytest.mark.parametrize("cascade", [False, True])
+def test_a_router_refuses_an_embedded_classifier_that_lacks_some_of_its_routes(names: list[str], cascade: bool) -> None:
+    # Before: "where is my parcel" went to billing, status ok (shipping unknown to the classifier),
+    # and a route spelled "Billing" was never chosen.
+    from jeeves_router import Agent, Router, RouterRoute
+    from jeeves_router.classify.cascade import CascadeClassifier
+    from jeeves_router.testing import ScriptedModel, StaticClassifier
+    from tests.test_embedding_classifier import ROUTES
+
+    embedded = EmbeddingClassifier(ROUTES[:2], encoder=HashingEncoder())
+    classifier = CascadeClassifier(embedded, StaticClassifier("technical")) if cascade else embedded
+    routes = [RouterRoute(n, Agent("x", name=f"a{i}", model=ScriptedModel([]))) for i, n in enumerate(names)]
+    missing = names[2] if len(names) == 3 else names[0]
+    with pytest.raises(UsageError, match=f"Router: its classifier EmbeddingClassifier knows the routes billing, "
+                                         f"technical, not '{missing}'"):  # fmt: skip
+        Router(routes=routes, classifier=classifier)
+    Router(routes=routes[1:2], classifier=classifier)  # a subset of what it knows is fine
