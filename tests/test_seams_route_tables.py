@@ -173,3 +173,27 @@ def test_a_router_refuses_an_embedded_classifier_that_lacks_some_of_its_routes(n
                                          f"technical, not '{missing}'"):  # fmt: skip
         Router(routes=routes, classifier=classifier)
     Router(routes=routes[1:2], classifier=classifier)  # a subset of what it knows is fine
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("ranked", "offered"),
+    [
+        ((("returns", 0.99), ("billing", 0.01)), ("billing", "technical")),  # a route not declared
+        ((("technical", 0.99), ("billing", 0.01)), ("billing",)),  # excluded for a reclassification
+        ((("billing", 1.5), ("technical", 0.01)), ("billing", "technical")),  # a confidence above 1
+    ],
+)
+async def test_a_cascade_asks_its_second_stage_when_the_first_answers_something_undispatchable(
+    ranked: tuple[tuple[str, float], ...], offered: tuple[str, ...]
+) -> None:
+    # Before: the first stage's answer was returned as decided, and the Router fell back
+    # (unknown_route, excluded_route, invalid_confidence) without asking the second stage.
+    from jeeves_router.classify.cascade import CascadeClassifier
+    from tests.test_cascade import FakeLLM, FixedFirst
+
+    llm = FakeLLM("billing")
+    cascade = CascadeClassifier(FixedFirst(ranked), llm, accept_above=0.8)
+    result = await cascade.classify(ClassifyRequest("hello", tuple(RouteSpec(n) for n in offered)))
+    assert len(llm.seen) == 1 and result.stage == "cascade:llm"
+    assert result.classification.route == "billing" and cascade.stats.first == 0
