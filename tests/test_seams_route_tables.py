@@ -197,3 +197,14 @@ async def test_a_cascade_asks_its_second_stage_when_the_first_answers_something_
     result = await cascade.classify(ClassifyRequest("hello", tuple(RouteSpec(n) for n in offered)))
     assert len(llm.seen) == 1 and result.stage == "cascade:llm"
     assert result.classification.route == "billing" and cascade.stats.first == 0
+
+
+def test_a_saved_classifier_with_a_bad_route_table_is_refused_naming_the_file() -> None:
+    # Before: "EmbeddingClassifier: duplicate route names ..." without the file; now the
+    # message a route file with the same names gets.
+    from tests.test_embedding_classifier import ROUTES
+
+    data = EmbeddingClassifier(ROUTES, encoder=HashingEncoder()).to_dict()
+    data["routes"][1]["name"] = "BILLING"
+    with pytest.raises(UsageError, match=r"^edited.json: duplicate route names 'billing' = 'BILLING' \(names"):
+        EmbeddingClassifier.from_dict(data, encoder=HashingEncoder(), source="edited.json")
