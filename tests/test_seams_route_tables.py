@@ -208,3 +208,52 @@ def test_a_saved_classifier_with_a_bad_route_table_is_refused_naming_the_file() 
     data["routes"][1]["name"] = "BILLING"
     with pytest.raises(UsageError, match=r"^edited.json: duplicate route names 'billing' = 'BILLING' \(names"):
         EmbeddingClassifier.from_dict(data, encoder=HashingEncoder(), source="edited.json")
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "message"),
+    [
+        ("--out", "bad.txt", "--out {p}/bad.txt: must end in .csv or .json"),
+        ("--out", "", "--out {p}: is a folder; name the file to write"),
+        ("--out", "nodir/m.csv", "--out {p}/nodir/m.csv: the folder {p}/nodir does not exist"),
+        ("--plots", "d.jsonl", "--plots {p}/d.jsonl: a file is there, not a folder"),
+    ],
+)
+def test_eval_refuses_an_output_it_cannot_write_before_classifying(
+    tmp_path: Path, option: str, value: str, message: str
+) -> None:
+    # Before: every row was classified (an LLM classifier's calls paid for) and the report
+    # printed, then the write failed.
+    from typer.testing import CliRunner
+
+    from jeeves_router.cli import app
+
+    routes, data = tmp_path / "r.json", tmp_path / "d.jsonl"
+    routes.write_text(json.dumps([{"name": "billing", "examples": ["refund"]}]))
+    data.write_text(json.dumps({"text": "good", "route": "billing"}) + "\n")
+    target = str(tmp_path / value) if value else str(tmp_path)
+    args = ["eval", "--classifier", "tests.test_seams_route_tables:undispatchable", "--routes", str(routes)]
+    result = CliRunner().invoke(app, [*args, "--data", str(data), option, target])
+    assert result.exit_code == 2 and result.stdout == ""
+    assert result.stderr.splitlines() == ["error: " + message.format(p=tmp_path)]
+
+
+def test_fit_refuses_an_out_path_it_cannot_write_before_fitting(tmp_path: Path) -> None:
+    # Before: the classifier was fitted, then "IsADirectoryError: ... .x.abc.tmp -> ..." (or a
+    # FileNotFoundError for a missing folder).
+    pytest.importorskip("onnxruntime")
+    from importlib import resources
+
+    from typer.testing import CliRunner
+
+    from jeeves_router.cli import app
+
+    data = str(resources.files("jeeves_router") / "data" / "desk_val.jsonl")
+    cases = [
+        (tmp_path, f"--out {tmp_path}: is a folder; name the file to write"),
+        (tmp_path / "no" / "x.json", f"--out {tmp_path}/no/x.json: the folder {tmp_path}/no does not exist"),
+    ]
+    for out, message in cases:
+        result = CliRunner().invoke(app, ["fit", "--data", data, "--out", str(out)])
+        assert result.exit_code == 2 and result.stdout == ""
+        assert result.stderr.splitlines() == [f"error: {message}"]
