@@ -298,9 +298,14 @@ def certify_classifier(
         in_scope=[r.label != oos_label for r in rows], oos_share=oos_share,
     )  # fmt: skip
     if not risk.certified:
+        unrouted = sum(p.top_route is None for p in preds)
+        why = (
+            f" ({unrouted} of them got no declared route with a confidence in [0, 1] from the classifier)"
+            if unrouted else ""
+        )  # fmt: skip
         raise UsageError(
             f"no threshold keeps misroutes at or below {max_misroute:g} with confidence {risk_confidence:g} on these "
-            f"{len(rows)} rows; allow more misroutes or add labelled rows"
+            f"{len(rows)} rows{why}; allow more misroutes or add labelled rows"
         )
     out.print(
         f"require_confidence_above={risk.cut:.6g}: misroute among accepted <= {max_misroute:g} with confidence "

@@ -65,9 +65,11 @@ def eval_report(out: Console, report: EvalReport) -> None:
     summary.add_row("coverage (auto-routed)", f"{report.coverage:.3f}")
     summary.add_row("misroute among auto-routed", "-" if report.misroute is None else f"{report.misroute:.4f}")
     out.print(summary)
-    marks = {p: min(report.risk_coverage, key=lambda pt: abs(pt[0] - p / 100)) for p in (50, 70, 80, 90, 100)}
     if report.risk_coverage:
-        out.print("risk-coverage (misroute at coverage): " + ", ".join(f"{c:.0%} {r:.4f}" for c, r in marks.values()))
+        # the points nearest 50 % ... 100 %, each once (after a tie one point can be nearest to several)
+        curve = report.risk_coverage
+        marks = dict.fromkeys(min(curve, key=lambda pt: abs(pt[0] - p / 100)) for p in (50, 70, 80, 90, 100))
+        out.print("risk-coverage (misroute at coverage): " + ", ".join(f"{c:.0%} {r:.4f}" for c, r in marks))
     if len(report.labels) <= 12:
         cm = Table("expected \\ predicted", *report.labels, title="confusion matrix")
         for label, row in zip(report.labels, report.confusion, strict=True):

@@ -9,7 +9,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
 
-__all__ = ["write_whole"]
+from .errors import UsageError
+
+__all__ = ["write_whole", "check_output"]
 
 
 def write_whole(path: str | Path, write: Callable[[BinaryIO], object]) -> Path:
@@ -69,3 +71,29 @@ def _new_file_mode() -> int:
     except (OSError, ValueError, IndexError):
         pass
     return 0o644
+
+
+def check_output(path: str | Path, option: str, *, folder: bool = False, suffixes: tuple[str, ...] = ()) -> None:
+    """Refuse an output path that could not be written, before the work that produces the output.
+
+    Args:
+        path: The file (or, with ``folder``, the folder, created when missing) to write.
+        option: The option that named it, for the message (``--out``).
+        folder: Whether ``path`` is a folder.
+        suffixes: The file suffixes allowed (empty: any).
+
+    Raises:
+        UsageError: For a file path that is a folder or in a missing folder, a folder path
+            that is a file, or a suffix not in ``suffixes``.
+    """
+    p = Path(path)
+    if folder:
+        if p.exists() and not p.is_dir():
+            raise UsageError(f"{option} {p}: a file is there, not a folder")
+        return
+    if p.is_dir():
+        raise UsageError(f"{option} {p}: is a folder; name the file to write")
+    if not p.absolute().parent.is_dir():
+        raise UsageError(f"{option} {p}: the folder {p.parent} does not exist")
+    if suffixes and p.suffix.lower() not in suffixes:
+        raise UsageError(f"{option} {p}: must end in {' or '.join(suffixes)}")

@@ -21,6 +21,7 @@ from . import _cli_embed as emb
 from . import _cli_show as show
 from ._cli_embed import CalibrationName, EncoderName, ObjectiveName, ScorerName, data_file
 from ._cli_errors import VERBOSE, OneLineErrors, bad_input
+from ._files import check_output
 from .cli_observe import graph_command, trace_command
 from .errors import UsageError
 from .journal.cli_replay import replay_command
@@ -185,6 +186,8 @@ def fit(
     from .eval import check_labels, load_labelled
 
     with bad_input():
+        if save_to is not None:
+            check_output(save_to, "--out")
         emb.check_unit("--target-precision", target_precision, low_open=True)
         emb.check_unit("--max-misroute", max_misroute, low_open=True, high_open=True)
         emb.check_unit("--risk-confidence", risk_confidence, low_open=True, high_open=True)
@@ -263,6 +266,10 @@ def eval_(
     from .eval import check_labels, evaluate, load_labelled, load_routes, write_misrouted, write_plots
 
     with bad_input():
+        if misrouted is not None:
+            check_output(misrouted, "--out", suffixes=(".csv", ".json"))
+        if plots is not None:
+            check_output(plots, "--plots", folder=True)
         rows = load_labelled(data)
         clf: Classifier
         if classifier is not None and ":" in classifier:

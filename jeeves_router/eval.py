@@ -15,6 +15,7 @@ from pathlib import Path
 import anyio
 import anyio.to_thread
 
+from .classify.resolve import valid_confidence
 from .classify.types import Classifier, ClassifyRequest, ClassifyResult, RouteSpec
 from .errors import UsageError
 from .eval_data import (
@@ -27,6 +28,7 @@ from .eval_data import (
     read_text,
 )
 from .eval_plots import write_plots
+from .ids import check_oos_label
 
 __all__ = [
     "DataFileError",
@@ -118,13 +120,20 @@ class EvalReport:
     risk_coverage: tuple[tuple[float, float], ...] = ()
 
 
-def _prediction(result: ClassifyResult) -> Prediction:
+def _prediction(result: ClassifyResult, names: frozenset[str]) -> Prediction:
+    """What a Router would make of ``result``: routed only to a declared route with a valid confidence.
+
+    A route outside ``names`` (another spelling, an invented one) or a confidence that is not
+    a finite number in [0, 1] is never dispatched (see
+    :func:`~jeeves_router.classify.resolve.resolve_route`), so it counts as a rejection, and as
+    a wrong top route with confidence 0 for calibration and risk.
+    """
     c = result.classification
-    top: str | None = c.route
-    conf = c.confidence
-    if result.scores:
-        top, conf = result.scores[0]
-    return Prediction(c.route if c.ok else None, top, float(conf))
+    routed = c.ok and isinstance(c.route, str) and c.route in names and valid_confidence(c.confidence)
+    top, conf = result.scores[0] if result.scores else (c.route, c.confidence)
+    if not (isinstance(top, str) and top in names and valid_confidence(conf)):
+        top, conf = (c.route, c.confidence) if routed else (None, 0.0)
+    return Prediction(c.route if routed else None, top, float(conf))
 
 
 def compute_report(
@@ -235,7 +244,12 @@ async def evaluate(
         oos_label: The label of out-of-scope rows.
         concurrency: Parallel ``classify`` calls for classifiers without batching.
         on_progress: Called with the number of rows just finished.
+
+    Raises:
+        UsageError: When a route has the name of ``oos_label``.
+        EvaluationError: When the classifier raises on a row.
     """
+    check_oos_label(oos_label, [r.name for r in routes])
     preds = await predict(classifier, routes, rows, concurrency=concurrency, on_progress=on_progress)
     return compute_report(rows, preds, oos_label=oos_label)
 
@@ -253,6 +267,8 @@ async def predict(
     Classifiers with a ``classify_batch(texts)`` method (the embedded one) are run in
     batches in a worker thread; others get one ``classify`` call per row, ``concurrency``
     at a time. A classifier that raises stops the run with :class:`EvaluationError`.
+    A decision the Router would not dispatch (a route not in ``routes``, a confidence that is
+    not a finite number in [0, 1]) is a rejection.
     """
     results: list[ClassifyResult | None] = [None] * len(rows)
     batch_fn = getattr(classifier, "classify_batch", None)
@@ -260,7 +276,9 @@ async def predict(
         names = [r.name for r in routes]
         for start in range(0, len(rows), 64):
             chunk = [r.text for r in rows[start : start + 64]]
-            out = await anyio.to_thread.run_sync(batch_fn, chunk, names)
+            out = list(await anyio.to_thread.run_sync(batch_fn, chunk, names))
+            if len(out) != len(chunk):
+                raise EvaluationError(f"classify_batch returned {len(out)} results for {len(chunk)} texts")
             results[start : start + len(chunk)] = out
             if on_progress:
                 on_progress(len(chunk))
@@ -288,7 +306,8 @@ async def predict(
             raise EvaluationError(
                 f"the classifier failed on line {rows[i].line} ({rows[i].text[:60]!r}): {type(exc).__name__}: {exc}"
             ) from exc
-    return [_prediction(r) for r in results if r is not None]
+    declared = frozenset(r.name for r in routes)
+    return [_prediction(r, declared) for r in results if r is not None]
 
 
 def write_misrouted(report: EvalReport, path: str | Path) -> Path:

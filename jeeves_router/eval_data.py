@@ -19,7 +19,7 @@ from typing import Any
 
 from .classify.types import RouteSpec
 from .errors import UsageError
-from .ids import validate_route_names
+from .ids import check_oos_label, validate_route_names
 
 __all__ = [
     "DataFileError",
@@ -146,7 +146,11 @@ def load_labelled(path: str | Path, *, text_field: str = "text", label_field: st
 
 
 def check_labels(rows: Sequence[LabelledRow], routes: Sequence[str], *, oos_label: str, path: str | Path) -> None:
-    """Raise :class:`DataFileError` at the first row whose label is neither a route nor the OOS label."""
+    """Raise :class:`DataFileError` at the first row whose label is neither a route nor the OOS label.
+
+    A route named like the OOS label is refused first (:func:`~jeeves_router.ids.check_oos_label`).
+    """
+    check_oos_label(oos_label, routes)
     known = set(routes)
     for row in rows:
         if row.label != oos_label and row.label not in known:

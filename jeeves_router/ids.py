@@ -24,6 +24,7 @@ __all__ = [
     "validate_route_name",
     "route_name_key",
     "validate_route_names",
+    "check_oos_label",
     "child_session_id",
     "split_child_session_id",
     "new_session_id",
@@ -96,6 +97,24 @@ def validate_route_names(names: Iterable[object], *, owner: str = "route table")
             "and spaces alike); rename or merge them"
         )
     return cast(tuple[str, ...], table)
+
+
+def check_oos_label(oos_label: str, names: Iterable[str]) -> None:
+    """Refuse an out-of-scope label that is also a route's name (compared as route names are).
+
+    Labelled data marks out-of-scope rows with the label: a route of that name could never be
+    scored right, and a classifier's answer naming it would be counted as a rejection.
+
+    Raises:
+        UsageError: Naming the route and both ways out.
+    """
+    key = route_name_key(oos_label)
+    for name in names:
+        if key and route_name_key(name) == key:
+            raise UsageError(
+                f"route {name!r} has the name of the out-of-scope label {oos_label!r}: rows labelled {oos_label!r} "
+                "would be read as out of scope; rename the route or pick another out-of-scope label (--oos-label)"
+            )
 
 
 def child_session_id(parent: str, route: str) -> str:

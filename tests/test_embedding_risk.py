@@ -217,3 +217,19 @@ def test_fit_passes_the_oos_share_through() -> None:
     labels += ["oos"] * 40
     report = make().fit(texts, labels, max_misroute=0.2, risk_confidence=0.9, oos_share=0.1)
     assert report.risk is not None and report.risk.certified and report.risk.oos_share == 0.1
+
+
+def test_an_oos_share_without_in_scope_rows_is_refused_in_one_line() -> None:
+    # Every row out of scope: there is no in-scope misroute rate to bound (was an IndexError).
+    with pytest.raises(UsageError, match="needs in-scope rows"):
+        choose_risk_threshold([0.3] * 30, [False] * 30, max_misroute=0.1, in_scope=[False] * 30, oos_share=0.2)
+
+
+@pytest.mark.parametrize("n_in", [1, 2])
+def test_an_oos_share_with_too_few_in_scope_rows_certifies_nothing(n_in: int) -> None:
+    # One or two in-scope rows leave none to order the cuts on (was an IndexError): not certified.
+    scores = [0.9] * n_in + [0.2] * 30
+    correct = [True] * n_in + [False] * 30
+    in_scope = [True] * n_in + [False] * 30
+    choice = choose_risk_threshold(scores, correct, max_misroute=0.1, in_scope=in_scope, oos_share=0.2)
+    assert not choice.certified and choice.cut == math.inf and choice.rows == n_in + 30

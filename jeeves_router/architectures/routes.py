@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from ..classify.cascade import CascadeClassifier
 from ..classify.types import RouteSpec
 from ..errors import UsageError
 from ..ids import validate_route_names
@@ -16,7 +17,14 @@ from ..runtime import Runtime
 if TYPE_CHECKING:
     from ..actor import Actor
 
-__all__ = ["RouterRoute", "check_route_table", "check_fallback", "check_unit_interval", "check_child_runtimes"]
+__all__ = [
+    "RouterRoute",
+    "check_route_table",
+    "check_classifier_routes",
+    "check_fallback",
+    "check_unit_interval",
+    "check_child_runtimes",
+]
 
 
 @dataclass(frozen=True)
@@ -57,6 +65,31 @@ def check_route_table(routes: Sequence[RouterRoute], *, owner: str) -> tuple[Rou
         if not hasattr(r.agent, "_events"):
             raise UsageError(f"route {r.name!r}: agent must be an Agent, got {type(r.agent).__name__}")
     return table
+
+
+def check_classifier_routes(classifier: object, routes: Sequence[RouterRoute], *, owner: str) -> None:
+    """Refuse a classifier with a fixed route table (``route_names``) that lacks some of the routes.
+
+    An :class:`~jeeves_router.classify.embedding.EmbeddingClassifier` only scores the routes it
+    was built on: a Router route it does not know would never be chosen, and its requests would
+    go to a known route instead. A cascade's stages are checked too.
+    """
+    stages = [classifier]
+    while stages:
+        stage = stages.pop()
+        if isinstance(stage, CascadeClassifier):
+            stages += [stage.first, stage.second]
+            continue
+        known = getattr(stage, "route_names", None)
+        if not isinstance(known, tuple) or not all(isinstance(n, str) for n in known):
+            continue
+        missing = [r.name for r in routes if r.name not in known]
+        if missing:
+            raise UsageError(
+                f"{owner}: its classifier {type(stage).__name__} knows the routes {', '.join(known)}, not "
+                f"{', '.join(map(repr, missing))}, so it could never choose them; build or fit it on the router's "
+                "routes (e.g. EmbeddingClassifier([r.spec for r in routes], ...))"
+            )
 
 
 def check_fallback(fallback_route: str | None, by_name: Mapping[str, RouterRoute]) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from ..errors import UsageError
+from .resolve import valid_confidence
 from .types import Classifier, ClassifyRequest, ClassifyResult
 
 __all__ = ["CascadeClassifier", "CascadeStats"]
@@ -40,8 +41,9 @@ class CascadeClassifier:
     Args:
         first: The cheap classifier (its ``ClassifyResult.scores`` become the hints).
         second: The expensive classifier, called only for unsure requests.
-        accept_above: The first stage's answer is used when it is ok and its confidence is
-            at least this. Usually at or above the first stage's own threshold.
+        accept_above: The first stage's answer is used when it is ok, names one of the
+            request's routes and its confidence is within [0, 1] and at least this. Usually
+            at or above the first stage's own threshold.
         max_hints: How many of the first stage's ranked routes to pass on.
         first_stage_name: Label of the first stage in ``ClassifyResult.stage``
             (``"cascade:<name>"``).
@@ -98,12 +100,16 @@ class CascadeClassifier:
         """Classify with the first stage, and with the second only when the first is unsure."""
         first = await self.first.classify(request)
         c = first.classification
-        if c.ok and c.confidence >= self.accept_above:
+        allowed = {r.name for r in request.routes}
+        # an answer the Router would not dispatch (a route not offered, e.g. one excluded for a
+        # reclassification, or a confidence outside [0, 1]) is unsure: the second stage decides
+        usable = c.ok and valid_confidence(c.confidence) and (not allowed or c.route in allowed)
+        if usable and c.confidence >= self.accept_above:
             saved = first.model_calls_saved + 1
             s = self._stats
             self._stats = replace(s, first=s.first + 1, model_calls_saved=s.model_calls_saved + 1)
             return replace(first, stage=self._first_stage, model_calls_saved=saved)
-        hints = self._hints(first, {r.name for r in request.routes})
+        hints = self._hints(first, allowed)
         second = await self.second.classify(replace(request, hints=hints))
         s = self._stats
         if second.classification.ok:

@@ -213,7 +213,7 @@ def choose_risk_threshold(
 
     Raises:
         UsageError: For bad arguments, fewer than 10 rows, or ``oos_share`` without
-            ``in_scope`` or without out-of-scope rows.
+            ``in_scope``, without out-of-scope rows or without in-scope rows.
     """
     s = [float(x) for x in scores]
     ok = [bool(x) for x in correct]
@@ -229,6 +229,8 @@ def choose_risk_threshold(
             raise UsageError(
                 "oos_share needs out-of-scope rows in the validation data to bound how many of them are accepted"
             )
+        if not any(inside):
+            raise UsageError("oos_share needs in-scope rows in the validation data to bound their misroute rate")
     rng = random.Random(seed)
     order = [i for i in range(len(s)) if inside[i]]
     rng.shuffle(order)
@@ -238,6 +240,8 @@ def choose_risk_threshold(
     ordering, testing = order[:split], order[split:] + outside[oos_split:]
     a = sorted(((s[i], ok[i]) for i in ordering), key=lambda t: -t[0])
     oos_ordering = sorted((s[i] for i in outside[:oos_split]), reverse=True)
+    if not a:  # too few in-scope rows to order the cuts (only with oos_share): nothing can be certified
+        return RiskChoice(math.inf, False, max_misroute, confidence, 0.0, 0.0, 1.0, len(s), len(testing), oos_share)
     alpha = 1.0 - confidence
     cuts: list[float] = []
     certified: list[int] = []

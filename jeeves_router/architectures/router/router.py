@@ -53,7 +53,14 @@ from ..handoffs.chain import Detector, chain_settings
 from ..handoffs.graph import HandoffGraph, build_graph
 from ..handoffs.session import SessionStore
 from ..handoffs.tools import HistoryMode, announces_handoff
-from ..routes import RouterRoute, check_child_runtimes, check_fallback, check_route_table, check_unit_interval
+from ..routes import (
+    RouterRoute,
+    check_child_runtimes,
+    check_classifier_routes,
+    check_fallback,
+    check_route_table,
+    check_unit_interval,
+)
 from .contract import CLASSIFIER_USAGE_KEY, within_contract
 from .run import RouterRun
 
@@ -149,6 +156,7 @@ class Router:
             raise UsageError("pass either classifier=... or classifier_model/classifier_prompt, not both")
         if classifier is not None and not isinstance(classifier, Classifier):
             raise UsageError(f"classifier must have an async classify(request) method, got {type(classifier).__name__}")
+        check_classifier_routes(classifier, self.routes, owner=type(self).__name__)
         if isinstance(history_turns, bool) or not isinstance(history_turns, int) or history_turns < 0:
             raise UsageError(f"history_turns must be an integer >= 0, got {history_turns!r}")
         if context_schema is not None and not (

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ...errors import UsageError
+from ...ids import validate_route_names
 from ..types import RouteSpec
 from .calibration import Calibrator, calibrator_from_dict
 from .encoders import Encoder, encoder_for
@@ -60,13 +61,21 @@ def from_saved(cls: type[C], data: dict[str, Any], *, encoder: Encoder | None, s
                 "pass the same encoder or fit again"
             )
         routes = [RouteSpec(r["name"], r.get("description", ""), tuple(r.get("examples", ()))) for r in data["routes"]]
+        validate_route_names([r.name for r in routes], owner=source)  # errors name the file, as for a route file
+        scorer = scorer_from_dict(data["scorer"])
+        fitted = scorer.fitted_routes()
+        if fitted is not None and fitted != len(routes):
+            raise UsageError(
+                f"{source}: its scorer was fitted on {fitted} routes but it lists {len(routes)}; a saved classifier's "
+                "routes cannot be added or removed by hand: edit the route file and fit again"
+            )
         clf = cls(
             routes,
             encoder=enc,
             threshold=data["threshold"],
             use_descriptions=bool(data.get("use_descriptions", True)),
             negatives=tuple(data.get("negatives", ())),
-            _fitted_scorer=scorer_from_dict(data["scorer"]),
+            _fitted_scorer=scorer,
         )
     except (KeyError, TypeError) as exc:
         raise UsageError(f"{source}: malformed classifier file ({exc!r})") from exc

@@ -19,7 +19,7 @@ from numpy.typing import NDArray
 from ..._files import write_whole
 from ..._log import get_logger
 from ...errors import UsageError
-from ...ids import validate_route_names
+from ...ids import check_oos_label, validate_route_names
 from ..types import Classification, ClassifyRequest, ClassifyResult, RouteSpec
 from ._saved import from_saved, saved_dict
 from .calibration import Calibrator
@@ -322,12 +322,14 @@ class EmbeddingClassifier:
             (``report.threshold.oos_recall is None``).
 
         Raises:
-            UsageError: For unknown labels, validation rows that are mostly the routes' own
-                examples, a degenerate fit (the same confidence for every row), or a
-                ``max_misroute`` that cannot be certified. The classifier is unchanged then.
+            UsageError: For unknown labels, a route named like ``oos_label``, validation rows
+                that are mostly the routes' own examples, a degenerate fit (the same confidence
+                for every row), or a ``max_misroute`` that cannot be certified. The classifier
+                is unchanged then.
         """
         if len(texts) != len(labels) or len(texts) < 2:
             raise UsageError("fit needs at least two texts with one label each")
+        check_oos_label(oos_label, self.route_names)
         unknown = sorted({lab for lab in labels if lab != oos_label and lab not in self._index})
         if unknown:
             raise UsageError(f"fit: unknown route labels {unknown[:5]}; known routes are {list(self.route_names)}")

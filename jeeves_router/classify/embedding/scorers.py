@@ -89,6 +89,14 @@ class Scorer:
         out: Array = (scores + self.margin_weight * (scores - best_other)).astype(np.float32)
         return out
 
+    def fitted_routes(self) -> int | None:
+        """How many routes the fitted scorer scores (``None``: not known for this scorer)."""
+        count = getattr(self, "n_routes", 0)
+        if count:
+            return int(count)
+        centroids = getattr(self, "centroids", None)
+        return None if centroids is None else len(centroids)
+
     def default_confidence(self, features: Array) -> Array:
         """An uncalibrated map of features to [0, 1], used until the classifier is fitted."""
         return np.clip(features, 0.0, 1.0)
