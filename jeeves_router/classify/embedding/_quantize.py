@@ -42,7 +42,7 @@ from numpy.typing import NDArray
 from ..._files import write_whole
 from ..._log import get_logger
 from ...errors import UsageError
-from ._fused import DISABLED_OPTIMIZERS, GRAPH, FusionError, fused_bert
+from ._fused import DISABLED_OPTIMIZERS, GRAPH, SUPERSEDED_LAYOUTS, FusionError, fused_bert
 
 __all__ = [
     "cache_dir",
@@ -351,7 +351,17 @@ def _build_and_publish(folder: Path, target: Path, build: Callable[[Path], None]
             log.warning("embedding.quantize_cache_unwritable", folder=str(folder), error=str(exc))
             return built.read_bytes()
         log.debug("embedding.quantized", path=str(target))
+        _remove_superseded(folder, target.name)
         return target
+
+
+def _remove_superseded(folder: Path, name: str) -> None:
+    """Delete the builds that ``name`` replaces: the same source and onnxruntime version in an earlier layout."""
+    for layout, earlier in SUPERSEDED_LAYOUTS.items():
+        if f"-{layout}-" in name:
+            for old in earlier:
+                with contextlib.suppress(OSError):  # not there, or removed by another builder
+                    (folder / name.replace(f"-{layout}-", f"-{old}-", 1)).unlink()
 
 
 #: A half-written copy older than this was left by a killed process (a live copy takes seconds).
