@@ -361,7 +361,8 @@ class Router:
         run = RouterRun(self, agent, ctx, rec)
         try:
             await run.run()
-        except RecoveryStop as stop:  # the report's result keeps the per-route usage, failed attempts included
+        except RecoveryStop as stop:  # the report's result keeps the run's usage, failed attempts included
             route = stop.failure.route  # after a classification, keep its confidence as a dispatched result does
             fields = {"route": route, "confidence": run.confidence if route is not None else None}
-            await ctx.emit(await rec.stopped(stop, usage_by_route=run.usage_by_route(), **fields))
+            # the run's own tally (every turn that ended counts, also when a budget stops the next one)
+            await ctx.emit(await rec.stopped(stop, usage=run.usage, usage_by_route=run.usage_by_route(), **fields))
