@@ -355,7 +355,7 @@ class Router:
             return RouterRun(self, agent, ctx, None).run()  # no recovery: no wrapper around the chain
         config = recovery_for(self.recovery, agent.classify_error, self._route_hook)
         assert config is not None
-        return self._run_recovering(agent, ctx, RecoveryRun(config, ctx, can_escalate=len(ctx.path) > 1))
+        return self._run_recovering(agent, ctx, RecoveryRun(config, ctx, can_escalate=ctx.escalate))
 
     async def _run_recovering(self, agent: Actor, ctx: RunContext, rec: RecoveryRun) -> None:
         run = RouterRun(self, agent, ctx, rec)

@@ -61,6 +61,10 @@ class RouterRun(ChainRun):
         # the classifier's usage, kept apart from ``usage_by`` until the result (no dict while a specialist runs)
         self.classifier_usage: Usage | None = None
 
+    def _escalates(self) -> bool:
+        # with recovery, a failed dispatch is retried, reclassified or stopped here
+        return self.rec is not None or self.ctx.escalate
+
     # -- the entry node: classification ----------------------------------------------------
 
     def _decide(
