@@ -74,6 +74,9 @@ class RunContext:
         handoff: Set by the tool loop when a tool returned a Handoff.
         resume_run: Set by :meth:`Agent.resume` only: the recorded run to replay.
         ledger: The root run's attempt ledger, shared by every child run.
+        escalate: An enclosing architecture acts on the failures this run's recovery cannot
+            (reclassify, replan): a recovering Router or Capabilities, directly or through
+            chains and routers that pass failures on unchanged. Set by the parent.
     """
 
     agent: Actor
@@ -90,6 +93,7 @@ class RunContext:
     handoff: Handoff | None = None
     resume_run: str | None = None
     ledger: Ledger = field(default_factory=Ledger)
+    escalate: bool = False
     _step: int = 0
 
     def child(
@@ -100,8 +104,12 @@ class RunContext:
         path: tuple[str, ...],
         prompt: str | None = None,
         history: tuple[Message, ...] | None = None,
+        escalate: bool = False,
     ) -> RunContext:
-        """A context for a sub-agent's run that shares this run's runtime and context."""
+        """A context for a sub-agent's run that shares this run's runtime and context.
+
+        ``escalate``: the caller acts on the failures the sub-agent's recovery cannot.
+        """
         return new_context(
             agent=agent,
             session_id=session_id,
@@ -113,6 +121,7 @@ class RunContext:
             runtime=self.runtime,
             options=dict(self.options["child_options"]) if "child_options" in self.options else {},
             ledger=self.ledger,
+            escalate=escalate,
         )
 
     @types.coroutine

@@ -12,8 +12,9 @@ Recovery (opt-in): with ``ToolLoop(recovery=Recovery(...))``, or when the agent 
 raising around a tool) goes through the shared escalation ladder: RETRIABLE is retried
 after a backoff — a model stream only when none of that attempt's text reached the
 consumer —, CRITICAL ends the run with status ``"critical"`` and a report, FATAL raises.
-RECLASSIFICATION and REPLANNING, which a tool loop cannot act on, are re-raised to the
-enclosing architecture (a router, capabilities) or, at the top level, stop with a report.
+RECLASSIFICATION and REPLANNING, which a tool loop cannot act on, are re-raised to an
+enclosing architecture that acts on them (a Router with recovery, Capabilities) or, without
+one (at the top level, in a handoff chain), stop with a report.
 Without recovery, failures propagate unchanged, with their original type.
 """
 
@@ -67,7 +68,7 @@ class ToolLoop:
             return self._loop(agent, ctx, None)
         config = recovery_for(self.recovery, agent.classify_error)
         assert config is not None
-        return self._run_recovering(agent, ctx, RecoveryRun(config, ctx, can_escalate=len(ctx.path) > 1))
+        return self._run_recovering(agent, ctx, RecoveryRun(config, ctx, can_escalate=ctx.escalate))
 
     async def _run_recovering(self, agent: Actor, ctx: RunContext, rec: RecoveryRun) -> None:
         try:

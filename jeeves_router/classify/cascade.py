@@ -12,8 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from ..errors import UsageError
+from ..usage import NO_USAGE
 from .resolve import valid_confidence
-from .types import Classifier, ClassifyRequest, ClassifyResult
+from .types import Classifier, ClassifyRequest, ClassifyResult, with_spent_usage
 
 __all__ = ["CascadeClassifier", "CascadeStats"]
 
@@ -110,7 +111,12 @@ class CascadeClassifier:
             self._stats = replace(s, first=s.first + 1, model_calls_saved=s.model_calls_saved + 1)
             return replace(first, stage=self._first_stage, model_calls_saved=saved)
         hints = self._hints(first, allowed)
-        second = await self.second.classify(replace(request, hints=hints))
+        try:
+            second = await self.second.classify(replace(request, hints=hints))
+        except Exception as exc:
+            if first.usage != NO_USAGE:  # the first stage's model calls were paid for
+                with_spent_usage(exc, first.usage)
+            raise
         s = self._stats
         if second.classification.ok:
             self._stats = replace(s, second=s.second + 1)

@@ -29,7 +29,7 @@ from ..models.base import Model, ModelRequest, ToolSpec
 from ..models.registry import resolve_model
 from ..usage import NO_USAGE
 from .parser import normalize_route_name
-from .types import Classification, ClassifyRequest, ClassifyResult, ParseStatus, RouteSpec
+from .types import Classification, ClassifyRequest, ClassifyResult, ParseStatus, RouteSpec, with_spent_usage
 
 __all__ = ["ToolCallClassifier", "CLASSIFY_PREFIX", "route_tool"]
 
@@ -142,17 +142,22 @@ class ToolCallClassifier:
         attempts = 0
         while True:
             attempts += 1
-            response = await model.request(
-                ModelRequest(
-                    messages=tuple(messages),
-                    system=self._system(request),
-                    tools=tools,
-                    tool_choice="required",
-                    temperature=0.0,
-                    max_tokens=self.max_tokens,
-                    purpose="classify",
+            try:
+                response = await model.request(
+                    ModelRequest(
+                        messages=tuple(messages),
+                        system=self._system(request),
+                        tools=tools,
+                        tool_choice="required",
+                        temperature=0.0,
+                        max_tokens=self.max_tokens,
+                        purpose="classify",
+                    )
                 )
-            )
+            except Exception as exc:
+                if usage is not NO_USAGE:  # earlier replies of this classification were paid for
+                    with_spent_usage(exc, usage)
+                raise
             usage = usage + response.usage
             c, problem = self._read(response.tool_calls, names)
             if c.ok or problem is None or attempts > self.max_format_retries:

@@ -142,7 +142,7 @@ class Capabilities:
 
     async def run(self, agent: Actor, ctx: RunContext) -> None:
         """Extract, select, orchestrate; emits capability and recovery events (the agents emit their own)."""
-        rec = RecoveryRun(self.recovery, ctx, can_escalate=len(ctx.path) > 1)
+        rec = RecoveryRun(self.recovery, ctx, can_escalate=ctx.escalate)
         st = RunState(task=ctx.prompt)
         try:
             await self._flow(agent, ctx, rec, st)
@@ -279,7 +279,9 @@ class Capabilities:
         step_name = f"{cap.name}-{index}"
         child_sid = child_session_id(ctx.session_id, step_name if len(step_name) <= 48 else cap.name)
         prompt = _step_prompt(task, st.task, st.done)
-        return ctx.child(cap.handler, session_id=child_sid, path=(*ctx.path, cap.name), prompt=prompt, history=())
+        return ctx.child(
+            cap.handler, session_id=child_sid, path=(*ctx.path, cap.name), prompt=prompt, history=(), escalate=True
+        )
 
     @staticmethod
     def _agent_output(ctx: RunContext, cap: Capability, child: RunContext) -> CapabilityOutput:

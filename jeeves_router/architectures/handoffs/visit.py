@@ -215,6 +215,10 @@ class VisitRunner:
         )
         return target_conversation(self.settings.history, inp)
 
+    def _escalates(self) -> bool:
+        """Whether a visited agent's recovery may re-raise what it cannot act on (a chain passes failures on)."""
+        return self.ctx.escalate
+
     def _visit(self, visit: Visit, incoming: tuple[str, str | None, Any] | None) -> Awaitable[None]:
         """Start the visited agent's turn; after awaiting it, :meth:`_settle` leaves its outcome on ``visit``.
 
@@ -232,7 +236,7 @@ class VisitRunner:
         sid, path = (self._sid(name), (*ctx.path, name)) if own_run else (ctx.session_id, ctx.path)
         history, prompt = self._input(visit, incoming)
         child = ctx.child(node.agent, session_id=sid, path=path, prompt=prompt, history=history)
-        child.context, child._step = self.context, self.steps.get(sid, 0)
+        child.context, child._step, child.escalate = self.context, self.steps.get(sid, 0), self._escalates()
         visit.child, visit.mark = child, ctx.ledger.mark()  # what this turn spends, kept even if it is cut short
         inner = None if visit.inner is node.agent.architecture else visit.inner
         return execute(node.agent, child, architecture=inner, announce=own_run)
@@ -308,7 +312,7 @@ class VisitRunner:
         first, reprompted = True, False
         while True:
             child = ctx.child(node.agent, session_id=sid, path=path, prompt=prompt, history=history)
-            child.context, child._step = self.context, self.steps.get(sid, 0)
+            child.context, child._step, child.escalate = self.context, self.steps.get(sid, 0), self._escalates()
             mark = ctx.ledger.mark()  # what this turn spends, kept even if it is cut short
             visit.handoff_call = None
             try:

@@ -355,13 +355,14 @@ class Router:
             return RouterRun(self, agent, ctx, None).run()  # no recovery: no wrapper around the chain
         config = recovery_for(self.recovery, agent.classify_error, self._route_hook)
         assert config is not None
-        return self._run_recovering(agent, ctx, RecoveryRun(config, ctx, can_escalate=len(ctx.path) > 1))
+        return self._run_recovering(agent, ctx, RecoveryRun(config, ctx, can_escalate=ctx.escalate))
 
     async def _run_recovering(self, agent: Actor, ctx: RunContext, rec: RecoveryRun) -> None:
         run = RouterRun(self, agent, ctx, rec)
         try:
             await run.run()
-        except RecoveryStop as stop:  # the report's result keeps the per-route usage, failed attempts included
+        except RecoveryStop as stop:  # the report's result keeps the run's usage, failed attempts included
             route = stop.failure.route  # after a classification, keep its confidence as a dispatched result does
             fields = {"route": route, "confidence": run.confidence if route is not None else None}
-            await ctx.emit(await rec.stopped(stop, usage_by_route=run.usage_by_route(), **fields))
+            # the run's own tally (every turn that ended counts, also when a budget stops the next one)
+            await ctx.emit(await rec.stopped(stop, usage=run.usage, usage_by_route=run.usage_by_route(), **fields))

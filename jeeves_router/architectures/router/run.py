@@ -61,6 +61,10 @@ class RouterRun(ChainRun):
         # the classifier's usage, kept apart from ``usage_by`` until the result (no dict while a specialist runs)
         self.classifier_usage: Usage | None = None
 
+    def _escalates(self) -> bool:
+        # with recovery, a failed dispatch is retried, reclassified or stopped here
+        return self.rec is not None or self.ctx.escalate
+
     # -- the entry node: classification ----------------------------------------------------
 
     def _decide(
@@ -154,6 +158,7 @@ class RouterRun(ChainRun):
                 await ctx.emit(self._dispatched(node.name))  # the first one came with the hop
             await rec.begin(operation)
             step, mark, texts = self.steps.get(sid, 0), ctx.ledger.mark(), ctx.ledger.texts
+            usage, by = self.usage, self.usage_by.get(node.name)
             try:
                 await self._visit(visit, incoming)  # the specialist's events go straight to the consumer
                 self._settle(visit)
@@ -161,9 +166,14 @@ class RouterRun(ChainRun):
                 visit.child = None  # a failed attempt: nothing to settle
                 # a retry runs the same steps again: the ledger answers completed tool calls
                 self.steps[sid] = step
-                lost = ctx.ledger.since(mark, path)
-                self._spent(node.name, lost, None)
-                rec.usage = self.usage
+                # the ledger has every response of the attempt, a turn of it that ended (a re-prompted
+                # announced handoff) included: count from before the attempt, so that turn counts once
+                self.usage = usage
+                if by is None:
+                    self.usage_by.pop(node.name, None)
+                else:
+                    self.usage_by[node.name] = by
+                self._spent(node.name, ctx.ledger.since(mark, path), None)
                 hooks = (route.classify_error,) if route is not None else ()
                 f = rec.fail(
                     exc,
@@ -214,8 +224,6 @@ class RouterRun(ChainRun):
             self.usage_by[key] = self.usage_by.get(key, NO_USAGE) + usage
         if ledger_path is not None:
             self.ctx.ledger.spent(ledger_path, usage)
-        if self.rec is not None:
-            self.rec.usage = self.usage
 
     def usage_by_route(self) -> dict[str, Usage]:
         """The usage so far per route, the classifier's under its own key."""
