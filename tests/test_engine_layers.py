@@ -51,7 +51,7 @@ def awaited_chain(coro: Any) -> list[str]:
     """The qualified names of the coroutines ``coro`` awaits through, outermost first."""
     names = []
     while coro is not None and hasattr(coro, "cr_code"):
-        names.append(coro.cr_code.co_qualname)
+        names.append(coro.__qualname__)  # (code objects carry it only from Python 3.11)
         coro = coro.cr_await
     return names
 

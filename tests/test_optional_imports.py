@@ -13,7 +13,10 @@ import ast
 import sys
 from pathlib import Path
 
-import tomllib
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # the dev extra installs tomli, the same parser, before Python 3.11
+    import tomli as tomllib
 
 ROOT = Path(__file__).resolve().parents[1]
 PKG = ROOT / "jeeves_router"

@@ -41,6 +41,9 @@ __all__ = [
 
 _MS = "com.microsoft"
 
+#: The ONNX IR version of the graphs built here: the one opset 17 needs (onnxruntime >= 1.14 reads it).
+_IR_VERSION = 8
+
 #: Names the graph layout in cache file names; change it whenever :func:`fused_bert` changes or
 #: the quantizer saves another graph (``mha3``: saved after onnxruntime's extended optimisations).
 GRAPH = "mha3"
@@ -329,4 +332,6 @@ def _model(helper: Any, nodes: list[Any], weights: dict[str, NDArray[Any]], hidd
         initializer=[numpy_helper.from_array(np.ascontiguousarray(v), k) for k, v in weights.items()],
     )
     opset = [helper.make_opsetid("", 17), helper.make_opsetid(_MS, 1)]
-    return helper.make_model(graph, opset_imports=opset, producer_name="jeeves_router")
+    # IR 8 is what opset 17 needs; without it onnx stamps its own newest IR version (14 with onnx
+    # 1.23), which onnxruntime 1.23, the last for Python 3.10, refuses to load.
+    return helper.make_model(graph, opset_imports=opset, producer_name="jeeves_router", ir_version=_IR_VERSION)

@@ -241,7 +241,8 @@ def train_softmax(
     sample_w = (n / (n_classes * counts))[labels] if balanced else np.ones(n)
     sample_w = sample_w / sample_w.sum()
     lam = 1.0 / (c * n)
-    w, b = np.zeros((d, n_classes)), np.zeros(n_classes)
+    w: NDArray[np.float64] = np.zeros((d, n_classes))  # typed by dtype only: the loop below takes both
+    b: NDArray[np.float64] = np.zeros(n_classes)
     mw, vw, mb, vb = np.zeros_like(w), np.zeros_like(w), np.zeros_like(b), np.zeros_like(b)
     for t in range(1, iterations + 1):
         z = x @ w + b
