@@ -51,3 +51,59 @@ async def test_a_specialist_of_a_router_without_recovery_stops_with_its_own_repo
     result = await desk.run("refund INV-7")
     assert result.status == "critical" and result.route == "refunds"
     assert result.report is not None and result.report["reason"] == "reclassify_unavailable"
+
+
+@pytest.mark.anyio
+async def test_a_judgement_escalated_through_a_plain_router_reaches_the_recovering_router() -> None:
+    """Refunds judges its failure RECLASSIFICATION; the billing desk (no recovery) passes it on; the front
+    desk, which recovers, reclassifies. It used to judge the failure again with its own hooks (none
+    answer for a LookupError), so the type's default, CRITICAL, stopped the run instead."""
+    from jeeves_router.recovery import Recovery
+
+    billing = Agent(
+        "Billing desk",
+        name="billing_desk",
+        architecture=Router([RouterRoute("refunds", refunds())], classifier=StaticClassifier("refunds")),
+    )
+    general = Agent("General.", name="general", model=ScriptedModel(["A person will look at your refund."]))
+    front = Agent(
+        "Front desk",
+        name="front",
+        architecture=Router(
+            [RouterRoute("billing", billing), RouterRoute("general", general)],
+            classifier=StaticClassifier("billing"),
+            fallback_route="general",
+            recovery=Recovery(),
+        ),
+    )
+    result = await front.run("refund INV-7")
+    # reclassified without billing: the classifier still names it, so the fallback answers
+    assert (result.status, result.route) == ("fallback", "general"), result.report
+    assert result.output == "A person will look at your refund."
+
+
+@pytest.mark.anyio
+async def test_a_hook_of_the_recovering_router_still_overrides_an_escalated_judgement() -> None:
+    from jeeves_router.recovery import Recovery
+
+    def stop_on_lookups(exc: BaseException, ctx: ErrorContext) -> ErrorClassification | None:
+        return ErrorClassification(ErrorSeverity.CRITICAL) if isinstance(exc, LookupError) else None
+
+    billing = Agent(
+        "Billing desk",
+        name="billing_desk",
+        architecture=Router([RouterRoute("refunds", refunds())], classifier=StaticClassifier("refunds")),
+    )
+    general = Agent("General.", name="general", model=ScriptedModel(["unused"]))
+    front = Agent(
+        "Front desk",
+        name="front",
+        architecture=Router(
+            [RouterRoute("billing", billing), RouterRoute("general", general)],
+            classifier=StaticClassifier("billing"),
+            fallback_route="general",
+            recovery=Recovery(classify_error=stop_on_lookups),
+        ),
+    )
+    result = await front.run("refund INV-7")
+    assert (result.status, result.route) == ("critical", "billing")

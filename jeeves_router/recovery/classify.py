@@ -15,6 +15,7 @@ have; its answer (severity, user message, metadata) is what a replay must reprod
 Defaults by type:
 
 * an exception already judged FATAL by an inner architecture → FATAL (stays fatal);
+* an exception an inner architecture escalated → what it judged there, when no hook here answers;
 * :class:`UsageError` (misuse of the API inside a run) → FATAL: no retry can fix code;
 * any :class:`RunError` (``ModelError`` from the adapters included) → its ``severity``;
 * ``TimeoutError``, ``ConnectionError``, any ``OSError``, and transport errors of HTTP
@@ -189,6 +190,10 @@ def classify_failure(
 
     A replayed failure gets the run's next recorded judgement instead (module docstring).
 
+    A failure an inner architecture escalated keeps the judgement it made there unless a hook
+    here answers: an enclosing Router's hooks need not know a specialist's exceptions, even
+    through a Router without recovery in between.
+
     A FATAL judgement made by an inner architecture cannot be softened by a hook. A hook
     that raises gives CRITICAL with ``hook_error`` set; one that returns something other
     than an :class:`ErrorClassification` or ``None`` is treated the same way.
@@ -223,4 +228,7 @@ def classify_failure(
             )
         if answer is not None:
             return answer
+    judged = judgements(exc)
+    if judged:  # escalated by an inner ladder, whose hooks knew it: its judgement, not the type's default
+        return judged[-1]
     return default_classification(exc)
