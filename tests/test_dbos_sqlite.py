@@ -29,10 +29,14 @@ def dbos_app(tmp_path: Path) -> Iterator[str]:
 async def test_a_routed_run_is_a_workflow_of_checkpointed_steps(dbos_app: str) -> None:
     from dbos import DBOS
 
-    from jeeves_router.durable.dbos import DBOSRuntime, DurableAgents, dbos_config
+    from jeeves_router.durable.dbos import DBOSRuntime, DurableAgents, _sqlite_timestamps_work, dbos_config
 
     model = DeskModel()
     durable = DurableAgents([build_desk(DBOSRuntime(), model)], workflow_name="jeeves_test.sqlite_run")
+    if not _sqlite_timestamps_work():  # Python >= 3.12 linked against SQLite < 3.42 (Debian 12's 3.40)
+        with pytest.raises(UsageError, match=r"SQLite 3\.42"):  # refused up front, not at the first enqueue
+            dbos_config("jeeves-sqlite-test", dbos_app, executor_id="solo")
+        return
     DBOS(config=dbos_config("jeeves-sqlite-test", dbos_app, executor_id="solo"))
     DBOS.launch()
     await durable.register_queue(polling_interval_sec=0.1)
@@ -53,3 +57,28 @@ def test_durable_agents_need_the_dbos_runtime() -> None:
 
     with pytest.raises(UsageError, match="DBOSRuntime"):
         DurableAgents([build_desk(None, ScriptedModel([]))])
+
+
+def test_a_sqlite_system_database_dbos_cannot_stamp_is_refused_up_front(monkeypatch: pytest.MonkeyPatch) -> None:
+    """DBOS stamps rows with unixepoch('subsec') on Python 3.12+: SQLite older than 3.42 gives NULL."""
+    from jeeves_router.durable import dbos as durable_dbos
+
+    monkeypatch.setattr(durable_dbos, "_sqlite_timestamps_work", lambda: False)
+    for make in (
+        lambda url: durable_dbos.dbos_config("app", url, executor_id="w1"),
+        lambda url: durable_dbos.dbos_client(url),
+    ):
+        with pytest.raises(UsageError, match=r"SQLite .* needs SQLite 3\.42 or later; use a PostgreSQL"):
+            make("sqlite:///runs.db")
+    config = durable_dbos.dbos_config("app", "postgresql://u@127.0.0.1:1/db", executor_id="w1")
+    assert config["system_database_url"] == "postgresql://u@127.0.0.1:1/db"  # PostgreSQL is not concerned
+
+
+def test_the_probe_asks_sqlite_what_dbos_writes() -> None:
+    import sqlite3
+    import sys
+
+    from jeeves_router.durable.dbos import _sqlite_timestamps_work
+
+    expected = sys.version_info < (3, 12) or sqlite3.sqlite_version_info >= (3, 42)
+    assert _sqlite_timestamps_work() is expected

@@ -83,6 +83,42 @@ def _serializer() -> DBOSPortableJSONSerializer:
     return DBOSPortableJSONSerializer()
 
 
+def _sqlite_timestamps_work() -> bool:
+    """Whether DBOS's SQLite system database can stamp its rows with this Python's SQLite.
+
+    DBOS (3.4) writes its rows' times with ``unixepoch('subsec')`` on Python 3.12 and later,
+    which SQLite learned in 3.42; with an older SQLite (Debian 12 ships 3.40) the expression is
+    NULL and the first enqueue fails with ``NOT NULL constraint failed``. Asked of SQLite
+    itself, so a DBOS that changes the expression is judged by what it writes.
+    """
+    import sqlite3
+
+    try:
+        from dbos._migration import get_sqlite_timestamp_expr
+    except ImportError:  # another DBOS layout: nothing to check
+        return True
+    conn = sqlite3.connect(":memory:")
+    try:
+        return bool(conn.execute(f"SELECT {get_sqlite_timestamp_expr()} IS NOT NULL").fetchone()[0])
+    except sqlite3.Error:
+        return False
+    finally:
+        conn.close()
+
+
+def _check_system_database(url: str) -> None:
+    if url.startswith("sqlite") and not _sqlite_timestamps_work():
+        import sqlite3
+        import sys
+
+        raise UsageError(
+            f"DBOS cannot keep its system database in SQLite {sqlite3.sqlite_version} on Python "
+            f"{sys.version_info[0]}.{sys.version_info[1]}: it stamps rows with unixepoch('subsec'), which needs "
+            "SQLite 3.42 or later; use a PostgreSQL system database (postgresql://...) or a Python linked "
+            "against a newer SQLite"
+        )
+
+
 def dbos_config(
     name: str,
     database_url: str,
@@ -102,7 +138,12 @@ def dbos_config(
             recovers the runs it was executing.
         application_version: Workers recover only runs started by the same version.
         extra: Other ``DBOSConfig`` keys.
+
+    Raises:
+        UsageError: For a SQLite system database that DBOS cannot write with this Python's
+            SQLite (DBOS needs SQLite 3.42 or later on Python 3.12 and later).
     """
+    _check_system_database(database_url)
     config: dict[str, Any] = {
         "name": name,
         "system_database_url": database_url,
@@ -119,6 +160,7 @@ def dbos_client(database_url: str, **kwargs: Any) -> DBOSClient:
 
     The system database schema must exist (``dbos migrate`` or one launched worker).
     """
+    _check_system_database(database_url)
     return DBOSClient(system_database_url=database_url, serializer=_serializer(), **kwargs)
 
 
