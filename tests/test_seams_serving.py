@@ -10,6 +10,7 @@ import anyio
 import httpx2 as httpx
 import pytest
 
+from jeeves_router.errors import UsageError
 from jeeves_router.journal import Entry, MemoryJournal, SQLiteJournal
 from jeeves_router.serve import create_app
 from tests.serve_apps import build_desk, running
@@ -84,3 +85,22 @@ def test_the_parser_finds_a_lone_surrogate_in_keys_nested_values_and_utf16_bodie
         with pytest.raises(ApiError, match="unpaired UTF-16 surrogate"):
             parse_json(raw)
     assert parse_json(b'{"input": "a literal \\\\ud800 is text"}') == {"input": "a literal \\ud800 is text"}
+
+
+def test_the_mcp_http_front_refuses_a_non_loopback_host_as_the_http_front_does(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    pytest.importorskip("mcp")
+    from jeeves_router.mcp import server as mcp_server
+
+    class NeverListens:
+        async def run_streamable_http_async(self, **options: object) -> None:
+            raise AssertionError(f"it would listen on {options['host']!r} with no authentication")
+
+    monkeypatch.setattr(mcp_server, "router_server", lambda agent: NeverListens())
+    desk = build_desk()
+    for host in ("0.0.0.0", "192.168.1.10", "::"):
+        with pytest.raises(UsageError, match="refusing to serve MCP over HTTP on"):
+            anyio.run(lambda: mcp_server.serve(desk, transport="http", host=host, port=0))  # noqa: B023
+    with pytest.raises(AssertionError, match=r"it would listen on '127\.0\.0\.1'"):  # loopback is served
+        anyio.run(lambda: mcp_server.serve(desk, transport="http", host="127.0.0.1", port=0))
