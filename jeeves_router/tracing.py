@@ -188,16 +188,18 @@ async def _run_span(tracer: Tracer, events: AsyncIterator[Event], agent: Any, ct
         _fail(span, exc)
         raise
     finally:
-        if not finished:  # the consumer closed the stream early (or the run was cancelled)
-            span.set_attribute("jeeves_router.run.status", "closed_early")
-            aclose = getattr(events, "aclose", None)
-            if aclose is not None:
-                token = otel_context.attach(current)
-                try:
-                    await aclose()  # the run's own cleanup (closing model streams) still nests under it
-                finally:
-                    otel_context.detach(token)
-        span.end()
+        try:
+            if not finished:  # the consumer closed the stream early (or the run was cancelled)
+                span.set_attribute("jeeves_router.run.status", "closed_early")
+                aclose = getattr(events, "aclose", None)
+                if aclose is not None:
+                    token = otel_context.attach(current)
+                    try:
+                        await aclose()  # the run's own cleanup (closing model streams) still nests under it
+                    finally:
+                        otel_context.detach(token)
+        finally:  # a cleanup that raised (or was cancelled) still ends the span
+            span.end()
 
 
 def _on_event(span: Span, ev: Event) -> None:
@@ -393,7 +395,9 @@ async def _stream_span(
         _chat_failed(span, exc, describe)
         raise
     finally:
-        aclose = getattr(stream, "aclose", None)
-        if aclose is not None:
-            await aclose()
-        span.end()
+        try:
+            aclose = getattr(stream, "aclose", None)
+            if aclose is not None:
+                await aclose()
+        finally:  # a stream whose closing raised (or was cancelled) still ends the span
+            span.end()

@@ -424,3 +424,40 @@ async def test_llama_cpp_calls_are_chat_spans(spans: InMemorySpanExporter, smol:
     assert values["gen_ai.usage.output_tokens"] == response.usage.output_tokens > 0
     assert values["gen_ai.usage.input_tokens"] == response.usage.input_tokens > 0
     assert len(values["gen_ai.response.finish_reasons"]) == 1
+
+
+class _CloseFails:
+    """Events or stream items whose closing raises, as a connection reset while a stream closes does."""
+
+    def __init__(self, item: Any) -> None:
+        self.item = item
+
+    def __aiter__(self) -> _CloseFails:
+        return self
+
+    async def __anext__(self) -> Any:
+        return self.item
+
+    async def aclose(self) -> None:
+        raise OSError("connection reset while closing")
+
+
+@pytest.mark.anyio
+async def test_a_span_ends_when_closing_what_it_wraps_raises(spans: InMemorySpanExporter) -> None:
+    from types import SimpleNamespace
+
+    from jeeves_router.events import RunStarted
+    from jeeves_router.models.base import ModelTextDelta
+    from jeeves_router.tracing import traced_model_stream, traced_run
+
+    ev = RunStarted(session_id="s", path=("billing",), agent="billing", prompt="hi")
+    agent = SimpleNamespace(name="billing", model="test:m", architecture=None)
+    ctx = SimpleNamespace(session_id="s", path=("billing",), prompt="hi", result=None)
+    for wrapped in (
+        traced_run(_CloseFails(ev), agent, ctx),
+        traced_model_stream("test:m", 1, _CloseFails(ModelTextDelta("x"))),
+    ):
+        await wrapped.__anext__()  # one item, then closed early
+        with pytest.raises(OSError, match="connection reset"):
+            await wrapped.aclose()  # type: ignore[attr-defined]
+    assert sorted(s.name for s in spans.get_finished_spans()) == ["chat m", "invoke_agent billing"]

@@ -126,12 +126,24 @@ async def serve(
     Args:
         agent: The agent (router) to serve.
         transport: ``"stdio"`` or ``"http"`` (streamable HTTP).
-        host: HTTP only: the interface to listen on.
+        host: HTTP only: the interface to listen on; a loopback address (the endpoint has no
+            authentication).
         port: HTTP only: the port.
         path: HTTP only: the endpoint path.
+
+    Raises:
+        UsageError: for an unknown transport, or a non-loopback ``host``.
     """
     if transport not in ("stdio", "http"):
         raise UsageError(f"transport must be 'stdio' or 'http', got {transport!r}")
+    if transport == "http":
+        from ..serve.server import is_loopback
+
+        if not is_loopback(host):  # no token guards this endpoint: anyone who can reach it could run the agent
+            raise UsageError(
+                f"refusing to serve MCP over HTTP on {host!r}: it has no authentication, so anyone who can reach it "
+                "could run your agents; listen on 127.0.0.1 (put an authenticating proxy in front to expose it)"
+            )
     server = router_server(agent)
     if transport == "stdio":
         await server.run_stdio_async()

@@ -22,6 +22,7 @@ from starlette.types import Message, Receive, Scope, Send
 
 from ..agent import Agent, RunStream
 from ..errors import UsageError
+from ..events import Event as RunEvent
 from ..events import RouterClassified, RouterDispatched, RouterFallback, RunFailed, TextDelta
 from .guard import Drain
 from .wire import (
@@ -244,15 +245,36 @@ def events_reply(agent: Agent, req: RunRequest, release: Callable[[], None], dra
 
     async def produce(send: Send) -> None:
         async with stream:
-            await send(_start(200, [*_SSE_HEADERS, (b"x-jeeves-session-id", stream.session_id.encode())]))
             seq = 0
+
+            async def forward(ev: RunEvent) -> None:
+                nonlocal seq
+                seq += 1
+                if isinstance(ev, RunFailed):
+                    log.warning("run failed", extra={"agent": agent.name, "error_type": ev.error_type})
+                    ev = dataclasses.replace(ev, message=f"the run failed ({ev.error_type}); see the server log")
+                await send(_body(sse_event(seq, ev)))
+
             try:
-                async for ev in stream:
-                    seq += 1
-                    if isinstance(ev, RunFailed):
-                        log.warning("run failed", extra={"agent": agent.name, "error_type": ev.error_type})
-                        ev = dataclasses.replace(ev, message=f"the run failed ({ev.error_type}); see the server log")
-                    await send(_body(sse_event(seq, ev)))
+                # the head waits for the first event: a run that fails before it (its journal
+                # cannot be written, ...) has no run.failed to send, so it gets an error reply
+                first = await stream.__anext__()
+            except StopAsyncIteration:
+                first = None
+            except Exception:
+                if stream.error is None:
+                    raise
+                error_type = type(stream.error).__name__
+                log.warning("run failed before its first event", extra={"agent": agent.name, "error_type": error_type})
+                err = _failure(error_type)
+                await _send_json(send, err.status, err.body())
+                return
+            await send(_start(200, [*_SSE_HEADERS, (b"x-jeeves-session-id", stream.session_id.encode())]))
+            try:
+                if first is not None:
+                    await forward(first)
+                    async for ev in stream:
+                        await forward(ev)
             except Exception:  # the run failed: its run.failed event was the last one sent
                 if stream.error is None:
                     raise

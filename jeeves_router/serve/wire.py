@@ -88,7 +88,38 @@ def parse_json(raw: bytes) -> dict[str, Any]:
         raise ApiError(400, f"the request body is not valid JSON{where}", code="invalid_json") from None
     if not isinstance(data, dict):
         raise ApiError(400, f"the request body must be a JSON object, got a JSON {type(data).__name__}")
+    escapes = _SURROGATE_ESCAPE.search(raw) or not json.detect_encoding(raw).startswith("utf-8")
+    if escapes and _has_lone_surrogate(data):
+        raise ApiError(
+            400,
+            "the request body's JSON has an unpaired UTF-16 surrogate (a \\ud800-\\udfff escape not part of a "
+            "pair); send valid Unicode text",
+            code="invalid_json",
+        )
     return data
+
+
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")  # in UTF-8 JSON, only such an escape can leave one
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _has_lone_surrogate(data: Any) -> bool:
+    """Whether a string (key or value) of parsed JSON holds a surrogate (a pair is joined by the parser).
+
+    Such text cannot be encoded as UTF-8: it would fail the run's journal or its event stream.
+    """
+    stack = [data]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, str):
+            if _SURROGATE.search(value):
+                return True
+        elif isinstance(value, dict):
+            stack += value.keys()
+            stack += value.values()
+        elif isinstance(value, list):
+            stack += value
+    return False
 
 
 def _field(data: Mapping[str, Any], name: str, kind: type | tuple[type, ...], *, required: bool = False) -> Any:
