@@ -17,10 +17,23 @@ from __future__ import annotations
 import sys
 import types
 from collections.abc import AsyncIterator, Awaitable, Coroutine, Generator
+from contextvars import ContextVar
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-__all__ = ["EventPump", "aclose", "aclosing", "emit"]
+__all__ = ["EventPump", "aclose", "aclosing", "closing", "emit"]
+
+#: True while a consumer closes a run (``aclose()``, ``break`` out of ``async with``): its cleanups run then.
+_CLOSING: ContextVar[bool] = ContextVar("jeeves_router_closing", default=False)
+
+
+def closing() -> bool:
+    """Whether the code running now is a run's clean-up, run because its consumer closed it.
+
+    A failure then (a model stream whose close raises) is not reported as events: nobody reads
+    them any more. It ends the close instead, as an async generator's ``aclose()`` would.
+    """
+    return _CLOSING.get()
 
 T = TypeVar("T")
 
@@ -256,6 +269,7 @@ class EventPump(Generic[T]):
 @types.coroutine
 def _finish(coro: Coroutine[Any, Any, None], kind: type) -> Generator[Any, Any, None]:
     """Throw ``GeneratorExit`` into ``coro`` and drive it to its end, passing its waits through."""
+    token = _CLOSING.set(True)
     try:
         out = coro.throw(GeneratorExit())
         while True:
@@ -270,3 +284,5 @@ def _finish(coro: Coroutine[Any, Any, None], kind: type) -> Generator[Any, Any, 
                 out = coro.send(value)
     except (GeneratorExit, StopIteration):
         return
+    finally:
+        _CLOSING.reset(token)

@@ -9,7 +9,7 @@ from functools import partial
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from .._aio import EventPump, aclose, emit
+from .._aio import EventPump, aclose, closing, emit
 from .._frozen import constructor
 from .._log import get_logger
 from ..classify.types import Classifier, ClassifyRequest, ClassifyResult
@@ -283,6 +283,8 @@ async def execute(
     except Exception as exc:
         severity = exc.severity if isinstance(exc, RunError) else None
         log.info("run failed", session_id=sid, path=path, error_type=type(exc).__name__)
+        if closing():  # a clean-up failed as the consumer closed the stream: nobody reads events now
+            raise
         await emit(
             RunFailed(session_id=sid, path=path, error_type=type(exc).__name__, message=str(exc), severity=severity)
         )
