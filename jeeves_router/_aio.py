@@ -35,6 +35,7 @@ def closing() -> bool:
     """
     return _CLOSING.get()
 
+
 T = TypeVar("T")
 
 

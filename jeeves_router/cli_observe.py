@@ -96,6 +96,6 @@ def trace_command(
     except (UsageError, JournalError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
-    out.write_text(render_trace_html(trace, graph), encoding="utf-8")
+    out.write_text(render_trace_html(trace, graph), encoding="utf-8", errors="backslashreplace")  # a cut emoji: \ud83d
     steps = sum(len(run.root.walk()) for run in trace.runs)
     typer.echo(f"wrote {out} ({len(trace.runs)} run(s), {steps} steps)")

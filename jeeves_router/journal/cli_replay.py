@@ -6,7 +6,6 @@ line is built: other commands never load it.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated
 
@@ -24,7 +23,7 @@ def replay_command(
     import anyio
 
     from ..events import event_adapter
-    from .records import JournalError
+    from .records import JournalError, json_text
     from .replay import format_event, recorded_events
     from .sqlite import SQLiteJournal
 
@@ -36,7 +35,7 @@ def replay_command(
             await store.aclose()
         if as_json:
             adapter = event_adapter()
-            return [json.dumps(adapter.dump_python(ev, mode="json"), ensure_ascii=False) for ev in events]
+            return [json_text(adapter.dump_python(ev, mode="json")) for ev in events]
         return [format_event(ev) for ev in events]
 
     try:

@@ -145,7 +145,7 @@ class PostgresJournal:
         entries = []
         for seq, body in await self._query(sql + " ORDER BY seq", args):
             try:
-                entry = Entry.model_validate_json(body)
+                entry = Entry.from_body(body)
             except ValidationError as exc:
                 raise JournalCorrupt(
                     f"{self!r}: entry {seq} (session {session_id!r}) is not a valid entry: {exc.errors()[0]['msg']}"

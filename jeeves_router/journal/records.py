@@ -33,7 +33,7 @@ from dataclasses import MISSING, fields, is_dataclass
 from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
-from pydantic_core import to_jsonable_python
+from pydantic_core import PydanticSerializationError, to_jsonable_python
 
 from ..errors import JeevesError, RunError, UsageError
 
@@ -208,8 +208,31 @@ class Entry(BaseModel):
     seq: int | None = Field(default=None, exclude=True)
 
     def body(self) -> str:
-        """The entry as compact JSON (without ``seq``)."""
-        return self.model_dump_json(exclude={"seq"})
+        r"""The entry as compact JSON (without ``seq``).
+
+        Text with an unpaired UTF-16 surrogate (an emoji cut in half by a JavaScript client)
+        cannot be written as UTF-8; such an entry is written with ASCII escapes (``\ud83d``),
+        which read back as the same text.
+        """
+        try:
+            return self.model_dump_json(exclude={"seq"})
+        except PydanticSerializationError:
+            data = self.model_dump(mode="json", exclude={"seq"})
+            return json.dumps(data, separators=(",", ":"))  # ensure_ascii: every surrogate escaped
+
+    @classmethod
+    def from_body(cls, body: str) -> Entry:
+        """The entry :meth:`body` wrote.
+
+        Raises:
+            ValidationError: For a body that is not an entry.
+        """
+        if "\\ud" in body.lower():  # maybe an escaped lone surrogate, which pydantic's JSON parser refuses
+            try:
+                return cls.model_validate(json.loads(body))
+            except ValueError:  # not JSON: pydantic says why, below
+                pass
+        return cls.model_validate_json(body)
 
 
 def to_json(value: Any) -> Any:
@@ -252,10 +275,24 @@ def _canonical(value: Any) -> Any:
     return to_json(value)
 
 
+def json_text(data: Any, **options: Any) -> str:
+    r"""``json.dumps(data, ensure_ascii=False, **options)``, for people to read and files to keep.
+
+    Text holding an unpaired UTF-16 surrogate, which UTF-8 cannot carry, comes out with ASCII
+    escapes instead (``\ud83d``), so printing or saving it does not fail.
+    """
+    text = json.dumps(data, ensure_ascii=False, **options)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(data, **options)
+    return text
+
+
 def digest(value: Any) -> str:
     """SHA-256 hex digest of ``value``'s canonical JSON (sorted keys, compact, defaults omitted)."""
     text = json.dumps(_canonical(value), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()  # a lone surrogate too (a cut emoji)
 
 
 # -- step results ---------------------------------------------------------------------

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 
 from pydantic import ValidationError
 
 from ..events import Event, RunCompleted, RunFailed, RunStarted, TextDelta, event_adapter
 from .base import Journal
-from .records import EventRecord, JournalCorrupt
+from .records import EventRecord, JournalCorrupt, json_text
 from .resume import RecordedRuns
 
 __all__ = ["recorded_events", "format_event"]
@@ -55,7 +54,7 @@ def format_event(ev: Event) -> str:
     data = event_adapter().dump_python(ev, mode="json")
     for k in ("kind", "session_id", "path", "ts"):
         data.pop(k, None)
-    return f"{head}  {json.dumps(data, ensure_ascii=False, sort_keys=True)}"
+    return f"{head}  {json_text(data, sort_keys=True)}"
 
 
 def format_events(events: Iterable[Event]) -> list[str]:

@@ -282,7 +282,7 @@ class SQLiteJournal:
 
     def _decode(self, seq: int, body: str, session_id: str) -> Entry:
         try:
-            entry = Entry.model_validate_json(body)
+            entry = Entry.from_body(body)
         except ValidationError as exc:
             raise JournalCorrupt(
                 f"journal {self.path}: entry {seq} (session {session_id!r}) is not a valid entry: "

@@ -10,10 +10,10 @@ HTML tree, with its Mermaid source beside it. CSS and the few lines of script ar
 
 from __future__ import annotations
 
-import json
 from html import escape
 from typing import TYPE_CHECKING, Any
 
+from .records import json_text
 from .trace_data import RunTrace, SessionTrace, TraceNode
 
 if TYPE_CHECKING:
@@ -104,7 +104,7 @@ def _label(node: TraceNode) -> str:
 
 def _detail(node: TraceNode) -> str:
     data = {k: v for k, v in node.data.items() if v not in (None, "", [], {})}
-    return json.dumps(data, indent=2, ensure_ascii=False, default=str)
+    return json_text(data, indent=2, default=str)
 
 
 def _decision(d: dict[str, Any], routes: list[str]) -> str:
