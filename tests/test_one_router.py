@@ -289,6 +289,7 @@ async def test_a_sticky_specialist_that_fails_is_reclassified_without_its_route(
     result = result_of(events)
     assert (result.status, result.route, result.output) == ("ok", "general", "Here you go.")
     assert result.metadata["excluded_routes"] == ("billing",)
+    assert result.metadata["sticky"] is False  # the answer came from a new classification, not the sticky route
     [re] = of(events, RecoveryReclassify)
     assert re.excluded == ("billing",)
     assert of(events, RouterClassified)[0].route == "general"

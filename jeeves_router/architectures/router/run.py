@@ -194,6 +194,7 @@ class RouterRun(ChainRun):
                     visit.unknown = 0
                     continue
                 if f.action is Action.RECLASSIFY:
+                    self.sticky = False  # a new classification answers this turn, not the sticky route
                     self.excluded = (*self.excluded, node.name)
                     self.feedback = f.feedback()
                     await ctx.emit(rec.reclassify_event(f, self.excluded))
