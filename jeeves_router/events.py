@@ -183,7 +183,12 @@ class RouterUnresolved(EventBase):
 
 @frozen(kw_only=True)
 class RouterCompleted(EventBase):
-    """The routed specialist finished."""
+    """The routed specialist finished.
+
+    ``usage`` is what its last attempt used, the one that answered. The run's
+    ``RunResult.usage`` and ``usage_by_route`` also count the attempts that failed before it
+    (retries) and the routes tried before a reclassification.
+    """
 
     route: str
     status: str
