@@ -9,13 +9,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from jeeves_router.classify.types import Classification, ClassifyResult
-from jeeves_router.journal.records import (
-    JournalError,
-    decode_result,
-    digest,
-    encode_result,
-    register_step_type,
-)
+from jeeves_router.journal.records import JournalError, digest
+from jeeves_router.journal.step_results import decode_result, encode_result, register_step_type
 from jeeves_router.messages import user
 from jeeves_router.models.base import ModelRequest
 from jeeves_router.tools import Handoff, ToolOutcome

@@ -43,7 +43,8 @@ import anyio.to_thread
 from pydantic import TypeAdapter
 
 from ..errors import ReplayDivergence, UsageError
-from ..journal.records import decode_result, digest, encode_result, jsonable_mapping, to_json
+from ..journal.records import digest, jsonable_mapping, to_json
+from ..journal.step_results import decode_result, encode_result
 from ..messages import Message
 from ..models.base import Model, ModelRequest, ModelResponse, ModelStreamItem, ModelTextDelta
 from ..results import RunResult

@@ -42,13 +42,13 @@ if TYPE_CHECKING:
         JournalCorrupt,
         JournalError,
         ToolOutcomeUnknown,
-        register_step_type,
     )
     from .replay import format_event, recorded_events
     from .resume import ResumeConflict, ResumePoint
     from .runtime import JournalRuntime, UnknownToolPolicy
     from .sessions import SessionHistory, Turn, session_turns
     from .sqlite import SQLiteJournal
+    from .step_results import register_step_type
 
 __getattr__, __dir__ = lazy_exports(
     __name__,
@@ -64,8 +64,8 @@ __getattr__, __dir__ = lazy_exports(
             "JournalCorrupt",
             "JournalError",
             "ToolOutcomeUnknown",
-            "register_step_type",
         ),
+        ".step_results": ("register_step_type",),
         ".replay": ("format_event", "recorded_events"),
         ".resume": ("ResumeConflict", "ResumePoint"),
         ".runtime": ("JournalRuntime", "UnknownToolPolicy"),

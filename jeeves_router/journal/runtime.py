@@ -61,13 +61,12 @@ from .records import (
     StepFailedRecord,
     StepRecord,
     ToolStartedRecord,
-    decode_result,
     digest,
-    encode_result,
 )
 from .resume import ResumePoint, claim_attempt, find_resume_point, start_record
 from .sessions import SessionHistory, load_history
 from .state import RunState, StepIndex
+from .step_results import decode_result, encode_result
 
 if TYPE_CHECKING:
     from ..actor import Actor
