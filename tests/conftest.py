@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -14,6 +17,7 @@ for _key in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY"):
 
 from hypothesis import settings  # noqa: E402
 
+from jeeves_router.journal.sqlite import SQLiteJournal  # noqa: E402
 from jeeves_router.settings import block_real_model_calls  # noqa: E402
 from tests.recovery_clock import Clock  # noqa: E402
 
@@ -38,6 +42,35 @@ def _restore_library_log_level() -> Iterator[None]:
     yield
     logger.setLevel(level)
     logger.handlers[:] = handlers
+
+
+_TESTS = str(Path(__file__).parent)
+
+
+@pytest.fixture(autouse=True)
+def _close_the_tests_sqlite_journals(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Close the connection of every SQLiteJournal a test module made and left open.
+
+    Python 3.13 warns (ResourceWarning, a failure under pytest) for each ``sqlite3.Connection``
+    collected unclosed, in whichever later test the collection happens. Only journals built by
+    code under ``tests/`` are closed here: one the library makes itself (serve, the CLI) must
+    close its own connection, and its leak still fails the test that collects it.
+    """
+    made: list[SQLiteJournal] = []
+    init = SQLiteJournal.__init__
+
+    def tracked(self: SQLiteJournal, *args: Any, **kwargs: Any) -> None:
+        init(self, *args, **kwargs)
+        if sys._getframe(1).f_code.co_filename.startswith(_TESTS):
+            made.append(self)
+
+    monkeypatch.setattr(SQLiteJournal, "__init__", tracked)
+    yield
+    for journal in made:
+        with journal._lock:
+            if journal._conn is not None:
+                journal._conn.close()
+                journal._conn = None
 
 
 @pytest.fixture(scope="module")

@@ -5,13 +5,14 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterator
+from pathlib import Path
 
 import anyio
 import httpx2 as httpx
 import openai
 import pytest
 
-from jeeves_router.journal import JournalRuntime, MemoryJournal, session_turns
+from jeeves_router.journal import JournalRuntime, MemoryJournal, SQLiteJournal, session_turns
 from jeeves_router.serve import create_app
 from jeeves_router.testing import FunctionModel
 from tests.serve_apps import ServerThread, build_desk, desk_with, running
@@ -276,3 +277,21 @@ def test_an_unresolved_run_answers_null_content_with_its_status() -> None:
     assert raw.headers["x-jeeves-fallback-reason"] == "low_confidence"
     assert "".join(c.choices[0].delta.content or "" for c in stream if c.choices) == ""
     assert (stream[-1].model_extra or {})["jeeves"]["status"] == "unresolved"
+
+
+@pytest.mark.anyio
+async def test_a_server_stopped_by_an_error_still_closes_the_journal_it_opened(tmp_path: Path) -> None:
+    import sqlite3
+
+    desk = build_desk()
+    app = create_app(desk, journal=tmp_path / "runs.db")  # the app opens this journal: it must close it
+    assert isinstance(desk.runtime, JournalRuntime)
+    store = desk.runtime.journal
+    assert isinstance(store, SQLiteJournal)
+    conn = await store._run(lambda c: c)  # opens the connection
+    with pytest.raises(RuntimeError, match="server failed"):
+        async with app.router.lifespan_context(app):  # type: ignore[attr-defined]
+            raise RuntimeError("server failed")
+    # an open connection would leak (Python 3.13 warns when one is collected unclosed)
+    with pytest.raises(sqlite3.ProgrammingError, match="closed database"):
+        conn.execute("SELECT 1")

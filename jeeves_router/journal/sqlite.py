@@ -28,6 +28,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import TypeVar
 
+import anyio
 import anyio.to_thread
 from pydantic import ValidationError
 
@@ -310,7 +311,7 @@ class SQLiteJournal:
             raise JournalCorrupt(f"journal {self.path} cannot be read: {exc} (truncated or damaged)") from exc
 
     async def aclose(self) -> None:
-        """Close the connection (a later call reopens it)."""
+        """Close the connection (a later call reopens it), also from a cancelled task."""
 
         def close(_: sqlite3.Connection) -> None:
             if self._conn is not None:
@@ -318,7 +319,8 @@ class SQLiteJournal:
                 self._conn = None
 
         if self._conn is not None:
-            await self._run(close)
+            with anyio.CancelScope(shield=True):  # cancelled, it would leave the connection open
+                await self._run(close)
 
     async def __aenter__(self) -> SQLiteJournal:
         return self

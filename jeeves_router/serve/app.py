@@ -23,7 +23,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
 from starlette.applications import Starlette
@@ -211,9 +211,10 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        yield
-        for j in journals:
-            await j.aclose()
+        async with AsyncExitStack() as closing:  # every journal, also when the server stops on an error
+            for j in journals:
+                closing.push_async_callback(j.aclose)
+            yield
 
     app = Starlette(
         routes=[
