@@ -14,7 +14,7 @@ from __future__ import annotations
 import pytest
 
 from jeeves_router import Agent, Router, RouterRoute
-from jeeves_router.recovery import ErrorClassification, ErrorContext, ErrorSeverity
+from jeeves_router.recovery import ErrorClassification, ErrorContext, ErrorSeverity, Recovery
 from jeeves_router.testing import Call, ScriptedModel, StaticClassifier
 
 
@@ -53,30 +53,32 @@ async def test_a_specialist_of_a_router_without_recovery_stops_with_its_own_repo
     assert result.report is not None and result.report["reason"] == "reclassify_unavailable"
 
 
-@pytest.mark.anyio
-async def test_a_judgement_escalated_through_a_plain_router_reaches_the_recovering_router() -> None:
-    """Refunds judges its failure RECLASSIFICATION; the billing desk (no recovery) passes it on; the front
-    desk, which recovers, reclassifies. It used to judge the failure again with its own hooks (none
-    answer for a LookupError), so the type's default, CRITICAL, stopped the run instead."""
-    from jeeves_router.recovery import Recovery
-
+def front_desk(recovery: Recovery) -> Agent:
+    """A recovering front desk whose billing route is a Router without recovery in front of refunds."""
     billing = Agent(
         "Billing desk",
         name="billing_desk",
         architecture=Router([RouterRoute("refunds", refunds())], classifier=StaticClassifier("refunds")),
     )
     general = Agent("General.", name="general", model=ScriptedModel(["A person will look at your refund."]))
-    front = Agent(
+    return Agent(
         "Front desk",
         name="front",
         architecture=Router(
             [RouterRoute("billing", billing), RouterRoute("general", general)],
             classifier=StaticClassifier("billing"),
             fallback_route="general",
-            recovery=Recovery(),
+            recovery=recovery,
         ),
     )
-    result = await front.run("refund INV-7")
+
+
+@pytest.mark.anyio
+async def test_a_judgement_escalated_through_a_plain_router_reaches_the_recovering_router() -> None:
+    """Refunds judges its failure RECLASSIFICATION; the billing desk (no recovery) passes it on; the front
+    desk, which recovers, reclassifies. It used to judge the failure again with its own hooks (none
+    answer for a LookupError), so the type's default, CRITICAL, stopped the run instead."""
+    result = await front_desk(Recovery()).run("refund INV-7")
     # reclassified without billing: the classifier still names it, so the fallback answers
     assert (result.status, result.route) == ("fallback", "general"), result.report
     assert result.output == "A person will look at your refund."
@@ -84,26 +86,8 @@ async def test_a_judgement_escalated_through_a_plain_router_reaches_the_recoveri
 
 @pytest.mark.anyio
 async def test_a_hook_of_the_recovering_router_still_overrides_an_escalated_judgement() -> None:
-    from jeeves_router.recovery import Recovery
-
     def stop_on_lookups(exc: BaseException, ctx: ErrorContext) -> ErrorClassification | None:
         return ErrorClassification(ErrorSeverity.CRITICAL) if isinstance(exc, LookupError) else None
 
-    billing = Agent(
-        "Billing desk",
-        name="billing_desk",
-        architecture=Router([RouterRoute("refunds", refunds())], classifier=StaticClassifier("refunds")),
-    )
-    general = Agent("General.", name="general", model=ScriptedModel(["unused"]))
-    front = Agent(
-        "Front desk",
-        name="front",
-        architecture=Router(
-            [RouterRoute("billing", billing), RouterRoute("general", general)],
-            classifier=StaticClassifier("billing"),
-            fallback_route="general",
-            recovery=Recovery(classify_error=stop_on_lookups),
-        ),
-    )
-    result = await front.run("refund INV-7")
+    result = await front_desk(Recovery(classify_error=stop_on_lookups)).run("refund INV-7")
     assert (result.status, result.route) == ("critical", "billing")
