@@ -99,3 +99,13 @@ def test_a_reader_that_goes_away_ends_the_command_quietly() -> None:
         _, err = proc.communicate(b"I was charged twice\n" * 50, timeout=120)
         assert proc.returncode == 1, err
         assert b"error" not in err and b"Traceback" not in err and b"Exception ignored" not in err
+
+
+def test_leave_exits_normally_when_a_stream_cannot_be_flushed() -> None:
+    """The normal exit then reports the lost output (status 120), instead of ending as if all were written."""
+    code = "import os, sys\nfrom jeeves_router._exit import leave\nsys.stdout.write('pending')\nos.close(1)\nleave(0)"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}  # stdout holds 'pending' until flushed
+    env["PYTHONPATH"] = str(ROOT)
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 120
+    assert "Exception ignored" in proc.stderr

@@ -34,6 +34,7 @@ Notes:
 
 from __future__ import annotations
 
+import functools
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import aclosing
@@ -84,6 +85,7 @@ def _serializer() -> DBOSPortableJSONSerializer:
     return DBOSPortableJSONSerializer()
 
 
+@functools.cache  # asked once per process: neither DBOS nor SQLite changes while it runs
 def _sqlite_timestamps_work() -> bool:
     """Whether DBOS's SQLite system database can stamp its rows with this Python's SQLite.
 

@@ -226,7 +226,7 @@ class Entry(BaseModel):
         Raises:
             ValidationError: For a body that is not an entry.
         """
-        if "\\ud" in body.lower():  # maybe an escaped lone surrogate, which pydantic's JSON parser refuses
+        if "\\ud" in body:  # maybe an escaped lone surrogate (json and pydantic write hex in lower case)
             try:
                 return cls.model_validate(json.loads(body))
             except ValueError:  # not JSON: pydantic says why, below

@@ -106,7 +106,7 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 def _has_lone_surrogate(data: Any) -> bool:
     """Whether a string (key or value) of parsed JSON holds a surrogate (a pair is joined by the parser).
 
-    Such text cannot be encoded as UTF-8: it would fail the run's journal or its event stream.
+    Such text cannot be encoded as UTF-8: the run's event stream (pydantic's JSON) could not be sent.
     """
     stack = [data]
     while stack:
