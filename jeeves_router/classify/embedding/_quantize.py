@@ -319,7 +319,8 @@ def cached_file(name: str, build: Callable[[Path], None], *, directory: Path | N
     """The file ``name`` in the cache folder, made by ``build(path)`` when it is not there yet.
 
     ``build`` writes into a temporary folder; the result is published whole (concurrent
-    builders each publish a complete file). Within one process, threads that ask for the same
+    builders each publish a complete file). Whether built now or found, the builds ``name``
+    supersedes (see ``_fused.SUPERSEDED_LAYOUTS``) are deleted. Within one process, threads that ask for the same
     missing file wait for the first one's build instead of building it again (MPNet's takes
     about 20 s and 1.5 GB of temporary disk).
 
@@ -329,6 +330,8 @@ def cached_file(name: str, build: Callable[[Path], None], *, directory: Path | N
     folder = directory if directory is not None else cache_dir()
     target = folder / name
     if target.is_file():
+        # Also when the file was built by a version that removed nothing (before SUPERSEDED_LAYOUTS).
+        _remove_superseded(folder, name)
         return target
     with _BUILD_LOCKS_GUARD:
         lock = _BUILD_LOCKS.setdefault(target.absolute(), threading.Lock())
