@@ -115,6 +115,15 @@ def check_unit(label: str, value: float | None, *, low_open: bool = False, high_
         raise UsageError(f"{label} must be within {interval}, got {value}")
 
 
+def _scorer_options(scorer: ScorerName, encoder: EncoderName | None) -> dict[str, Any]:
+    """The scorer's options for ``encoder``: MPNet's ``late`` weights were chosen on its own (README)."""
+    if scorer is ScorerName.late and encoder is EncoderName.mpnet:
+        from .classify.embedding.mpnet import LATE_OPTIONS
+
+        return dict(LATE_OPTIONS)
+    return {}
+
+
 def load_embedding(
     routes_path: Path | None,
     scorer: ScorerName | None,
@@ -166,7 +175,9 @@ def load_embedding(
         kind = scorer if scorer is not None else ScorerName(DEFAULT_SCORER)
         negatives = load_negatives(source) if kind is ScorerName.late else ()
         chosen = make_encoder(encoder) if encoder is not None else None
-        clf = EmbeddingClassifier(load_routes(source), encoder=chosen, scorer=kind.value, negatives=negatives)
+        options = _scorer_options(kind, encoder)
+        clf = EmbeddingClassifier(load_routes(source), encoder=chosen, scorer=kind.value, scorer_options=options,
+                                  negatives=negatives)  # fmt: skip
     if fit_on is not None:
         from .eval import check_labels, load_labelled
 

@@ -348,3 +348,40 @@ def test_the_shipped_desk_encodes_one_request_on_one_thread_and_a_batch_on_two(m
     batch = clf.classify_batch(["I was charged twice", "my parcel never arrived"])
     assert threads() == sorted({1, min(2, os.cpu_count() or 1)})
     assert batch[0].scores == one.scores  # the same vectors on any number of threads
+
+
+def _readme_mpnet_options() -> dict[str, float]:
+    """The ``scorer_options`` of the README's MPNet example."""
+    import ast
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    found = re.search(r"encoder=MPNetEncoder\(\), scorer_options=(\{[^}]*\})", readme)
+    assert found is not None, "the README's MPNet example with its scorer_options"
+    options: dict[str, float] = ast.literal_eval(found.group(1))
+    return options
+
+
+@pytest.mark.parametrize("encoder", ["mpnet", "minilm"])
+def test_the_cli_builds_mpnet_with_the_late_options_the_readme_states(
+    encoder: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from jeeves_router import _cli_embed
+    from jeeves_router.classify.embedding import HashingEncoder
+    from jeeves_router.classify.embedding.late import LateInteractionScorer
+
+    made: list[str] = []
+
+    def cheap(name: _cli_embed.EncoderName) -> HashingEncoder:  # the options, not the real encoder, are tested
+        made.append(name.value)
+        return HashingEncoder()
+
+    monkeypatch.setattr(_cli_embed, "make_encoder", cheap)
+    model = tmp_path / "fitted.json"
+    routes, val = str(DATA / "desk_routes.json"), str(DATA / "desk_val.jsonl")
+    fitted = runner.invoke(app, ["fit", "--routes", routes, "--encoder", encoder, "--data", val, "--out", str(model)])
+    assert fitted.exit_code == 0, fitted.output
+    assert made == [encoder]
+    scorer = json.loads(model.read_text())["scorer"]
+    expected = _readme_mpnet_options() if encoder == "mpnet" else {"token_weight": LateInteractionScorer().token_weight}
+    assert scorer["kind"] == "late" and {k: scorer[k] for k in expected} == expected
+    assert expected["token_weight"] == (5.0 if encoder == "mpnet" else 8.0)

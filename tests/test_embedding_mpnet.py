@@ -203,7 +203,8 @@ def test_the_cli_fits_on_mpnet_and_a_saved_file_keeps_it(mpnet: MPNetEncoder, tm
     fitted = runner.invoke(app, ["fit", "--routes", str(DATA / "desk_routes.json"), "--encoder", "mpnet",
                                  "--data", str(DATA / "desk_val.jsonl"), "--out", str(model)])  # fmt: skip
     assert fitted.exit_code == 0, fitted.output
-    assert json.loads(model.read_text())["encoder"]["name"] == mpnet.name
+    saved = json.loads(model.read_text())
+    assert saved["encoder"]["name"] == mpnet.name and saved["scorer"]["token_weight"] == 5.0  # MPNet's, not MiniLM's 8
     routed = runner.invoke(app, ["route", "--routes", str(model), "--json", "I was charged twice for my subscription"])
     assert routed.exit_code == 0, routed.output
     assert json.loads(routed.stdout)["route"] == "billing"
