@@ -67,10 +67,7 @@ def _close_the_tests_sqlite_journals(monkeypatch: pytest.MonkeyPatch) -> Iterato
     monkeypatch.setattr(SQLiteJournal, "__init__", tracked)
     yield
     for journal in made:
-        with journal._lock:
-            if journal._conn is not None:
-                journal._conn.close()
-                journal._conn = None
+        journal.close()
 
 
 @pytest.fixture(scope="module")

@@ -296,3 +296,19 @@ async def test_closing_from_a_cancelled_task_still_closes_the_connection(tmp_pat
     # an open connection would leak (Python 3.13 warns when one is collected unclosed)
     with pytest.raises(sqlite3.ProgrammingError, match="closed database"):
         conn.execute("SELECT 1")
+
+
+def test_close_closes_the_connection_without_an_event_loop_and_a_later_call_reopens(tmp_path: Path) -> None:
+    journal = SQLiteJournal(tmp_path / "j.db")
+    anyio.run(_record_one_in, journal)
+    conn = anyio.run(journal._run, lambda c: c)  # the connection the runs used
+    journal.close()  # synchronous: a plain script's end, a test fixture
+    with pytest.raises(sqlite3.ProgrammingError, match="closed database"):
+        conn.execute("SELECT 1")
+    journal.close()  # closing twice is harmless
+    assert anyio.run(journal.sessions)[0] == "s1"  # reopened
+    journal.close()
+
+
+async def _record_one_in(journal: SQLiteJournal) -> None:
+    await build_desk(JournalRuntime(journal), DeskModel()).run(PROMPT, session_id="s1")

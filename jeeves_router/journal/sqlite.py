@@ -310,17 +310,23 @@ class SQLiteJournal:
                 raise JournalError(f"journal {self.path}: sessions cannot be listed: {exc}") from exc
             raise JournalCorrupt(f"journal {self.path} cannot be read: {exc} (truncated or damaged)") from exc
 
-    async def aclose(self) -> None:
-        """Close the connection (a later call reopens it), also from a cancelled task."""
+    def close(self) -> None:
+        """Close the connection now, without an event loop (a later call reopens it).
 
-        def close(_: sqlite3.Connection) -> None:
+        For synchronous code: the end of a script whose runs are over, a test fixture. It waits
+        for a statement in flight in a worker thread to finish; from async code, use
+        :meth:`aclose` (or ``async with``), which waits in a worker thread instead of on the loop.
+        """
+        with self._lock:
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None
 
+    async def aclose(self) -> None:
+        """Close the connection (a later call reopens it), also from a cancelled task."""
         if self._conn is not None:
             with anyio.CancelScope(shield=True):  # cancelled, it would leave the connection open
-                await self._run(close)
+                await anyio.to_thread.run_sync(self.close)
 
     async def __aenter__(self) -> SQLiteJournal:
         return self
