@@ -46,7 +46,7 @@ class HandoffGraph:
     """The nodes of a chain, its entry node, and the fallback node (if any).
 
     ``plans`` is a cache for the chain's runs: how each node is visited (see
-    :meth:`~jeeves_router.architectures.handoffs.visit.VisitRunner._new_visit`), worked out
+    :meth:`~jeeves_router.architectures.handoffs.state.ChainState._new_visit`), worked out
     once per node instead of once per visit.
     """
 
