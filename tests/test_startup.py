@@ -201,10 +201,11 @@ def test_the_model_digest_is_remembered_per_file_version(tmp_path: Path, monkeyp
     first = _quantize.quantized_model(source, directory=cache)
     assert isinstance(first, Path) and v1 in first.name and len(builds) == 1
     assert _quantize.quantized_model(source, directory=cache) == first  # published: the memo is written now
-    (memo,) = cache.glob(".digest-*")
-    assert memo.read_text() == v1
+    memo = cache / _quantize.DIGEST_MEMO
+    ((key, remembered),) = [line.split(" ") for line in memo.read_text().splitlines()]
+    assert remembered == v1
     # while the file is unchanged, the memo (not the file's bytes) names the cached model
-    memo.write_text("0123456789abcdef")
+    memo.write_text(f"{key} 0123456789abcdef\n")
     stand_in = _quantize.quantized_model(source, directory=cache)
     assert isinstance(stand_in, Path) and "0123456789abcdef" in stand_in.name and len(builds) == 2
     # a reinstalled file (new size and time) is hashed again
@@ -212,3 +213,35 @@ def test_the_model_digest_is_remembered_per_file_version(tmp_path: Path, monkeyp
     os.utime(source, ns=(1, 1))
     second = _quantize.quantized_model(source, directory=cache)
     assert isinstance(second, Path) and hashlib.sha256(b"weights v2, longer").hexdigest()[:16] in second.name
+
+
+def test_the_digest_memo_keeps_a_bounded_number_of_file_versions(tmp_path: Path) -> None:
+    pytest.importorskip("onnxruntime")
+    from jeeves_router.classify.embedding import _quantize
+
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    legacy = cache / ".digest-0123456789abcdef"  # the one-file-per-version memo of earlier releases
+    legacy.write_text("0123456789abcdef")
+    installs = []
+    for i in range(_quantize.DIGEST_MEMO_ENTRIES + 5):  # a fresh environment per CI run: a new path each time
+        source = tmp_path / f"venv{i}" / "model.onnx"
+        source.parent.mkdir()
+        source.write_bytes(f"weights {i}".encode())
+        installs.append(source)
+        assert _quantize._source_digest(source, cache) == hashlib.sha256(f"weights {i}".encode()).hexdigest()[:16]
+    assert sorted(p.name for p in cache.iterdir()) == [_quantize.DIGEST_MEMO]
+    lines = (cache / _quantize.DIGEST_MEMO).read_text().splitlines()
+    assert len(lines) == _quantize.DIGEST_MEMO_ENTRIES
+
+    # the newest versions are kept, the oldest dropped. Rewrite a file with the same size and put
+    # its time back: the memo answers by (path, size, time), so a kept entry gives the old digest
+    def rewritten(source: Path, text: bytes) -> str:
+        st = source.stat()
+        source.write_bytes(text)
+        os.utime(source, ns=(st.st_atime_ns, st.st_mtime_ns))
+        return _quantize._source_digest(source, cache)
+
+    newest, oldest = len(installs) - 1, 0
+    assert rewritten(installs[newest], b"weights XX") == hashlib.sha256(f"weights {newest}".encode()).hexdigest()[:16]
+    assert rewritten(installs[oldest], b"weights Y") == hashlib.sha256(b"weights Y").hexdigest()[:16]
