@@ -18,16 +18,13 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Iterable, Sequence
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..._aio import emit
 from ...events import Event, HandoffCompleted, HandoffRejected, HandoffRequested
 from ...messages import user
 from ...results import RunResult, RunStatus
 from .visit import Visit, VisitRunner
-
-if TYPE_CHECKING:
-    pass
 
 __all__ = ["ChainRun"]
 
