@@ -365,8 +365,13 @@ def serve_command(
 def mcp_(
     target: Annotated[str, typer.Argument(help="The agent (router) to serve, as module:attribute.")],
     transport: Annotated[str, typer.Option("--transport", help="stdio or http (streamable HTTP).")] = "stdio",
-    host: Annotated[str, typer.Option("--host", help="HTTP: interface to listen on.")] = "127.0.0.1",
+    host: Annotated[str, typer.Option("--host", help="HTTP: interface to listen on (not loopback: needs a token).")] = (
+        "127.0.0.1"
+    ),
     port: Annotated[int, typer.Option("--port", help="HTTP: port.")] = 8000,
+    token_env: Annotated[
+        str | None, typer.Option("--token-env", help="HTTP: environment variable holding the bearer token.")
+    ] = None,
 ) -> None:
     """Serve an agent or router as an MCP server with one tool, `ask` (needs the mcp extra)."""
     from .mcp.server import main
@@ -374,7 +379,12 @@ def mcp_(
     with bad_input():
         if transport not in ("stdio", "http"):
             raise UsageError(f"--transport must be stdio or http, got {transport!r}")
-        main(target, transport="http" if transport == "http" else "stdio", host=host, port=port)
+        token = None
+        if token_env is not None:
+            from .serve.guard import token_from_env
+
+            token = token_from_env(token_env)
+        main(target, transport="http" if transport == "http" else "stdio", host=host, port=port, token=token)
 
 
 def main() -> None:

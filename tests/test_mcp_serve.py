@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -82,6 +83,56 @@ async def test_an_agent_uses_a_desk_served_over_http_as_a_tool() -> None:
         events = await capture_events(assistant, "help me with a 500")
     (result,) = [ev for ev in events if isinstance(ev, ToolResult)]
     assert result.content == "Retry with backoff." and not result.is_error
+
+
+async def _ask_over_http(url: str, headers: dict[str, str]) -> tuple[list[int], Any]:
+    """Ask the desk through the ``mcp`` SDK's streamable HTTP client: the HTTP statuses seen, the result or error."""
+    import httpx2
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    statuses: list[int] = []
+
+    async def seen(response: httpx2.Response) -> None:
+        statuses.append(response.status_code)
+
+    async with httpx2.AsyncClient(headers=headers, event_hooks={"response": [seen]}) as http:
+        try:
+            async with Client(streamable_http_client(url, http_client=http)) as client:
+                return statuses, await client.call_tool("ask", {"request": "I was charged twice"})
+        except Exception as exc:  # the SDK's own error for a refused handshake; the statuses say why
+            return statuses, exc
+
+
+@pytest.mark.anyio
+async def test_a_token_guards_the_desk_served_over_http(monkeypatch: pytest.MonkeyPatch) -> None:
+    token = "mcp-t0ken-123456"
+    monkeypatch.setenv("JR_TEST_MCP_TOKEN", token)
+    args = (*CLI, "tests.mcp_servers.desk:desk", "--transport", "http", "--port", "{port}", "--token-env")
+    async with http_process(*args, "JR_TEST_MCP_TOKEN") as (_, port):
+        url = f"http://127.0.0.1:{port}/mcp"
+        for headers in ({}, {"Authorization": "Bearer wrong-t0ken-123456"}, {"Authorization": token}):
+            statuses, refused = await _ask_over_http(url, headers)
+            assert statuses and set(statuses) == {401} and isinstance(refused, Exception), (headers, statuses, refused)
+        statuses, answer = await _ask_over_http(url, {"Authorization": f"Bearer {token}"})
+    assert 401 not in statuses and not answer.is_error, answer
+    assert answer.content[0].text == "Refund issued." and answer.structured_content["route"] == "billing"
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "192.168.1.10", "::"])
+def test_a_non_loopback_host_without_a_token_is_refused_in_one_line(host: str) -> None:
+    run = subprocess.run(
+        [sys.executable, *CLI, "tests.mcp_servers.desk:desk", "--transport", "http", "--host", host, "--port", "0"],
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": str(ROOT), "PATH": ""},
+        cwd=ROOT,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
+    assert run.returncode == 2 and run.stdout == ""
+    assert run.stderr.count("\n") == 1 and f"refusing to listen on {host!r} without a token" in run.stderr
+    assert "--token-env" in run.stderr
 
 
 @pytest.mark.anyio

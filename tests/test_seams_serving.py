@@ -12,7 +12,7 @@ import pytest
 
 from jeeves_router.errors import UsageError
 from jeeves_router.journal import Entry, MemoryJournal, SQLiteJournal
-from jeeves_router.serve import create_app
+from jeeves_router.serve import create_app, serve
 from tests.serve_apps import build_desk, running
 
 SECRET = "postgresql://jeeves:s3cret-pw@db.internal/jeeves"
@@ -94,13 +94,20 @@ def test_the_mcp_http_front_refuses_a_non_loopback_host_as_the_http_front_does(
     from jeeves_router.mcp import server as mcp_server
 
     class NeverListens:
-        async def run_streamable_http_async(self, **options: object) -> None:
-            raise AssertionError(f"it would listen on {options['host']!r} with no authentication")
+        def streamable_http_app(self, **options: object) -> None:
+            raise AssertionError(f"it would listen on {options['host']!r}")
 
     monkeypatch.setattr(mcp_server, "router_server", lambda agent: NeverListens())
     desk = build_desk()
     for host in ("0.0.0.0", "192.168.1.10", "::"):
-        with pytest.raises(UsageError, match="refusing to serve MCP over HTTP on"):
+        with pytest.raises(UsageError, match=f"refusing to listen on {host!r} without a token") as refused:
             anyio.run(lambda: mcp_server.serve(desk, transport="http", host=host, port=0))  # noqa: B023
+        with pytest.raises(UsageError) as served:  # the HTTP front says the same: one check serves both
+            serve(desk, host=host, port=0)
+        assert str(refused.value) == str(served.value).replace("serve --token-env", "mcp --transport http --token-env")
+        with pytest.raises(AssertionError, match=f"it would listen on {host!r}"):  # a token lets it listen
+            anyio.run(lambda: mcp_server.serve(desk, transport="http", host=host, port=0, token="t0ken-123456"))  # noqa: B023
+    with pytest.raises(UsageError, match="token must be a string of at least 8 characters"):
+        anyio.run(lambda: mcp_server.serve(desk, transport="http", port=0, token="short"))
     with pytest.raises(AssertionError, match=r"it would listen on '127\.0\.0\.1'"):  # loopback is served
         anyio.run(lambda: mcp_server.serve(desk, transport="http", host="127.0.0.1", port=0))

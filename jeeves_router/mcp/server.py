@@ -6,7 +6,9 @@ usage) as structured content. A run that ends without an answer (``unresolved``,
 ``max_turns``, ...) or fails is an error result, so the client's model sees that no answer
 came; a failed run is named by its error type only, as over HTTP (an exception's text may
 quote a secret). From the command line: ``jeeves-router mcp module:attr`` (stdio) or
-``jeeves-router mcp module:attr --transport http --port 8000``.
+``jeeves-router mcp module:attr --transport http --port 8000`` (add ``--token-env VAR`` to
+require a bearer token, which a non-loopback ``--host`` needs: the check is
+:mod:`jeeves_router.serve`'s own).
 
 Over stdio the protocol owns stdout, so logs must go to stderr: the library logs through the
 standard :mod:`logging` module and is silent unless configured; configure a handler on stderr
@@ -119,36 +121,46 @@ def router_server(agent: Agent, *, name: str | None = None, tool_name: str = "as
 
 
 async def serve(
-    agent: Agent, *, transport: Transport = "stdio", host: str = "127.0.0.1", port: int = 8000, path: str = "/mcp"
+    agent: Agent,
+    *,
+    transport: Transport = "stdio",
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    path: str = "/mcp",
+    token: str | None = None,
 ) -> None:
     """Serve ``agent`` over MCP until cancelled (stdio) or the HTTP server stops.
 
     Args:
         agent: The agent (router) to serve.
         transport: ``"stdio"`` or ``"http"`` (streamable HTTP).
-        host: HTTP only: the interface to listen on; a loopback address (the endpoint has no
-            authentication).
+        host: HTTP only: the interface to listen on; a non-loopback address needs ``token``.
         port: HTTP only: the port.
         path: HTTP only: the endpoint path.
+        token: HTTP only: the bearer token every request must carry (``Authorization: Bearer
+            <token>``, checked as by ``jeeves-router serve``: in constant time, never logged).
 
     Raises:
-        UsageError: for an unknown transport, or a non-loopback ``host``.
+        UsageError: for an unknown transport, a token on stdio, a short token, or a
+            non-loopback ``host`` without a token.
     """
     if transport not in ("stdio", "http"):
         raise UsageError(f"transport must be 'stdio' or 'http', got {transport!r}")
-    if transport == "http":
-        from ..serve.server import is_loopback
-
-        if not is_loopback(host):  # no token guards this endpoint: anyone who can reach it could run the agent
-            raise UsageError(
-                f"refusing to serve MCP over HTTP on {host!r}: it has no authentication, so anyone who can reach it "
-                "could run your agents; listen on 127.0.0.1 (put an authenticating proxy in front to expose it)"
-            )
-    server = router_server(agent)
     if transport == "stdio":
-        await server.run_stdio_async()
-    else:
-        await server.run_streamable_http_async(host=host, port=port, streamable_http_path=path)
+        if token is not None:
+            raise UsageError("a token guards the HTTP transport only; stdio is reached through its process")
+        await router_server(agent).run_stdio_async()
+        return
+    from ..serve.guard import BearerAuth, check_host, check_token
+
+    check_token(token)
+    check_host(host, token, command="mcp --transport http")
+    import uvicorn
+
+    app = router_server(agent).streamable_http_app(streamable_http_path=path, host=host)
+    guarded = BearerAuth(app, token) if token is not None else app
+    config = uvicorn.Config(guarded, host=host, port=port, log_level="warning", access_log=False)
+    await uvicorn.Server(config).serve()
 
 
 def load_agent(spec: str) -> Agent:
@@ -176,9 +188,16 @@ def load_agent(spec: str) -> Agent:
     return obj
 
 
-def main(spec: str, *, transport: Transport = "stdio", host: str = "127.0.0.1", port: int = 8000) -> None:
+def main(
+    spec: str,
+    *,
+    transport: Transport = "stdio",
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    token: str | None = None,
+) -> None:
     """The ``jeeves-router mcp`` command: load ``spec`` and serve it (logs go to stderr)."""
     import anyio
 
     agent = load_agent(spec)
-    anyio.run(lambda: serve(agent, transport=transport, host=host, port=port))
+    anyio.run(lambda: serve(agent, transport=transport, host=host, port=port, token=token))

@@ -38,7 +38,7 @@ from ..errors import UsageError
 from ..journal import Journal, JournalRuntime, PostgresJournal, SQLiteJournal
 from ..journal.sessions import SessionHistory, session_turns
 from ..runtime import PASS_THROUGH
-from .guard import BearerAuth, Drain, Slots, read_body
+from .guard import BearerAuth, Drain, Slots, check_token, read_body
 from .runs import chat_reply, events_reply
 from .wire import SESSION_ID, ApiError, parse_chat, parse_json, parse_run
 
@@ -155,8 +155,7 @@ def create_app(
     for name, value in (("max_concurrency", max_concurrency), ("max_body_bytes", max_body_bytes)):
         if not isinstance(value, int) or value < 1:
             raise UsageError(f"{name} must be a positive integer, got {value!r}")
-    if token is not None and (not isinstance(token, str) or len(token) < 8):
-        raise UsageError("token must be a string of at least 8 characters")
+    check_token(token)
     journals = _journals(table, journal, session_history)
     slots = Slots(max_concurrency, retry_after_s)
     drain = drain if drain is not None else Drain()

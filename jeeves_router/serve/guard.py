@@ -1,22 +1,38 @@
 """What stands in front of every run: bearer-token auth, the body limit, the concurrency limit.
 
 The auth check is a pure ASGI middleware (it never buffers a streamed reply); the token is
-compared in constant time with :func:`hmac.compare_digest` and never logged.
+compared in constant time with :func:`hmac.compare_digest` and never logged. Both HTTP
+fronts use it: ``jeeves-router serve`` and the MCP server over streamable HTTP
+(``jeeves-router mcp --transport http``), with the same token checks
+(:func:`check_token`, :func:`check_host`, :func:`token_from_env`).
 """
 
 from __future__ import annotations
 
 import hmac
+import ipaddress
 import json
 import logging
+import os
 
 import anyio
 from starlette.requests import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from ..errors import UsageError
 from .wire import ApiError
 
-__all__ = ["BearerAuth", "Drain", "Slots", "read_body", "send_error"]
+__all__ = [
+    "BearerAuth",
+    "Drain",
+    "Slots",
+    "check_host",
+    "check_token",
+    "is_loopback",
+    "read_body",
+    "send_error",
+    "token_from_env",
+]
 
 log = logging.getLogger("jeeves_router.serve")
 
@@ -28,6 +44,58 @@ async def send_error(send: Send, err: ApiError) -> None:
     headers += [(k.lower().encode(), v.encode()) for k, v in err.headers.items()]
     await send({"type": "http.response.start", "status": err.status, "headers": headers})
     await send({"type": "http.response.body", "body": body, "more_body": False})
+
+
+def is_loopback(host: str) -> bool:
+    """True for ``localhost`` and loopback addresses (127.0.0.0/8, ::1)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def check_token(token: str | None) -> None:
+    """Refuse a token too short to guard anything (``None``, no token, passes).
+
+    Raises:
+        UsageError: if ``token`` is not a string of at least 8 characters.
+    """
+    if token is not None and (not isinstance(token, str) or len(token) < 8):
+        raise UsageError("token must be a string of at least 8 characters")
+
+
+def check_host(host: str, token: str | None, *, command: str) -> None:
+    """Refuse to listen on a non-loopback ``host`` without a token, in one line.
+
+    Args:
+        host: The address the server would listen on.
+        token: The bearer token every request must carry, if any.
+        command: The CLI command that sets a token (``"serve"``, ``"mcp"``), for the message.
+
+    Raises:
+        UsageError: for a non-loopback host without a token.
+    """
+    if not is_loopback(host) and not token:
+        raise UsageError(
+            f"refusing to listen on {host!r} without a token: anyone who can reach it could run your agents; "
+            f"set a token (jeeves-router {command} --token-env VAR) or listen on 127.0.0.1"
+        )
+
+
+def token_from_env(name: str | None) -> str | None:
+    """The token held by environment variable ``name`` (``None`` when no name is given).
+
+    Raises:
+        UsageError: if the variable is unset or empty.
+    """
+    if name is None:
+        return None
+    value = os.environ.get(name, "")
+    if not value:
+        raise UsageError(f"--token-env {name}: the environment variable is unset or empty")
+    return value
 
 
 class BearerAuth:

@@ -8,8 +8,6 @@ await point; what it journaled stays in the journal) and closes the journals.
 from __future__ import annotations
 
 import importlib
-import ipaddress
-import os
 import socket
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -19,22 +17,12 @@ import anyio
 from ..agent import Agent
 from ..errors import UsageError
 from .app import create_app
-from .guard import Drain
+from .guard import Drain, check_host, is_loopback, token_from_env
 
 __all__ = ["serve", "is_loopback", "load_agents", "token_from_env"]
 
 #: uvicorn's own cancellation, should a cancelled run not end in time, comes this much later.
 _BACKSTOP_S = 5
-
-
-def is_loopback(host: str) -> bool:
-    """True for ``localhost`` and loopback addresses (127.0.0.0/8, ::1)."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def load_agents(spec: str) -> Agent | Sequence[Agent] | Mapping[str, Agent]:
@@ -85,11 +73,7 @@ def serve(
     """
     import uvicorn
 
-    if not is_loopback(host) and not token:
-        raise UsageError(
-            f"refusing to listen on {host!r} without a token: anyone who can reach it could run your agents; "
-            "set a token (jeeves-router serve --token-env VAR) or listen on 127.0.0.1"
-        )
+    check_host(host, token, command="serve")
     if not isinstance(grace_s, int) or grace_s < 0:
         raise UsageError(f"grace_s must be a whole number of seconds >= 0, got {grace_s!r}")
     drain = Drain()
@@ -121,17 +105,3 @@ def serve(
                 tg.cancel_scope.cancel()
 
     DrainingServer(config).run()
-
-
-def token_from_env(name: str | None) -> str | None:
-    """The token held by environment variable ``name`` (``None`` when no name is given).
-
-    Raises:
-        UsageError: if the variable is unset or empty.
-    """
-    if name is None:
-        return None
-    value = os.environ.get(name, "")
-    if not value:
-        raise UsageError(f"--token-env {name}: the environment variable is unset or empty")
-    return value
