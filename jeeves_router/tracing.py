@@ -13,7 +13,8 @@ application (the SDK and an exporter are yours to choose); jeeves_router then re
 - ``chat {model}`` for every model call attempt (``gen_ai.provider.name``,
   ``gen_ai.request.model``, ``gen_ai.response.model``, ``gen_ai.usage.input_tokens`` /
   ``output_tokens``, ``gen_ai.response.finish_reasons``, ``error.type``); a retried call
-  gives one span per attempt (``jeeves_router.attempt``).
+  gives one span per attempt (``jeeves_router.attempt``). A cancelled call, streamed or not, is
+  not a failure: its status stays ``UNSET`` and ``jeeves_router.cancelled`` is set.
 - ``execute_tool {tool}`` for every tool execution, made where the tool runs
   (``gen_ai.tool.name``, ``gen_ai.tool.call.id``, ``error.type`` when the tool failed).
 
@@ -24,6 +25,8 @@ Cost when off: each run and model call asks :func:`active_tracer`, which returns
 after one dictionary lookup when the application never imported OpenTelemetry (nothing is
 imported here), and after one call and one identity check when it did but configured no
 tracer provider. The spans nest under whatever span is current when a run starts.
+
+This module starts and ends the spans; :mod:`jeeves_router._span_attrs` says what they show.
 """
 
 from __future__ import annotations
@@ -31,28 +34,20 @@ from __future__ import annotations
 import json
 import os
 import sys
-import traceback
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ._log import redact
-from .events import (
-    CapabilitiesSelected,
-    CapabilityCompleted,
-    CapabilityStarted,
-    Event,
-    HandoffCompleted,
-    HandoffRejected,
-    HandoffRequested,
-    RecoveryReclassify,
-    RecoveryReplan,
-    RecoveryReport,
-    RecoveryRetry,
-    RouterClassified,
-    RouterDispatched,
-    RouterFallback,
-    RouterUnresolved,
+from ._span_attrs import (
+    CAPTURE_CONTENT_ENV,
+    cancelled,
+    capture_content,
+    chat_response,
+    chat_span,
+    fail,
+    messages,
+    on_event,
 )
+from .events import Event
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Span, Tracer
@@ -66,7 +61,6 @@ __all__ = [
     "traced_tool_call",
 ]
 
-CAPTURE_CONTENT_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 T = TypeVar("T")
 #: Turns a failed model call's exception into the error its span shows (``None``: itself).
 Describe = Callable[[BaseException], "BaseException | None"]
@@ -100,31 +94,6 @@ def active_tracer() -> Tracer | None:
     return tracer
 
 
-def _capture_content() -> bool:
-    return os.environ.get(CAPTURE_CONTENT_ENV, "").strip().lower() in ("1", "true", "yes")
-
-
-def _messages(role: str, text: str | None) -> str:
-    return json.dumps([{"role": role, "parts": [{"type": "text", "content": text or ""}]}], ensure_ascii=False)
-
-
-def _fail(span: Span, exc: BaseException, shown: BaseException | None = None) -> None:
-    """Mark ``span`` failed by ``exc``; the exception event shows ``shown`` (default ``exc``).
-
-    The event carries the exception's own message and traceback, not those of its causes (a
-    provider SDK's error, kept as a :class:`ModelError`'s cause, may quote the API key), and
-    key-shaped text is masked as in the logs.
-    """
-    from opentelemetry.trace import Status, StatusCode
-
-    shown = exc if shown is None else shown
-    message = redact(str(shown))
-    stack = "".join(traceback.format_exception(type(shown), shown, shown.__traceback__, chain=False))
-    span.set_attribute("error.type", type(exc).__qualname__)
-    span.record_exception(shown, {"exception.message": message, "exception.stacktrace": redact(stack)})
-    span.set_status(Status(StatusCode.ERROR, message[:300]))
-
-
 # -- agent runs ------------------------------------------------------------------------------
 
 
@@ -153,9 +122,9 @@ async def _run_span(tracer: Tracer, events: AsyncIterator[Event], agent: Any, ct
     }
     if model:
         attributes["gen_ai.request.model"] = str(model).partition(":")[2] or str(model)
-    content = _capture_content()
+    content = capture_content()
     if content:
-        attributes["gen_ai.input.messages"] = _messages("user", ctx.prompt)
+        attributes["gen_ai.input.messages"] = messages("user", ctx.prompt)
     span = tracer.start_span(f"invoke_agent {agent.name}", kind=trace.SpanKind.INTERNAL, attributes=attributes)
     current = trace.set_span_in_context(span)
     finished = False
@@ -169,7 +138,7 @@ async def _run_span(tracer: Tracer, events: AsyncIterator[Event], agent: Any, ct
             finally:
                 otel_context.detach(token)
             if ev.path == ctx.path:
-                _on_event(span, ev)
+                on_event(span, ev)
             yield ev
         finished = True
         result = ctx.result
@@ -182,10 +151,10 @@ async def _run_span(tracer: Tracer, events: AsyncIterator[Event], agent: Any, ct
             span.set_attribute("gen_ai.usage.input_tokens", result.usage.input_tokens)
             span.set_attribute("gen_ai.usage.output_tokens", result.usage.output_tokens)
             if content and result.output is not None:
-                span.set_attribute("gen_ai.output.messages", _messages("assistant", result.output))
+                span.set_attribute("gen_ai.output.messages", messages("assistant", result.output))
     except Exception as exc:
         finished = True
-        _fail(span, exc)
+        fail(span, exc)
         raise
     finally:
         try:
@@ -200,72 +169,6 @@ async def _run_span(tracer: Tracer, events: AsyncIterator[Event], agent: Any, ct
                         otel_context.detach(token)
         finally:  # a cleanup that raised (or was cancelled) still ends the span
             span.end()
-
-
-def _on_event(span: Span, ev: Event) -> None:
-    """Reflect one of the run's own events on its span (decision and recovery events)."""
-    if isinstance(ev, RouterClassified):
-        decision: dict[str, Any] = {
-            "jeeves_router.route": ev.route or "",
-            "jeeves_router.route.confidence": ev.confidence,
-            "jeeves_router.route.threshold": ev.threshold,
-            "jeeves_router.route.status": ev.status,
-            "jeeves_router.classifier.kind": ev.stage,
-            "jeeves_router.classifier.attempts": ev.attempts,
-        }
-        if ev.runner_up is not None:
-            decision["jeeves_router.route.runner_up"] = ev.runner_up
-        if ev.runner_up_confidence is not None:
-            decision["jeeves_router.route.runner_up_confidence"] = ev.runner_up_confidence
-        span.add_event("jeeves_router.route.decision", decision)
-        span.set_attribute("jeeves_router.route.confidence", ev.confidence)
-        span.set_attribute("jeeves_router.route.threshold", ev.threshold)
-        span.set_attribute("jeeves_router.classifier.kind", ev.stage)
-    else:
-        attrs_of = _EVENT_ATTRIBUTES.get(type(ev))
-        if attrs_of is not None:
-            span.add_event(f"jeeves_router.{ev.kind}", {k: v for k, v in attrs_of(ev).items() if v is not None})
-
-
-_EVENT_ATTRIBUTES: dict[type, Callable[[Any], dict[str, Any]]] = {
-    RouterDispatched: lambda e: {"jeeves_router.route": e.route, "jeeves_router.forced": e.forced},
-    RouterFallback: lambda e: {
-        "jeeves_router.route.fallback_reason": e.reason,
-        "jeeves_router.route": e.fallback_route,
-        "jeeves_router.route.requested": e.requested_route,
-        "jeeves_router.route.confidence": e.confidence,
-    },
-    RouterUnresolved: lambda e: {"jeeves_router.route.fallback_reason": e.reason},
-    RecoveryRetry: lambda e: {
-        "jeeves_router.operation": e.operation,
-        "jeeves_router.attempt": e.attempt,
-        "jeeves_router.retry.delay_s": e.delay_s,
-        "jeeves_router.severity": e.severity,
-        "error.type": e.error.partition(":")[0],
-    },
-    RecoveryReclassify: lambda e: {"jeeves_router.attempt": e.attempt, "jeeves_router.excluded": list(e.excluded)},
-    RecoveryReplan: lambda e: {"jeeves_router.attempt": e.attempt},
-    RecoveryReport: lambda e: {"jeeves_router.severity": e.severity},
-    HandoffRequested: lambda e: {"jeeves_router.handoff.from": e.from_agent, "jeeves_router.handoff.to": e.to_agent},
-    HandoffCompleted: lambda e: {"jeeves_router.handoff.from": e.from_agent, "jeeves_router.handoff.to": e.to_agent},
-    HandoffRejected: lambda e: {
-        "jeeves_router.handoff.from": e.from_agent,
-        "jeeves_router.handoff.to": e.to_agent,
-        "jeeves_router.handoff.why": e.why,
-    },
-    CapabilitiesSelected: lambda e: {
-        "jeeves_router.capabilities": list(e.capabilities),
-        "jeeves_router.capabilities.skipped": list(e.skipped),
-        "jeeves_router.capabilities.bypass": e.bypass,
-    },
-    CapabilityStarted: lambda e: {"jeeves_router.capability": e.capability, "jeeves_router.step": e.step},
-    CapabilityCompleted: lambda e: {
-        "jeeves_router.capability": e.capability,
-        "jeeves_router.step": e.step,
-        "jeeves_router.ok": e.ok,
-        "jeeves_router.duration_s": e.duration_s,
-    },
-}
 
 
 # -- tool calls ------------------------------------------------------------------------------
@@ -285,14 +188,14 @@ async def traced_tool_call(name: str, call_id: str, arguments: Mapping[str, Any]
 
     attrs: dict[str, Any] = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name}
     attrs.update({"gen_ai.tool.call.id": call_id, "gen_ai.tool.type": "function"})
-    content = _capture_content()
+    content = capture_content()
     if content:
         attrs["gen_ai.tool.call.arguments"] = json.dumps(dict(arguments), ensure_ascii=False, default=str)
     span = tracer.start_span(f"execute_tool {name}", kind=trace.SpanKind.INTERNAL, attributes=attrs)
     try:
         outcome = await call()
     except Exception as exc:
-        _fail(span, exc)
+        fail(span, exc)
         raise
     else:
         if getattr(outcome, "is_error", False):
@@ -307,40 +210,9 @@ async def traced_tool_call(name: str, call_id: str, arguments: Mapping[str, Any]
 
 # -- model calls -----------------------------------------------------------------------------
 
-_FINISH = {"end": "stop", "stop_sequence": "stop", "max_tokens": "length", "tool_calls": "tool_calls"}
-
-
-def _chat_span(tracer: Tracer, model_name: str, attempt: int) -> Span:
-    from opentelemetry import trace
-
-    provider, _, model = model_name.partition(":")
-    attributes: dict[str, Any] = {
-        "gen_ai.operation.name": "chat",
-        "gen_ai.provider.name": provider if model else "unknown",
-        "gen_ai.request.model": model or provider,
-        "jeeves_router.attempt": attempt,
-    }
-    return tracer.start_span(f"chat {model or provider}", kind=trace.SpanKind.CLIENT, attributes=attributes)
-
-
-def _chat_response(span: Span, response: Any) -> None:
-    if getattr(response, "model_name", None):
-        span.set_attribute("gen_ai.response.model", response.model_name)
-    usage = getattr(response, "usage", None)
-    if usage is not None:
-        span.set_attribute("gen_ai.usage.input_tokens", usage.input_tokens)
-        span.set_attribute("gen_ai.usage.output_tokens", usage.output_tokens)
-        if usage.cost_usd is not None:
-            span.set_attribute("jeeves_router.cost_usd", usage.cost_usd)
-    stop = getattr(response, "stop_reason", None)
-    if stop is not None:
-        span.set_attribute("gen_ai.response.finish_reasons", [_FINISH.get(stop, stop)])
-    if _capture_content():
-        span.set_attribute("gen_ai.output.messages", _messages("assistant", getattr(response, "text", "")))
-
 
 def _chat_failed(span: Span, exc: BaseException, describe: Describe | None) -> None:
-    _fail(span, exc, describe(exc) if describe is not None else None)
+    fail(span, exc, describe(exc) if describe is not None else None)
     status = getattr(exc, "status_code", None)
     if isinstance(status, int):  # HTTP failures are known by their status (low cardinality)
         span.set_attribute("error.type", str(status))
@@ -352,19 +224,26 @@ async def traced_model_call(
     """``await call(attempt)`` — one model request — inside a ``chat {model}`` span when tracing is on.
 
     ``describe`` turns a failure into the error the span shows (an adapter passes its error
-    mapping, which masks its API key); ``None`` or no answer shows the failure itself.
+    mapping, which masks its API key); ``None`` or no answer shows the failure itself. A
+    cancelled call is not a failure: its span keeps the status ``UNSET`` and says
+    ``jeeves_router.cancelled`` (OpenTelemetry's ``ERROR`` means the operation failed), as a
+    cancelled stream's does.
     """
     tracer = active_tracer()
     if tracer is None:
         return await call(attempt)
-    span = _chat_span(tracer, model_name, attempt)
+    span = chat_span(tracer, model_name, attempt)
     try:
         response = await call(attempt)
-    except BaseException as exc:
+    except Exception as exc:
         _chat_failed(span, exc, describe)
         span.end()
         raise
-    _chat_response(span, response)
+    except BaseException as exc:  # cancelled: not an error (see _span_attrs.cancelled), as for a stream
+        cancelled(span, exc)
+        span.end()
+        raise
+    chat_response(span, response)
     span.end()
     return response
 
@@ -385,14 +264,17 @@ def traced_model_stream(
 async def _stream_span(
     tracer: Tracer, model_name: str, attempt: int, stream: AsyncIterator[T], describe: Describe | None
 ) -> AsyncIterator[T]:
-    span = _chat_span(tracer, model_name, attempt)
+    span = chat_span(tracer, model_name, attempt)
     try:
         async for item in stream:
             if hasattr(item, "stop_reason"):  # the final ModelResponse
-                _chat_response(span, item)
+                chat_response(span, item)
             yield item
     except Exception as exc:
         _chat_failed(span, exc, describe)
+        raise
+    except BaseException as exc:  # cancelled, or closed early: not an error, as for a call
+        cancelled(span, exc)
         raise
     finally:
         try:

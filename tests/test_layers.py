@@ -25,6 +25,7 @@ LAYERS: list[tuple[str, int]] = [
     ("_frozen", 1),
     ("_files", 1),
     ("tracing", 2),
+    ("_span_attrs", 2),  # what the tracing spans show
     ("models", 2),
     ("tools", 2),
     ("mcp.server", 6),  # serves an Agent: the front

@@ -1,0 +1,72 @@
+"""A cancelled model call, streamed or not: the same ``chat`` span, not marked as failed (OpenTelemetry status)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anyio
+import pytest
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import StatusCode
+
+from jeeves_router.models.base import ModelTextDelta
+from jeeves_router.tracing import traced_model_call, traced_model_stream
+from tests.test_tracing import attrs, by_name, spans  # noqa: F401  (fixture)
+
+pytestmark = pytest.mark.anyio
+
+
+async def _cancel_when_started(work: Any, started: anyio.Event) -> None:
+    """Run ``work()`` in a task and cancel it once it is waiting for the model."""
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(work)
+        await started.wait()
+        tg.cancel_scope.cancel()
+
+
+async def test_a_cancelled_call_and_a_cancelled_stream_are_not_errors(spans: InMemorySpanExporter) -> None:  # noqa: F811
+    called, streaming = anyio.Event(), anyio.Event()
+
+    async def never_answers(attempt: int) -> object:
+        called.set()
+        await anyio.sleep_forever()
+
+    async def stream() -> AsyncIterator[ModelTextDelta]:
+        yield ModelTextDelta("Refund ")
+        streaming.set()
+        await anyio.sleep_forever()
+        yield ModelTextDelta("issued.")  # never reached
+
+    async def consume() -> None:
+        async for _ in traced_model_stream("test:streamed", 1, stream()):
+            pass
+
+    await _cancel_when_started(lambda: traced_model_call("test:called", 1, never_answers), called)
+    await _cancel_when_started(consume, streaming)
+
+    for name in ("chat called", "chat streamed"):
+        [span] = by_name(spans, name)
+        assert span.end_time is not None
+        assert span.status.status_code is StatusCode.UNSET, (name, span.status)
+        assert attrs(span).get("jeeves_router.cancelled") is True, name
+        assert "error.type" not in attrs(span) and not span.events, name  # no exception recorded
+
+
+async def test_a_failed_call_and_a_failed_stream_are_still_errors(spans: InMemorySpanExporter) -> None:  # noqa: F811
+    async def refused(attempt: int) -> object:
+        raise ConnectionError("refused")
+
+    async def broken() -> AsyncIterator[ModelTextDelta]:
+        yield ModelTextDelta("Refund ")
+        raise ConnectionError("reset")
+
+    with pytest.raises(ConnectionError):
+        await traced_model_call("test:called", 1, refused)
+    with pytest.raises(ConnectionError):
+        async for _ in traced_model_stream("test:streamed", 1, broken()):
+            pass
+    for name in ("chat called", "chat streamed"):
+        [span] = by_name(spans, name)
+        assert span.status.status_code is StatusCode.ERROR and attrs(span)["error.type"] == "ConnectionError"
+        assert "jeeves_router.cancelled" not in attrs(span)
