@@ -8,7 +8,12 @@ from typing import Any
 
 import anyio
 
-__all__ = ["describe", "failure", "content_text"]
+from .._log import get_logger
+from ..errors import ToolError
+
+log = get_logger("jeeves_router.mcp.client")
+
+__all__ = ["describe", "failure", "content_text", "unknown", "unreached"]
 
 _CONNECTION_CLOSED = -32000  # the JSON-RPC error code the SDK gives pending requests when the transport ends
 
@@ -56,3 +61,24 @@ def content_text(content: Sequence[Any], structured: Any) -> str:
     if not parts and structured is not None:
         return json.dumps(structured, ensure_ascii=False, default=str)
     return "\n".join(parts)
+
+
+def unreached(server: str, tool: str, why: str) -> ToolError:
+    """The error of a call that was not sent: the server could not be reached again (retriable)."""
+    log.warning("mcp tool call not sent", server=server, tool=tool, why=why)
+    return ToolError(
+        f"{tool}: MCP server {server!r} could not be reached again ({why}); the call was not sent",
+        severity="retriable",
+        metadata={"mcp_server": server, "tool": tool, "sent": False},
+    )
+
+
+def unknown(server: str, tool: str, why: str) -> ToolError:
+    """The error of a call whose connection ended while the server had it: it may have run (critical)."""
+    log.warning("mcp tool call outcome unknown", server=server, tool=tool, why=why)
+    return ToolError(
+        f"{tool}: the connection to MCP server {server!r} ended while the call was with it "
+        f"{why.removeprefix('is not running ')}; whether it ran is unknown, so it was not sent again",
+        severity="critical",
+        metadata={"mcp_server": server, "tool": tool, "outcome": "unknown"},
+    )

@@ -19,11 +19,16 @@ key, the same on every attempt of the call, in the request's ``_meta`` under
 ``"jeeves-router/idempotency-key"`` (:data:`IDEMPOTENCY_META_KEY`): a server that remembers
 the keys it has served can make a repeated call (a resume with ``"retry"``) harmless.
 
-Failures never reach the run as exceptions: a tool error, a server that crashed, hangs past
-``timeout`` or answers malformed data all come back to the model as an error result naming
-the server and what happened. A server that cannot be started or does not answer its
-handshake within ``connect_timeout`` fails the run with a
-:class:`~jeeves_router.errors.ToolError` before the first model call.
+A tool error, no answer within ``timeout`` and malformed data come back to the model as an
+error result naming the server and what happened. A connection that ended (a server process
+that exited, a dropped HTTP session) is opened again by the next call, once; a call is sent
+again only if it provably never reached the server (see :mod:`._link`). A call the server had
+when the connection ended may have run: it is not repeated, and raises a ``critical``
+:class:`~jeeves_router.errors.ToolError` naming the server and saying the outcome is unknown;
+a server that cannot be reached again raises a ``retriable`` one (nothing was sent). The
+run's recovery ladder takes it from there as for any step's failure (without recovery, the
+run fails). A server that cannot be started or does not answer its handshake within
+``connect_timeout`` fails the run with a ``ToolError`` before the first model call.
 
 Needs the ``mcp`` extra (``pip install 'jeeves-router[mcp]'``).
 """
@@ -31,9 +36,8 @@ Needs the ``mcp`` extra (``pip install 'jeeves-router[mcp]'``).
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator, Collection, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
-from dataclasses import dataclass, field
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -43,12 +47,15 @@ import anyio.abc
 from .._log import get_logger
 from ..errors import ToolError, UsageError
 from ..models.base import ToolSpec
-from ..runtime import current_idempotency_key
 from ..tools import Tool, ToolContext, ToolOutcome, ToolsetHost, current_toolset_host
-from ._content import content_text, describe, failure
+from ._content import content_text, describe, failure, unknown, unreached
+from ._link import IDEMPOTENCY_META_KEY, Connection, call_meta, sending, watched
 
 if TYPE_CHECKING:
     from mcp import Client
+
+#: Wraps an ``mcp`` client transport so the connection is watched (:func:`._link.watched`).
+Watch = Callable[[AbstractAsyncContextManager[Any]], AbstractAsyncContextManager[Any]]
 
 __all__ = ["MCPServer", "MCPTool", "IDEMPOTENCY_META_KEY"]
 
@@ -63,21 +70,6 @@ def _require_mcp() -> None:
         import mcp  # noqa: F401
     except ImportError as exc:
         raise UsageError("MCP servers need the 'mcp' package: pip install 'jeeves-router[mcp]'") from exc
-
-
-@dataclass(eq=False)
-class _Connection:
-    """One live connection, owned by the host task that opened it."""
-
-    scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
-    ready: anyio.Event = field(default_factory=anyio.Event)
-    stop: anyio.Event = field(default_factory=anyio.Event)
-    done: anyio.Event = field(default_factory=anyio.Event)  # the client has shut down
-    client: Client | None = None
-    tools: tuple[MCPTool, ...] = ()
-    error: BaseException | None = None
-    closed: bool = False
-    lost: str | None = None  # why calls can no longer reach the server
 
 
 class MCPTool(Tool):
@@ -107,7 +99,7 @@ class MCPTool(Tool):
         return f"MCPTool({self.name!r}, server={self.toolset.name!r})"
 
     async def call(self, arguments: Mapping[str, Any], ctx: ToolContext) -> ToolOutcome:
-        """Call the tool on its server; every failure is an error outcome (never raises)."""
+        """Call the tool on its server (see :meth:`MCPServer.call`: a lost connection may raise)."""
         return await self.toolset.call(self.remote_name, arguments)
 
 
@@ -145,7 +137,7 @@ class MCPServer:
         self.connect_timeout = float(connect_timeout)
         self.tool_prefix = tool_prefix
         self.allowed_tools = frozenset(allowed_tools) if allowed_tools is not None else None
-        self._conn: _Connection | None = None
+        self._conn: Connection | None = None
         self._users = 0
         self._cond: anyio.Condition | None = None
         self._entered: list[AbstractAsyncContextManager[Sequence[Tool]]] = []
@@ -153,8 +145,11 @@ class MCPServer:
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r})"
 
-    def _client(self, stack: AsyncExitStack) -> Client:
-        """A not yet entered ``mcp.Client`` for this server (resources go on ``stack``)."""
+    def _client(self, stack: AsyncExitStack, watch: Watch) -> Client:
+        """A not yet entered ``mcp.Client`` for this server (resources go on ``stack``).
+
+        Its transport must be wrapped in ``watch`` (see :mod:`._link`).
+        """
         raise NotImplementedError
 
     @property
@@ -164,8 +159,9 @@ class MCPServer:
 
     @property
     def is_open(self) -> bool:
-        """True while a connection is open."""
-        return self._conn is not None and self._conn.client is not None and not self._conn.closed
+        """True while a connection is open (and not known to be lost)."""
+        conn = self._conn
+        return conn is not None and conn.client is not None and not conn.closed and conn.lost is None
 
     # -- lifetime ---------------------------------------------------------------------------
 
@@ -201,7 +197,7 @@ class MCPServer:
             conn = self._conn
             owner = conn is None
             if conn is None:
-                conn = self._conn = _Connection()
+                conn = self._conn = Connection()
             self._users += 1
         try:
             host = current_toolset_host()
@@ -213,7 +209,7 @@ class MCPServer:
                     yield tools
             else:
                 await conn.ready.wait()  # the owner sets it within its connect_timeout
-                if conn.client is None:
+                if conn.client is None and not conn.generation:  # a lost connection is reopened by a call
                     raise ToolError(
                         f"MCP server {self.name!r} could not be started (see the first run that opened it)",
                         metadata={"mcp_server": self.name},
@@ -226,7 +222,7 @@ class MCPServer:
                     cond.notify_all()
 
     @asynccontextmanager
-    async def _own(self, conn: _Connection) -> AsyncIterator[Sequence[Tool]]:
+    async def _own(self, conn: Connection) -> AsyncIterator[Sequence[Tool]]:
         """Host the connection in a task of this task group, for as long as anyone uses it."""
         # Nothing may raise through the task group (it would wrap the error in an
         # exception group): failures are kept and raised again once it has exited.
@@ -248,7 +244,7 @@ class MCPServer:
             raise failure
 
     @asynccontextmanager
-    async def _own_hosted(self, host: ToolsetHost, conn: _Connection) -> AsyncIterator[Sequence[Tool]]:
+    async def _own_hosted(self, host: ToolsetHost, conn: Connection) -> AsyncIterator[Sequence[Tool]]:
         """Like :meth:`_own`, with the client's task in ``host`` (a :class:`ToolsetHost`)."""
         try:
             await self._connect(host, conn)
@@ -270,7 +266,8 @@ class MCPServer:
             while self._users > 1:
                 await self._cond.wait()
 
-    async def _connect(self, tg: anyio.abc.TaskGroup | ToolsetHost, conn: _Connection) -> None:
+    async def _connect(self, tg: anyio.abc.TaskGroup | ToolsetHost, conn: Connection) -> None:
+        conn.spawn = tg
         tg.start_soon(self._host, conn)
         with anyio.move_on_after(self.connect_timeout) as waited:
             await conn.ready.wait()
@@ -288,23 +285,35 @@ class MCPServer:
             ) from err
         log.debug("mcp server open", server=self.name, tools=[t.name for t in conn.tools])
 
-    async def _host(self, conn: _Connection) -> None:
+    async def _host(self, conn: Connection) -> None:
         """Own the ``mcp`` client (and its task group) in a task of its own; never raises."""
+        generation, ready, stop, done = conn.generation, conn.ready, conn.stop, conn.done
+
+        def current() -> bool:  # this session, not a later one
+            return conn.generation == generation
+
+        def ended() -> None:  # the SDK closed the transport: the server's side ended
+            if current() and not stop.is_set() and conn.lost is None:
+                conn.lost = "is not running (it closed the connection)"
+                log.warning("mcp server connection lost", server=self.name)
+
         try:
             with conn.scope:
                 async with AsyncExitStack() as stack:
-                    client = await stack.enter_async_context(self._client(stack))
+                    client = await stack.enter_async_context(self._client(stack, lambda t: watched(t, ended)))
                     conn.tools = await self._list(client)
                     conn.client = client
-                    conn.ready.set()
-                    await conn.stop.wait()
+                    ready.set()
+                    await stop.wait()
         except Exception as exc:
-            conn.error = exc
+            if current():
+                conn.error = exc
             log.warning("mcp server connection ended", server=self.name, error=describe(exc))
         finally:
-            conn.closed = True
-            conn.ready.set()
-            conn.done.set()
+            if current():
+                conn.closed = True
+            ready.set()
+            done.set()
 
     async def _list(self, client: Client) -> tuple[MCPTool, ...]:
         tools: list[MCPTool] = []
@@ -324,24 +333,40 @@ class MCPServer:
     async def call(self, tool: str, arguments: Mapping[str, Any]) -> ToolOutcome:
         """Call ``tool`` (its name on the server) and map the answer to a tool outcome.
 
-        Never raises (cancellation excepted): a tool error, a dead connection, no answer
-        within ``timeout`` and a malformed answer are error outcomes the model can read.
+        Reconnects once if the connection ended before the call was sent (module docstring).
+
+        Raises:
+            ToolError: ``critical``: the connection ended while the server had the call
+                (whether it ran is unknown); ``retriable``: it could not be reached again.
         """
         conn = self._conn
-        if conn is None or conn.client is None:
+        if conn is not None and conn.renewing:  # another call is reconnecting: wait for it
+            async with conn.gate:
+                pass
+        if conn is None or (conn.client is None and not conn.generation):
             return self._error(tool, "is not open (tools of an MCP server can only be called during a run)")
-        if conn.lost is not None:
-            return self._error(tool, conn.lost)
-        if conn.closed:
-            return self._error(tool, f"is not running ({describe(conn.error) if conn.error else 'connection closed'})")
-        try:
-            with anyio.move_on_after(self.timeout) as waited:
-                result = await conn.client.call_tool(tool, dict(arguments), meta=_call_meta())
-        except Exception as exc:
-            why = failure(exc)
-            if why.startswith("is not running"):
-                conn.lost = why
-            return self._error(tool, why)
+        reconnected = False
+        while True:
+            if conn.lost is not None or conn.closed:  # nothing of this call has reached the server yet
+                if reconnected:
+                    raise unreached(self.name, tool, conn.lost or "closed the connection again")
+                await self._reconnect(conn, conn.generation, tool)
+                reconnected = True
+            assert conn.client is not None
+            generation = conn.generation
+            try:
+                with sending() as attempt, anyio.move_on_after(self.timeout) as waited:
+                    result = await conn.client.call_tool(tool, dict(arguments), meta=call_meta())
+            except Exception as exc:
+                why = failure(exc)
+                if not why.startswith("is not running"):
+                    return self._error(tool, why)
+                if conn.generation == generation:  # not a session another call opened since
+                    conn.lost = conn.lost or why
+                if attempt.sent:
+                    raise unknown(self.name, tool, why) from exc
+                continue
+            break
         if waited.cancelled_caught:
             return self._error(tool, f"did not answer within {self.timeout:g}s")
         text = content_text(result.content, result.structured_content)
@@ -349,20 +374,26 @@ class MCPServer:
             return ToolOutcome(f"{tool} failed: {text or 'the MCP server reported an error'}", is_error=True)
         return ToolOutcome(text)
 
+    async def _reconnect(self, conn: Connection, generation: int, tool: str) -> None:
+        """Stop the ended session and connect again, unless another call already did."""
+        async with conn.gate:
+            if conn.generation != generation:
+                return
+            assert conn.spawn is not None
+            log.warning("mcp server reconnecting", server=self.name, tool=tool, why=conn.lost or "closed")
+            conn.renewing = True
+            try:
+                conn.stop.set()
+                with anyio.CancelScope(shield=True, deadline=anyio.current_time() + _SHUTDOWN_WAIT):
+                    await conn.done.wait()
+                conn.scope.cancel()  # a shutdown that did not finish in time
+                conn.renew()
+                await self._connect(conn.spawn, conn)
+            except ToolError as exc:
+                raise unreached(self.name, tool, str(exc)) from exc
+            finally:
+                conn.renewing = False
+
     def _error(self, tool: str, what: str) -> ToolOutcome:
         log.warning("mcp tool call failed", server=self.name, tool=tool, why=what)
         return ToolOutcome(f"{tool} failed: MCP server {self.name!r} {what}", is_error=True)
-
-
-#: The ``_meta`` key that carries :func:`~jeeves_router.runtime.current_idempotency_key` to the server.
-IDEMPOTENCY_META_KEY = "jeeves-router/idempotency-key"
-
-
-def _call_meta() -> Any:
-    """A tool call's ``_meta``: the idempotency key of the call, when a durable runtime set one.
-
-    The key is the same on every attempt of one call (a resume, a retry), so a server that
-    keeps the keys it has seen can make a repeated call harmless.
-    """
-    key = current_idempotency_key()
-    return {IDEMPOTENCY_META_KEY: key} if key is not None else None

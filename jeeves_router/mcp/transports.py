@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from ..errors import UsageError
-from .client import MCPServer
+from ._link import refused
+from .client import MCPServer, Watch
 
 if TYPE_CHECKING:
     from mcp import Client
@@ -68,12 +69,12 @@ class MCPServerStdio(MCPServer):
         self.cwd = cwd
         self.errlog = errlog
 
-    def _client(self, stack: AsyncExitStack) -> Client:
+    def _client(self, stack: AsyncExitStack, watch: Watch) -> Client:
         from mcp import Client, StdioServerParameters
         from mcp.client.stdio import stdio_client
 
         params = StdioServerParameters(command=self.command, args=self.args, env=self.env, cwd=self.cwd)
-        return Client(stdio_client(params, errlog=self.errlog or sys.stderr))
+        return Client(watch(stdio_client(params, errlog=self.errlog or sys.stderr)))
 
 
 class MCPServerHTTP(MCPServer):
@@ -96,13 +97,23 @@ class MCPServerHTTP(MCPServer):
         self.url = url
         self.headers = dict(headers or {})
 
-    def _client(self, stack: AsyncExitStack) -> Client:
+    def _client(self, stack: AsyncExitStack, watch: Watch) -> Client:
         import httpx2
         from mcp import Client
         from mcp.client.streamable_http import streamable_http_client
 
-        http: httpx2.AsyncClient | None = None
-        if self.headers:
-            http = httpx2.AsyncClient(headers=self.headers, timeout=httpx2.Timeout(30.0, read=300.0))
-            stack.push_async_callback(http.aclose)
-        return Client(streamable_http_client(self.url, http_client=http))
+        class Refusals(httpx2.AsyncHTTPTransport):
+            """Tells the client that a call's POST was refused at connect: it never reached the server."""
+
+            async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+                try:
+                    return await super().handle_async_request(request)
+                except httpx2.ConnectError:
+                    if request.method == "POST":
+                        refused()
+                    raise
+
+        timeout = httpx2.Timeout(30.0, read=300.0)  # the SDK's own defaults
+        http = httpx2.AsyncClient(headers=self.headers, timeout=timeout, transport=Refusals())
+        stack.push_async_callback(http.aclose)
+        return Client(watch(streamable_http_client(self.url, http_client=http)))

@@ -1,9 +1,11 @@
 """A small MCP server for the tests, built with the ``mcp`` package (not a test module).
 
-Usage: ``python toolbox.py [--http PORT] [--log FILE] [--malformed]``. Over stdio by default;
-``--http PORT`` serves streamable HTTP on 127.0.0.1. Every call of ``lookup_invoice`` is
-appended to ``--log``, so tests can count calls across processes. ``--malformed`` serves a
-low-level server whose one tool answers with content that breaks its own output schema.
+Usage: ``python toolbox.py [--http PORT] [--log FILE] [--max-starts N] [--malformed]``. Over
+stdio by default; ``--http PORT`` serves streamable HTTP on 127.0.0.1. Every call of
+``lookup_invoice`` is appended to ``--log``, so tests can count calls across processes.
+``--max-starts N`` exits (code 4) instead of serving once ``--log`` holds N starts.
+``--malformed`` serves a low-level server whose one tool answers with content that breaks its
+own output schema.
 """
 
 from __future__ import annotations
@@ -127,7 +129,12 @@ def main() -> None:
     parser.add_argument("--http", type=int, default=None)
     parser.add_argument("--log", default=None)
     parser.add_argument("--malformed", action="store_true")
+    parser.add_argument("--max-starts", type=int, default=None)
     args = parser.parse_args()
+    if args.max_starts is not None and args.log and os.path.exists(args.log):
+        with open(args.log) as f:
+            if sum(line.startswith("started") for line in f) >= args.max_starts:
+                sys.exit(4)
     if args.malformed:
         from mcp.server.stdio import stdio_server
 

@@ -1,0 +1,135 @@
+"""A long-lived MCP connection whose server died: the next call reconnects; no call that may have run is sent again."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import anyio
+import pytest
+
+from jeeves_router import Agent, Recovery
+from jeeves_router.architectures import ToolLoop
+from jeeves_router.errors import ToolError
+from jeeves_router.events import RecoveryReport, RecoveryRetry, ToolResult
+from jeeves_router.mcp import MCPServer, MCPServerHTTP, MCPServerStdio
+from jeeves_router.testing import Call, RecordedSleeps, ScriptedModel, capture_events
+from tests.mcp_helpers import ENV, TOOLBOX, alive, child_pids, http_process
+
+pytest.importorskip("mcp")
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture(autouse=True)
+def _no_process_left() -> Iterator[None]:
+    before = child_pids()
+    yield
+    assert child_pids() - before == set(), "an MCP server process outlived its test"
+
+
+def toolbox(log: Path, *extra: str) -> MCPServerStdio:
+    args = [TOOLBOX, "--log", str(log), *extra]
+    return MCPServerStdio(sys.executable, args, env=ENV, name="toolbox", timeout=120.0, connect_timeout=120.0)
+
+
+def starts(log: Path) -> int:
+    return sum(line.startswith("started") for line in log.read_text().splitlines())
+
+
+async def server_pid(server: MCPServer) -> int:
+    outcome = await Agent("x", model=ScriptedModel([Call("pid"), "ok"]), tools=[server]).run("pid?")
+    [part] = [p for m in outcome.messages if m.role == "tool" for p in m.parts]
+    return int(part.content)  # type: ignore[union-attr]
+
+
+async def kill(server: MCPServerStdio, pid: int) -> None:
+    """Kill the server's process, and wait (bounded) until the client has seen its connection end."""
+    os.kill(pid, signal.SIGKILL)
+    with anyio.fail_after(60):  # a hang guard
+        while server.is_open:  # noqa: ASYNC110 - the client's reader task sees the pipe end: nothing to wait on
+            await anyio.sleep(0.02)
+
+
+async def test_a_call_after_the_server_was_killed_starts_it_again_and_runs(tmp_path: Path) -> None:
+    log = tmp_path / "calls.log"
+    server = toolbox(log)
+    async with server:
+        first = await server_pid(server)
+        await kill(server, first)
+        model = ScriptedModel([Call("lookup_invoice", {"invoice": "INV-7"}), "Charged twice."])
+        events = await capture_events(Agent("x", model=model, tools=[server]), "INV-7?")
+        [result] = [ev for ev in events if isinstance(ev, ToolResult)]
+        assert not result.is_error and result.content == "invoice INV-7: 42.00 EUR, charged twice"
+        assert server.is_open
+        second = await server_pid(server)
+        assert second != first and alive(second) and not alive(first)
+    assert not alive(second)
+    assert starts(log) == 2 and log.read_text().count("lookup_invoice INV-7") == 1
+
+
+async def test_a_call_the_server_had_when_it_died_is_not_sent_again(tmp_path: Path) -> None:
+    log = tmp_path / "calls.log"
+    server = toolbox(log)
+    async with server:
+        agent = Agent("x", model=ScriptedModel([Call("crash"), "unused"]), tools=[server])
+        with pytest.raises(ToolError, match="whether it ran is unknown") as raised:
+            await agent.run("go")
+        assert "MCP server 'toolbox'" in str(raised.value) and raised.value.severity == "critical"
+        assert raised.value.metadata["outcome"] == "unknown"
+        # the recovery ladder reads it as critical: a report, no retry of the call
+        sleeps = RecordedSleeps()
+        model = ScriptedModel([Call("crash"), "unused"])
+        events = await capture_events(
+            Agent("x", model=model, tools=[server], architecture=ToolLoop(recovery=Recovery(sleep=sleeps))), "go"
+        )
+        assert not [ev for ev in events if isinstance(ev, RecoveryRetry)]
+        [report] = [ev for ev in events if isinstance(ev, RecoveryReport)]
+        assert report.severity == "critical"
+        assert await server_pid(server) > 0  # and the next call reconnects
+    assert log.read_text().count("crash") == 2 and starts(log) == 3  # each crash ran once
+
+
+async def test_a_server_that_cannot_be_started_again_is_a_retriable_error_and_nothing_is_sent(tmp_path: Path) -> None:
+    log = tmp_path / "calls.log"
+    server = toolbox(log, "--max-starts", "1")
+    async with server:
+        await kill(server, await server_pid(server))
+        agent = Agent(
+            "x", model=ScriptedModel([Call("lookup_invoice", {"invoice": "INV-7"}), "unused"]), tools=[server]
+        )
+        with pytest.raises(ToolError, match=r"could not be reached again .*the call was not sent") as raised:
+            await agent.run("go")
+        assert raised.value.severity == "retriable" and "MCP server 'toolbox'" in str(raised.value)
+        # with recovery, the ladder's own retries ask for the server again (one reconnection each)
+        sleeps = RecordedSleeps()
+        model = ScriptedModel([Call("lookup_invoice", {"invoice": "INV-7"}), "unused"])
+        agent = Agent("x", model=model, tools=[server], architecture=ToolLoop(recovery=Recovery(sleep=sleeps)))
+        events = await capture_events(agent, "go")
+        retries = [ev for ev in events if isinstance(ev, RecoveryRetry)]
+        assert retries and {(r.operation, r.severity, r.error) for r in retries} == {
+            ("tool:lookup_invoice", "retriable", "ToolError")
+        }
+    assert "lookup_invoice" not in log.read_text()
+    assert starts(log) == 1
+
+
+async def test_an_http_server_that_went_away_is_not_sent_the_call_and_is_reopened_once_back(tmp_path: Path) -> None:
+    log = tmp_path / "calls.log"
+    lookup = [Call("lookup_invoice", {"invoice": "INV-7"}), "Charged twice."]
+    async with http_process(TOOLBOX, "--http", "{port}", "--log", str(log)) as (proc, port):
+        server = MCPServerHTTP(f"http://127.0.0.1:{port}/mcp", name="crm", timeout=120.0, connect_timeout=120.0)
+        async with server:
+            first = await server_pid(server)
+            proc.kill()
+            await proc.wait()
+            with pytest.raises(ToolError, match=r"MCP server 'crm' could not be reached again .*the call was not sent"):
+                await Agent("x", model=ScriptedModel(lookup), tools=[server]).run("INV-7?")  # refused: retriable
+            async with http_process(TOOLBOX, "--http", str(port), "--log", str(log)):  # back on the same port
+                events = await capture_events(Agent("x", model=ScriptedModel(lookup), tools=[server]), "INV-7?")
+                [result] = [ev for ev in events if isinstance(ev, ToolResult)]
+                assert not result.is_error and result.content == "invoice INV-7: 42.00 EUR, charged twice"
+                assert await server_pid(server) != first
+    assert starts(log) == 2 and log.read_text().count("lookup_invoice INV-7") == 1
