@@ -135,6 +135,25 @@ def test_a_non_loopback_host_without_a_token_is_refused_in_one_line(host: str) -
     assert "--token-env" in run.stderr
 
 
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--transport", "http", "--token-env", "NO_SUCH_VAR_XYZ"], "--token-env NO_SUCH_VAR_XYZ: the environment"),
+        (["--token-env", "JR_TEST_MCP_TOKEN"], "a token guards the HTTP transport only"),
+        (["--transport", "http", "--token-env", "JR_TEST_SHORT_TOKEN"], "token must be a string of at least 8"),
+    ],
+)
+def test_token_options_are_checked_before_serving(args: list[str], needle: str) -> None:
+    from typer.testing import CliRunner
+
+    from jeeves_router.cli import app
+
+    env = {"JR_TEST_MCP_TOKEN": "mcp-t0ken-123456", "JR_TEST_SHORT_TOKEN": "short"}
+    result = CliRunner().invoke(app, ["mcp", "tests.mcp_servers.desk:desk", *args], env=env)
+    assert result.exit_code == 2, result.output
+    assert needle in " ".join(result.output.split())
+
+
 @pytest.mark.anyio
 async def test_our_stdio_client_and_the_served_desk_together() -> None:
     desk = MCPServerStdio(sys.executable, [*CLI, "tests.mcp_servers.desk:desk"], env=ENV, cwd=ROOT, name="desk")
