@@ -332,8 +332,8 @@ def test_eval_reports_coverage_and_misroute_among_auto_routed() -> None:
 
 
 def test_the_shipped_desk_encodes_one_request_on_one_thread_and_a_batch_on_two(monkeypatch: pytest.MonkeyPatch) -> None:
-    from jeeves_router._cli_embed import load_embedding
     from jeeves_router.classify.embedding import MiniLMEncoder, encoders
+    from jeeves_router.cli._embed import load_embedding
 
     monkeypatch.setattr(encoders, "_DEFAULT", [])  # a fresh shared encoder, as in a new process
     clf = load_embedding(None, None, None, None, one_request=True)
@@ -365,17 +365,17 @@ def _readme_mpnet_options() -> dict[str, float]:
 def test_the_cli_builds_mpnet_with_the_late_options_the_readme_states(
     encoder: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from jeeves_router import _cli_embed
     from jeeves_router.classify.embedding import HashingEncoder
     from jeeves_router.classify.embedding.late import LateInteractionScorer
+    from jeeves_router.cli import _embed as cli_embed
 
     made: list[str] = []
 
-    def cheap(name: _cli_embed.EncoderName) -> HashingEncoder:  # the options, not the real encoder, are tested
+    def cheap(name: cli_embed.EncoderName) -> HashingEncoder:  # the options, not the real encoder, are tested
         made.append(name.value)
         return HashingEncoder()
 
-    monkeypatch.setattr(_cli_embed, "make_encoder", cheap)
+    monkeypatch.setattr(cli_embed, "make_encoder", cheap)
     model = tmp_path / "fitted.json"
     routes, val = str(DATA / "desk_routes.json"), str(DATA / "desk_val.jsonl")
     fitted = runner.invoke(app, ["fit", "--routes", routes, "--encoder", encoder, "--data", val, "--out", str(model)])

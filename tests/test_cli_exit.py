@@ -1,6 +1,6 @@
 """The console command ends its process without the interpreter's teardown, and loses nothing by it.
 
-``jeeves_router._exit.leave`` flushes the standard streams and runs the ``atexit`` handlers, then
+``jeeves_router.cli._exit.leave`` flushes the standard streams and runs the ``atexit`` handlers, then
 ends the process at once; it exits normally while another non-daemon thread runs or a stream
 cannot be flushed. Each case runs in a child interpreter.
 """
@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+LEAVE = "from jeeves_router.cli._exit import leave\n"
 
 
 def run(code: str, *args: str) -> subprocess.CompletedProcess[str]:
@@ -34,21 +35,21 @@ atexit.register(lambda: sys.stdout.write("atexit ran\\n"))
 
 
 def test_leave_flushes_runs_atexit_and_skips_the_teardown() -> None:
-    proc = run(TORN_DOWN + "sys.stdout.write('buffered, no newline')\nfrom jeeves_router._exit import leave\nleave(3)")
+    proc = run(TORN_DOWN + "sys.stdout.write('buffered, no newline')\n" + LEAVE + "leave(3)")
     assert proc.returncode == 3
     assert proc.stdout == "buffered, no newlineatexit ran\n"  # flushed, handler run, no teardown
 
 
 def test_leave_gives_a_message_status_1_and_prints_it_as_sys_exit_does() -> None:
-    proc = run("from jeeves_router._exit import leave\nleave('cannot go on')")
+    proc = run(LEAVE + "leave('cannot go on')")
     assert (proc.returncode, proc.stderr) == (1, "cannot go on\n")
-    assert run("from jeeves_router._exit import leave\nleave(None)").returncode == 0
+    assert run(LEAVE + "leave(None)").returncode == 0
 
 
 def test_leave_exits_normally_while_another_thread_still_runs() -> None:
     code = """
 import sys, threading
-from jeeves_router._exit import leave
+from jeeves_router.cli._exit import leave
 gate = threading.Event()
 worker = threading.Thread(target=lambda: (gate.wait(), sys.stdout.write("worker finished\\n")))
 worker.start()
@@ -103,7 +104,7 @@ def test_a_reader_that_goes_away_ends_the_command_quietly() -> None:
 
 def test_leave_exits_normally_when_a_stream_cannot_be_flushed() -> None:
     """The normal exit then reports the lost output (status 120), instead of ending as if all were written."""
-    code = "import os, sys\nfrom jeeves_router._exit import leave\nsys.stdout.write('pending')\nos.close(1)\nleave(0)"
+    code = "import os, sys\n" + LEAVE + "sys.stdout.write('pending')\nos.close(1)\nleave(0)"
     env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}  # stdout holds 'pending' until flushed
     env["PYTHONPATH"] = str(ROOT)
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)

@@ -40,16 +40,11 @@ LAYERS: list[tuple[str, int]] = [
     ("architectures", 4),
     ("journal", 5),
     ("durable", 5),
-    ("cli", 6),
-    ("cli_observe", 6),
+    ("cli", 6),  # the command line: cli/ and what it runs
     ("eval", 6),
     ("serve", 6),
     ("eval_plots", 6),
     ("eval_data", 6),
-    ("_cli_embed", 6),
-    ("_cli_show", 6),
-    ("_cli_errors", 6),
-    ("_exit", 6),  # how the console command ends its process
     ("testing", 6),
     ("__init__", 6),
 ]

@@ -104,7 +104,7 @@ def test_eval_prints_each_risk_coverage_point_once() -> None:
     # Ties put one third of the rows at the top and the rest in one step: before, "100%" was printed four times.
     from rich.console import Console
 
-    from jeeves_router._cli_show import eval_report
+    from jeeves_router.cli._show import eval_report
     from jeeves_router.eval import compute_report
 
     rows = [LabelledRow(f"t{i}", "billing", i) for i in range(1, 7)]

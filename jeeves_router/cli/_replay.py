@@ -23,9 +23,9 @@ def replay_command(
     import anyio
 
     from ..events import event_adapter
-    from .records import JournalError, json_text
-    from .replay import format_event, recorded_events
-    from .sqlite import SQLiteJournal
+    from ..journal.records import JournalError, json_text
+    from ..journal.replay import format_event, recorded_events
+    from ..journal.sqlite import SQLiteJournal
 
     async def read() -> list[str]:
         store = SQLiteJournal(journal, create=False)

@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING, Annotated, Any
 import anyio
 import typer
 
-from .errors import UsageError
+from ..errors import UsageError
 
 if TYPE_CHECKING:
-    from .agent import Agent
+    from ..agent import Agent
 
 __all__ = ["graph_command", "import_agent", "trace_command"]
 
@@ -25,7 +25,7 @@ def import_agent(spec: str, *, option: str = "AGENT") -> Agent:
     Raises:
         UsageError: when it cannot be imported or is not an agent.
     """
-    from .agent import Agent
+    from ..agent import Agent
 
     module_name, sep, attr = spec.partition(":")
     if not sep or not module_name or not attr:
@@ -74,10 +74,10 @@ def trace_command(
     ] = None,
 ) -> None:
     """Write one self-contained HTML page (no network) showing a recorded session step by step."""
-    from .journal.records import JournalError
-    from .journal.sqlite import SQLiteJournal
-    from .journal.trace_data import SessionTrace, load_trace
-    from .journal.trace_html import render_trace_html
+    from ..journal.records import JournalError
+    from ..journal.sqlite import SQLiteJournal
+    from ..journal.trace_data import SessionTrace, load_trace
+    from ..journal.trace_html import render_trace_html
 
     async def read() -> SessionTrace:
         store = SQLiteJournal(journal, create=False)
@@ -89,7 +89,7 @@ def trace_command(
     try:
         graph = None
         if agent is not None:
-            from .graph import agent_graph
+            from ..graph import agent_graph
 
             graph = agent_graph(import_agent(agent, option="--agent"))
         trace = anyio.run(read)

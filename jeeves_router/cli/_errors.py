@@ -16,7 +16,7 @@ from typing import Any, NoReturn
 import typer
 from typer.core import TyperGroup
 
-from .errors import UsageError
+from ..errors import UsageError
 
 __all__ = ["OneLineErrors", "VERBOSE", "bad_input"]
 

@@ -1,9 +1,4 @@
-"""The ``jeeves-router`` command line: route a request, fit and evaluate classifiers, offline.
-
-Heavy imports (numpy, onnxruntime) happen inside the commands, so ``--help`` stays fast and
-works without the ``embed`` extra. Bad input exits with code 2 and a message naming the file
-and line.
-"""
+"""The commands of ``jeeves-router`` (a typer app) and the console entry point :func:`main`."""
 
 from __future__ import annotations
 
@@ -17,17 +12,17 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from . import _cli_embed as emb
-from . import _cli_show as show
-from ._cli_embed import CalibrationName, EncoderName, ObjectiveName, ScorerName, data_file
-from ._cli_errors import VERBOSE, OneLineErrors, bad_input
-from ._files import check_output
-from .cli_observe import graph_command, trace_command
-from .errors import UsageError
-from .journal.cli_replay import replay_command
+from .._files import check_output
+from ..errors import UsageError
+from . import _embed as emb
+from . import _show as show
+from ._embed import CalibrationName, EncoderName, ObjectiveName, ScorerName, data_file
+from ._errors import VERBOSE, OneLineErrors, bad_input
+from ._observe import graph_command, trace_command
+from ._replay import replay_command
 
 if TYPE_CHECKING:
-    from .classify.types import Classifier
+    from ..classify.types import Classifier
 
 __all__ = ["app", "main"]
 
@@ -183,7 +178,7 @@ def fit(
     With --classifier module:attr and --max-misroute, certify the confidence threshold of any
     classifier (LLM, cascade, custom) instead: use it as Router(require_confidence_above=...).
     """
-    from .eval import check_labels, load_labelled
+    from ..eval import check_labels, load_labelled
 
     with bad_input():
         if save_to is not None:
@@ -263,7 +258,7 @@ def eval_(
     oos_label: OosOpt = "oos",
 ) -> None:
     """Measure a classifier on labelled data: accuracy, coverage and misroutes, OOS recall, ECE, confusion."""
-    from .eval import check_labels, evaluate, load_labelled, load_routes, write_misrouted, write_plots
+    from ..eval import check_labels, evaluate, load_labelled, load_routes, write_misrouted, write_plots
 
     with bad_input():
         if misrouted is not None:
@@ -353,7 +348,7 @@ def serve_command(
     import sys
 
     with bad_input():
-        from .serve import load_agents, serve, token_from_env
+        from ..serve import load_agents, serve, token_from_env
 
         sys.path.insert(0, str(Path.cwd()))
         token = token_from_env(token_env)
@@ -374,14 +369,14 @@ def mcp_(
     ] = None,
 ) -> None:
     """Serve an agent or router as an MCP server with one tool, `ask` (needs the mcp extra)."""
-    from .mcp.server import main
+    from ..mcp.server import main
 
     with bad_input():
         if transport not in ("stdio", "http"):
             raise UsageError(f"--transport must be stdio or http, got {transport!r}")
         token = None
         if token_env is not None:
-            from .serve.guard import token_from_env
+            from ..serve.guard import token_from_env
 
             token = token_from_env(token_env)
         main(target, transport="http" if transport == "http" else "stdio", host=host, port=port, token=token)
@@ -390,7 +385,7 @@ def mcp_(
 def main() -> None:
     """The ``jeeves-router`` console command: runs :data:`app`, then ends the process at once.
 
-    The exit skips the interpreter's teardown (about 45 ms of a ``route``; see ``_exit``). Call
+    The exit skips the interpreter's teardown (about 45 ms of a ``route``; see :mod:`._exit`). Call
     :data:`app` instead to run the commands inside a process that goes on afterwards.
     """
     from ._exit import leave
@@ -400,7 +395,3 @@ def main() -> None:
     except SystemExit as exc:
         leave(exc.code)
     leave(0)
-
-
-if __name__ == "__main__":
-    main()

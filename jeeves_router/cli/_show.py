@@ -9,11 +9,11 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 from rich.table import Table
 
-from . import _cli_embed as emb
+from . import _embed as emb
 
 if TYPE_CHECKING:
-    from .classify.embedding import EmbeddingClassifier
-    from .eval import EvalReport
+    from ..classify.embedding import EmbeddingClassifier
+    from ..eval import EvalReport
 
 __all__ = ["decision", "decisions", "eval_report"]
 

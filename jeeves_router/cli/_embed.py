@@ -1,6 +1,6 @@
 """Helpers of the embedded-router commands of ``jeeves-router`` (route, fit, eval).
 
-Kept apart from :mod:`jeeves_router.cli` so the command module stays a list of commands.
+Kept apart from the commands (``_app``) so that module stays a list of commands.
 Nothing here imports numpy or onnxruntime at module level: ``--help`` stays fast.
 """
 
@@ -16,14 +16,14 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ._files import write_whole
-from .errors import UsageError
+from .._files import write_whole
+from ..errors import UsageError
 
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from .classify.embedding import EmbeddingClassifier, Encoder
-    from .classify.types import Classifier, ClassifyResult, RouteSpec
+    from ..classify.embedding import EmbeddingClassifier, Encoder
+    from ..classify.types import Classifier, ClassifyResult, RouteSpec
 
 __all__ = [
     "ScorerName",
@@ -66,7 +66,7 @@ class EncoderName(str, Enum):
 
 def make_encoder(name: EncoderName) -> Encoder:
     """The encoder called ``name`` (its extra must be installed)."""
-    from .classify.embedding import MiniLMEncoder, MPNetEncoder, MultilingualUSEEncoder
+    from ..classify.embedding import MiniLMEncoder, MPNetEncoder, MultilingualUSEEncoder
 
     if name is EncoderName.mpnet:
         return MPNetEncoder()
@@ -118,7 +118,7 @@ def check_unit(label: str, value: float | None, *, low_open: bool = False, high_
 def _scorer_options(scorer: ScorerName, encoder: EncoderName | None) -> dict[str, Any]:
     """The scorer's options for ``encoder``: MPNet's ``late`` weights were chosen on its own (README)."""
     if scorer is ScorerName.late and encoder is EncoderName.mpnet:
-        from .classify.embedding.mpnet import LATE_OPTIONS
+        from ..classify.embedding.mpnet import LATE_OPTIONS
 
         return dict(LATE_OPTIONS)
     return {}
@@ -147,7 +147,7 @@ def load_embedding(
         # per-thread buffers when numpy is imported (about 90 ms of a ~0.6 s command here).
         # A value the user set is kept.
         os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-    from .classify.embedding import EmbeddingClassifier
+    from ..classify.embedding import EmbeddingClassifier
 
     check_unit("--threshold", threshold)
     source = routes_path if routes_path is not None else data_file(DESK_CLASSIFIER)
@@ -169,8 +169,8 @@ def load_embedding(
     if saved is not None:  # the encoder the file was saved with (one text runs on one thread)
         clf = EmbeddingClassifier.from_dict(saved, source=str(source))
     else:
-        from .classify.embedding.classifier import DEFAULT_SCORER
-        from .eval import load_negatives, load_routes  # route files only: a saved classifier needs neither
+        from ..classify.embedding.classifier import DEFAULT_SCORER
+        from ..eval import load_negatives, load_routes  # route files only: a saved classifier needs neither
 
         kind = scorer if scorer is not None else ScorerName(DEFAULT_SCORER)
         negatives = load_negatives(source) if kind is ScorerName.late else ()
@@ -179,7 +179,7 @@ def load_embedding(
         clf = EmbeddingClassifier(load_routes(source), encoder=chosen, scorer=kind.value, scorer_options=options,
                                   negatives=negatives)  # fmt: skip
     if fit_on is not None:
-        from .eval import check_labels, load_labelled
+        from ..eval import check_labels, load_labelled
 
         rows = load_labelled(fit_on)
         check_labels(rows, clf.route_names, oos_label=oos_label, path=fit_on)
@@ -191,7 +191,7 @@ def load_embedding(
 
 def import_classifier(spec: str, routes: tuple[RouteSpec, ...]) -> Classifier:
     """``module:attribute`` naming a Classifier, or a factory called with the routes."""
-    from .classify.types import Classifier
+    from ..classify.types import Classifier
 
     module_name, _, attr = spec.partition(":")
     try:
@@ -226,8 +226,8 @@ def calibration_warning(clf: EmbeddingClassifier, source: str) -> str | None:
 
 def read_requests(path: Path | None, stdin: Callable[[], str]) -> list[tuple[int, str]]:
     """(line, text) pairs from a JSONL file of ``{"text": ...}`` objects, or stdin lines when ``path`` is None."""
-    from .eval import DataFileError
-    from .eval_data import jsonl_values
+    from ..eval import DataFileError
+    from ..eval_data import jsonl_values
 
     if path is None:
         lines = [(n, line.strip()) for n, line in enumerate(stdin().splitlines(), 1) if line.strip()]
@@ -294,8 +294,8 @@ def certify_classifier(
     """``fit --classifier module:attr --max-misroute X``: certify any classifier's threshold."""
     import anyio
 
-    from .classify.risk import choose_risk_threshold
-    from .eval import check_labels, load_labelled, load_routes, predict
+    from ..classify.risk import choose_risk_threshold
+    from ..eval import check_labels, load_labelled, load_routes, predict
 
     specs = load_routes(routes or data_file(DESK_ROUTES))
     clf = import_classifier(spec, specs)
