@@ -43,8 +43,6 @@ LAYERS: list[tuple[str, int]] = [
     ("cli", 6),  # the command line: cli/ and what it runs
     ("eval", 6),
     ("serve", 6),
-    ("eval_plots", 6),
-    ("eval_data", 6),
     ("testing", 6),
     ("__init__", 6),
 ]

@@ -227,7 +227,7 @@ def calibration_warning(clf: EmbeddingClassifier, source: str) -> str | None:
 def read_requests(path: Path | None, stdin: Callable[[], str]) -> list[tuple[int, str]]:
     """(line, text) pairs from a JSONL file of ``{"text": ...}`` objects, or stdin lines when ``path`` is None."""
     from ..eval import DataFileError
-    from ..eval_data import jsonl_values
+    from ..eval._data import jsonl_values
 
     if path is None:
         lines = [(n, line.strip()) for n, line in enumerate(stdin().splitlines(), 1) if line.strip()]

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .eval import EvalReport
+    from ._report import EvalReport
 
 __all__ = ["write_plots"]
 

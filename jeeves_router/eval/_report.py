@@ -1,8 +1,4 @@
-"""Measure a classifier on labelled data: accuracy, coverage, misroutes, OOS recall, ECE.
-
-The file formats (route files, labelled JSONL) are read by :mod:`jeeves_router.eval_data`,
-whose names are re-exported here.
-"""
+"""Measuring a classifier on labelled data: predictions, the report, the misrouted rows."""
 
 from __future__ import annotations
 
@@ -15,38 +11,21 @@ from pathlib import Path
 import anyio
 import anyio.to_thread
 
-from .classify.resolve import valid_confidence
-from .classify.types import Classifier, ClassifyRequest, ClassifyResult, RouteSpec
-from .errors import UsageError
-from .eval_data import (
-    DataFileError,
-    LabelledRow,
-    check_labels,
-    load_labelled,
-    load_negatives,
-    load_routes,
-    read_text,
-)
-from .eval_plots import write_plots
-from .ids import check_oos_label
+from ..classify.resolve import valid_confidence
+from ..classify.types import Classifier, ClassifyRequest, ClassifyResult, RouteSpec
+from ..errors import UsageError
+from ..ids import check_oos_label
+from ._data import LabelledRow
 
 __all__ = [
-    "DataFileError",
     "EvaluationError",
-    "LabelledRow",
     "Prediction",
     "Misrouted",
     "EvalReport",
-    "read_text",
-    "load_routes",
-    "load_negatives",
-    "load_labelled",
-    "check_labels",
     "compute_report",
     "evaluate",
     "predict",
     "write_misrouted",
-    "write_plots",
     "risk_coverage_curve",
 ]
 

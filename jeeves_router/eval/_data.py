@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .classify.types import RouteSpec
-from .errors import UsageError
-from .ids import check_oos_label, validate_route_names
+from ..classify.types import RouteSpec
+from ..errors import UsageError
+from ..ids import check_oos_label, validate_route_names
 
 __all__ = [
     "DataFileError",
