@@ -1,14 +1,17 @@
 """JournalRuntime: record every step of a run, replay recorded steps, resume after a crash.
 
-This module holds the run half (a root run's start, end, cut-off, resume); the step half is
-:mod:`.steps`.
+This module holds the run half (a root run's start, end, cut-off, resume, idempotency key);
+the step half is :mod:`.steps`.
 
 How a run finds its record. ``agent.run()`` and ``agent.stream()`` always start a new run
 (a new run id) and execute it live, whatever the journal holds: durability is explicit.
 Only :meth:`Agent.resume` replays: it picks a recorded run of the session (the last
 unfinished one, else the last one, or the ``run_id`` it is given) and runs it again under
 that run id, with the recorded input, as a new attempt; two resumes at once each claim an
-attempt of their own (:func:`.resume.claim_attempt`).
+attempt of their own (:func:`.resume.claim_attempt`). The one other way in: a run given a
+client's idempotency key (``agent.run(..., idempotency_key=k)``) runs under the run id the
+key names, so a retry with the same key takes that run up as a resume does (replays it if
+it completed, finishes it if it was cut off) instead of starting another (:mod:`.keyed`).
 
 How a step finds its record. Each step is keyed by (session, run, step index) and the
 digest of its input (for a model call: the model's name and the whole request). A
@@ -47,9 +50,11 @@ import anyio
 from .._log import get_logger
 from ..errors import UsageError
 from ..events import Event, event_adapter
+from ..ids import keyed_run_id
 from .base import Journal
 from .idempotency import UnknownToolPolicy, current_idempotency_key
-from .records import EventRecord, RunEndRecord
+from .keyed import claim_keyed_run
+from .records import EventRecord, RunEndRecord, RunStartRecord
 from .resume import ResumePoint, claim_attempt, find_resume_point, start_record
 from .sessions import SessionHistory, load_history
 from .state import RunState, StepIndex
@@ -80,6 +85,9 @@ class JournalRuntime(StepRecorder):
 
     Attributes:
         flush_timeout_s: At most this long a run cut off between two steps waits to write its events.
+        in_flight_s: A run requested with an idempotency key whose latest attempt another
+            process started and never ended counts as in flight (a retry is refused) until the
+            run has written nothing for this long; then a retry resumes it (:mod:`.keyed`).
 
     Example:
         A runtime records every run of the agents built with it (:class:`SQLiteJournal`
@@ -99,6 +107,8 @@ class JournalRuntime(StepRecorder):
     """
 
     flush_timeout_s: float = 5.0
+    in_flight_s: float = 120.0
+    honours_idempotency_keys = True
 
     def __init__(
         self,
@@ -122,6 +132,8 @@ class JournalRuntime(StepRecorder):
         self.session_history = session_history
         self._runs: dict[str, RunState] = {}
         self._indexes: dict[tuple[str, str], StepIndex] = {}
+        self._owner = uuid.uuid4().hex  # names the keyed attempts this runtime claims (:mod:`.keyed`)
+        self._claiming: set[str] = set()  # keyed runs this runtime is claiming now
 
     def __repr__(self) -> str:
         return f"JournalRuntime({self.journal!r}, strict={self.strict})"
@@ -133,10 +145,11 @@ class JournalRuntime(StepRecorder):
 
         Called by :class:`~jeeves_router.Agent` for root runs; sets ``ctx.run_id``.
         """
-        limits = self.session_history
-        if limits is not None and not ctx.history and ctx.resume_run is None:
-            ctx.history = await load_history(self.journal, ctx.session_id, ctx.agent.name, limits)
-        state = await self._begin(ctx)
+        if ctx.idempotency_key is not None and ctx.resume_run is None:
+            state = await self._begin_keyed(ctx, ctx.idempotency_key)
+        else:
+            await self._load_history(ctx)
+            state = await self._begin(ctx)
         adapter = event_adapter()
         try:
             async with aclosing(run(ctx.agent, ctx)) as stream:  # type: ignore[type-var]
@@ -172,10 +185,49 @@ class JournalRuntime(StepRecorder):
             await self.journal.append([self._entry(sid, run_id, start)])
         else:  # another process may be resuming it at this very moment: claim the attempt
             attempt, completed = await claim_attempt(self.journal, sid, run_id, start)
+        return self._started(ctx, run_id, attempt, ctx.resume_run is None, completed)
+
+    async def _load_history(self, ctx: RunContext) -> None:
+        limits = self.session_history
+        if limits is not None and not ctx.history and ctx.resume_run is None:
+            ctx.history = await load_history(self.journal, ctx.session_id, ctx.agent.name, limits)
+
+    async def _begin_keyed(self, ctx: RunContext, key: str) -> RunState:
+        """Start the run ``key`` names, or take it up again (see :mod:`.keyed`)."""
+        sid = ctx.session_id
+        run_id = keyed_run_id(sid, key)
+        requested = start_record(ctx).input_digest  # the request as sent, before the session's history
+
+        async def new_start() -> RunStartRecord:
+            await self._load_history(ctx)
+            return start_record(ctx)
+
+        busy = run_id in self._runs or run_id in self._claiming  # one execution of a run per runtime
+        if not busy:
+            self._claiming.add(run_id)
+        try:
+            won = await claim_keyed_run(
+                self.journal,
+                sid,
+                run_id,
+                requested,
+                new_start,
+                owner=self._owner,
+                running_here=busy,
+                in_flight_s=self.in_flight_s,
+            )
+        finally:
+            if not busy:
+                self._claiming.discard(run_id)
+        if won.history is not None:  # a recorded run: its input as recorded (the rest is the request's own)
+            ctx.history = won.history
+        return self._started(ctx, run_id, won.attempt, won.attempt == 1, won.completed)
+
+    def _started(self, ctx: RunContext, run_id: str, attempt: int, fresh: bool, completed: int | None) -> RunState:
         ctx.run_id = run_id
-        state = RunState(sid, run_id, attempt, ctx.resume_run is None, completed_attempt=completed)
+        state = RunState(ctx.session_id, run_id, attempt, fresh, completed_attempt=completed)
         self._runs[run_id] = state
-        log.debug("journal run", session_id=sid, run_id=run_id, attempt=attempt, replay=not state.fresh)
+        log.debug("journal run", session_id=ctx.session_id, run_id=run_id, attempt=attempt, replay=not fresh)
         return state
 
     async def _finish(self, state: RunState, end: RunEndRecord) -> None:
