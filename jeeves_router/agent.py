@@ -14,7 +14,7 @@ from .architectures.base import Architecture, RunContext, emit_each, execute, ne
 from .architectures.react import ToolLoop
 from .errors import UsageError
 from .events import Event, EventBase
-from .ids import new_session_id, validate_route_name
+from .ids import check_idempotency_key, keyed_session_id, new_session_id, validate_route_name
 from .messages import Message
 from .models.base import Model
 from .models.registry import resolve_model
@@ -128,11 +128,20 @@ class Agent:
         context: Mapping[str, Any] | None,
         force_route: str | None,
         options: Mapping[str, Any] | None,
+        idempotency_key: str | None = None,
     ) -> RunContext:
         if not isinstance(prompt, str):
             raise UsageError(f"prompt must be a string, got {type(prompt).__name__}")
         if session_id is not None and (not isinstance(session_id, str) or not session_id):
             raise UsageError(f"session_id must be a non-empty string, got {session_id!r}")
+        if idempotency_key is not None:
+            check_idempotency_key(idempotency_key)
+            if not getattr(self.runtime, "honours_idempotency_keys", False):
+                raise UsageError(
+                    f"agent {self.name!r} cannot honour an idempotency key: its runtime {self.runtime!r} does not "
+                    "journal runs; construct it with runtime=JournalRuntime(SQLiteJournal(path))"
+                )
+            session_id = session_id or keyed_session_id(idempotency_key)
         ctx = new_context(
             agent=self,
             session_id=session_id or new_session_id(),
@@ -143,6 +152,7 @@ class Agent:
             runtime=self.runtime,
             force_route=force_route,
             options=dict(options) if options else {},
+            idempotency_key=idempotency_key,
         )
         prepare = getattr(self.architecture, "prepare", None)
         if prepare is not None:
@@ -179,6 +189,7 @@ class Agent:
         context: Mapping[str, Any] | None = None,
         force_route: str | None = None,
         options: Mapping[str, Any] | None = None,
+        idempotency_key: str | None = None,
     ) -> RunResult:
         """Handle one request and return its result.
 
@@ -190,12 +201,20 @@ class Agent:
             context: Context variables for tools and context-aware routing (never mutated).
             force_route: Router only: skip classification and dispatch to this route.
             options: Architecture-specific per-run options.
+            idempotency_key: Make the request safe to retry (journaling runtimes only): the key
+                names the run, so a request repeated with the same key answers from the first
+                one's run instead of running again (see :mod:`jeeves_router.journal.keyed`).
+                Without a ``session_id`` the session is derived from the key.
 
         Raises:
-            UsageError: for bad arguments (e.g. an unknown ``force_route``).
+            UsageError: for bad arguments (e.g. an unknown ``force_route``, a malformed
+                ``idempotency_key``, or a key for a runtime that does not journal).
+            IdempotencyConflict: the key was used for another request.
+            RunInFlight: the run of the key is running now.
             Exception: a failure inside the run, with its original type.
         """
-        return await self._drain(self._context(prompt, session_id, history, context, force_route, options))
+        ctx = self._context(prompt, session_id, history, context, force_route, options, idempotency_key)
+        return await self._drain(ctx)
 
     def stream(
         self,
@@ -206,14 +225,17 @@ class Agent:
         context: Mapping[str, Any] | None = None,
         force_route: str | None = None,
         options: Mapping[str, Any] | None = None,
+        idempotency_key: str | None = None,
     ) -> RunStream:
         """Handle one request, yielding typed events as they happen.
 
         Use ``async for ev in agent.stream(p)`` or ``async with agent.stream(p) as events``.
         A failed run yields its ``run.failed`` event, then raises the failure from the
         iteration, exactly as :meth:`run` raises it (also kept in :attr:`RunStream.error`).
+        ``idempotency_key`` is :meth:`run`'s; a refused key (a conflict, a run in flight) is
+        raised from the iteration before any event.
         """
-        ctx = self._context(prompt, session_id, history, context, force_route, options)
+        ctx = self._context(prompt, session_id, history, context, force_route, options, idempotency_key)
         return RunStream(self, ctx)
 
     def run_sync(self, prompt: str, **kwargs: Any) -> RunResult:

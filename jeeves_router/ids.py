@@ -28,6 +28,9 @@ __all__ = [
     "child_session_id",
     "split_child_session_id",
     "new_session_id",
+    "check_idempotency_key",
+    "keyed_session_id",
+    "keyed_run_id",
 ]
 
 #: Route and agent names: 1-48 characters, letters/digits joined by single ``-`` or ``_``.
@@ -148,3 +151,42 @@ def new_session_id() -> str:
     import uuid  # here, not at the top: uuid imports platform, which costs more at start-up than here
 
     return uuid.uuid4().hex
+
+
+#: Idempotency keys: 1-255 printable ASCII characters (space to ``~``).
+_IDEMPOTENCY_KEY = re.compile(r"[\x20-\x7e]{1,255}")
+
+
+def check_idempotency_key(key: object) -> str:
+    """Return ``key`` if it is a valid idempotency key (1-255 printable ASCII characters).
+
+    Raises:
+        UsageError: for anything else.
+    """
+    if not isinstance(key, str) or _IDEMPOTENCY_KEY.fullmatch(key) is None:
+        raise UsageError("an idempotency key must be 1-255 printable ASCII characters")
+    return key
+
+
+def _key_digest(*parts: str) -> str:
+    import hashlib  # here, not at the top: as uuid above, only runs with a key need it
+
+    return hashlib.sha256("\x00".join(parts).encode()).hexdigest()
+
+
+def keyed_session_id(key: str) -> str:
+    """The session of a run requested with idempotency key ``key`` and no session id.
+
+    ``k-`` and the SHA-256 of the key: a fresh session id (:func:`new_session_id`, plain hex)
+    never has that form.
+    """
+    return "k-" + _key_digest("session", key)
+
+
+def keyed_run_id(session_id: str, key: str) -> str:
+    """The run id of the run requested with idempotency key ``key`` in session ``session_id``.
+
+    ``k-`` and the SHA-256 of both: two keys (or one key in two sessions) never name one
+    run, and a run started without a key (a random hex id) never has this form.
+    """
+    return "k-" + _key_digest("run", session_id, key)

@@ -41,7 +41,14 @@ class Runtime:
     """Pass-through runtime: performs each step without recording it.
 
     Subclasses override :meth:`step` and :meth:`model_stream` to record and replay.
+
+    Attributes:
+        honours_idempotency_keys: Whether a root run may carry a client's idempotency key
+            (``Agent.run(..., idempotency_key=...)``): only a runtime that records runs can
+            find the run a key named before.
     """
+
+    honours_idempotency_keys: bool = False
 
     def step(self, key: StepKey, input: Any, fn: Callable[[], Awaitable[T]]) -> Awaitable[T]:
         """Perform a non-streamed step (tool call, classification): ``await runtime.step(...)`` gives its result.

@@ -73,6 +73,8 @@ class RunContext:
         result: Set by the architecture before it finishes.
         handoff: Set by the tool loop when a tool returned a Handoff.
         resume_run: Set by :meth:`Agent.resume` only: the recorded run to replay.
+        idempotency_key: The client's idempotency key of a root run (names its run; see
+            :mod:`jeeves_router.journal.keyed`); ``None`` for a run without one.
         ledger: The root run's attempt ledger, shared by every child run.
         escalate: An enclosing architecture acts on the failures this run's recovery cannot
             (reclassify, replan): a recovering Router or Capabilities, directly or through
@@ -92,6 +94,7 @@ class RunContext:
     result: RunResult | None = None
     handoff: Handoff | None = None
     resume_run: str | None = None
+    idempotency_key: str | None = None
     ledger: Ledger = field(default_factory=Ledger)
     escalate: bool = False
     _step: int = 0

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from .base import Journal
     from .failures import ReplayedError
     from .idempotency import current_idempotency_key
+    from .keyed import IdempotencyConflict, RunInFlight
     from .memory import MemoryJournal
     from .postgres import PostgresJournal
     from .records import (
@@ -56,6 +57,7 @@ __getattr__, __dir__ = lazy_exports(
         ".base": ("Journal",),
         ".failures": ("ReplayedError",),
         ".idempotency": ("current_idempotency_key",),
+        ".keyed": ("IdempotencyConflict", "RunInFlight"),
         ".memory": ("MemoryJournal",),
         ".postgres": ("PostgresJournal",),
         ".records": (
@@ -77,6 +79,7 @@ __getattr__, __dir__ = lazy_exports(
 __all__ = [
     "SCHEMA_VERSION",
     "Entry",
+    "IdempotencyConflict",
     "Journal",
     "JournalCorrupt",
     "JournalError",
@@ -86,6 +89,7 @@ __all__ = [
     "ReplayedError",
     "ResumeConflict",
     "ResumePoint",
+    "RunInFlight",
     "SQLiteJournal",
     "SessionHistory",
     "ToolOutcomeUnknown",

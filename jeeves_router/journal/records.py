@@ -92,6 +92,10 @@ class RunStartRecord(_Rec):
     ``run.start`` of a (run, attempt) in journal order wins the attempt, and a loser takes
     the next one (see :func:`jeeves_router.journal.resume.claim_attempt`). Empty on a run's
     first start and in journals written before it existed.
+
+    ``request_digest``: a run requested with an idempotency key (:mod:`.keyed`) records the
+    digest of the request as its client sent it (before the session's history was added), so
+    a retry with the same key can be told from another request; empty for other runs.
     """
 
     type: Literal["run.start"] = "run.start"
@@ -104,6 +108,7 @@ class RunStartRecord(_Rec):
     input_digest: str
     attempt: int = 1
     claim: str = ""
+    request_digest: str = ""
 
 
 class RunEndRecord(_Rec):

@@ -1,11 +1,17 @@
 """JournalRuntime: record every step of a run, replay recorded steps, resume after a crash.
 
+This module holds the run half (a root run's start, end, cut-off, resume, idempotency key);
+the step half is :mod:`.steps`.
+
 How a run finds its record. ``agent.run()`` and ``agent.stream()`` always start a new run
 (a new run id) and execute it live, whatever the journal holds: durability is explicit.
 Only :meth:`Agent.resume` replays: it picks a recorded run of the session (the last
 unfinished one, else the last one, or the ``run_id`` it is given) and runs it again under
 that run id, with the recorded input, as a new attempt; two resumes at once each claim an
-attempt of their own (:func:`.resume.claim_attempt`).
+attempt of their own (:func:`.resume.claim_attempt`). The one other way in: a run given a
+client's idempotency key (``agent.run(..., idempotency_key=k)``) runs under the run id the
+key names, so a retry with the same key takes that run up as a resume does (replays it if
+it completed, finishes it if it was cut off) instead of starting another (:mod:`.keyed`).
 
 How a step finds its record. Each step is keyed by (session, run, step index) and the
 digest of its input (for a model call: the model's name and the whole request). A
@@ -35,38 +41,24 @@ fails, it is logged). Not recorded: events buffered when the process dies (resum
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Callable
 from contextlib import aclosing
-from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING
 
 import anyio
-from pydantic import TypeAdapter
 
 from .._log import get_logger
-from ..errors import ReplayDivergence, UsageError
+from ..errors import UsageError
 from ..events import Event, event_adapter
-from ..models.base import Model, ModelRequest, ModelResponse, ModelStreamItem, ModelTextDelta
-from ..runtime import LimitWhen, Runtime, StepKey
-from ..usage import NO_USAGE
+from ..ids import keyed_run_id
 from .base import Journal
-from .failures import PendingFailure, limit_digest, limit_record, replayed_error
-from .idempotency import UnknownToolPolicy, current_idempotency_key, idempotency_scope, unknown_outcome, won_claim
-from .records import (
-    Entry,
-    EventRecord,
-    ModelRecord,
-    Record,
-    RunEndRecord,
-    StepFailedRecord,
-    StepRecord,
-    ToolStartedRecord,
-    digest,
-)
+from .idempotency import UnknownToolPolicy, current_idempotency_key
+from .keyed import claim_keyed_run
+from .records import EventRecord, RunEndRecord, RunStartRecord
 from .resume import ResumePoint, claim_attempt, find_resume_point, start_record
 from .sessions import SessionHistory, load_history
 from .state import RunState, StepIndex
-from .step_results import decode_result, encode_result
+from .steps import StepRecorder
 
 if TYPE_CHECKING:
     from ..actor import Actor
@@ -75,12 +67,9 @@ if TYPE_CHECKING:
 __all__ = ["JournalRuntime", "ResumePoint", "UnknownToolPolicy", "current_idempotency_key"]
 
 log = get_logger(__name__)
-T = TypeVar("T")
-
-_RESPONSE = TypeAdapter(ModelResponse)
 
 
-class JournalRuntime(Runtime):
+class JournalRuntime(StepRecorder):
     """A :class:`~jeeves_router.runtime.Runtime` that records and replays through a journal.
 
     Args:
@@ -96,6 +85,9 @@ class JournalRuntime(Runtime):
 
     Attributes:
         flush_timeout_s: At most this long a run cut off between two steps waits to write its events.
+        in_flight_s: A run requested with an idempotency key whose latest attempt another
+            process started and never ended counts as in flight (a retry is refused) until the
+            run has written nothing for this long; then a retry resumes it (:mod:`.keyed`).
 
     Example:
         A runtime records every run of the agents built with it (:class:`SQLiteJournal`
@@ -115,6 +107,8 @@ class JournalRuntime(Runtime):
     """
 
     flush_timeout_s: float = 5.0
+    in_flight_s: float = 120.0
+    honours_idempotency_keys = True
 
     def __init__(
         self,
@@ -138,6 +132,8 @@ class JournalRuntime(Runtime):
         self.session_history = session_history
         self._runs: dict[str, RunState] = {}
         self._indexes: dict[tuple[str, str], StepIndex] = {}
+        self._owner = uuid.uuid4().hex  # names the keyed attempts this runtime claims (:mod:`.keyed`)
+        self._claiming: set[str] = set()  # keyed runs this runtime is claiming now
 
     def __repr__(self) -> str:
         return f"JournalRuntime({self.journal!r}, strict={self.strict})"
@@ -149,10 +145,11 @@ class JournalRuntime(Runtime):
 
         Called by :class:`~jeeves_router.Agent` for root runs; sets ``ctx.run_id``.
         """
-        limits = self.session_history
-        if limits is not None and not ctx.history and ctx.resume_run is None:
-            ctx.history = await load_history(self.journal, ctx.session_id, ctx.agent.name, limits)
-        state = await self._begin(ctx)
+        if ctx.idempotency_key is not None and ctx.resume_run is None:
+            state = await self._begin_keyed(ctx, ctx.idempotency_key)
+        else:
+            await self._load_history(ctx)
+            state = await self._begin(ctx)
         adapter = event_adapter()
         try:
             async with aclosing(run(ctx.agent, ctx)) as stream:  # type: ignore[type-var]
@@ -188,21 +185,53 @@ class JournalRuntime(Runtime):
             await self.journal.append([self._entry(sid, run_id, start)])
         else:  # another process may be resuming it at this very moment: claim the attempt
             attempt, completed = await claim_attempt(self.journal, sid, run_id, start)
+        return self._started(ctx, run_id, attempt, ctx.resume_run is None, completed)
+
+    async def _load_history(self, ctx: RunContext) -> None:
+        limits = self.session_history
+        if limits is not None and not ctx.history and ctx.resume_run is None:
+            ctx.history = await load_history(self.journal, ctx.session_id, ctx.agent.name, limits)
+
+    async def _begin_keyed(self, ctx: RunContext, key: str) -> RunState:
+        """Start the run ``key`` names, or take it up again (see :mod:`.keyed`)."""
+        sid = ctx.session_id
+        run_id = keyed_run_id(sid, key)
+        requested = start_record(ctx).input_digest  # the request as sent, before the session's history
+
+        async def new_start() -> RunStartRecord:
+            await self._load_history(ctx)
+            return start_record(ctx)
+
+        busy = run_id in self._runs or run_id in self._claiming  # one execution of a run per runtime
+        if not busy:
+            self._claiming.add(run_id)
+        try:
+            won = await claim_keyed_run(
+                self.journal,
+                sid,
+                run_id,
+                requested,
+                new_start,
+                owner=self._owner,
+                running_here=busy,
+                in_flight_s=self.in_flight_s,
+            )
+        finally:
+            if not busy:
+                self._claiming.discard(run_id)
+        if won.history is not None:  # a recorded run: its input as recorded (the rest is the request's own)
+            ctx.history = won.history
+        return self._started(ctx, run_id, won.attempt, won.attempt == 1, won.completed)
+
+    def _started(self, ctx: RunContext, run_id: str, attempt: int, fresh: bool, completed: int | None) -> RunState:
         ctx.run_id = run_id
-        state = RunState(sid, run_id, attempt, ctx.resume_run is None, completed_attempt=completed)
+        state = RunState(ctx.session_id, run_id, attempt, fresh, completed_attempt=completed)
         self._runs[run_id] = state
-        log.debug("journal run", session_id=sid, run_id=run_id, attempt=attempt, replay=not state.fresh)
+        log.debug("journal run", session_id=ctx.session_id, run_id=run_id, attempt=attempt, replay=not fresh)
         return state
 
     async def _finish(self, state: RunState, end: RunEndRecord) -> None:
         await self.journal.append(self._flush(state, self._entry(state.session_id, state.run_id, end)))
-
-    def _flush(self, state: RunState | None, *tail: Entry) -> list[Entry]:
-        """``state``'s pending entries (a failure as its recovery has judged it by now), then ``tail``."""
-        if state is None or not state.pending:
-            return list(tail)
-        pending, state.pending = state.pending, []
-        return [*(p.entry() if isinstance(p, PendingFailure) else p for p in pending), *tail]
 
     async def _write_cut(self, state: RunState) -> None:
         """Write what a run cut off between two steps left pending, with no ``run.end`` (it stays resumable).
@@ -235,169 +264,3 @@ class JournalRuntime(Runtime):
                 it was recorded for another agent.
         """
         return await find_resume_point(self.journal, agent.name, session_id, run_id)
-
-    def _entry(self, session_id: str, run_id: str, record: Record) -> Entry:
-        return Entry(session_id=session_id, run_id=run_id, record=record)
-
-    async def _index(self, key: StepKey) -> StepIndex:
-        ik = (key.session_id, key.run_id)
-        found = self._indexes.get(ik)
-        if found is not None:
-            return found
-        index = StepIndex()
-        state = self._runs.get(key.run_id)
-        if state is None or not state.fresh:
-            index.failed.attempt = state.completed_attempt if state is not None else None
-            kinds = ("step", "model", "tool.started", "step.failed")
-            for e in await self.journal.read(key.session_id, run_id=key.run_id, types=kinds):
-                index.add(e.record)
-        return self._indexes.setdefault(ik, index)
-
-    async def _record(
-        self, key: StepKey, index: StepIndex, rec: StepRecord | ModelRecord | ToolStartedRecord | StepFailedRecord
-    ) -> None:
-        await self.journal.append(self._flush(self._runs.get(key.run_id), self._entry(key.session_id, key.run_id, rec)))
-        index.add(rec)
-
-    def _diverged(self, key: StepKey, index: StepIndex, d: str) -> None:
-        others = index.by_pos.get(key.index)
-        if not others:
-            return
-        if self.strict:
-            raise ReplayDivergence(
-                f"strict replay: step {key.index} ({key.name}) of session {key.session_id!r}, run {key.run_id!r} "
-                f"has input digest {d[:12]}, but the journal recorded {others[0][:12]}",
-                metadata={"session_id": key.session_id, "run_id": key.run_id, "step": key.index},
-            )
-        log.info("journal step diverged; calling live", session_id=key.session_id, step=key.index, name=key.name)
-
-    async def _failed(
-        self,
-        key: StepKey,
-        index: StepIndex,
-        d: str,
-        exc: Exception,
-        chunks: Sequence[str] = (),
-        claim: str | None = None,
-    ) -> None:
-        """Keep a failed attempt of a step for the run's next write (see :mod:`.failures`); the caller re-raises."""
-        if claim is not None:  # a tool call that raised: its outcome is known, a retry calls it again
-            index.failed_claims.add(claim)
-        failure = PendingFailure(key, d, self._attempt(key), exc, tuple(chunks), claim)
-        state = self._runs.get(key.run_id)
-        if state is not None:  # written with the next entry, once the recovery ladder has judged it
-            state.pending.append(failure)
-        else:
-            await self.journal.append([failure.entry()])
-
-    async def recorded_limit(self, key: StepKey, attempt: int) -> LimitWhen | Literal[""] | None:
-        """Replaying a completed run: where its time limit ended the ladder's attempt ``attempt`` (:mod:`.failures`)."""
-        index = await self._index(key)
-        if index.failed.attempt is None:
-            return None
-        rec = index.failed.next(key.index, limit_digest(key.name, attempt))
-        return rec.limit or "" if rec is not None else ""
-
-    def record_limit(self, key: StepKey, attempt: int, when: LimitWhen) -> None:
-        """Record that the run's time limit ended the ladder's attempt ``attempt`` (written with the next entry)."""
-        state = self._runs.get(key.run_id)
-        if state is not None:
-            rec = limit_record(key, state.attempt, attempt, when)
-            state.pending.append(self._entry(key.session_id, key.run_id, rec))
-
-    def _attempt(self, key: StepKey) -> int:
-        state = self._runs.get(key.run_id)
-        return state.attempt if state is not None else 1
-
-    async def step(self, key: StepKey, input: Any, fn: Callable[[], Awaitable[T]]) -> T:
-        """Serve the step from the journal, or perform and record it."""
-        d = digest({"name": key.name, "input": input})
-        index = await self._index(key)
-        failed = index.failed.next(key.index, d)  # attempts that failed before the recorded result
-        if failed is not None:
-            raise replayed_error(failed)
-        rec = index.done.get((key.index, d))
-        if isinstance(rec, StepRecord):
-            result: T = decode_result(rec.result_type, rec.result)
-            return result
-        self._diverged(key, index, d)
-        if key.name.startswith("tool:"):
-            result = await self._tool(key, index, d, fn)
-        else:
-            try:
-                result = await fn()
-            except Exception as exc:
-                await self._failed(key, index, d, exc)
-                raise
-        tag, data = encode_result(result)
-        await self._record(
-            key, index, StepRecord(name=key.name, index=key.index, digest=d, result_type=tag, result=data)
-        )
-        return result
-
-    async def _tool(self, key: StepKey, index: StepIndex, d: str, fn: Callable[[], Awaitable[T]]) -> T:
-        started = index.started.get((key.index, d))
-        idem = started.idempotency_key if started else f"{key.session_id}:{key.run_id}:{key.index}:{d[:16]}"
-        unknown = started is not None and started.claim not in index.failed_claims  # not known to have raised
-        skipped = unknown_outcome(self.on_unknown_tool_outcome, key, idem) if unknown else None
-        if skipped is not None:
-            return skipped  # type: ignore[return-value]
-        claim = uuid.uuid4().hex
-        rec = ToolStartedRecord(
-            name=key.name, index=key.index, digest=d, idempotency_key=idem, attempt=self._attempt(key), claim=claim
-        )
-        await self._record(key, index, rec)
-        if not await won_claim(self.journal, key, d, claim, started):  # another process started it first
-            skipped = unknown_outcome(self.on_unknown_tool_outcome, key, idem, elsewhere=True)
-            if skipped is not None:
-                return skipped  # type: ignore[return-value]
-        with idempotency_scope(idem):
-            try:
-                return await fn()
-            except Exception as exc:
-                await self._failed(key, index, d, exc, claim=claim)
-                raise
-
-    async def model_stream(self, key: StepKey, model: Model, request: ModelRequest) -> AsyncIterator[ModelStreamItem]:
-        """Re-yield a recorded model call, or stream it live and record it."""
-        d = digest({"model": model.name, "request": request})
-        index = await self._index(key)
-        failed = index.failed.next(key.index, d)  # attempts that failed before the recorded response
-        if failed is not None:
-            for chunk in failed.chunks:
-                yield ModelTextDelta(chunk)
-            raise replayed_error(failed)
-        rec = index.done.get((key.index, d))
-        if isinstance(rec, ModelRecord):
-            for chunk in rec.chunks:
-                yield ModelTextDelta(chunk)
-            served: ModelResponse = _RESPONSE.validate_python(rec.response)
-            if (key.index, d) in index.paid:  # a retry of this run asks again: its usage is counted already
-                served = replace(served, usage=NO_USAGE)
-            index.paid.add((key.index, d))
-            yield served
-            return
-        self._diverged(key, index, d)
-        chunks: list[str] = []
-        response: ModelResponse | None = None
-        async with aclosing(model.stream(request)) as stream:  # type: ignore[type-var]
-            try:
-                async for item in stream:
-                    if isinstance(item, ModelTextDelta):
-                        chunks.append(item.text)
-                        yield item
-                    else:
-                        response = item
-            except Exception as exc:
-                await self._failed(key, index, d, exc, chunks)
-                raise
-        if response is None:
-            return  # the caller reports a stream without a response
-        data = _RESPONSE.dump_python(response, mode="json")
-        index.paid.add((key.index, d))
-        await self._record(
-            key,
-            index,
-            ModelRecord(name=key.name, index=key.index, digest=d, model=model.name, chunks=chunks, response=data),
-        )
-        yield response

@@ -10,6 +10,14 @@ quote a secret). From the command line: ``jeeves-router mcp module:attr`` (stdio
 require a bearer token, which a non-loopback ``--host`` needs: the check is
 :mod:`jeeves_router.serve`'s own).
 
+Retries: a request whose ``_meta`` carries ``"idempotency_key"`` (:data:`IDEMPOTENCY_META`,
+1-255 printable ASCII characters) is made as ``agent.run(..., idempotency_key=key)``
+(:mod:`jeeves_router.journal.keyed`): an ``ask`` called again with the same key and the same
+arguments is answered by the first call's run (a completed run is replayed from the
+journal: no model or tool is called again); while that run is in flight, or if the key was
+used with other arguments, the result is an error saying so and nothing runs. The agent
+needs a journaling runtime (``JournalRuntime``); without one a key is an error result.
+
 Over stdio the protocol owns stdout, so logs must go to stderr: the library logs through the
 standard :mod:`logging` module and is silent unless configured; configure a handler on stderr
 (as ``jeeves-router -v`` does), never on stdout.
@@ -20,18 +28,24 @@ from __future__ import annotations
 import importlib
 import os
 import sys
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
 
 from ..agent import Agent
 from ..errors import UsageError
+from ..ids import check_idempotency_key
+from ..journal.keyed import IdempotencyConflict, RunInFlight
 from ..results import RunResult
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
 
-__all__ = ["RoutedAnswer", "router_server", "serve", "load_agent", "main"]
+__all__ = ["IDEMPOTENCY_META", "RoutedAnswer", "router_server", "serve", "load_agent", "main"]
+
+#: The ``_meta`` key of an ``ask`` request that holds its idempotency key.
+IDEMPOTENCY_META = "idempotency_key"
 
 Transport = Literal["stdio", "http"]
 
@@ -83,18 +97,29 @@ def router_server(agent: Agent, *, name: str | None = None, tool_name: str = "as
         raise UsageError(f"can only serve an Agent over MCP, got {type(agent).__name__}")
     try:
         import mcp_types as types
-        from mcp.server.mcpserver import MCPServer
+        from mcp.server.mcpserver import Context, MCPServer
     except ImportError as exc:
         raise UsageError("serving over MCP needs the 'mcp' package: pip install 'jeeves-router[mcp]'") from exc
 
     server: MCPServer[Any] = MCPServer(name or agent.name, instructions=agent.instructions, log_level="WARNING")
 
-    async def ask(request: str, session_id: str | None = None) -> Any:
+    def refused(text: str) -> Any:
+        return types.CallToolResult(content=[types.TextContent(text=text)], is_error=True)
+
+    async def ask(request: str, session_id: str | None = None, ctx: Context | None = None) -> Any:
+        key: Any = _meta(ctx).get(IDEMPOTENCY_META)
+        if key is not None:
+            problem = _key_problem(key, agent)
+            if problem is not None:
+                return refused(problem)
         try:
-            result = await agent.run(request, session_id=session_id or None)
+            result = await agent.run(request, session_id=session_id or None, idempotency_key=key)
+        except IdempotencyConflict:
+            return refused(f"the {IDEMPOTENCY_META} was already used with other arguments; nothing was run")
+        except RunInFlight:
+            return refused(f"the run of this {IDEMPOTENCY_META} is still in flight; call again later for its answer")
         except Exception as exc:  # its type only, as over HTTP: an exception's text may quote a secret
-            text = f"the run failed ({type(exc).__name__}); see the server log"
-            return types.CallToolResult(content=[types.TextContent(text=text)], is_error=True)
+            return refused(f"the run failed ({type(exc).__name__}); see the server log")
         answer = _answer(result)
         text = result.output if result.output is not None else f"no answer (status: {result.status})"
         return types.CallToolResult(
@@ -108,6 +133,7 @@ def router_server(agent: Agent, *, name: str | None = None, tool_name: str = "as
     ask.__annotations__ = {
         "request": str,
         "session_id": str | None,
+        "ctx": Context | None,
         "return": Annotated[types.CallToolResult, RoutedAnswer],
     }
     description = (
@@ -118,6 +144,28 @@ def router_server(agent: Agent, *, name: str | None = None, tool_name: str = "as
     )
     server.add_tool(ask, name=tool_name, description=description)
     return server
+
+
+def _meta(ctx: Any) -> Mapping[str, Any]:
+    """The request's ``_meta`` (empty for a call made outside a request, e.g. ``server.call_tool``)."""
+    try:
+        return (ctx.request_context.meta if ctx is not None else None) or {}
+    except ValueError:  # the SDK's "Context is not available outside of a request"
+        return {}
+
+
+def _key_problem(key: object, agent: Agent) -> str | None:
+    """Why ``ask`` cannot honour the idempotency key ``key`` (``None``: it can)."""
+    try:
+        check_idempotency_key(key)
+    except UsageError:
+        return f"_meta.{IDEMPOTENCY_META} must be 1-255 printable ASCII characters; nothing was run"
+    if not getattr(agent.runtime, "honours_idempotency_keys", False):
+        return (
+            f"_meta.{IDEMPOTENCY_META} needs a journal to find the run a key names: serve an agent with "
+            "runtime=JournalRuntime(...); nothing was run"
+        )
+    return None
 
 
 async def serve(

@@ -16,10 +16,24 @@ Endpoints (all JSON errors in OpenAI's shape ``{"error": {"message", "type", "pa
   ``data: <json>``.
 - ``GET /v1/sessions/{id}`` — the session's turns from the journal.
 - ``GET /v1/models`` — the served agents.
+
+Retries. ``POST /v1/chat/completions`` and ``POST /v1/runs`` take an ``Idempotency-Key``
+header (1-255 printable ASCII characters; a journal is needed, else 400): the key names the
+run (:mod:`jeeves_router.journal.keyed`), so a request repeated with the same key and the
+same request is answered by the first one's run instead of running again — a completed run
+is replayed from the journal (the same answer and ``jeeves`` decision, a stream of the same
+text or events; no model or tool is called), a run cut off (its client went away) or failed
+is resumed from its journaled steps. While that run is in flight the retry gets 409 with
+``Retry-After``; the same key with another request gets 422. "The same request" is what the
+run receives: ``model``, the messages (or ``input`` and ``history``), ``context``,
+``force_route`` and the session; ``stream`` and ``stream_options`` may differ (a whole reply
+can be retried as a stream). A key is scoped to its session: without a ``session_id`` the
+session is derived from the key; with one, the same key in another session names another run.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
@@ -38,7 +52,7 @@ from ..errors import UsageError
 from ..journal import Journal, JournalRuntime, PostgresJournal, SQLiteJournal
 from ..journal.sessions import SessionHistory, session_turns
 from ..runtime import PASS_THROUGH
-from .guard import BearerAuth, Drain, Slots, check_token, read_body
+from .guard import BearerAuth, Drain, Slots, check_token, idempotency_key, read_body
 from .runs import chat_reply, events_reply
 from .wire import SESSION_ID, ApiError, parse_chat, parse_json, parse_run
 
@@ -171,10 +185,13 @@ def create_app(
         """Parse the body, find the agent, take a run slot; the reply releases the slot when it ends."""
         req = parse(parse_json(await read_body(request, max_body_bytes)), session_header=_sid_header(request))
         agent = agent_for(req.model)
+        key = idempotency_key(request, getattr(agent.runtime, "honours_idempotency_keys", False))
+        if key is not None:
+            req = dataclasses.replace(req, idempotency_key=key)
         drain.check()
         slots.acquire()
         try:
-            response: Response = reply(agent, req, slots.release, drain)
+            response: Response = reply(agent, req, slots.release, drain, retry_after_s)
             return response
         except BaseException:
             slots.release()

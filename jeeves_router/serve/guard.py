@@ -1,4 +1,4 @@
-"""What stands in front of every run: bearer-token auth, the body limit, the concurrency limit.
+"""What stands in front of every run: bearer-token auth, the body limit, the concurrency limit, the idempotency key.
 
 The auth check is a pure ASGI middleware (it never buffers a streamed reply); the token is
 compared in constant time with :func:`hmac.compare_digest` and never logged. Both HTTP
@@ -20,14 +20,17 @@ from starlette.requests import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ..errors import UsageError
+from ..ids import check_idempotency_key
 from .wire import ApiError
 
 __all__ = [
+    "IDEMPOTENCY_HEADER",
     "BearerAuth",
     "Drain",
     "Slots",
     "check_host",
     "check_token",
+    "idempotency_key",
     "is_loopback",
     "read_body",
     "send_error",
@@ -173,6 +176,40 @@ async def read_body(request: Request, limit: int) -> bytes:
             raise too_big
         parts.append(part)
     return b"".join(parts)
+
+
+#: The request header that makes a run safe to retry (see :mod:`jeeves_router.serve.app`).
+IDEMPOTENCY_HEADER = "Idempotency-Key"
+
+
+def idempotency_key(request: Request, journaled: bool) -> str | None:
+    """The request's ``Idempotency-Key``, checked (``None``: no header).
+
+    Args:
+        request: The request.
+        journaled: Whether the agent's runtime journals its runs (a key names a journaled run).
+
+    Raises:
+        ApiError: 400 for a key that is not 1-255 printable ASCII characters, or a key sent
+            to an agent whose runs are not journaled.
+    """
+    value = request.headers.get(IDEMPOTENCY_HEADER)
+    if value is None:
+        return None
+    try:
+        check_idempotency_key(value)
+    except UsageError:
+        msg = f"the {IDEMPOTENCY_HEADER} header must be 1-255 printable ASCII characters"
+        raise ApiError(400, msg, param=IDEMPOTENCY_HEADER, code="invalid_idempotency_key") from None
+    if not journaled:
+        raise ApiError(
+            400,
+            f"the {IDEMPOTENCY_HEADER} header needs a journal to find the run a key names: start the server with "
+            "--journal (create_app(journal=...))",
+            param=IDEMPOTENCY_HEADER,
+            code="idempotency_key_needs_journal",
+        )
+    return value
 
 
 class Drain:

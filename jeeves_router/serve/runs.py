@@ -24,6 +24,7 @@ from ..agent import Agent, RunStream
 from ..errors import UsageError
 from ..events import Event as RunEvent
 from ..events import RouterClassified, RouterDispatched, RouterFallback, RunFailed, TextDelta
+from ..journal.keyed import IdempotencyConflict, RunInFlight
 from .guard import Drain
 from .wire import (
     DONE,
@@ -49,6 +50,24 @@ _SSE_HEADERS = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no
 
 def _failure(error_type: str) -> ApiError:
     return ApiError(500, f"the run failed ({error_type}); see the server log", code="run_failed", type="server_error")
+
+
+def _refusal(agent: Agent, error: BaseException | None, retry_after_s: int) -> ApiError:
+    """The reply to a run that ended before its first event: a refused idempotency key, or a failure."""
+    if isinstance(error, IdempotencyConflict):
+        msg = "the Idempotency-Key was already used for another request; send that request again, or use a new key"
+        return ApiError(422, msg, param="Idempotency-Key", code="idempotency_key_conflict")
+    if isinstance(error, RunInFlight):
+        return ApiError(
+            409,
+            f"the run of this Idempotency-Key is still in flight; retry after {retry_after_s} s for its result",
+            param="Idempotency-Key",
+            code="idempotency_key_in_flight",
+            headers={"retry-after": str(retry_after_s)},
+        )
+    error_type = type(error).__name__
+    log.warning("run failed", extra={"agent": agent.name, "error_type": error_type})
+    return _failure(error_type)
 
 
 def _headers(extra: dict[str, str]) -> list[tuple[bytes, bytes]]:
@@ -144,6 +163,7 @@ def _open(agent: Agent, prompt: str, req: ChatRequest | RunRequest, force_route:
             history=req.history or None,
             context=getattr(req, "context", None),
             force_route=force_route,
+            idempotency_key=req.idempotency_key,
         )
     except UsageError as exc:
         raise ApiError(400, str(exc)) from None
@@ -152,14 +172,20 @@ def _open(agent: Agent, prompt: str, req: ChatRequest | RunRequest, force_route:
 _CUT = _failure("ServerShutdown").body()
 
 
-def chat_reply(agent: Agent, req: ChatRequest, release: Callable[[], None], drain: Drain) -> RunReply:
-    """The reply to a chat completion request (raises :class:`ApiError` for bad arguments)."""
+def chat_reply(
+    agent: Agent, req: ChatRequest, release: Callable[[], None], drain: Drain, retry_after_s: int = 1
+) -> RunReply:
+    """The reply to a chat completion request (raises :class:`ApiError` for bad arguments).
+
+    ``retry_after_s``: the ``Retry-After`` of a 409 (the run of the request's idempotency key is in flight).
+    """
     stream = _open(agent, req.prompt, req)
     produce = _chat_stream if req.stream else _chat_whole
-    return RunReply(lambda send: produce(agent, req, stream, send), release, drain, sse_data(_CUT) + DONE)
+    cut = sse_data(_CUT) + DONE
+    return RunReply(lambda send: produce(agent, req, stream, send, retry_after_s), release, drain, cut)
 
 
-async def _chat_whole(agent: Agent, req: ChatRequest, stream: RunStream, send: Send) -> None:
+async def _chat_whole(agent: Agent, req: ChatRequest, stream: RunStream, send: Send, retry_after_s: int) -> None:
     async with stream:
         try:
             async for _ in stream:
@@ -169,17 +195,15 @@ async def _chat_whole(agent: Agent, req: ChatRequest, stream: RunStream, send: S
                 raise
     result = stream.result
     if result is None:
-        error_type = type(stream.error).__name__
-        log.warning("run failed", extra={"agent": agent.name, "error_type": error_type})
-        err = _failure(error_type)
-        await _send_json(send, err.status, err.body())
+        err = _refusal(agent, stream.error, retry_after_s)
+        await _send_json(send, err.status, err.body(), err.headers)
         return
     headers = routing_headers(result.route, result.confidence, result.fallback_reason)
     headers["x-jeeves-session-id"] = result.session_id
     await _send_json(send, 200, completion(req.model, result), headers)
 
 
-async def _chat_stream(agent: Agent, req: ChatRequest, stream: RunStream, send: Send) -> None:
+async def _chat_stream(agent: Agent, req: ChatRequest, stream: RunStream, send: Send, retry_after_s: int) -> None:
     async with stream:
         route: str | None = None
         confidence: float | None = None
@@ -200,10 +224,8 @@ async def _chat_stream(agent: Agent, req: ChatRequest, stream: RunStream, send: 
             if stream.error is None:
                 raise
         if first is None and stream.error is not None:
-            error_type = type(stream.error).__name__
-            log.warning("run failed", extra={"agent": agent.name, "error_type": error_type})
-            err = _failure(error_type)
-            await _send_json(send, err.status, err.body())
+            err = _refusal(agent, stream.error, retry_after_s)
+            await _send_json(send, err.status, err.body(), err.headers)
             return
         done = stream.result
         if done is not None:
@@ -239,8 +261,10 @@ async def _chat_stream(agent: Agent, req: ChatRequest, stream: RunStream, send: 
         await send(_body(tail + DONE, more=False))  # one write for the end
 
 
-def events_reply(agent: Agent, req: RunRequest, release: Callable[[], None], drain: Drain) -> RunReply:
-    """The reply to ``POST /v1/runs``: every event of the run as a named server-sent event."""
+def events_reply(
+    agent: Agent, req: RunRequest, release: Callable[[], None], drain: Drain, retry_after_s: int = 1
+) -> RunReply:
+    """The reply to ``POST /v1/runs``: every event of the run as a named server-sent event (409 as above)."""
     stream = _open(agent, req.prompt, req, req.force_route)
 
     async def produce(send: Send) -> None:
@@ -264,10 +288,8 @@ def events_reply(agent: Agent, req: RunRequest, release: Callable[[], None], dra
             except Exception:
                 if stream.error is None:
                     raise
-                error_type = type(stream.error).__name__
-                log.warning("run failed before its first event", extra={"agent": agent.name, "error_type": error_type})
-                err = _failure(error_type)
-                await _send_json(send, err.status, err.body())
+                err = _refusal(agent, stream.error, retry_after_s)
+                await _send_json(send, err.status, err.body(), err.headers)
                 return
             await send(_start(200, [*_SSE_HEADERS, (b"x-jeeves-session-id", stream.session_id.encode())]))
             try:

@@ -200,6 +200,7 @@ class ChatRequest:
     stream: bool
     include_usage: bool
     session_id: str | None
+    idempotency_key: str | None = None  # the Idempotency-Key header (set by the app)
 
 
 _UNSUPPORTED = ("tools", "functions", "tool_choice", "function_call", "response_format", "logprobs")
@@ -249,6 +250,7 @@ class RunRequest:
     session_id: str | None
     force_route: str | None
     context: dict[str, Any] = field(default_factory=dict)
+    idempotency_key: str | None = None  # the Idempotency-Key header (set by the app)
 
 
 def parse_run(data: Mapping[str, Any], *, session_header: str | None = None) -> RunRequest:

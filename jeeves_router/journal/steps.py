@@ -1,0 +1,222 @@
+"""How :class:`~jeeves_router.journal.JournalRuntime` records and replays the steps of a run.
+
+Each step is keyed by (session, run, step index) and the digest of its input (for a model
+call: the model's name and the whole request); see :mod:`.runtime` for the rules. This is
+the step half of the runtime (model calls, tool calls, other steps, failed attempts, time
+limits); the run half (a root run's start, end, cut-off and resume) is in :mod:`.runtime`.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import aclosing
+from dataclasses import replace
+from typing import Any, Literal, TypeVar
+
+from pydantic import TypeAdapter
+
+from .._log import get_logger
+from ..errors import ReplayDivergence
+from ..models.base import Model, ModelRequest, ModelResponse, ModelStreamItem, ModelTextDelta
+from ..runtime import LimitWhen, Runtime, StepKey
+from ..usage import NO_USAGE
+from .base import Journal
+from .failures import PendingFailure, limit_digest, limit_record, replayed_error
+from .idempotency import UnknownToolPolicy, idempotency_scope, unknown_outcome, won_claim
+from .records import Entry, ModelRecord, Record, StepFailedRecord, StepRecord, ToolStartedRecord, digest
+from .state import RunState, StepIndex
+from .step_results import decode_result, encode_result
+
+__all__ = ["StepRecorder"]
+
+log = get_logger("jeeves_router.journal.runtime")
+T = TypeVar("T")
+
+_RESPONSE = TypeAdapter(ModelResponse)
+
+
+class StepRecorder(Runtime):
+    """The steps of journaled runs: serve each from the journal, or perform and record it.
+
+    The base of :class:`~jeeves_router.journal.JournalRuntime`, which sets the attributes.
+    """
+
+    journal: Journal
+    strict: bool
+    on_unknown_tool_outcome: UnknownToolPolicy
+    _runs: dict[str, RunState]
+    _indexes: dict[tuple[str, str], StepIndex]
+
+    def _entry(self, session_id: str, run_id: str, record: Record) -> Entry:
+        return Entry(session_id=session_id, run_id=run_id, record=record)
+
+    def _flush(self, state: RunState | None, *tail: Entry) -> list[Entry]:
+        """``state``'s pending entries (a failure as its recovery has judged it by now), then ``tail``."""
+        if state is None or not state.pending:
+            return list(tail)
+        pending, state.pending = state.pending, []
+        return [*(p.entry() if isinstance(p, PendingFailure) else p for p in pending), *tail]
+
+    async def _index(self, key: StepKey) -> StepIndex:
+        ik = (key.session_id, key.run_id)
+        found = self._indexes.get(ik)
+        if found is not None:
+            return found
+        index = StepIndex()
+        state = self._runs.get(key.run_id)
+        if state is None or not state.fresh:
+            index.failed.attempt = state.completed_attempt if state is not None else None
+            kinds = ("step", "model", "tool.started", "step.failed")
+            for e in await self.journal.read(key.session_id, run_id=key.run_id, types=kinds):
+                index.add(e.record)
+        return self._indexes.setdefault(ik, index)
+
+    async def _record(
+        self, key: StepKey, index: StepIndex, rec: StepRecord | ModelRecord | ToolStartedRecord | StepFailedRecord
+    ) -> None:
+        await self.journal.append(self._flush(self._runs.get(key.run_id), self._entry(key.session_id, key.run_id, rec)))
+        index.add(rec)
+
+    def _diverged(self, key: StepKey, index: StepIndex, d: str) -> None:
+        others = index.by_pos.get(key.index)
+        if not others:
+            return
+        if self.strict:
+            raise ReplayDivergence(
+                f"strict replay: step {key.index} ({key.name}) of session {key.session_id!r}, run {key.run_id!r} "
+                f"has input digest {d[:12]}, but the journal recorded {others[0][:12]}",
+                metadata={"session_id": key.session_id, "run_id": key.run_id, "step": key.index},
+            )
+        log.info("journal step diverged; calling live", session_id=key.session_id, step=key.index, name=key.name)
+
+    async def _failed(
+        self,
+        key: StepKey,
+        index: StepIndex,
+        d: str,
+        exc: Exception,
+        chunks: Sequence[str] = (),
+        claim: str | None = None,
+    ) -> None:
+        """Keep a failed attempt of a step for the run's next write (see :mod:`.failures`); the caller re-raises."""
+        if claim is not None:  # a tool call that raised: its outcome is known, a retry calls it again
+            index.failed_claims.add(claim)
+        failure = PendingFailure(key, d, self._attempt(key), exc, tuple(chunks), claim)
+        state = self._runs.get(key.run_id)
+        if state is not None:  # written with the next entry, once the recovery ladder has judged it
+            state.pending.append(failure)
+        else:
+            await self.journal.append([failure.entry()])
+
+    async def recorded_limit(self, key: StepKey, attempt: int) -> LimitWhen | Literal[""] | None:
+        """Replaying a completed run: where its time limit ended the ladder's attempt ``attempt`` (:mod:`.failures`)."""
+        index = await self._index(key)
+        if index.failed.attempt is None:
+            return None
+        rec = index.failed.next(key.index, limit_digest(key.name, attempt))
+        return rec.limit or "" if rec is not None else ""
+
+    def record_limit(self, key: StepKey, attempt: int, when: LimitWhen) -> None:
+        """Record that the run's time limit ended the ladder's attempt ``attempt`` (written with the next entry)."""
+        state = self._runs.get(key.run_id)
+        if state is not None:
+            rec = limit_record(key, state.attempt, attempt, when)
+            state.pending.append(self._entry(key.session_id, key.run_id, rec))
+
+    def _attempt(self, key: StepKey) -> int:
+        state = self._runs.get(key.run_id)
+        return state.attempt if state is not None else 1
+
+    async def step(self, key: StepKey, input: Any, fn: Callable[[], Awaitable[T]]) -> T:
+        """Serve the step from the journal, or perform and record it."""
+        d = digest({"name": key.name, "input": input})
+        index = await self._index(key)
+        failed = index.failed.next(key.index, d)  # attempts that failed before the recorded result
+        if failed is not None:
+            raise replayed_error(failed)
+        rec = index.done.get((key.index, d))
+        if isinstance(rec, StepRecord):
+            result: T = decode_result(rec.result_type, rec.result)
+            return result
+        self._diverged(key, index, d)
+        if key.name.startswith("tool:"):
+            result = await self._tool(key, index, d, fn)
+        else:
+            try:
+                result = await fn()
+            except Exception as exc:
+                await self._failed(key, index, d, exc)
+                raise
+        tag, data = encode_result(result)
+        await self._record(
+            key, index, StepRecord(name=key.name, index=key.index, digest=d, result_type=tag, result=data)
+        )
+        return result
+
+    async def _tool(self, key: StepKey, index: StepIndex, d: str, fn: Callable[[], Awaitable[T]]) -> T:
+        started = index.started.get((key.index, d))
+        idem = started.idempotency_key if started else f"{key.session_id}:{key.run_id}:{key.index}:{d[:16]}"
+        unknown = started is not None and started.claim not in index.failed_claims  # not known to have raised
+        skipped = unknown_outcome(self.on_unknown_tool_outcome, key, idem) if unknown else None
+        if skipped is not None:
+            return skipped  # type: ignore[return-value]
+        claim = uuid.uuid4().hex
+        rec = ToolStartedRecord(
+            name=key.name, index=key.index, digest=d, idempotency_key=idem, attempt=self._attempt(key), claim=claim
+        )
+        await self._record(key, index, rec)
+        if not await won_claim(self.journal, key, d, claim, started):  # another process started it first
+            skipped = unknown_outcome(self.on_unknown_tool_outcome, key, idem, elsewhere=True)
+            if skipped is not None:
+                return skipped  # type: ignore[return-value]
+        with idempotency_scope(idem):
+            try:
+                return await fn()
+            except Exception as exc:
+                await self._failed(key, index, d, exc, claim=claim)
+                raise
+
+    async def model_stream(self, key: StepKey, model: Model, request: ModelRequest) -> AsyncIterator[ModelStreamItem]:
+        """Re-yield a recorded model call, or stream it live and record it."""
+        d = digest({"model": model.name, "request": request})
+        index = await self._index(key)
+        failed = index.failed.next(key.index, d)  # attempts that failed before the recorded response
+        if failed is not None:
+            for chunk in failed.chunks:
+                yield ModelTextDelta(chunk)
+            raise replayed_error(failed)
+        rec = index.done.get((key.index, d))
+        if isinstance(rec, ModelRecord):
+            for chunk in rec.chunks:
+                yield ModelTextDelta(chunk)
+            served: ModelResponse = _RESPONSE.validate_python(rec.response)
+            if (key.index, d) in index.paid:  # a retry of this run asks again: its usage is counted already
+                served = replace(served, usage=NO_USAGE)
+            index.paid.add((key.index, d))
+            yield served
+            return
+        self._diverged(key, index, d)
+        chunks: list[str] = []
+        response: ModelResponse | None = None
+        async with aclosing(model.stream(request)) as stream:  # type: ignore[type-var]
+            try:
+                async for item in stream:
+                    if isinstance(item, ModelTextDelta):
+                        chunks.append(item.text)
+                        yield item
+                    else:
+                        response = item
+            except Exception as exc:
+                await self._failed(key, index, d, exc, chunks)
+                raise
+        if response is None:
+            return  # the caller reports a stream without a response
+        data = _RESPONSE.dump_python(response, mode="json")
+        index.paid.add((key.index, d))
+        await self._record(
+            key,
+            index,
+            ModelRecord(name=key.name, index=key.index, digest=d, model=model.name, chunks=chunks, response=data),
+        )
+        yield response

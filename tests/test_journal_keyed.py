@@ -1,0 +1,118 @@
+"""Runs named by a client's idempotency key (``jeeves_router.journal.keyed``), below the server.
+
+Two runtimes on one journal stand for two processes; a journal that holds both first reads
+of a run until each has made it forces the race the claims must settle.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+
+import anyio
+import pytest
+
+from jeeves_router import Agent
+from jeeves_router.errors import UsageError
+from jeeves_router.journal import IdempotencyConflict, JournalRuntime, MemoryJournal, RunInFlight, SessionHistory
+from jeeves_router.journal.records import Entry
+from jeeves_router.models.base import ModelRequest
+from jeeves_router.testing import FunctionModel
+
+pytestmark = pytest.mark.anyio
+
+
+class RacingJournal(MemoryJournal):
+    """Holds the first read of every run until ``readers`` reads of it were made: both find it empty."""
+
+    def __init__(self, readers: int = 2) -> None:
+        super().__init__()
+        self.readers = readers
+        self.waiting: dict[str, list[anyio.Event]] = {}
+
+    async def read(
+        self, session_id: str, *, run_id: str | None = None, types: Collection[str] | None = None
+    ) -> list[Entry]:
+        found = await super().read(session_id, run_id=run_id, types=types)
+        if run_id is not None and types is None:  # a keyed request's first look at its run
+            queue = self.waiting.setdefault(run_id, [])
+            if len(queue) < self.readers:
+                done = anyio.Event()
+                queue.append(done)
+                if len(queue) == self.readers:
+                    for e in queue:
+                        e.set()
+                await done.wait()
+        return found
+
+
+def agent(journal: MemoryJournal, calls: list[str], release: anyio.Event | None = None, **runtime: object) -> Agent:
+    """A clerk whose answer waits for ``release`` (when given)."""
+
+    async def answer(request: ModelRequest) -> str:
+        calls.append(request.messages[-1].text)
+        if release is not None:
+            await release.wait()
+        return f"done: {request.messages[-1].text} ({len(request.messages) - 1} earlier)"
+
+    return Agent("x", name="clerk", model=FunctionModel(answer), runtime=JournalRuntime(journal, **runtime))  # type: ignore[arg-type]
+
+
+async def race(first: Agent, second: Agent, prompts: tuple[str, str], release: anyio.Event) -> list[object]:
+    """Run both with one key at once; a refused one releases the other's answer."""
+    outcomes: list[object] = [None, None]
+
+    async def one(i: int, a: Agent) -> None:
+        try:
+            outcomes[i] = await a.run(prompts[i], idempotency_key="k-1")
+        except (RunInFlight, IdempotencyConflict) as exc:
+            outcomes[i] = exc
+            release.set()
+
+    with anyio.fail_after(30):  # a guard against a hang (both answers waiting), not a timing
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(one, 0, first)
+            tg.start_soon(one, 1, second)
+    return outcomes
+
+
+async def test_two_processes_that_both_find_no_run_start_it_once() -> None:
+    journal, calls, release = RacingJournal(), [], anyio.Event()
+    first, second = agent(journal, calls, release), agent(journal, calls, release)
+    outcomes = await race(first, second, ("refund", "refund"), release)
+    assert calls == ["refund"]
+    assert sorted(type(o).__name__ for o in outcomes) == ["RunInFlight", "RunResult"]
+
+
+async def test_two_processes_racing_with_two_requests_for_one_key_one_runs_the_other_conflicts() -> None:
+    journal, calls, release = RacingJournal(), [], anyio.Event()
+    first, second = agent(journal, calls, release), agent(journal, calls, release)
+    outcomes = await race(first, second, ("refund", "refund twice"), release)
+    assert len(calls) == 1
+    assert sorted(type(o).__name__ for o in outcomes) == ["IdempotencyConflict", "RunResult"]
+
+
+async def test_two_replays_of_a_completed_run_at_once_both_answer_without_a_call() -> None:
+    journal, calls = RacingJournal(readers=1), []  # the first run: nothing to race with
+    await agent(journal, calls).run("refund", idempotency_key="k-1")
+    journal.readers, journal.waiting = 2, {}
+    outcomes = await race(agent(journal, calls), agent(journal, calls), ("refund", "refund"), anyio.Event())
+    assert calls == ["refund"]
+    assert [getattr(o, "output", o) for o in outcomes] == ["done: refund (0 earlier)"] * 2
+
+
+async def test_a_retry_sees_the_history_its_run_was_given_not_the_session_it_grew() -> None:
+    journal, calls = MemoryJournal(), []
+    clerk = agent(journal, calls, session_history=SessionHistory())
+    await clerk.run("hello", session_id="s-1")
+    first = await clerk.run("refund", session_id="s-1", idempotency_key="k-2")
+    again = await clerk.run("refund", session_id="s-1", idempotency_key="k-2")  # the session now holds it too
+    assert first.output == again.output == "done: refund (2 earlier)"
+    assert calls == ["hello", "refund"]
+
+
+async def test_a_key_needs_a_journaling_runtime_and_printable_ascii() -> None:
+    plain = Agent("x", name="clerk", model=FunctionModel(lambda r: "hi"))
+    with pytest.raises(UsageError, match="does not journal"):
+        await plain.run("refund", idempotency_key="k-3")
+    with pytest.raises(UsageError, match="printable ASCII"):
+        await agent(MemoryJournal(), []).run("refund", idempotency_key="caf\u00e9")
