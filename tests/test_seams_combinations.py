@@ -1,17 +1,23 @@
 """Seams found by combining features the way a user does (an adversarial hunt).
 
 Each test is one combination that went wrong before its fix: a custom classifier's
-answer flowing into dispatch, ...
+answer flowing into dispatch, a capability that runs twice in one plan, ...
 """
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
-from jeeves_router import Agent, Router, RouterRoute
+from jeeves_router import Agent, Router, RouterRoute, tool
+from jeeves_router.architectures.capabilities.architecture import Capabilities, Capability, CapabilityCall
 from jeeves_router.classify.types import Classification, ClassifyRequest, ClassifyResult
-from jeeves_router.events import RouterClassified
-from jeeves_router.testing import ScriptedModel, capture_events
+from jeeves_router.events import RouterClassified, RunStarted
+from jeeves_router.journal import JournalRuntime, SQLiteJournal
+from jeeves_router.models.base import ModelRequest
+from jeeves_router.testing import Call, FunctionModel, Reply, ScriptedModel, capture_events
 
 # -- a custom classifier's route that is not a string goes to the fallback ----------------
 
@@ -42,3 +48,58 @@ async def test_an_unhashable_route_is_reported_as_unknown_in_the_classified_even
     events = await capture_events(list_route_desk(), "I was charged twice")
     classified = [e for e in events if isinstance(e, RouterClassified)]
     assert [(e.route, e.status) for e in classified] == [(None, "unknown_route")]
+
+
+# -- a capability that runs twice in one plan runs its tools twice, whatever its name's length --
+
+LONG_NAME = "account_balance_lookup_for_the_customers_ledger"  # 47 characters: no room for "-1" within 48
+
+
+def balance_desk(name: str, runtime: JournalRuntime | None) -> tuple[Agent, list[int]]:
+    """Read a balance, move 40 out, read it again: the second read must see the transfer."""
+    balance, reads = {"A": 100}, []
+
+    @tool
+    def get_balance(account: str) -> str:
+        """The balance of an account."""
+        reads.append(balance[account])
+        return str(balance[account])
+
+    async def transfer(call: CapabilityCall) -> str:
+        balance["A"] -= 40
+        return "moved 40"
+
+    def reader_turn(request: ModelRequest) -> Reply:
+        last = request.messages[-1]
+        if last.role == "tool":
+            return Reply(text=f"balance is {last.parts[0].content}")  # type: ignore[union-attr]
+        return Reply(calls=[Call("get_balance", {"account": "A"})])
+
+    steps = [(name, "read the balance"), ("transfer", "move 40"), (name, "read the balance again")]
+    plan = json.dumps({"steps": [{"capability": c, "task": t} for c, t in steps]})
+
+    def orchestrator(request: ModelRequest) -> Reply:
+        return Reply(text="yes" if "Capability:" in (request.system or "") else plan)
+
+    reader = Agent(
+        "Read balances.", name="reader", model=FunctionModel(reader_turn, name="reader"), tools=[get_balance]
+    )
+    caps = [Capability(name, reader, "reads balances"), Capability("transfer", transfer, "moves money")]
+    model = FunctionModel(orchestrator, name="orchestrator")
+    agent = Agent("Accounts.", name="accounts", model=model, architecture=Capabilities(caps), runtime=runtime)
+    return agent, reads
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("journaled", [False, True], ids=["ledger", "journal"])
+@pytest.mark.parametrize("name", [LONG_NAME, "balance"], ids=["47-char-name", "short-name"])
+async def test_a_capability_run_twice_in_one_plan_reads_afresh_the_second_time(
+    name: str, journaled: bool, tmp_path: Path
+) -> None:
+    runtime = JournalRuntime(SQLiteJournal(tmp_path / "j.db")) if journaled else None
+    agent, reads = balance_desk(name, runtime)
+    events = await capture_events(agent, "check, move, check")
+    assert events[-1].result.output == "balance is 60"  # type: ignore[union-attr]
+    assert reads == [100, 60]  # the tool ran at each step, not answered from the first step's call
+    sessions = [e.session_id for e in events if isinstance(e, RunStarted) and e.path[-1] == name]
+    assert len(sessions) == len(set(sessions)) == 2 and all(len(s.rsplit("__route_", 1)[1]) <= 48 for s in sessions)
