@@ -65,6 +65,8 @@ class Reply:
         error_after: Send an in-stream error event after this many events.
         error_type: The type of that error (e.g. ``"overloaded_error"``).
         chunk_delay_s: Pause before each stream event (to observe a client going away).
+        reuse_tool_index: Stream every tool call under ``index`` 0, each with its own ``id``
+            (what Ollama's OpenAI-compatible endpoint sends for a parallel batch).
     """
 
     text: str | Sequence[str] = ""
@@ -81,6 +83,7 @@ class Reply:
     error_after: int | None = None
     error_type: str = "overloaded_error"
     chunk_delay_s: float = 0.0
+    reuse_tool_index: bool = False
 
     @property
     def chunks(self) -> list[str]:
@@ -205,7 +208,7 @@ def _openai_events(reply: Reply, request: Mapping[str, Any], seq: int) -> Iterat
     for index, call in enumerate(reply.tool_calls):
         for n, fragment in enumerate(call.fragments):
             function: dict[str, Any] = {"arguments": fragment}
-            entry: dict[str, Any] = {"index": index, "function": function}
+            entry: dict[str, Any] = {"index": 0 if reply.reuse_tool_index else index, "function": function}
             if n == 0:
                 entry.update(id=call.id, type="function")
                 function["name"] = call.name

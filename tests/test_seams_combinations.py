@@ -1,7 +1,8 @@
 """Seams found by combining features the way a user does (an adversarial hunt).
 
 Each test is one combination that went wrong before its fix: a custom classifier's
-answer flowing into dispatch, a capability that runs twice in one plan, ...
+answer flowing into dispatch, a capability that runs twice in one plan, parallel tool calls
+from an OpenAI-compatible local server, ...
 """
 
 from __future__ import annotations
@@ -17,7 +18,10 @@ from jeeves_router.classify.types import Classification, ClassifyRequest, Classi
 from jeeves_router.events import RouterClassified, RunStarted
 from jeeves_router.journal import JournalRuntime, SQLiteJournal
 from jeeves_router.models.base import ModelRequest
+from jeeves_router.models.openai import OpenAIModel
 from jeeves_router.testing import Call, FunctionModel, Reply, ScriptedModel, capture_events
+from tests import loopback_wire as wire
+from tests.loopback import LoopbackServer, loopback  # noqa: F401  (fixture)
 
 # -- a custom classifier's route that is not a string goes to the fallback ----------------
 
@@ -103,3 +107,33 @@ async def test_a_capability_run_twice_in_one_plan_reads_afresh_the_second_time(
     assert reads == [100, 60]  # the tool ran at each step, not answered from the first step's call
     sessions = [e.session_id for e in events if isinstance(e, RunStarted) and e.path[-1] == name]
     assert len(sessions) == len(set(sessions)) == 2 and all(len(s.rsplit("__route_", 1)[1]) <= 48 for s in sessions)
+
+
+# -- parallel tool calls from a local OpenAI-compatible server run as two calls ---------------
+
+
+@pytest.mark.anyio
+async def test_an_agent_on_ollama_runs_each_of_its_parallel_tool_calls(loopback: LoopbackServer) -> None:  # noqa: F811
+    looked_up: list[str] = []
+
+    @tool
+    def lookup_invoice(id: str) -> str:
+        """Find an invoice."""
+        looked_up.append(id)
+        return f"{id}: paid"
+
+    calls = [
+        wire.ToolCall("call_a", "lookup_invoice", '{"id": "INV-1"}'),
+        wire.ToolCall("call_b", "lookup_invoice", '{"id": "INV-2"}'),
+    ]
+    loopback.script(wire.Reply(tool_calls=calls, reuse_tool_index=True), wire.Reply(text="Both are paid."))
+    client = loopback.openai_client()
+    model = OpenAIModel("llama3.1:8b", client=client, provider="ollama")
+    agent = Agent("Billing.", name="billing", model=model, tools=[lookup_invoice])
+    result = await agent.run("are INV-1 and INV-2 paid?")
+    assert (result.output, looked_up) == ("Both are paid.", ["INV-1", "INV-2"])
+    answers = [m for m in loopback.requests[1].body["messages"] if m["role"] == "tool"]
+    assert [(m["tool_call_id"], m["content"]) for m in answers] == [
+        ("call_a", "INV-1: paid"),
+        ("call_b", "INV-2: paid"),
+    ]
