@@ -2,12 +2,13 @@
 
 Each test is one combination that went wrong before its fix: a custom classifier's
 answer flowing into dispatch, a capability that runs twice in one plan, parallel tool calls
-from an OpenAI-compatible local server, ...
+from an OpenAI-compatible local server, a provider failing every capability selection, ...
 """
 
 from __future__ import annotations
 
 import json
+import random
 from pathlib import Path
 
 import pytest
@@ -19,7 +20,8 @@ from jeeves_router.events import RouterClassified, RunStarted
 from jeeves_router.journal import JournalRuntime, SQLiteJournal
 from jeeves_router.models.base import ModelRequest
 from jeeves_router.models.openai import OpenAIModel
-from jeeves_router.testing import Call, FunctionModel, Reply, ScriptedModel, capture_events
+from jeeves_router.policies import RetryPolicy
+from jeeves_router.testing import Call, FunctionModel, RecordedSleeps, Reply, ScriptedModel, capture_events
 from tests import loopback_wire as wire
 from tests.loopback import LoopbackServer, loopback  # noqa: F401  (fixture)
 
@@ -137,3 +139,47 @@ async def test_an_agent_on_ollama_runs_each_of_its_parallel_tool_calls(loopback:
         ("call_a", "INV-1: paid"),
         ("call_b", "INV-2: paid"),
     ]
+
+
+# -- a provider that fails every selection call is reported as itself -------------------------
+
+
+async def echo(call: CapabilityCall) -> str:
+    return call.task
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("status", "requests", "reason"),
+    [(401, 2, "critical"), (503, 4, "retries_exhausted")],
+    ids=["bad-key", "outage"],
+)
+async def test_selection_failing_on_every_capability_reports_the_providers_error(
+    loopback: LoopbackServer,  # noqa: F811
+    status: int,
+    requests: int,
+    reason: str,
+) -> None:
+    loopback.script(*[wire.Status(status)] * 8)
+    policy = RetryPolicy(max_attempts=2, initial_delay_s=0.5, multiplier=2.0, jitter=0.0)
+    client = loopback.openai_client()
+    model = OpenAIModel("gpt-4.1-mini", client=client, retry=policy, sleep=RecordedSleeps(), rng=random.Random(0))
+    caps = Capabilities([Capability("lookup", echo, "finds invoices"), Capability("refund", echo, "refunds")])
+    result = await Agent("Accounts.", name="accounts", model=model, architecture=caps).run("refund INV-1")
+    assert result.status == "critical"
+    # the provider's failure, not "no capability was selected": a bad key, or an outage to retry later
+    assert (result.report["error"]["type"], result.report["reason"]) == ("ModelError", reason)
+    assert len(loopback.requests) == requests  # each selection call (and the adapter's retries) once, nothing more
+
+
+@pytest.mark.anyio
+async def test_selection_with_one_failed_call_still_skips_it() -> None:
+    def selector(request: ModelRequest) -> Reply:
+        if "Capability: lookup" in (request.system or ""):
+            raise TimeoutError("read timed out")
+        return Reply(text="yes" if "Capability:" in (request.system or "") else '{"steps": [{"capability": "refund"}]}')
+
+    caps = Capabilities([Capability("lookup", echo, "finds invoices"), Capability("refund", echo, "refunds")])
+    agent = Agent("Accounts.", name="accounts", model=FunctionModel(selector, name="m"), architecture=caps)
+    result = await agent.run("refund INV-1")
+    assert (result.status, result.output, result.metadata["capabilities"]) == ("ok", "refund", ("refund",))
