@@ -2,7 +2,8 @@
 
 Each test is one combination that went wrong before its fix: a custom classifier's
 answer flowing into dispatch, a capability that runs twice in one plan, parallel tool calls
-from an OpenAI-compatible local server, a provider failing every capability selection, ...
+from an OpenAI-compatible local server, a provider failing every capability selection, handoffs on an agent
+given its own tool loop, ...
 """
 
 from __future__ import annotations
@@ -15,12 +16,14 @@ import pytest
 
 from jeeves_router import Agent, Router, RouterRoute, tool
 from jeeves_router.architectures.capabilities.architecture import Capabilities, Capability, CapabilityCall
+from jeeves_router.architectures.react import ToolLoop
 from jeeves_router.classify.types import Classification, ClassifyRequest, ClassifyResult
-from jeeves_router.events import RouterClassified, RunStarted
+from jeeves_router.events import RecoveryRetry, RouterClassified, RunStarted
 from jeeves_router.journal import JournalRuntime, SQLiteJournal
 from jeeves_router.models.base import ModelRequest
 from jeeves_router.models.openai import OpenAIModel
 from jeeves_router.policies import RetryPolicy
+from jeeves_router.recovery import Recovery
 from jeeves_router.testing import Call, FunctionModel, RecordedSleeps, Reply, ScriptedModel, capture_events
 from tests import loopback_wire as wire
 from tests.loopback import LoopbackServer, loopback  # noqa: F401  (fixture)
@@ -183,3 +186,31 @@ async def test_selection_with_one_failed_call_still_skips_it() -> None:
     agent = Agent("Accounts.", name="accounts", model=FunctionModel(selector, name="m"), architecture=caps)
     result = await agent.run("refund INV-1")
     assert (result.status, result.output, result.metadata["capabilities"]) == ("ok", "refund", ("refund",))
+
+
+# -- an agent with handoffs and its own ToolLoop (recovery on) still hands off -----------------
+
+
+@pytest.mark.anyio
+async def test_an_agent_with_handoffs_and_a_recovering_tool_loop_hands_off() -> None:
+    billing = Agent("Billing.", name="billing", model=ScriptedModel(["Refund issued."]))
+    failures = [TimeoutError("read timed out")]
+
+    def triage_turn(request: ModelRequest) -> Reply:
+        if failures:
+            raise failures.pop()
+        offered = [t.name for t in request.tools]
+        assert offered == ["transfer_to_billing"], offered
+        return Reply(calls=[Call("transfer_to_billing", {"reason": "a payment question"})])
+
+    triage = Agent(
+        "Send each request to the right desk.",
+        name="triage",
+        model=FunctionModel(triage_turn, name="triage"),
+        handoffs=[billing],
+        architecture=ToolLoop(recovery=Recovery(sleep=RecordedSleeps())),
+    )
+    events = await capture_events(triage, "I was charged twice")
+    result = events[-1].result  # type: ignore[union-attr]
+    assert (result.status, result.route, result.output) == ("ok", "billing", "Refund issued.")
+    assert [e.operation for e in events if isinstance(e, RecoveryRetry)] == ["model"]  # the loop's recovery ran
