@@ -59,6 +59,21 @@ async def test_an_unhashable_route_is_reported_as_unknown_in_the_classified_even
     assert [(e.route, e.status) for e in classified] == [(None, "unknown_route")]
 
 
+@pytest.mark.anyio
+async def test_a_cascade_whose_first_stage_answers_an_unhashable_route_asks_its_second_stage() -> None:
+    from jeeves_router.classify.cascade import CascadeClassifier
+    from jeeves_router.testing import StaticClassifier
+
+    cascade = CascadeClassifier(ListRoute(), StaticClassifier("billing", confidence=0.9))
+    billing = Agent("Billing.", name="billing", model=ScriptedModel(["billing answered"]))
+    general = Agent("General.", name="general", model=ScriptedModel(["general answered"]))
+    routes = [RouterRoute("billing", billing, "payments"), RouterRoute("general", general, "anything else")]
+    desk = Agent("Desk.", name="desk", architecture=Router(routes, fallback_route="general", classifier=cascade))
+    result = await desk.run("I was charged twice")
+    assert (result.status, result.route, result.output) == ("ok", "billing", "billing answered")
+    assert cascade.stats.second == 1
+
+
 # -- a capability that runs twice in one plan runs its tools twice, whatever its name's length --
 
 LONG_NAME = "account_balance_lookup_for_the_customers_ledger"  # 47 characters: no room for "-1" within 48
