@@ -3,7 +3,7 @@
 Each test is one combination that went wrong before its fix: a custom classifier's
 answer flowing into dispatch, a capability that runs twice in one plan, parallel tool calls
 from an OpenAI-compatible local server, a provider failing every capability selection, handoffs on an agent
-given its own tool loop, ...
+given its own tool loop, a recovery report explained by a model, ...
 """
 
 from __future__ import annotations
@@ -18,13 +18,23 @@ from jeeves_router import Agent, Router, RouterRoute, tool
 from jeeves_router.architectures.capabilities.architecture import Capabilities, Capability, CapabilityCall
 from jeeves_router.architectures.react import ToolLoop
 from jeeves_router.classify.types import Classification, ClassifyRequest, ClassifyResult
+from jeeves_router.errors import ModelError
 from jeeves_router.events import RecoveryRetry, RouterClassified, RunStarted
 from jeeves_router.journal import JournalRuntime, SQLiteJournal
 from jeeves_router.models.base import ModelRequest
 from jeeves_router.models.openai import OpenAIModel
 from jeeves_router.policies import RetryPolicy
 from jeeves_router.recovery import Recovery
-from jeeves_router.testing import Call, FunctionModel, RecordedSleeps, Reply, ScriptedModel, capture_events
+from jeeves_router.testing import (
+    Call,
+    FunctionModel,
+    RecordedSleeps,
+    Reply,
+    ScriptedModel,
+    StaticClassifier,
+    capture_events,
+)
+from jeeves_router.usage import Usage
 from tests import loopback_wire as wire
 from tests.loopback import LoopbackServer, loopback  # noqa: F401  (fixture)
 
@@ -229,3 +239,55 @@ async def test_an_agent_with_handoffs_and_a_recovering_tool_loop_hands_off() -> 
     result = events[-1].result  # type: ignore[union-attr]
     assert (result.status, result.route, result.output) == ("ok", "billing", "Refund issued.")
     assert [e.operation for e in events if isinstance(e, RecoveryRetry)] == ["model"]  # the loop's recovery ran
+
+
+# -- the model that explains a recovery report is paid for and journaled like any call --------
+
+EXPLAIN_USAGE = Usage(input_tokens=40, output_tokens=12, requests=1, cost_usd=0.001)
+
+
+def explainer(said: list[str]) -> FunctionModel:
+    def explain(request: ModelRequest) -> Reply:
+        said.append("Billing is down; please try again in an hour.")
+        return Reply(text=said[-1], usage=EXPLAIN_USAGE)
+
+    return FunctionModel(explain, name="explainer")
+
+
+def rejecting(request: ModelRequest) -> Reply:
+    raise ModelError("openai: HTTP 400 invalid_request_error", severity="critical")
+
+
+@pytest.mark.anyio
+async def test_a_tool_loops_explained_stop_counts_the_explanation_and_resumes_without_calling_it(
+    tmp_path: Path,
+) -> None:
+    said: list[str] = []
+    recovery = Recovery(explain_model=explainer(said), sleep=RecordedSleeps())
+    agent = Agent(
+        "Billing.",
+        name="billing",
+        model=FunctionModel(rejecting, name="billing"),
+        architecture=ToolLoop(recovery=recovery),
+        runtime=JournalRuntime(SQLiteJournal(tmp_path / "j.db")),
+    )
+    result = await agent.run("refund INV-1", session_id="s")
+    assert (result.status, result.report["explanation"]) == ("critical", said[0])
+    assert result.usage == EXPLAIN_USAGE  # the only model call that answered
+    replayed = await agent.resume("s")
+    assert len(said) == 1  # a resumed run makes no model call, the explanation's included
+    assert (replayed.report["explanation"], replayed.usage) == (said[0], EXPLAIN_USAGE)
+
+
+@pytest.mark.anyio
+async def test_a_routers_explained_stop_counts_the_explanation_in_its_usage() -> None:
+    said: list[str] = []
+    billing = Agent("Billing.", name="billing", model=FunctionModel(rejecting, name="billing"))
+    general = Agent("General.", name="general", model=ScriptedModel([]))
+    routes = [RouterRoute("billing", billing, "payments"), RouterRoute("general", general, "anything else")]
+    recovery = Recovery(explain_model=explainer(said), sleep=RecordedSleeps(), max_reclassifications=0)
+    router = Router(routes, classifier=StaticClassifier("billing"), recovery=recovery)
+    result = await Agent("Desk.", name="desk", architecture=router).run("refund INV-1")
+    assert (result.status, result.report["explanation"]) == ("critical", said[0])
+    assert result.usage == EXPLAIN_USAGE
+    assert sum(result.usage_by_route.values(), Usage()) == result.usage
