@@ -127,6 +127,22 @@ def error_body(provider: str, status: Status) -> dict[str, Any]:
     return {"error": {"message": status.message, "type": err_type, "param": None, "code": status.code}}
 
 
+def refused(provider: str, body: Any) -> Status | None:
+    """The error a provider answers a request it refuses outright with, or ``None``.
+
+    Anthropic refuses ``tool_use`` / ``tool_result`` blocks in a request that declares no tools.
+    """
+    if provider != "anthropic" or not isinstance(body, dict) or body.get("tools"):
+        return None
+    for message in body.get("messages") or ():
+        content = message.get("content") if isinstance(message, dict) else None
+        if isinstance(content, list) and any(
+            isinstance(b, dict) and b.get("type") in ("tool_use", "tool_result") for b in content
+        ):
+            return Status(400, message="Requests which include `tool_use` or `tool_result` blocks must define tools.")
+    return None
+
+
 def _openai_usage(reply: Reply) -> dict[str, Any]:
     return {
         "prompt_tokens": reply.input_tokens,

@@ -3,7 +3,8 @@
 Each test is one combination that went wrong before its fix: a custom classifier's
 answer flowing into dispatch, a capability that runs twice in one plan, parallel tool calls
 from an OpenAI-compatible local server, a provider failing every capability selection, handoffs on an agent
-given its own tool loop, a recovery report explained by a model, ...
+given its own tool loop, a recovery report explained by a model, a conversation that used
+one specialist's tools reaching an Anthropic specialist without tools, ...
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from jeeves_router.classify.types import Classification, ClassifyRequest, Classi
 from jeeves_router.errors import ModelError
 from jeeves_router.events import RecoveryRetry, RouterClassified, RunStarted
 from jeeves_router.journal import JournalRuntime, SQLiteJournal
+from jeeves_router.models.anthropic import AnthropicModel
 from jeeves_router.models.base import ModelRequest
 from jeeves_router.models.openai import OpenAIModel
 from jeeves_router.policies import RetryPolicy
@@ -291,3 +293,34 @@ async def test_a_routers_explained_stop_counts_the_explanation_in_its_usage() ->
     assert (result.status, result.report["explanation"]) == ("critical", said[0])
     assert result.usage == EXPLAIN_USAGE
     assert sum(result.usage_by_route.values(), Usage()) == result.usage
+
+
+# -- a conversation that used one specialist's tools goes on with an Anthropic one without tools --
+
+
+@pytest.mark.anyio
+async def test_a_follow_up_routed_to_an_anthropic_specialist_without_tools_sees_the_earlier_tool_turns(
+    loopback: LoopbackServer,  # noqa: F811
+) -> None:
+    @tool
+    def lookup_invoice(id: str) -> str:
+        """Find an invoice."""
+        return f"{id}: paid twice"
+
+    loopback.script(
+        wire.Reply(tool_calls=[wire.ToolCall("toolu_1", "lookup_invoice", '{"id": "INV-7"}')]),
+        wire.Reply(text="INV-7 was paid twice; refunded."),
+        wire.Reply(text="You're welcome!"),
+    )
+    client = loopback.anthropic_client()
+    model = AnthropicModel("claude-haiku-4-5", client=client, retry=RetryPolicy(max_attempts=1))
+    billing = Agent("Billing.", name="billing", model=model, tools=[lookup_invoice])
+    general = Agent("General.", name="general", model=model)  # no tools
+    routes = [RouterRoute("billing", billing, "payments"), RouterRoute("general", general, "anything else")]
+    rules = {"INV": "billing", "thanks": "general"}
+    desk = Agent("Desk.", name="desk", architecture=Router(routes, classifier=StaticClassifier(rules=rules)))
+    first = await desk.run("INV-7 was charged twice", session_id="s")
+    second = await desk.run("thanks!", session_id="s", history=first.messages)
+    assert (second.status, second.route, second.output) == ("ok", "general", "You're welcome!")
+    sent = json.dumps(loopback.requests[2].body["messages"])
+    assert "tool_use" not in sent and "[result of lookup_invoice: INV-7: paid twice]" in sent
