@@ -4,7 +4,8 @@ Each test is one combination that went wrong before its fix: a custom classifier
 answer flowing into dispatch, a capability that runs twice in one plan, parallel tool calls
 from an OpenAI-compatible local server, a provider failing every capability selection, handoffs on an agent
 given its own tool loop, a recovery report explained by a model, a conversation that used
-one specialist's tools reaching an Anthropic specialist without tools, ...
+one specialist's tools reaching an Anthropic specialist without tools, a retried specialist
+whose model takes another path to the same refund, ...
 """
 
 from __future__ import annotations
@@ -324,3 +325,64 @@ async def test_a_follow_up_routed_to_an_anthropic_specialist_without_tools_sees_
     assert (second.status, second.route, second.output) == ("ok", "general", "You're welcome!")
     sent = json.dumps(loopback.requests[2].body["messages"])
     assert "tool_use" not in sent and "[result of lookup_invoice: INV-7: paid twice]" in sent
+
+
+# -- a retried specialist whose model takes another path does not refund twice -----------------
+
+
+def path_changing_clerk(refunds: list[str]) -> Agent:
+    """Attempt 1 refunds, then its model call times out; attempt 2 looks the invoice up first."""
+
+    @tool
+    def refund(invoice: str) -> str:
+        """Refund an invoice."""
+        refunds.append(invoice)
+        return f"refunded {invoice}"
+
+    @tool
+    def lookup(invoice: str) -> str:
+        """Look an invoice up."""
+        return f"{invoice}: paid twice"
+
+    attempts: list[int] = []
+
+    def turn(request: ModelRequest) -> Reply:
+        done = [p.name for m in request.messages if m.role == "tool" for p in m.parts]  # type: ignore[union-attr]
+        if not done:
+            attempts.append(1)
+        if len(attempts) == 1:
+            if not done:
+                return Reply(calls=[Call("refund", {"invoice": "INV-7"})])
+            raise TimeoutError("read timed out")
+        if not done:
+            return Reply(calls=[Call("lookup", {"invoice": "INV-7"})])
+        if done == ["lookup"]:
+            return Reply(calls=[Call("refund", {"invoice": "INV-7"})])
+        return Reply(text="Refunded INV-7.")
+
+    return Agent("Billing.", name="billing", model=FunctionModel(turn, name="billing"), tools=[refund, lookup])
+
+
+@pytest.mark.anyio
+async def test_a_router_retry_whose_model_takes_another_path_refunds_once() -> None:
+    refunds: list[str] = []
+    routes = [RouterRoute("billing", path_changing_clerk(refunds), "payments")]
+    router = Router(routes, classifier=StaticClassifier("billing"), recovery=Recovery(sleep=RecordedSleeps()))
+    result = await Agent("Desk.", name="desk", architecture=router).run("refund INV-7")
+    assert (result.status, result.output) == ("ok", "Refunded INV-7.")
+    assert refunds == ["INV-7"]  # the second attempt's refund, at another step, is the first one's
+
+
+@pytest.mark.anyio
+async def test_a_capability_retry_whose_model_takes_another_path_refunds_once() -> None:
+    refunds: list[str] = []
+    plan = json.dumps({"steps": [{"capability": "billing", "task": "refund INV-7"}]})
+
+    def orchestrator(request: ModelRequest) -> Reply:
+        return Reply(text="yes" if "Capability:" in (request.system or "") else plan)
+
+    caps = Capabilities([Capability("billing", path_changing_clerk(refunds), "refunds")])
+    agent = Agent("Accounts.", name="accounts", model=FunctionModel(orchestrator, name="o"), architecture=caps)
+    result = await agent.run("refund INV-7")
+    assert (result.status, result.output) == ("ok", "Refunded INV-7.")
+    assert refunds == ["INV-7"]
