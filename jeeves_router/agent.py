@@ -41,8 +41,9 @@ class Agent:
         max_tokens: Output cap per model turn (``None``: adapter default).
         runtime: Durability port (default: pass-through, nothing recorded).
         handoffs: Agents (or agent names, for cycles) this one may hand the conversation to
-            with generated ``transfer_to_<name>`` tools; without ``architecture`` the agent
-            then runs as a :class:`~jeeves_router.architectures.handoffs.chain.HandoffChain`.
+            with generated ``transfer_to_<name>`` tools; without ``architecture``, or with a
+            :class:`ToolLoop` (then each turn's loop, e.g. with recovery), the agent runs as a
+            :class:`~jeeves_router.architectures.handoffs.chain.HandoffChain`.
         classify_error: Optional hook ``(exc, context) -> ErrorClassification | None``
             used by the recovery layer.
 
@@ -89,10 +90,11 @@ class Agent:
                 raise UsageError(f"agent {name!r} has two tools named {t.name!r}; give one a different name")
             self.tool_map[t.name] = t
         self.tools = tuple(tool_list)
-        if architecture is None and handoffs:
+        if handoffs and (architecture is None or isinstance(architecture, ToolLoop)):
             from .architectures.handoffs.chain import HandoffChain  # loaded only by agents with handoffs
 
-            architecture = HandoffChain()  # follows the generated transfer_to_<agent> calls
+            # follows the generated transfer_to_<agent> calls; a ToolLoop given (e.g. with recovery) runs each turn
+            architecture = HandoffChain(architecture)
         self.architecture: Architecture = architecture if architecture is not None else ToolLoop()
         self.max_turns = max_turns
         self.temperature = temperature

@@ -11,8 +11,11 @@ retry cannot answer on their own:
   run's usage, so ``usage`` and ``usage_by_route`` count every attempt.
 * **Which tool calls already completed?** A framework retry runs a step again under the
   same step keys (the keys are rewound, as a journal replay would). A tool call that
-  completed under the same key, with the same tool and arguments, is answered from the
-  ledger instead of being executed again, so a retried specialist never refunds twice.
+  completed in an earlier attempt of the same session, with the same tool and arguments,
+  is answered from the ledger instead of being executed again, so a retried specialist
+  never refunds twice — also when the retried model takes another path to the same call
+  (looks the invoice up first, so the refund comes at a later step). Each completed call
+  answers one call of the retry, in order; a call the earlier attempt did not make runs.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ class Ledger:
             failed attempt have side effects?).
     """
 
-    __slots__ = ("_first_path", "_first_usage", "_more", "_tools", "calls", "texts")
+    __slots__ = ("_first_path", "_first_usage", "_more", "_pooled", "_tools", "calls", "texts")
 
     def __init__(self) -> None:
         self.texts = 0
@@ -46,6 +49,8 @@ class Ledger:
         self._first_usage: Usage = NO_USAGE
         self._more: list[Any] | None = None
         self._tools: dict[tuple[str, int], tuple[str, Mapping[str, Any], ToolOutcome]] | None = None
+        # per session: the calls completed by attempts that a retry rewound past, not yet answered again
+        self._pooled: dict[str, list[tuple[str, Mapping[str, Any], ToolOutcome]]] | None = None
 
     def spent(self, path: tuple[str, ...], usage: Usage) -> None:
         """Enter one model response's usage under the route path of the agent that made it."""
@@ -81,13 +86,29 @@ class Ledger:
     def completed_call(
         self, session_id: str, index: int, name: str, arguments: Mapping[str, Any]
     ) -> ToolOutcome | None:
-        """The outcome of the tool call that completed at this step with these arguments, if any."""
-        if self._tools is None:
+        """The outcome of an earlier attempt's call of this tool with these arguments, if any is left.
+
+        Within one pass a session's step indexes only grow: a call completed at ``index`` or
+        later means a retry rewound the session to ``index``, so every call completed from
+        there on belongs to an abandoned attempt and may answer one call of this one.
+        """
+        tools = self._tools
+        if tools is None:
             return None
-        done = self._tools.get((session_id, index))
-        if done is None or done[0] != name or done[1] != arguments:
+        rewound = [k for k in tools if k[1] >= index and k[0] == session_id]
+        if rewound:
+            pooled = self._pooled if self._pooled is not None else {}
+            self._pooled = pooled
+            pooled.setdefault(session_id, []).extend(tools.pop(k) for k in sorted(rewound))
+        pool = self._pooled.get(session_id) if self._pooled is not None else None
+        if not pool:
             return None
-        return done[2]
+        for n, done in enumerate(pool):
+            if done[0] == name and done[1] == arguments:
+                del pool[n]
+                tools[(session_id, index)] = done  # this attempt's call at this step (a further retry finds it)
+                return done[2]
+        return None
 
     def complete_call(
         self, session_id: str, index: int, name: str, arguments: Mapping[str, Any], outcome: ToolOutcome

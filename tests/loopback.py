@@ -215,6 +215,9 @@ class LoopbackServer:
         )
 
     def _next_action(self, request: RecordedRequest) -> Action:
+        refused = wire.refused(request.provider or "openai", request.body)
+        if refused is not None:  # what the provider refuses before it answers: no scripted reply is used
+            return refused
         with self._lock:
             item: Script | None = self._script.popleft() if self._script else None
         if item is None:

@@ -65,6 +65,8 @@ class Reply:
         error_after: Send an in-stream error event after this many events.
         error_type: The type of that error (e.g. ``"overloaded_error"``).
         chunk_delay_s: Pause before each stream event (to observe a client going away).
+        reuse_tool_index: Stream every tool call under ``index`` 0, each with its own ``id``
+            (what Ollama's OpenAI-compatible endpoint sends for a parallel batch).
     """
 
     text: str | Sequence[str] = ""
@@ -81,6 +83,7 @@ class Reply:
     error_after: int | None = None
     error_type: str = "overloaded_error"
     chunk_delay_s: float = 0.0
+    reuse_tool_index: bool = False
 
     @property
     def chunks(self) -> list[str]:
@@ -122,6 +125,22 @@ def error_body(provider: str, status: Status) -> dict[str, Any]:
         return {"type": "error", "error": {"type": err_type, "message": status.message}}
     err_type = status.error_type or ("invalid_request_error" if status.status < 500 else "server_error")
     return {"error": {"message": status.message, "type": err_type, "param": None, "code": status.code}}
+
+
+def refused(provider: str, body: Any) -> Status | None:
+    """The error a provider answers a request it refuses outright with, or ``None``.
+
+    Anthropic refuses ``tool_use`` / ``tool_result`` blocks in a request that declares no tools.
+    """
+    if provider != "anthropic" or not isinstance(body, dict) or body.get("tools"):
+        return None
+    for message in body.get("messages") or ():
+        content = message.get("content") if isinstance(message, dict) else None
+        if isinstance(content, list) and any(
+            isinstance(b, dict) and b.get("type") in ("tool_use", "tool_result") for b in content
+        ):
+            return Status(400, message="Requests which include `tool_use` or `tool_result` blocks must define tools.")
+    return None
 
 
 def _openai_usage(reply: Reply) -> dict[str, Any]:
@@ -205,7 +224,7 @@ def _openai_events(reply: Reply, request: Mapping[str, Any], seq: int) -> Iterat
     for index, call in enumerate(reply.tool_calls):
         for n, fragment in enumerate(call.fragments):
             function: dict[str, Any] = {"arguments": fragment}
-            entry: dict[str, Any] = {"index": index, "function": function}
+            entry: dict[str, Any] = {"index": 0 if reply.reuse_tool_index else index, "function": function}
             if n == 0:
                 entry.update(id=call.id, type="function")
                 function["name"] = call.name

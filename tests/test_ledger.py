@@ -53,3 +53,22 @@ def test_one_entry_holds_no_tracked_container() -> None:
     gc.collect()
     tracked = [r for r in gc.get_referents(ledger) if isinstance(r, (list, dict, tuple)) and gc.is_tracked(r)]
     assert tracked == []
+
+
+def test_a_rewound_sessions_completed_calls_each_answer_one_call_of_the_retry_at_any_step() -> None:
+    from jeeves_router.tools import ToolOutcome
+
+    ledger = Ledger()
+    first, second, other = ToolOutcome("refunded"), ToolOutcome("refunded again"), ToolOutcome("elsewhere")
+    assert ledger.completed_call("s", 1, "refund", {"id": 7}) is None
+    ledger.complete_call("s", 1, "refund", {"id": 7}, first)
+    ledger.complete_call("s", 3, "refund", {"id": 7}, second)
+    ledger.complete_call("t", 1, "refund", {"id": 7}, other)
+    # a retry rewinds session "s" to step 1: it looks something else up there, then refunds twice
+    assert ledger.completed_call("s", 1, "lookup", {"id": 7}) is None
+    assert ledger.completed_call("s", 3, "refund", {"id": 7}) is first
+    assert ledger.completed_call("s", 5, "refund", {"id": 8}) is None  # other arguments: a new call
+    assert ledger.completed_call("s", 7, "refund", {"id": 7}) is second
+    assert ledger.completed_call("s", 9, "refund", {"id": 7}) is None  # none left: the retry's own call
+    assert ledger.completed_call("t", 1, "refund", {"id": 7}) is other  # another session is untouched
+    assert ledger.calls == 3

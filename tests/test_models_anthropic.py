@@ -313,6 +313,40 @@ async def test_tool_turns_on_the_wire(loopback: LoopbackServer, make: Factory) -
 
 @pytest.mark.anyio
 @pytest.mark.parametrize("streamed", [False, True])
+async def test_tool_turns_of_a_request_without_tools_are_sent_as_text(
+    loopback: LoopbackServer,  # noqa: F811
+    make: Factory,
+    streamed: bool,
+) -> None:
+    # Anthropic refuses tool_use/tool_result blocks in a request that declares no tools (HTTP 400):
+    # a conversation that used another agent's tools reaches an agent with none.
+    loopback.script(Reply(text="Anything else?"))
+    model, _ = make()
+    history = (
+        user("invoice?"),
+        Message("assistant", (TextPart("Checking."), ToolCallPart("toolu_9", "lookup_invoice", {"id": "INV-3"}))),
+        Message("tool", (ToolResultPart("toolu_9", "lookup_invoice", "not found", is_error=True),)),
+        Message("assistant", (TextPart("No such invoice."),)),
+        user("thanks"),
+    )
+    request = ModelRequest(history)
+    if streamed:
+        response = [item async for item in model.stream(request)][-1]
+    else:
+        response = await model.request(request)
+    assert response.text == "Anything else?"
+    body = loopback.requests[0].body
+    assert "tools" not in body
+    assert [m["role"] for m in body["messages"]] == ["user", "assistant", "user", "assistant", "user"]
+    assert body["messages"][1]["content"] == [
+        {"type": "text", "text": "Checking."},
+        {"type": "text", "text": '[called lookup_invoice({"id": "INV-3"})]'},
+    ]
+    assert body["messages"][2]["content"] == [{"type": "text", "text": "[error from lookup_invoice: not found]"}]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("streamed", [False, True])
 async def test_response_format_is_a_forced_tool_returned_as_json_text(
     loopback: LoopbackServer,  # noqa: F811
     make: Factory,

@@ -337,6 +337,22 @@ async def test_streamed_tool_call_fragments_are_assembled(loopback: LoopbackServ
 
 
 @pytest.mark.anyio
+async def test_parallel_tool_calls_streamed_under_one_index_stay_apart(loopback: LoopbackServer, make: Factory) -> None:  # noqa: F811
+    # Ollama's OpenAI-compatible stream gives every call of a parallel batch index 0; the ids differ.
+    calls = [
+        ToolCall("call_1", "lookup_invoice", ['{"id"', ': "INV-42"}']),
+        ToolCall("call_2", "lookup_invoice", ['{"id": ', '"INV-7"}']),
+    ]
+    loopback.script(Reply(tool_calls=calls, reuse_tool_index=True))
+    model, _ = make()
+    _, finals = await drain(model, ModelRequest((user("where are my invoices"),), tools=(LOOKUP,)))
+    assert [(c.id, c.name, dict(c.arguments), c.argument_error) for c in finals[0].tool_calls] == [
+        ("call_1", "lookup_invoice", {"id": "INV-42"}, None),
+        ("call_2", "lookup_invoice", {"id": "INV-7"}, None),
+    ]
+
+
+@pytest.mark.anyio
 @pytest.mark.parametrize("streamed", [False, True])
 async def test_malformed_tool_json_becomes_an_argument_error(
     loopback: LoopbackServer,  # noqa: F811

@@ -160,8 +160,9 @@ class RunContext:
         """Run one tool call through the runtime, unless it already completed in this run.
 
         A framework retry runs a step again under the same keys; a call of the same tool
-        with the same arguments that completed under this key is answered from the
-        run's ledger, so a retry never executes a completed side effect twice.
+        with the same arguments that an earlier attempt completed (at this step or, when the
+        retried model took another path, at another) is answered from the run's ledger, so a
+        retry never executes a completed side effect twice.
         """
         key = self.next_key(f"tool:{tool.name}")
         done = self.ledger.completed_call(key.session_id, key.index, tool.name, call.arguments)

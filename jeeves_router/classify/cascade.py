@@ -93,7 +93,7 @@ class CascadeClassifier:
             names = [c.route] + ([c.runner_up] if c.runner_up else [])
         seen: list[str] = []
         for name in names:
-            if name not in seen and (not allowed or name in allowed):
+            if isinstance(name, str) and name not in seen and (not allowed or name in allowed):
                 seen.append(name)
         return tuple(seen[: self.max_hints])
 
@@ -103,8 +103,11 @@ class CascadeClassifier:
         c = first.classification
         allowed = {r.name for r in request.routes}
         # an answer the Router would not dispatch (a route not offered, e.g. one excluded for a
-        # reclassification, or a confidence outside [0, 1]) is unsure: the second stage decides
-        usable = c.ok and valid_confidence(c.confidence) and (not allowed or c.route in allowed)
+        # reclassification, one that is not a string, or a confidence outside [0, 1]) is unsure:
+        # the second stage decides
+        usable = (
+            c.ok and isinstance(c.route, str) and valid_confidence(c.confidence) and (not allowed or c.route in allowed)
+        )
         if usable and c.confidence >= self.accept_above:
             saved = first.model_calls_saved + 1
             s = self._stats

@@ -122,7 +122,8 @@ class AnthropicModel(SdkModel):
         params: dict[str, Any] = {
             "model": self.model,
             "max_tokens": request.max_tokens if request.max_tokens is not None else self._default_max_tokens,
-            "messages": _to_anthropic(request.messages),
+            # Anthropic refuses tool blocks in a request that declares no tool: they go as text then
+            "messages": _to_anthropic(request.messages, tool_blocks=bool(request.tools or request.response_format)),
         }
         if request.system:
             cache = self._cache_system == "always" or (
@@ -309,8 +310,12 @@ def _unforce(parts: list[Part], stop: StopReason | None, forced: str | None) -> 
     return parts, stop
 
 
-def _to_anthropic(messages: tuple[Message, ...]) -> list[dict[str, Any]]:
-    """Conversation turns as Messages API turns; tool results ride in user turns."""
+def _to_anthropic(messages: tuple[Message, ...], *, tool_blocks: bool = True) -> list[dict[str, Any]]:
+    """Conversation turns as Messages API turns; tool results ride in user turns.
+
+    Without ``tool_blocks`` (a request that declares no tools, which Anthropic refuses to see
+    ``tool_use``/``tool_result`` blocks in) each call and result is a text note instead.
+    """
     out: list[dict[str, Any]] = []
     for message in messages:
         role = "assistant" if message.role == "assistant" else "user"
@@ -319,10 +324,16 @@ def _to_anthropic(messages: tuple[Message, ...]) -> list[dict[str, Any]]:
             if isinstance(part, TextPart):
                 if part.text:
                     blocks.append({"type": "text", "text": part.text})
+            elif isinstance(part, ToolCallPart) and not tool_blocks:
+                args = json.dumps(dict(part.arguments), ensure_ascii=False, default=str)
+                blocks.append({"type": "text", "text": f"[called {part.name}({args})]"})
             elif isinstance(part, ToolCallPart):
                 # A call whose arguments were malformed is replayed with empty input; its
                 # tool result carries the error the model must correct.
                 blocks.append({"type": "tool_use", "id": part.id, "name": part.name, "input": dict(part.arguments)})
+            elif isinstance(part, ToolResultPart) and not tool_blocks:
+                what = "error from" if part.is_error else "result of"
+                blocks.append({"type": "text", "text": f"[{what} {part.name}: {part.content}]"})
             elif isinstance(part, ToolResultPart):
                 blocks.append(
                     {

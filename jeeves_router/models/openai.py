@@ -240,7 +240,8 @@ class OpenAIModel(SdkModel):
         stream = await client.chat.completions.create(**params)
         try:
             texts: list[str] = []
-            calls: dict[int, dict[str, Any]] = {}
+            calls: list[dict[str, Any]] = []  # in the order they start
+            open_calls: dict[Any, dict[str, Any]] = {}  # the call each wire index is streaming now
             finish: str | None = None
             refused = False
             usage_raw: Any = None
@@ -257,7 +258,13 @@ class OpenAIModel(SdkModel):
                         texts.append(piece)
                         yield ModelTextDelta(piece)
                     for fragment in getattr(delta, "tool_calls", None) or ():
-                        slot = calls.setdefault(fragment.index, {"id": None, "name": "", "arguments": []})
+                        slot = open_calls.get(fragment.index)
+                        # Some compatible servers (Ollama) stream every call of a parallel batch
+                        # under index 0: a fragment with another call's id starts a new call.
+                        if slot is None or (fragment.id and slot["id"] and fragment.id != slot["id"]):
+                            slot = {"id": None, "name": "", "arguments": [], "n": len(calls)}
+                            open_calls[fragment.index] = slot
+                            calls.append(slot)
                         if fragment.id:
                             slot["id"] = fragment.id
                         function = getattr(fragment, "function", None)
@@ -276,9 +283,8 @@ class OpenAIModel(SdkModel):
                     metadata={"kind": "truncated_stream"},
                 )
             parts: list[TextPart | ToolCallPart] = [TextPart("".join(texts))] if texts else []
-            for index in sorted(calls):
-                slot = calls[index]
-                call_id = slot["id"] or f"call_{index}"
+            for slot in calls:
+                call_id = slot["id"] or f"call_{slot['n']}"
                 parts.append(tool_call_part(call_id, slot["name"], "".join(slot["arguments"])))
             yield ModelResponse(tuple(parts), self._usage(usage_raw), _stop_reason(finish, refused), self._name)
         finally:

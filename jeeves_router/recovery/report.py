@@ -18,9 +18,21 @@ import anyio
 from .._log import get_logger
 from ..messages import user
 from ..models.base import Model, ModelRequest
+from ..usage import NO_USAGE, Usage
 from .severity import ErrorClassification, ErrorSeverity
 
-__all__ = ["StepRecord", "build_report", "user_message_for", "explain_report", "GENERIC_USER_MESSAGE"]
+__all__ = [
+    "EXPLANATION_USAGE_KEY",
+    "GENERIC_USER_MESSAGE",
+    "StepRecord",
+    "build_report",
+    "explain_report",
+    "explain_report_usage",
+    "user_message_for",
+]
+
+#: ``RunResult.usage_by_route`` key of the call that explains a report (``Recovery(explain_model=...)``).
+EXPLANATION_USAGE_KEY = "<explanation>"
 
 log = get_logger(__name__)
 
@@ -173,6 +185,14 @@ async def explain_report(report: Mapping[str, Any], model: Model, *, timeout_s: 
     Returns ``None`` when the model fails, answers with nothing, or takes longer than
     ``timeout_s``; never raises (cancellation of the enclosing scope still propagates).
     """
+    text, _ = await explain_report_usage(report, model, timeout_s=timeout_s)
+    return text
+
+
+async def explain_report_usage(
+    report: Mapping[str, Any], model: Model, *, timeout_s: float
+) -> tuple[str | None, Usage]:
+    """:func:`explain_report` and what its model call used (a run counts it in its usage)."""
     done = [f["operation"] for f in report.get("steps", ()) if f.get("ok")]
     failed = [f["operation"] for f in report.get("steps", ()) if not f.get("ok")]
     summary = (
@@ -181,10 +201,11 @@ async def explain_report(report: Mapping[str, Any], model: Model, *, timeout_s: 
     )
     request = ModelRequest(messages=(user(summary),), system=_EXPLAIN_SYSTEM, temperature=0.0, max_tokens=120)
     text: str | None = None
+    used = NO_USAGE
     with anyio.move_on_after(timeout_s):
         try:
             response = await model.request(request)
-            text = response.text.strip() or None
+            text, used = response.text.strip() or None, response.usage
         except Exception as exc:
             log.warning("error explanation failed", error_type=type(exc).__name__)
-    return text
+    return text, used

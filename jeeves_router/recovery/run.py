@@ -22,6 +22,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
@@ -31,12 +32,12 @@ from ..events import RecoveryReclassify, RecoveryReplan, RecoveryReport, Recover
 from ..policies import RetryPolicy
 from ..results import RunResult
 from ..runtime import StepKey
-from ..usage import Usage
+from ..usage import NO_USAGE, Usage
 from .classify import ErrorContext, ErrorHook, classify_failure, is_replayed, mark_fatal, remember_classification
 from .clock import LimitClock
 from .config import Recovery
 from .ladder import Action, Counters, Decision, budget_exceeded, next_action
-from .report import StepRecord, build_report, explain_report
+from .report import EXPLANATION_USAGE_KEY, StepRecord, build_report, explain_report_usage
 from .severity import ErrorClassification, ErrorSeverity
 
 if TYPE_CHECKING:
@@ -354,8 +355,9 @@ class RecoveryRun:
     async def stopped(self, stop: RecoveryStop, **result: Any) -> RecoveryReport:
         """Write the report, set a ``critical`` result and return the ``recovery.report`` event.
 
-        In development mode (``Recovery(reraise=True)``) the original exception is raised
-        instead. ``result`` holds extra :class:`RunResult` fields (route, metadata...).
+        In development mode (``Recovery(reraise=True)``) the original exception is raised instead.
+        ``result`` holds extra :class:`RunResult` fields (route, metadata...). The ``explain_model``
+        call is a step of the run (journaled) and counts in its usage.
         """
         f = stop.failure
         if self.config.reraise and not isinstance(f.error, _BudgetSpent):
@@ -372,14 +374,17 @@ class RecoveryRun:
             counters={"steps": self.steps, "reclassifications": self.reclassifications, "replans": self.replans},
             expose_details=self.config.expose_details,
         )
-        if self.config.explain_model is not None:
-            explanation = await explain_report(
-                report, self.config.explain_model, timeout_s=self.config.explain_timeout_s
-            )
-            if explanation:
-                report["explanation"] = explanation
-        ctx = self.ctx
+        ctx, model = self.ctx, self.config.explain_model
         fields: dict[str, Any] = {"usage": self.usage, **result}
+        if model is not None:  # a model call of the run: journaled (a resume replays it) and counted
+            explain = partial(explain_report_usage, report, model, timeout_s=self.config.explain_timeout_s)
+            explanation, used = await ctx.record("explain", {"reason": report["reason"]}, explain)
+            report.update({"explanation": explanation} if explanation else {})
+            if used != NO_USAGE:
+                ctx.ledger.spent(ctx.path, used)
+                fields["usage"] += used
+                if "usage_by_route" in fields:
+                    fields["usage_by_route"] = {**fields["usage_by_route"], EXPLANATION_USAGE_KEY: used}
         ctx.result = RunResult(
             output=None, status="critical", session_id=ctx.session_id, path=ctx.path, report=report, **fields
         )

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Literal
 
 from ...errors import UsageError
 from ...events import CapabilitiesSelected, CapabilityCompleted, CapabilityStarted
-from ...ids import child_session_id
+from ...ids import _MAX_NAME, child_session_id  # the longest route name child_session_id takes
 from ...messages import assistant, user
 from ...models.base import Model, ModelRequest, ModelResponse
 from ...models.registry import resolve_model
@@ -276,11 +276,14 @@ class Capabilities:
 
     @staticmethod
     def _child(ctx: RunContext, st: RunState, cap: Capability, task: str, index: int) -> RunContext:
-        step_name = f"{cap.name}-{index}"
-        child_sid = child_session_id(ctx.session_id, step_name if len(step_name) <= 48 else cap.name)
         prompt = _step_prompt(task, st.task, st.done)
         return ctx.child(
-            cap.handler, session_id=child_sid, path=(*ctx.path, cap.name), prompt=prompt, history=(), escalate=True
+            cap.handler,
+            session_id=_step_session_id(ctx, cap, index),
+            path=(*ctx.path, cap.name),
+            prompt=prompt,
+            history=(),
+            escalate=True,
         )
 
     @staticmethod
@@ -301,8 +304,7 @@ class Capabilities:
     async def _call(
         ctx: RunContext, rec: RecoveryRun, st: RunState, cap: Capability, task: str, index: int, attempt: int
     ) -> CapabilityOutput:
-        step_name = f"{cap.name}-{index}"
-        child_sid = child_session_id(ctx.session_id, step_name if len(step_name) <= 48 else cap.name)
+        child_sid = _step_session_id(ctx, cap, index)
         call = CapabilityCall(
             task, st.task, dict(ctx.context), tuple(st.done), child_sid, (*ctx.path, cap.name), attempt
         )
@@ -317,6 +319,19 @@ class Capabilities:
         with rec.time_box():
             got: CapabilityOutput = await ctx.runtime.step(key, {"capability": cap.name, "task": task}, perform)
         return got
+
+
+def _step_session_id(ctx: RunContext, cap: Capability, index: int) -> str:
+    """The session id of step ``index`` (1-based, unique within the run) of capability ``cap``.
+
+    The step number makes it unique: a capability that runs twice in one plan gets two
+    sessions, so the ledger (and a journal) never answers the second step's tool calls and
+    model turns with the first's. A name too long to take the suffix within the 48
+    characters a route name may have is shortened (the suffix, not the name, makes it unique).
+    """
+    suffix = f"-{index}"
+    name = cap.name[: _MAX_NAME - len(suffix)].rstrip("-_")
+    return child_session_id(ctx.session_id, f"{name}{suffix}")
 
 
 def _step_prompt(task: str, objective: str, done: Sequence[tuple[str, str]]) -> str:

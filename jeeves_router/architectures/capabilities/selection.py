@@ -4,9 +4,11 @@ Always-active capabilities are taken first and never asked about. The others are
 in parallel, at most ``max_concurrent`` calls at once; each task only stores its answer
 (events are emitted by the caller afterwards, never from inside the task group). A call
 that fails or whose reply has no clear yes/no is logged and the capability skipped — unless
-its failure is FATAL, which aborts the run. Then ``requires`` are expanded transitively:
-a required context type that the run's context does not hold and no chosen capability
-provides pulls in the first registered capability that provides it.
+its failure is FATAL, which aborts the run, or every call failed and no capability is
+always active: the first call's failure is then raised, for the recovery ladder to judge.
+Then ``requires`` are expanded transitively: a required context type that the run's context
+does not hold and no chosen capability provides pulls in the first registered capability
+that provides it.
 """
 
 from __future__ import annotations
@@ -160,6 +162,10 @@ async def select_capabilities(
         if default_classification(exc).severity is ErrorSeverity.FATAL:
             mark_fatal(exc)
             raise exc
+    if ask and len(errors) == len(ask) and not always:
+        # Every call failed and nothing else is selected: the failure is the selection's own (a bad
+        # key, an outage), raised for the ladder to judge, not reported as "no capability selected".
+        raise errors[ask[0].name]
     skipped = []
     for cap in ask:
         if cap.name in errors or answers.get(cap.name) is None:
