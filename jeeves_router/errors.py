@@ -8,6 +8,7 @@ Every exception the SDK raises derives from :class:`JeevesError`::
         ├── ModelError             a model call failed (carries severity, status, attempt)
         │   └── StreamInterrupted  a stream broke after text reached the consumer
         ├── ToolError              a tool raised (normally sent back to the model instead)
+        │   └── ToolOutcomeUnknown a tool call may have run; whether it did is unknown
         ├── ScriptExhausted        a scripted test model ran out of steps
         ├── RealModelCallBlocked   a real provider was called while calls are blocked
         ├── ExecutionError         a capability or step failed with a chosen severity
@@ -31,6 +32,7 @@ __all__ = [
     "ModelError",
     "StreamInterrupted",
     "ToolError",
+    "ToolOutcomeUnknown",
     "ScriptExhausted",
     "RealModelCallBlocked",
     "ReplayDivergence",
@@ -119,6 +121,26 @@ class StreamInterrupted(ModelError):
 
 class ToolError(RunError):
     """A tool failed. The tool loop normally reports it to the model instead of raising."""
+
+
+class ToolOutcomeUnknown(ToolError):
+    """A tool call that may have run, and whether it did is unknown: it is not made again on its own.
+
+    The one error of an unknown outcome. Raised by an MCP tool call whose server had the
+    request and then did not answer: its connection ended, or no answer came within its
+    ``timeout`` (:mod:`jeeves_router.mcp`); and by a journaled resume under
+    ``on_unknown_tool_outcome="fail"`` for a call started with no outcome recorded (a crash
+    during it, another process making it). A call that provably never ran is not this error.
+
+    ``critical`` by default: the recovery ladder stops the run with a report (no retry, and
+    the model is never shown it, so it cannot call the tool again). Under a
+    :class:`~jeeves_router.journal.JournalRuntime` the call stays recorded as started with
+    no outcome, so a resume (or a retry a ``classify_error`` hook asks for) applies
+    ``on_unknown_tool_outcome``: ``"fail"``, ``"retry"`` with the same idempotency key,
+    or ``"skip"``. ``metadata`` names the tool (and the MCP server, or the step and key).
+    """
+
+    default_severity = "critical"
 
 
 class ScriptExhausted(RunError):

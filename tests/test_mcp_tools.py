@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from jeeves_router import Agent
-from jeeves_router.errors import ToolError, UsageError
+from jeeves_router.errors import ToolError, ToolOutcomeUnknown, UsageError
 from jeeves_router.events import ToolCalled, ToolResult
 from jeeves_router.journal import JournalRuntime, SQLiteJournal
 from jeeves_router.mcp import MCPServerHTTP, MCPServerStdio
@@ -98,18 +98,33 @@ async def test_a_server_crashing_in_a_call_fails_the_run_the_outcome_unknown(tmp
 
 
 @pytest.mark.parametrize("tool_name", ["hang", "freeze"])
-async def test_a_hanging_server_gives_a_timeout_error_and_is_stopped(tool_name: str, tmp_path: Path) -> None:
-    """``hang`` never answers; ``freeze`` blocks the server's whole process (it stops reading)."""
+async def test_a_call_without_an_answer_in_time_is_an_unknown_outcome_and_the_server_is_stopped(
+    tool_name: str, tmp_path: Path
+) -> None:
+    """``hang`` never answers; ``freeze`` blocks the server's whole process (it stops reading).
+
+    The server had the call: it may have run, as for a server that died in it, so the model is
+    not told (it could call the tool again) and the run fails on a critical ToolOutcomeUnknown.
+    """
     log = tmp_path / "calls.log"
     model = ScriptedModel([Call(tool_name), Call("pid"), "It timed out."])
     agent = Agent("x", model=model, tools=[toolbox(log, timeout=1.0)])
-    events = await capture_events(agent, "go")
-    by_tool = results(events)
-    assert by_tool[tool_name].is_error
-    assert by_tool[tool_name].content == f"{tool_name} failed: MCP server 'toolbox' did not answer within 1s"
-    assert events[-1].result.output == "It timed out."  # type: ignore[attr-defined]
+    events: list[object] = []
+    with pytest.raises(ToolOutcomeUnknown) as raised:
+        async with agent.stream("go") as stream:
+            async for ev in stream:
+                events.append(ev)
+    assert str(raised.value) == (
+        f"{tool_name}: MCP server 'toolbox' had the call but did not answer within 1s; "
+        "whether it ran is unknown, so it was not sent again"
+    )
+    assert raised.value.severity == "critical" and isinstance(raised.value, ToolError)
+    meta = {"mcp_server": "toolbox", "tool": tool_name, "outcome": "unknown", "timed_out": True}
+    assert raised.value.metadata == meta
+    assert not [ev for ev in events if isinstance(ev, ToolResult)] and len(model.requests) == 1
     started = [int(line.split()[1]) for line in log.read_text().splitlines() if line.startswith("started")]
     assert len(started) == 1 and not alive(started[0])
+    assert log.read_text().count(tool_name) == 1
 
 
 async def test_malformed_answers_are_tool_errors() -> None:
@@ -219,13 +234,16 @@ async def test_streamable_http_server(tmp_path: Path) -> None:
         server = MCPServerHTTP(f"http://127.0.0.1:{port}/mcp", headers={"x-test": "1"}, timeout=120.0)
         assert server.name == f"127.0.0.1:{port}"
         first = [Call("add", {"a": 20, "b": 22}), Call("fail", {"reason": "http"})]
-        script: list[object] = [first, Call("hang"), Call("crash"), "unused"]
+        script: list[object] = [first, Call("crash"), "unused"]
 
         def answer(request: object) -> object:
-            if len(script) < 4:  # after the calls that answer: 1 s, for the call that never does
-                server.timeout = 1.0
             return script.pop(0)
 
+        hanging = Agent("x", model=ScriptedModel([Call("hang"), "unused"]), tools=[server])
+        server.timeout = 1.0
+        with pytest.raises(ToolOutcomeUnknown, match=f"MCP server '127.0.0.1:{port}' had the call but did not answer"):
+            await hanging.run("go")
+        server.timeout = 120.0
         agent = Agent("x", model=FunctionModel(answer), tools=[server])  # type: ignore[arg-type]
         events: list[object] = []
         with pytest.raises(ToolError, match=f"crash: the connection to MCP server '127.0.0.1:{port}' ended"):
@@ -235,7 +253,6 @@ async def test_streamable_http_server(tmp_path: Path) -> None:
         by_tool = results(events)
         assert by_tool["add"].content == "42" and not by_tool["add"].is_error
         assert by_tool["fail"].is_error and "cannot do that: http" in by_tool["fail"].content
-        assert by_tool["hang"].content == f"hang failed: MCP server '127.0.0.1:{port}' did not answer within 1s"
         assert "crash" not in by_tool  # whether it ran is unknown: the run fails, the model is not told to retry
         await proc.wait()
         assert proc.returncode == 3  # the crash tool killed it
@@ -303,6 +320,38 @@ async def test_a_durable_call_sends_its_idempotency_key_the_same_on_a_retried_re
     plain = Agent("x", model=ScriptedModel([Call("refund", {"invoice": "INV-8"}), "Done."]), tools=[toolbox(log)])
     await plain.run("refund INV-8")  # no durable runtime: no key to send
     assert "refund INV-8 key=None" in log.read_text()
+
+
+async def test_a_journaled_call_without_an_answer_in_time_stays_unknown_and_follows_the_resume_policy(
+    tmp_path: Path,
+) -> None:
+    """One story for an unknown outcome: a timed-out call is not repeated by a resume unless the policy says so."""
+    log, db = tmp_path / "calls.log", str(tmp_path / "runs.db")
+    journals: list[SQLiteJournal] = []
+
+    def build(steps: list[object], **options: object) -> Agent:
+        journals.append(SQLiteJournal(db))
+        runtime = JournalRuntime(journals[-1], **options)  # type: ignore[arg-type]
+        server = toolbox(log, timeout=1.0)
+        return Agent("x", name="billing", model=ScriptedModel(steps), tools=[server], runtime=runtime)  # type: ignore[arg-type]
+
+    def refunds() -> list[str]:
+        return [line.split("key=")[1] for line in log.read_text().splitlines() if line.startswith("refund HANG-7")]
+
+    try:
+        with pytest.raises(ToolOutcomeUnknown, match="had the call but did not answer within 1s"):
+            await build([Call("refund", {"invoice": "HANG-7"}), "unused"]).run("refund HANG-7", session_id="s-1")
+        assert len(refunds()) == 1
+        with pytest.raises(ToolOutcomeUnknown, match="on_unknown_tool_outcome='retry'"):
+            await build(["unused"]).resume("s-1")  # "fail", the default: the refund is not made again
+        assert len(refunds()) == 1
+        result = await build(["Refunded."], on_unknown_tool_outcome="retry").resume("s-1")
+    finally:
+        for journal in journals:
+            await journal.aclose()
+    assert result.output == "Refunded."
+    keys = refunds()
+    assert len(keys) == 2 and keys[0] == keys[1] != "None"  # sent again under its one idempotency key
 
 
 async def test_the_leak_check_sees_a_live_child_process() -> None:

@@ -3,8 +3,12 @@
 The keys are stable across replays, resumes and DBOS recoveries. A ``tool.started`` entry
 with no recorded result had an unknown outcome (the process died during the call), unless
 a ``step.failed`` entry names its claim (the call raised: its outcome is known, and a retry
-or a resume calls the tool again). On resume, ``JournalRuntime(on_unknown_tool_outcome=...)``
-decides what to do with an unknown one:
+or a resume calls the tool again). A call that raised
+:class:`~jeeves_router.errors.ToolOutcomeUnknown` (an MCP server that had the call, then
+died or did not answer in time) is recorded without its claim: its outcome stays unknown,
+as after a crash. On resume (or a retry of it in the same run, which a ``classify_error``
+hook may ask for: the error is ``critical``, so the ladder alone never retries it),
+``JournalRuntime(on_unknown_tool_outcome=...)`` decides what to do with an unknown one:
 
 - ``"fail"`` (default): raise :class:`ToolOutcomeUnknown`; nothing is repeated.
 - ``"retry"``: call the tool again with the same idempotency key.

@@ -35,7 +35,7 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
-from ..errors import JeevesError, RunError, UsageError
+from ..errors import JeevesError, ToolOutcomeUnknown, UsageError  # ToolOutcomeUnknown: re-exported here
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -69,16 +69,6 @@ class JournalError(JeevesError):
 
 class JournalCorrupt(JournalError):
     """A journal entry failed its checksum or could not be read (truncated or tampered)."""
-
-
-class ToolOutcomeUnknown(RunError):
-    """A tool call started but its outcome was never recorded (the process died during it).
-
-    Raised on resume under ``on_unknown_tool_outcome="fail"``; ``metadata`` holds the
-    tool name, the step index and the idempotency key.
-    """
-
-    default_severity = "critical"
 
 
 class _Rec(BaseModel):

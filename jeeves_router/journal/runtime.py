@@ -23,7 +23,8 @@ live (or raises ``ReplayDivergence`` in strict mode).
 Tool calls. Before a tool runs, a ``tool.started`` entry with the call's idempotency key
 (:func:`current_idempotency_key`, stable across resumes) is written. A started call with
 no recorded result and no recorded failure (a tool that raised is retried like any failed
-step) had an unknown outcome (the process died during it); on resume,
+step) had an unknown outcome (the process died during it), and so does one that raised
+:class:`~jeeves_router.errors.ToolOutcomeUnknown` (it may have run); on resume,
 ``on_unknown_tool_outcome`` decides (``"fail"``, ``"retry"`` or ``"skip"``, see
 :mod:`.idempotency`), as it does for the loser when two processes execute one run at once.
 

@@ -17,7 +17,7 @@ from typing import Any, Literal, TypeVar
 from pydantic import TypeAdapter
 
 from .._log import get_logger
-from ..errors import ReplayDivergence
+from ..errors import ReplayDivergence, ToolOutcomeUnknown
 from ..models.base import Model, ModelRequest, ModelResponse, ModelStreamItem, ModelTextDelta
 from ..runtime import LimitWhen, Runtime, StepKey
 from ..usage import NO_USAGE
@@ -173,7 +173,10 @@ class StepRecorder(Runtime):
         with idempotency_scope(idem):
             try:
                 return await fn()
-            except Exception as exc:
+            except ToolOutcomeUnknown as exc:  # it may have run: no claim, so its start stays unknown
+                await self._failed(key, index, d, exc)
+                raise
+            except Exception as exc:  # it raised: its outcome is known, a retry or a resume calls it again
                 await self._failed(key, index, d, exc, claim=claim)
                 raise
 

@@ -9,7 +9,7 @@ from typing import Any
 import anyio
 
 from .._log import get_logger
-from ..errors import ToolError
+from ..errors import ToolError, ToolOutcomeUnknown
 
 log = get_logger("jeeves_router.mcp.client")
 
@@ -63,22 +63,29 @@ def content_text(content: Sequence[Any], structured: Any) -> str:
     return "\n".join(parts)
 
 
-def unreached(server: str, tool: str, why: str) -> ToolError:
-    """The error of a call that was not sent: the server could not be reached again (retriable)."""
+def unreached(server: str, tool: str, why: str, *, again: bool = True) -> ToolError:
+    """The error of a call that was not sent: the server could not be reached (again) (retriable)."""
     log.warning("mcp tool call not sent", server=server, tool=tool, why=why)
     return ToolError(
-        f"{tool}: MCP server {server!r} could not be reached again ({why}); the call was not sent",
+        f"{tool}: MCP server {server!r} could not be reached{' again' if again else ''} ({why}); the call was not sent",
         severity="retriable",
         metadata={"mcp_server": server, "tool": tool, "sent": False},
     )
 
 
-def unknown(server: str, tool: str, why: str) -> ToolError:
-    """The error of a call whose connection ended while the server had it: it may have run (critical)."""
+def unknown(server: str, tool: str, why: str, *, timed_out: bool) -> ToolOutcomeUnknown:
+    """The error of a call the server had, then left without an answer: it may have run (critical).
+
+    ``why``: the connection ended (:func:`failure`'s ``"is not running (...)"``), or
+    (``timed_out``) ``"did not answer within ..."``.
+    """
     log.warning("mcp tool call outcome unknown", server=server, tool=tool, why=why)
-    return ToolError(
-        f"{tool}: the connection to MCP server {server!r} ended while the call was with it "
-        f"{why.removeprefix('is not running ')}; whether it ran is unknown, so it was not sent again",
-        severity="critical",
-        metadata={"mcp_server": server, "tool": tool, "outcome": "unknown"},
+    if timed_out:
+        lead = f"MCP server {server!r} had the call but {why}"
+    else:
+        lead = f"the connection to MCP server {server!r} ended while the call was with it"
+        lead += f" {why.removeprefix('is not running ')}"
+    return ToolOutcomeUnknown(
+        f"{tool}: {lead}; whether it ran is unknown, so it was not sent again",
+        metadata={"mcp_server": server, "tool": tool, "outcome": "unknown", "timed_out": timed_out},
     )

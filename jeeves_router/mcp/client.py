@@ -19,15 +19,19 @@ key, the same on every attempt of the call, in the request's ``_meta`` under
 ``"jeeves-router/idempotency-key"`` (:data:`IDEMPOTENCY_META_KEY`): a server that remembers
 the keys it has served can make a repeated call (a resume with ``"retry"``) harmless.
 
-A tool error, no answer within ``timeout`` and malformed data come back to the model as an
-error result naming the server and what happened. A connection that ended (a server process
-that exited, a dropped HTTP session) is opened again by the next call, once; a call is sent
-again only if it provably never reached the server (see :mod:`._link`). A call the server had
-when the connection ended may have run: it is not repeated, and raises a ``critical``
-:class:`~jeeves_router.errors.ToolError` naming the server and saying the outcome is unknown;
-a server that cannot be reached again raises a ``retriable`` one (nothing was sent). The
-run's recovery ladder takes it from there as for any step's failure (without recovery, the
-run fails). A server that cannot be started or does not answer its handshake within
+A tool error and malformed data come back to the model as an error result naming the server
+(the server answered: the outcome is known). A call left without an answer takes one path
+(:meth:`MCPServer.call`). One the server had — its connection then ended (a server process that
+exited, a dropped HTTP session), or no answer came within ``timeout`` — may have run: it is not
+repeated nor shown to the model (which could call it again), and raises a ``critical``
+:class:`~jeeves_router.errors.ToolOutcomeUnknown`; the recovery ladder stops the run, and
+under a :class:`~jeeves_router.journal.JournalRuntime` a resume applies
+``on_unknown_tool_outcome`` (``"retry"`` sends it again under the same idempotency key). One
+that provably never reached the server did not run: after a connection ended it is sent once
+the connection is opened again (see :mod:`._link`); a server that cannot be reached again, or
+a request not handed over within ``timeout``, raises a ``retriable``
+:class:`~jeeves_router.errors.ToolError` saying it was not sent (the ladder retries it).
+A server that cannot be started or does not answer its handshake within
 ``connect_timeout`` fails the run with a ``ToolError`` before the first model call.
 
 Needs the ``mcp`` extra (``pip install 'jeeves-router[mcp]'``).
@@ -111,8 +115,8 @@ class MCPServer:
 
     Args:
         name: A name for logs and error messages.
-        timeout: Seconds a tool call may take before the model is told the server did not
-            answer.
+        timeout: Seconds a tool call may take; a call the server had and did not answer in
+            time raises :class:`~jeeves_router.errors.ToolOutcomeUnknown` (it may have run).
         connect_timeout: Seconds to start the server and list its tools.
         tool_prefix: Put before every tool name (to tell two servers' tools apart).
         allowed_tools: Only these tools (server names) are offered to the model.
@@ -333,11 +337,14 @@ class MCPServer:
     async def call(self, tool: str, arguments: Mapping[str, Any]) -> ToolOutcome:
         """Call ``tool`` (its name on the server) and map the answer to a tool outcome.
 
-        Reconnects once if the connection ended before the call was sent (module docstring).
+        A call left without an answer (its connection ended, or ``timeout`` passed) takes one
+        path: sent, it may have run; never sent, it did not (module docstring).
 
         Raises:
-            ToolError: ``critical``: the connection ended while the server had the call
-                (whether it ran is unknown); ``retriable``: it could not be reached again.
+            ToolOutcomeUnknown: ``critical``: the server had the call, then its connection
+                ended or it did not answer within ``timeout`` (whether it ran is unknown).
+            ToolError: ``retriable``: the call was not sent (the server could not be reached
+                again, or the request could not be handed over within ``timeout``).
         """
         conn = self._conn
         if conn is not None and conn.renewing:  # another call is reconnecting: wait for it
@@ -354,21 +361,28 @@ class MCPServer:
                 reconnected = True
             assert conn.client is not None
             generation = conn.generation
+            cause: Exception | None = None
             try:
                 with sending() as attempt, anyio.move_on_after(self.timeout) as waited:
                     result = await conn.client.call_tool(tool, dict(arguments), meta=call_meta())
             except Exception as exc:
                 why = failure(exc)
                 if not why.startswith("is not running"):
-                    return self._error(tool, why)
+                    return self._error(tool, why)  # the server answered: the outcome is known
                 if conn.generation == generation:  # not a session another call opened since
                     conn.lost = conn.lost or why
-                if attempt.sent:
-                    raise unknown(self.name, tool, why) from exc
-                continue
-            break
-        if waited.cancelled_caught:
-            return self._error(tool, f"did not answer within {self.timeout:g}s")
+                cause = exc
+            else:
+                if not waited.cancelled_caught:
+                    break
+                why = f"did not answer within {self.timeout:g}s"
+            # no answer: the connection ended (cause) or the time ran out, one decision for both
+            timed_out = cause is None
+            if attempt.sent:  # the server had it: it may have run
+                raise unknown(self.name, tool, why, timed_out=timed_out) from cause
+            if timed_out:  # the request was never handed over: it did not run
+                raise unreached(self.name, tool, f"no request sent within {self.timeout:g}s", again=False)
+            # the connection had ended before the request went out: reconnect and send it (once)
         text = content_text(result.content, result.structured_content)
         if result.is_error:
             return ToolOutcome(f"{tool} failed: {text or 'the MCP server reported an error'}", is_error=True)
