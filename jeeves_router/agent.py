@@ -299,6 +299,17 @@ class RunStream(EventPump[Event]):
         return self._ctx.session_id
 
     @property
+    def replayed(self) -> bool:
+        """True once the run has started as a replay of a completed earlier attempt of it.
+
+        A journaling runtime replays a completed run for a retried idempotency key (and for
+        :meth:`Agent.resume`): its answer and events come from the journal. Known from the
+        first event on; ``False`` for a run executed live (also one resumed after a cut-off
+        or a failure).
+        """
+        return self._ctx.replayed
+
+    @property
     def result(self) -> RunResult | None:
         """The result, once the stream has been consumed to its end (``None`` if it failed)."""
         return self._ctx.result if self.error is None else None

@@ -116,3 +116,18 @@ async def test_a_key_needs_a_journaling_runtime_and_printable_ascii() -> None:
         await plain.run("refund", idempotency_key="k-3")
     with pytest.raises(UsageError, match="printable ASCII"):
         await agent(MemoryJournal(), []).run("refund", idempotency_key="caf\u00e9")
+
+
+async def test_a_stream_says_whether_it_replays_a_completed_run() -> None:
+    calls: list[str] = []
+    clerk = agent(MemoryJournal(), calls)
+    replayed = []
+    for key in ("k-1", "k-1", "k-2"):
+        async with clerk.stream("refund", idempotency_key=key) as stream:
+            async for _ in stream:
+                replayed.append(stream.replayed)  # known from the first event on
+                break
+            async for _ in stream:
+                pass
+    assert replayed == [False, True, False]
+    assert calls == ["refund", "refund"]  # k-1 once, k-2 once

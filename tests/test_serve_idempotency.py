@@ -151,6 +151,42 @@ def test_a_retried_refund_runs_the_tool_once_and_answers_as_the_first_time() -> 
     assert again.headers["x-jeeves-session-id"] == first.headers["x-jeeves-session-id"] == decision["session_id"]
 
 
+def test_a_reply_from_a_completed_run_says_idempotent_replayed_and_a_first_run_does_not() -> None:
+    desk = Desk()
+    with running(create_app(desk.agent, journal=MemoryJournal())) as server:
+        url, run = server.url, {"model": "desk", "input": "refund me please"}
+
+        def post(path: str, body: dict[str, Any], key: str) -> httpx.Response:
+            return httpx.post(url + path, json=body, headers=keyed(key))
+
+        replies = {
+            "chat": [post(CHAT, chat(), "order-20"), post(CHAT, chat(), "order-20")],
+            "chat stream": [post(CHAT, chat(stream=True), "order-21"), post(CHAT, chat(stream=True), "order-21")],
+            "runs": [post(RUNS, run, "order-22"), post(RUNS, run, "order-22")],
+        }
+        unkeyed = httpx.post(url + CHAT, json=chat())
+        across = post(CHAT, chat(stream=True), "order-20")  # a whole reply retried as a stream
+    for what, (first, again) in replies.items():
+        assert first.status_code == again.status_code == 200, what
+        assert "idempotent-replayed" not in first.headers, what
+        assert again.headers["idempotent-replayed"] == "true", what
+    assert across.headers["idempotent-replayed"] == "true" and "idempotent-replayed" not in unkeyed.headers
+    assert [kind for kind, _ in events(replies["runs"][1])][-1] == "run.completed"
+    assert desk.refunds == ["INV-1"] * 4  # three keys once each, and the request without a key
+
+
+def test_a_retry_that_resumes_a_failed_run_is_not_marked_replayed() -> None:
+    desk = Desk(fail_answers=1)
+    with running(create_app(desk.agent, journal=MemoryJournal())) as server:
+        failed = httpx.post(server.url + CHAT, json=chat(), headers=keyed("order-23"))
+        resumed = httpx.post(server.url + CHAT, json=chat(), headers=keyed("order-23"))  # runs the rest live
+        replayed = httpx.post(server.url + CHAT, json=chat(), headers=keyed("order-23"))
+    assert failed.status_code == 500 and resumed.status_code == replayed.status_code == 200
+    assert "idempotent-replayed" not in failed.headers and "idempotent-replayed" not in resumed.headers
+    assert replayed.headers["idempotent-replayed"] == "true"
+    assert desk.refunds == ["INV-1"]
+
+
 def test_a_retry_after_the_client_went_away_finishes_the_run_without_refunding_again() -> None:
     gate = threading.Event()
     desk = Desk(answer_gate=gate)

@@ -75,6 +75,9 @@ class RunContext:
         resume_run: Set by :meth:`Agent.resume` only: the recorded run to replay.
         idempotency_key: The client's idempotency key of a root run (names its run; see
             :mod:`jeeves_router.journal.keyed`); ``None`` for a run without one.
+        replayed: Set by a journaling runtime when the run is a replay of a completed earlier
+            attempt (a retried idempotency key, or :meth:`Agent.resume` of a completed run):
+            its answer comes from the journal.
         ledger: The root run's attempt ledger, shared by every child run.
         escalate: An enclosing architecture acts on the failures this run's recovery cannot
             (reclassify, replan): a recovering Router or Capabilities, directly or through
@@ -95,6 +98,7 @@ class RunContext:
     handoff: Handoff | None = None
     resume_run: str | None = None
     idempotency_key: str | None = None
+    replayed: bool = False
     ledger: Ledger = field(default_factory=Ledger)
     escalate: bool = False
     _step: int = 0

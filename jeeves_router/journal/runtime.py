@@ -226,6 +226,7 @@ class JournalRuntime(StepRecorder):
 
     def _started(self, ctx: RunContext, run_id: str, attempt: int, fresh: bool, completed: int | None) -> RunState:
         ctx.run_id = run_id
+        ctx.replayed = completed is not None  # a completed attempt's steps answer this one
         state = RunState(ctx.session_id, run_id, attempt, fresh, completed_attempt=completed)
         self._runs[run_id] = state
         log.debug("journal run", session_id=ctx.session_id, run_id=run_id, attempt=attempt, replay=not fresh)

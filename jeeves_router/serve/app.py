@@ -22,7 +22,8 @@ header (1-255 printable ASCII characters; a journal is needed, else 400): the ke
 run (:mod:`jeeves_router.journal.keyed`), so a request repeated with the same key and the
 same request is answered by the first one's run instead of running again — a completed run
 is replayed from the journal (the same answer and ``jeeves`` decision, a stream of the same
-text or events; no model or tool is called), a run cut off (its client went away) or failed
+text or events; no model or tool is called; the reply carries ``Idempotent-Replayed: true``,
+which no other reply has), a run cut off (its client went away) or failed
 is resumed from its journaled steps. While that run is in flight the retry gets 409 with
 ``Retry-After``; the same key with another request gets 422. "The same request" is what the
 run receives: ``model``, the messages (or ``input`` and ``history``), ``context``,

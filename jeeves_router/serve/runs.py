@@ -70,6 +70,13 @@ def _refusal(agent: Agent, error: BaseException | None, retry_after_s: int) -> A
     return _failure(error_type)
 
 
+def _replay_mark(stream: RunStream, headers: dict[str, str]) -> dict[str, str]:
+    """``headers``, with ``Idempotent-Replayed: true`` when the run replays a completed earlier one."""
+    if stream.replayed:  # known from the run's first event: the runtime claimed the run before it
+        headers["idempotent-replayed"] = "true"
+    return headers
+
+
 def _headers(extra: dict[str, str]) -> list[tuple[bytes, bytes]]:
     return [(k.encode(), v.encode()) for k, v in extra.items()]
 
@@ -200,7 +207,7 @@ async def _chat_whole(agent: Agent, req: ChatRequest, stream: RunStream, send: S
         return
     headers = routing_headers(result.route, result.confidence, result.fallback_reason)
     headers["x-jeeves-session-id"] = result.session_id
-    await _send_json(send, 200, completion(req.model, result), headers)
+    await _send_json(send, 200, completion(req.model, result), _replay_mark(stream, headers))
 
 
 async def _chat_stream(agent: Agent, req: ChatRequest, stream: RunStream, send: Send, retry_after_s: int) -> None:
@@ -232,7 +239,7 @@ async def _chat_stream(agent: Agent, req: ChatRequest, stream: RunStream, send: 
             route, confidence, reason = done.route, done.confidence, done.fallback_reason
         headers = routing_headers(route, confidence, reason)
         headers["x-jeeves-session-id"] = stream.session_id
-        await send(_start(200, [*_SSE_HEADERS, *_headers(headers)]))
+        await send(_start(200, [*_SSE_HEADERS, *_headers(_replay_mark(stream, headers))]))
         cid, created = new_completion_id(), int(time.time())
         opening = sse_data(chunk(cid, req.model, created, delta={"role": "assistant", "content": ""}))
         text = content_chunks(cid, req.model, created)
@@ -291,7 +298,8 @@ def events_reply(
                 err = _refusal(agent, stream.error, retry_after_s)
                 await _send_json(send, err.status, err.body(), err.headers)
                 return
-            await send(_start(200, [*_SSE_HEADERS, (b"x-jeeves-session-id", stream.session_id.encode())]))
+            head = _replay_mark(stream, {"x-jeeves-session-id": stream.session_id})
+            await send(_start(200, [*_SSE_HEADERS, *_headers(head)]))
             try:
                 if first is not None:
                     await forward(first)
