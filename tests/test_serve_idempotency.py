@@ -7,6 +7,7 @@ test counts the refunds the tool made.
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 import uuid
@@ -21,7 +22,7 @@ import pytest
 
 from examples.serve_desk import classify
 from jeeves_router import Agent, Router, RouterRoute
-from jeeves_router.ids import keyed_run_id
+from jeeves_router.ids import keyed_run_id, keyed_session_id
 from jeeves_router.journal import JournalRuntime, MemoryJournal, PostgresJournal, SQLiteJournal, session_turns
 from jeeves_router.messages import ToolResultPart
 from jeeves_router.models.base import ModelRequest
@@ -261,6 +262,51 @@ def test_a_duplicate_while_the_first_is_in_flight_gets_409_with_retry_after() ->
     assert busy.json()["error"]["code"] == "idempotency_key_in_flight"
     assert first["r"].status_code == after.status_code == 200
     assert after.json()["choices"][0]["message"]["content"] == ANSWER
+    assert desk.refunds == ["INV-1"]
+
+
+def test_refused_keys_are_logged_at_info_with_the_run_they_name_and_nothing_of_the_request(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="jeeves_router.serve")
+    token, gate = "s3cret-bearer-of-the-test", threading.Event()
+    desk = Desk(tool_gate=gate)
+    auth = {"Authorization": f"Bearer {token}"}
+    with running(create_app(desk.agent, journal=MemoryJournal(), token=token)) as server:
+
+        def post(text: str) -> httpx.Response:
+            return httpx.post(server.url + CHAT, json=chat(text), headers={**auth, **keyed("order-30")})
+
+        first: dict[str, httpx.Response] = {}
+        thread = threading.Thread(target=lambda: first.update(r=post("refund me please")))
+        thread.start()
+        try:
+            assert desk.started.wait(30)
+            busy = post("refund me please")
+        finally:
+            gate.set()
+            thread.join(30)
+        conflict = post("refund me twice, card 4242")
+        replayed = post("refund me please")
+    assert (busy.status_code, conflict.status_code, replayed.status_code, first["r"].status_code) == (
+        409,
+        422,
+        200,
+        200,
+    )
+    refused = [r for r in caplog.records if r.getMessage().startswith("idempotency key refused")]
+    sid = keyed_session_id("order-30")
+    assert [(r.name, r.levelno, r.fields) for r in refused] == [  # type: ignore[attr-defined]
+        (
+            "jeeves_router.serve",
+            logging.INFO,
+            {"reason": r, "status": c, "session_id": sid, "run_id": keyed_run_id(sid, "order-30")},
+        )
+        for r, c in (("in_flight", 409), ("conflict", 422))
+    ]
+    assert sid in refused[0].getMessage() and keyed_run_id(sid, "order-30") in refused[1].getMessage()
+    for secret in (token, "card 4242", "refund me", "order-30"):
+        assert secret not in caplog.text
     assert desk.refunds == ["INV-1"]
 
 

@@ -20,6 +20,7 @@ import anyio
 from starlette.responses import Response
 from starlette.types import Message, Receive, Scope, Send
 
+from .._log import get_logger
 from ..agent import Agent, RunStream
 from ..errors import UsageError
 from ..events import Event as RunEvent
@@ -43,6 +44,7 @@ from .wire import (
 __all__ = ["RunReply", "chat_reply", "events_reply"]
 
 log = logging.getLogger("jeeves_router.serve")
+keys_log = get_logger("jeeves_router.serve")  # the same logger, its fields rendered in the line
 
 Produce = Callable[[Send], Awaitable[None]]
 _SSE_HEADERS = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache"), (b"x-accel-buffering", b"no")]
@@ -52,12 +54,26 @@ def _failure(error_type: str) -> ApiError:
     return ApiError(500, f"the run failed ({error_type}); see the server log", code="run_failed", type="server_error")
 
 
+def _refused(error: IdempotencyConflict | RunInFlight, reason: str, status: int) -> None:
+    """Log a refused idempotency key, one INFO line: the run it names (never the request or its headers)."""
+    ids = error.metadata
+    keys_log.info(
+        "idempotency key refused",
+        reason=reason,
+        status=status,
+        session_id=ids.get("session_id"),
+        run_id=ids.get("run_id"),
+    )
+
+
 def _refusal(agent: Agent, error: BaseException | None, retry_after_s: int) -> ApiError:
     """The reply to a run that ended before its first event: a refused idempotency key, or a failure."""
     if isinstance(error, IdempotencyConflict):
+        _refused(error, "conflict", 422)
         msg = "the Idempotency-Key was already used for another request; send that request again, or use a new key"
         return ApiError(422, msg, param="Idempotency-Key", code="idempotency_key_conflict")
     if isinstance(error, RunInFlight):
+        _refused(error, "in_flight", 409)
         return ApiError(
             409,
             f"the run of this Idempotency-Key is still in flight; retry after {retry_after_s} s for its result",
