@@ -5,7 +5,9 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -161,6 +163,71 @@ async def test_our_stdio_client_and_the_served_desk_together() -> None:
     events = await capture_events(Agent("x", model=model, tools=[desk]), "go")
     (result,) = [ev for ev in events if isinstance(ev, ToolResult)]
     assert result.content == "Refund issued."
+
+
+async def _ask_in_a_new_process(journal: str, refunds: Path, key: str | None, text: str = "refund INV-1") -> Any:
+    """Start ``jeeves-router mcp ... --journal journal`` over stdio, call ``ask`` once, stop the server."""
+    from mcp import Client, StdioServerParameters
+
+    args = [*CLI, "tests.mcp_servers.refund_desk:desk", "--journal", journal]
+    env = {**ENV, "REFUND_LOG": str(refunds)}
+    async with Client(StdioServerParameters(command=sys.executable, args=args, env=env, cwd=str(ROOT))) as client:
+        meta = {"idempotency_key": key} if key is not None else None
+        return await client.call_tool("ask", {"request": text}, meta=meta)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("where", ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+async def test_the_mcp_command_journal_option_makes_a_retried_ask_refund_once(
+    where: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """`--journal` means what `serve --journal` means: a retried key is answered once, even after a restart."""
+    journal = str(tmp_path / "runs.db") if where == "sqlite" else request.getfixturevalue("pg_url")
+    refunds, key = tmp_path / "refunds.log", f"order-{uuid.uuid4().hex}"
+    first = await _ask_in_a_new_process(journal, refunds, key)
+    again = await _ask_in_a_new_process(journal, refunds, key)  # the client retries, the server was restarted
+    assert not first.is_error and not again.is_error
+    assert first.content[0].text == again.content[0].text == "Refund issued for INV-1."
+    assert first.structured_content == again.structured_content
+    assert refunds.read_text().splitlines() == ["refund INV-1"]  # the specialist's tool ran once
+    other = await _ask_in_a_new_process(journal, refunds, key, "refund INV-2 too")
+    assert other.is_error and "already used with other arguments" in other.content[0].text
+    assert refunds.read_text().splitlines() == ["refund INV-1"]
+
+
+@pytest.mark.anyio
+async def test_without_a_journal_the_mcp_command_refuses_a_key_and_runs_nothing(tmp_path: Path) -> None:
+    refunds = tmp_path / "refunds.log"
+    from mcp import Client, StdioServerParameters
+
+    env = {**ENV, "REFUND_LOG": str(refunds)}
+    params = StdioServerParameters(
+        command=sys.executable, args=[*CLI, "tests.mcp_servers.refund_desk:desk"], env=env, cwd=str(ROOT)
+    )
+    async with Client(params) as client:
+        refused = await client.call_tool("ask", {"request": "refund INV-1"}, meta={"idempotency_key": "order-1"})
+    assert refused.is_error and "needs a journal" in refused.content[0].text  # type: ignore[union-attr]
+    assert not refunds.exists()
+
+
+def test_serve_and_mcp_attach_a_journal_with_one_function() -> None:
+    """The two front ends share the code that gives served agents a JournalRuntime."""
+    from jeeves_router.journal import JournalRuntime, MemoryJournal
+    from jeeves_router.journal.attach import DEFAULT_HISTORY, journal_agents
+    from jeeves_router.mcp import server as mcp_server
+    from jeeves_router.runtime import Runtime
+    from jeeves_router.serve import app as serve_app
+
+    assert mcp_server.journal_agents is serve_app.journal_agents is journal_agents
+    plain, store, own = load_agent("tests.mcp_servers.desk:make_unresolved_desk"), MemoryJournal(), MemoryJournal()
+    kept = Agent("x", name="kept", model=ScriptedModel(["a"]), runtime=JournalRuntime(own))
+    assert journal_agents({"strict": plain, "kept": kept}, store) == [store, own]
+    assert isinstance(plain.runtime, JournalRuntime) and plain.runtime.journal is store
+    assert plain.runtime.session_history is DEFAULT_HISTORY
+    assert isinstance(kept.runtime, JournalRuntime) and kept.runtime.journal is own
+    other = Agent("x", name="other", model=ScriptedModel(["a"]), runtime=Runtime())
+    with pytest.raises(UsageError, match="agent 'other' already has the runtime"):
+        journal_agents({"other": other}, store)
 
 
 def test_cli_rejects_bad_targets() -> None:

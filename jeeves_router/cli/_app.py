@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import anyio
 import typer
@@ -367,6 +367,7 @@ def mcp_(
     token_env: Annotated[
         str | None, typer.Option("--token-env", help="HTTP: environment variable holding the bearer token.")
     ] = None,
+    journal: Annotated[str | None, typer.Option(help="Sessions journal: a SQLite file or a postgresql:// URL.")] = None,
 ) -> None:
     """Serve an agent or router as an MCP server with one tool, `ask` (needs the mcp extra)."""
     from ..mcp.server import main
@@ -379,7 +380,8 @@ def mcp_(
             from ..serve.guard import token_from_env
 
             token = token_from_env(token_env)
-        main(target, transport="http" if transport == "http" else "stdio", host=host, port=port, token=token)
+        via: Literal["stdio", "http"] = "http" if transport == "http" else "stdio"
+        main(target, transport=via, host=host, port=port, token=token, journal=journal)
 
 
 def main() -> None:

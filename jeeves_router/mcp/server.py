@@ -16,7 +16,12 @@ Retries: a request whose ``_meta`` carries ``"idempotency_key"`` (:data:`IDEMPOT
 arguments is answered by the first call's run (a completed run is replayed from the
 journal: no model or tool is called again); while that run is in flight, or if the key was
 used with other arguments, the result is an error saying so and nothing runs. The agent
-needs a journaling runtime (``JournalRuntime``); without one a key is an error result.
+needs a journaling runtime: ``jeeves-router mcp module:attr --journal runs.db`` (or a
+``postgresql://`` URL; ``serve(agent, journal=...)`` from code) gives an agent without a
+runtime ``JournalRuntime(journal, session_history=SessionHistory())``, exactly as
+``jeeves-router serve --journal`` does (:func:`jeeves_router.journal.attach.journal_agents`),
+so a ``session_id`` also continues the session's stored history; an agent built with a
+``JournalRuntime`` keeps it. Without a journal a key is an error result.
 
 Over stdio the protocol owns stdout, so logs must go to stderr: the library logs through the
 standard :mod:`logging` module and is silent unless configured; configure a handler on stderr
@@ -29,6 +34,7 @@ import importlib
 import os
 import sys
 from collections.abc import Mapping
+from contextlib import AsyncExitStack
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
@@ -36,7 +42,9 @@ from pydantic import BaseModel, Field
 from ..agent import Agent
 from ..errors import UsageError
 from ..ids import check_idempotency_key
+from ..journal.attach import DEFAULT_HISTORY, JournalSpec, journal_agents
 from ..journal.keyed import IdempotencyConflict, RunInFlight
+from ..journal.sessions import SessionHistory
 from ..results import RunResult
 
 if TYPE_CHECKING:
@@ -176,6 +184,8 @@ async def serve(
     port: int = 8000,
     path: str = "/mcp",
     token: str | None = None,
+    journal: JournalSpec | None = None,
+    session_history: SessionHistory | None = DEFAULT_HISTORY,
 ) -> None:
     """Serve ``agent`` over MCP until cancelled (stdio) or the HTTP server stops.
 
@@ -187,23 +197,40 @@ async def serve(
         path: HTTP only: the endpoint path.
         token: HTTP only: the bearer token every request must carry (``Authorization: Bearer
             <token>``, checked as by ``jeeves-router serve``: in constant time, never logged).
+        journal: A journal, a SQLite file path or a ``postgresql://`` URL: an agent without a
+            runtime gets ``JournalRuntime(journal, session_history=session_history)``, as
+            :func:`jeeves_router.serve.create_app` gives it (idempotency keys and sessions
+            then work). The journals in use are closed when serving stops.
+        session_history: History limits for the runtime this creates (``None``: a request
+            sees only its own text).
 
     Raises:
-        UsageError: for an unknown transport, a token on stdio, a short token, or a
-            non-loopback ``host`` without a token.
+        UsageError: for an unknown transport, a token on stdio, a short token, a
+            non-loopback ``host`` without a token, or a ``journal`` for an agent that has
+            another runtime.
     """
     if transport not in ("stdio", "http"):
         raise UsageError(f"transport must be 'stdio' or 'http', got {transport!r}")
-    if transport == "stdio":
-        if token is not None:
-            raise UsageError("a token guards the HTTP transport only; stdio is reached through its process")
-        await router_server(agent).run_stdio_async()
-        return
-    from ..serve.guard import BearerAuth, check_host, check_token
+    if transport == "stdio" and token is not None:
+        raise UsageError("a token guards the HTTP transport only; stdio is reached through its process")
+    if transport == "http":
+        from ..serve.guard import check_host, check_token
 
-    check_token(token)
-    check_host(host, token, command="mcp --transport http")
+        check_token(token)
+        check_host(host, token, command="mcp --transport http")
+    async with AsyncExitStack() as closing:  # every journal in use, however serving ends
+        for used in journal_agents({agent.name: agent}, journal, session_history):
+            closing.push_async_callback(used.aclose)
+        if transport == "stdio":
+            await router_server(agent).run_stdio_async()
+        else:
+            await _serve_http(agent, host, port, path, token)
+
+
+async def _serve_http(agent: Agent, host: str, port: int, path: str, token: str | None) -> None:
     import uvicorn
+
+    from ..serve.guard import BearerAuth
 
     app = router_server(agent).streamable_http_app(streamable_http_path=path, host=host)
     guarded = BearerAuth(app, token) if token is not None else app
@@ -243,9 +270,10 @@ def main(
     host: str = "127.0.0.1",
     port: int = 8000,
     token: str | None = None,
+    journal: str | None = None,
 ) -> None:
     """The ``jeeves-router mcp`` command: load ``spec`` and serve it (logs go to stderr)."""
     import anyio
 
     agent = load_agent(spec)
-    anyio.run(lambda: serve(agent, transport=transport, host=host, port=port, token=token))
+    anyio.run(lambda: serve(agent, transport=transport, host=host, port=port, token=token, journal=journal))

@@ -50,19 +50,16 @@ from starlette.types import ASGIApp
 
 from ..agent import Agent
 from ..errors import UsageError
-from ..journal import Journal, JournalRuntime, PostgresJournal, SQLiteJournal
+from ..journal import Journal
+from ..journal.attach import DEFAULT_HISTORY, journal_agents, open_journal
 from ..journal.sessions import SessionHistory, session_turns
-from ..runtime import PASS_THROUGH
 from .guard import BearerAuth, Drain, Slots, check_token, idempotency_key, read_body
 from .runs import chat_reply, events_reply
 from .wire import SESSION_ID, ApiError, parse_chat, parse_json, parse_run
 
-__all__ = ["create_app", "open_journal", "served_agents"]
+__all__ = ["DEFAULT_HISTORY", "create_app", "open_journal", "served_agents"]
 
 log = logging.getLogger("jeeves_router.serve")
-
-#: The history limits of the sessions a served journal keeps, unless told otherwise.
-DEFAULT_HISTORY = SessionHistory()
 
 Handler = Callable[[Request], Awaitable[Response]]
 
@@ -87,36 +84,6 @@ def served_agents(agents: Agent | Sequence[Agent] | Mapping[str, Agent]) -> dict
     if not isinstance(agents, Mapping) and len(table) != len(agents):
         raise UsageError("two served agents have the same name; serve a mapping {model id: agent} instead")
     return table
-
-
-def open_journal(spec: str | os.PathLike[str]) -> Journal:
-    """A ``postgresql://`` URL as a :class:`PostgresJournal`, anything else as a SQLite file."""
-    if isinstance(spec, str) and spec.startswith(("postgresql://", "postgres://")):
-        return PostgresJournal(spec)
-    return SQLiteJournal(spec)
-
-
-def _journals(
-    agents: Mapping[str, Agent], journal: Journal | str | os.PathLike[str] | None, history: SessionHistory | None
-) -> list[Journal]:
-    """Give agents without a runtime a journaling one on ``journal``; every journal in use."""
-    store = open_journal(journal) if isinstance(journal, (str, os.PathLike)) else journal
-    found: list[Journal] = []
-    for name, agent in agents.items():
-        runtime = agent.runtime
-        if isinstance(runtime, JournalRuntime):
-            if all(runtime.journal is not j for j in found):
-                found.append(runtime.journal)
-        elif store is not None:
-            if runtime is not PASS_THROUGH:
-                raise UsageError(
-                    f"agent {name!r} already has the runtime {runtime!r}; serve it without journal=... or give it "
-                    "a JournalRuntime yourself"
-                )
-            agent.runtime = JournalRuntime(store, session_history=history)
-    if store is not None and all(store is not j for j in found):
-        found.insert(0, store)
-    return found
 
 
 def _api(handler: Handler) -> Handler:
@@ -171,7 +138,7 @@ def create_app(
         if not isinstance(value, int) or value < 1:
             raise UsageError(f"{name} must be a positive integer, got {value!r}")
     check_token(token)
-    journals = _journals(table, journal, session_history)
+    journals = journal_agents(table, journal, session_history)  # as `jeeves-router mcp --journal` does
     slots = Slots(max_concurrency, retry_after_s)
     drain = drain if drain is not None else Drain()
 
