@@ -354,6 +354,47 @@ async def test_a_journaled_call_without_an_answer_in_time_stays_unknown_and_foll
     assert len(keys) == 2 and keys[0] == keys[1] != "None"  # sent again under its one idempotency key
 
 
+@pytest.mark.parametrize("policy", ["fail", "retry"])
+async def test_a_retry_a_hook_asks_for_after_an_unknown_outcome_follows_the_journal_policy(
+    policy: str, tmp_path: Path
+) -> None:
+    """The ladder alone stops on ToolOutcomeUnknown; a hook that says retry gets on_unknown_tool_outcome."""
+    from jeeves_router import Recovery
+    from jeeves_router.architectures import ToolLoop
+    from jeeves_router.events import RecoveryReport, RecoveryRetry
+    from jeeves_router.recovery import ErrorClassification, ErrorSeverity
+    from jeeves_router.testing import RecordedSleeps
+
+    def retry_unknown(exc: BaseException, ctx: object) -> ErrorClassification | None:
+        return ErrorClassification(ErrorSeverity.RETRIABLE) if isinstance(exc, ToolOutcomeUnknown) else None
+
+    log = tmp_path / "calls.log"
+    journal = SQLiteJournal(tmp_path / "runs.db")
+    agent = Agent(
+        "x",
+        model=ScriptedModel([Call("refund", {"invoice": "HANG-8"}), "Refunded."]),
+        tools=[toolbox(log, timeout=1.0)],
+        architecture=ToolLoop(recovery=Recovery(sleep=RecordedSleeps())),
+        classify_error=retry_unknown,
+        runtime=JournalRuntime(journal, on_unknown_tool_outcome=policy),  # type: ignore[arg-type]
+    )
+    try:
+        events = await capture_events(agent, "refund HANG-8")
+    finally:
+        await journal.aclose()
+    retries = [ev.operation for ev in events if isinstance(ev, RecoveryRetry)]
+    keys = [line.split("key=")[1] for line in log.read_text().splitlines() if line.startswith("refund HANG-8")]
+    result = events[-1].result  # type: ignore[attr-defined]
+    if policy == "fail":  # the journal will not send it again: ToolOutcomeUnknown, critical, a report
+        assert len(keys) == 1 and result.status == "critical"  # each retry the hook asked for was refused
+        assert len(retries) >= 1 and set(retries) == {"tool:refund"}
+        [report] = [ev for ev in events if isinstance(ev, RecoveryReport)]
+        assert "ToolOutcomeUnknown" in str(report.report)
+    else:  # sent again under the same idempotency key
+        assert len(keys) == 2 and keys[0] == keys[1] != "None" and result.output == "Refunded."
+        assert retries == ["tool:refund"]
+
+
 async def test_the_leak_check_sees_a_live_child_process() -> None:
     """The autouse check above would fail for a server left running: it sees child processes."""
     import anyio
