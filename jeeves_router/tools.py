@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager, nullcontext
 from contextvars import ContextVar
@@ -36,7 +37,9 @@ if TYPE_CHECKING:
     from pydantic import BaseModel
 
 __all__ = [
+    "TOOL_NAME_PATTERN",
     "Tool",
+    "check_tool_name",
     "tool",
     "ToolContext",
     "ToolOutcome",
@@ -111,6 +114,29 @@ def _to_text(value: Any) -> str:
         return str(value)
 
 
+#: The tool names OpenAI and Anthropic accept: ``^[a-zA-Z0-9_-]{1,64}$`` (ASCII only).
+TOOL_NAME_PATTERN = r"[a-zA-Z0-9_-]{1,64}"
+_TOOL_NAME_RE = re.compile(TOOL_NAME_PATTERN)
+
+
+def check_tool_name(name: object) -> str:
+    """Return ``name`` if the model providers accept it as a tool name, else raise :class:`UsageError`.
+
+    The rule is OpenAI's and Anthropic's, ``^[a-zA-Z0-9_-]{1,64}$``: ASCII letters and
+    digits only (``str.isalnum`` would also pass ``é`` or ``名``, which both providers
+    refuse with a 400 at the first request).
+
+    Raises:
+        UsageError: naming the tool and the rule, with the way out (``@tool(name=...)``).
+    """
+    if not isinstance(name, str) or _TOOL_NAME_RE.fullmatch(name) is None:
+        raise UsageError(
+            f"tool name {name!r} is not accepted by model providers: use 1-64 ASCII letters, digits, '_' or '-' "
+            "(the rule ^[a-zA-Z0-9_-]{1,64}$); name the tool with @tool(name=...)"
+        )
+    return name
+
+
 class Tool:
     """A callable tool with a JSON schema for its arguments."""
 
@@ -124,9 +150,7 @@ class Tool:
         if not callable(fn):
             raise UsageError(f"tool must wrap a callable, got {type(fn).__name__}")
         self.fn = fn
-        self.name = name or fn.__name__
-        if not self.name.replace("_", "a").replace("-", "a").isalnum() or len(self.name) > 64:
-            raise UsageError(f"tool name {self.name!r} must be 1-64 letters, digits, '_' or '-'")
+        self.name = check_tool_name(name or fn.__name__)
         doc = inspect.getdoc(fn) or ""
         self.description = description if description is not None else doc.split("\n\n")[0].strip()
         self._is_async = inspect.iscoroutinefunction(fn)
