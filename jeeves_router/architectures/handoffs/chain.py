@@ -109,6 +109,26 @@ class HandoffChain:
             session_store=session_store,
         )
 
+    def options(self) -> dict[str, object]:
+        """The options given to this chain that differ from their defaults (name: value).
+
+        A :class:`~jeeves_router.Router` runs its routes' handoffs as one chain under its own
+        settings; it refuses a routed specialist whose chain sets one of these otherwise.
+        """
+        s = self.settings
+        given: dict[str, object] = {}
+        for name, value, default in (
+            ("fallback", self.fallback, None),
+            ("max_handoffs", s.max_handoffs, 8),
+            ("max_edge_traversals", s.max_edge_traversals, 2),
+            ("history", s.history, "all"),
+            ("detect_announced", s.detect_announced, announces_handoff),
+            ("sticky", s.store is not None, False),
+        ):
+            if value != default:
+                given[name] = value
+        return given
+
     def validate(self, agent: Actor) -> None:
         """Check the wrapped architecture fits ``agent`` (handoff names resolve per run)."""
         self.wraps.validate(agent)

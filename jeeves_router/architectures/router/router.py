@@ -61,6 +61,7 @@ from ..routes import (
     check_route_table,
     check_unit_interval,
 )
+from .checks import check_chain_options, check_router_agent
 from .contract import CLASSIFIER_USAGE_KEY, within_contract
 from .run import RouterRun
 
@@ -194,6 +195,7 @@ class Router:
         )
         if classifier is None and classifier_model is not None:
             self._classifier = self._llm_classifier(classifier_model)
+        check_chain_options(self, (r.agent for r in self.routes))  # agents reached by handoffs: at the first run
 
     def _llm_classifier(self, model: Model | str) -> LLMClassifier:
         from ...classify.llm import LLMClassifier  # only routers that classify with a model load it
@@ -224,8 +226,13 @@ class Router:
     # -- Architecture protocol ----------------------------------------------------------
 
     def validate(self, agent: Actor) -> None:
-        """A router agent needs a model unless it has its own classifier; specialists share its runtime."""
+        """A router agent needs a model unless it has its own classifier; specialists share its runtime.
+
+        The router agent classifies and dispatches, nothing else: ``tools=`` or ``handoffs=``
+        given to it would never be used, so they are refused rather than silently ignored.
+        """
         check_child_runtimes(agent, self.routes)
+        check_router_agent(agent)
         if self._classifier is None and agent.model is None:
             raise UsageError(
                 f"router agent {agent.name!r} has no model for its classifier: pass model=..., "
@@ -247,6 +254,7 @@ class Router:
                 hand_back=self.hand_back,
                 fallback=self.fallback_route,
             )
+            check_chain_options(self, (n.agent for n in graph.nodes.values() if not n.is_router))
             self._graph = (agent, graph)
             self._chaining = self.hand_back or self.sticky or any(n.targets for n in graph.nodes.values())
         return self._graph[1]

@@ -1,0 +1,76 @@
+"""What a Router refuses at construction because it would otherwise be silently ignored.
+
+* ``tools=`` / ``handoffs=`` on the agent that holds the Router: that agent only classifies
+  and dispatches (its "handoffs" are its routes), so they would never be used.
+* A routed specialist's own ``HandoffChain(fallback=..., max_handoffs=...)`` options: a
+  Router runs the handoffs of all its routes as one chain under its own settings (one
+  ``max_handoffs`` budget and one fallback per run), so a different value on a specialist
+  would be replaced. The same value, or the chain's defaults, are fine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from ...errors import UsageError
+from ..handoffs.chain import HandoffChain
+
+if TYPE_CHECKING:
+    from ...actor import Actor
+    from .router import Router
+
+__all__ = ["check_router_agent", "check_chain_options"]
+
+
+def check_router_agent(agent: Actor) -> None:
+    """Refuse ``tools=`` and ``handoffs=`` on a router agent, saying where they belong.
+
+    Raises:
+        UsageError: naming the option and what to do instead.
+    """
+    tools = [t.name for t in getattr(agent, "tools", ())] + [repr(t) for t in getattr(agent, "toolsets", ())]
+    if tools:
+        raise UsageError(
+            f"router agent {agent.name!r} has tools= ({', '.join(tools)}), which it would never call: a Router's "
+            "agent only classifies and dispatches; give the tools to the specialists that need them "
+            "(Agent(..., tools=[...]) of a route)"
+        )
+    handoffs = [h if isinstance(h, str) else getattr(h, "name", "?") for h in getattr(agent, "handoffs", ())]
+    if handoffs:
+        raise UsageError(
+            f"router agent {agent.name!r} has handoffs= ({', '.join(handoffs)}), which it would never use: a Router "
+            "dispatches to its routes; make each target a RouterRoute(name, agent, description), or give the "
+            "handoffs to a specialist (hand_back=True lets specialists hand a request back to the router)"
+        )
+
+
+def check_chain_options(router: Router, agents: Iterable[Actor]) -> None:
+    """Refuse a specialist whose ``HandoffChain`` sets an option the Router would replace.
+
+    Raises:
+        UsageError: naming the agent, the option, both values and what to do instead.
+    """
+    s = router.settings
+    theirs: dict[str, object] = {
+        "fallback": router.fallback_route,
+        "max_handoffs": s.max_handoffs,
+        "max_edge_traversals": s.max_edge_traversals,
+        "history": s.history,
+        "detect_announced": s.detect_announced,
+        "sticky": s.store is not None,
+    }
+    router_name = {"fallback": "fallback_route"}
+    for agent in agents:
+        arch = getattr(agent, "architecture", None)
+        if not isinstance(arch, HandoffChain):
+            continue
+        for name, value in arch.options().items():
+            if value != theirs[name]:
+                option = router_name.get(name, name)
+                raise UsageError(
+                    f"agent {agent.name!r} runs behind a Router with HandoffChain({name}={value!r}), but a Router "
+                    f"runs all its routes' handoffs as one chain under its own settings ({option}="
+                    f"{theirs[name]!r}), so this option would be ignored; set Router({option}=...) instead, "
+                    f"or drop it from the specialist's HandoffChain"
+                )
