@@ -198,7 +198,8 @@ async def test_a_run_stopped_by_max_steps_resumes_without_a_call(tmp_path: Path)
 
     journal = SQLiteJournal(tmp_path / "j.db")
     model = ScriptedModel([Reply(calls=[Call("lookup", {"invoice": "INV-7"})], usage=USAGE), "Paid."])
-    agent = looping_agent(journal, model, Recovery(max_steps=2, sleep=RecordedSleeps()), [lookup])
+    # max_steps=1: the first model turn and its tool call (part of the turn); the second turn is stopped
+    agent = looping_agent(journal, model, Recovery(max_steps=1, sleep=RecordedSleeps()), [lookup])
     first = await agent.run("is INV-7 paid?", session_id="s")
     assert first.status == "critical" and first.report["reason"] == "max_steps"
     assert len(model.requests) == 1 and calls == ["INV-7"]

@@ -166,7 +166,8 @@ class ToolLoop:
                         outcome = await call_tool()
                     else:
                         op, policy, hooks = f"tool:{call.name}", rec.config.retry_policy, (agent.classify_error,)
-                        outcome = await rec.call_retrying(op, call_tool, policy=policy, hooks=hooks)
+                        # part of this model turn: only a retry of the call counts as a step (max_steps)
+                        outcome = await rec.call_retrying(op, call_tool, policy=policy, hooks=hooks, within_turn=True)
                     if outcome.handoff is not None:
                         ctx.handoff = outcome.handoff
                     if outcome.context_update:

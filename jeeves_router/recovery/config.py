@@ -26,7 +26,13 @@ class Recovery:
     Attributes:
         max_reclassifications: Reclassifications per run (default 1).
         max_replans: New plans per run (default 2).
-        max_steps: Attempts of any step per run, retries included (default 200).
+        max_steps: Cap on the attempts of steps per run, retries included: model turns,
+            classifications, dispatches, plans and capability steps; a tool call is part of
+            its model turn, so only its retries count. ``None`` (default): no cap beyond the
+            run's own limits (the tool loop's ``max_turns``, ReAct's ``max_iterations``,
+            the retry policies, ``max_replans``, ``max_reclassifications``), so a healthy run
+            within them is never stopped. A number below ``max_turns`` stops a long healthy
+            tool loop at that number.
         time_limit_s: Optional wall-clock limit per run (checked before every attempt,
             bounds every backoff).
         retry_policy: Policy of routes, capabilities and agent steps (3 attempts, 0.5 s, x1.5).
@@ -46,7 +52,7 @@ class Recovery:
 
     max_reclassifications: int = 1
     max_replans: int = 2
-    max_steps: int = 200
+    max_steps: int | None = None
     time_limit_s: float | None = None
     retry_policy: RetryPolicy = DEFAULT_RETRY
     framework_retry: RetryPolicy = FRAMEWORK_RETRY

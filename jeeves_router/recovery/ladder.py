@@ -6,6 +6,14 @@ Every architecture calls :func:`next_action` after a failed step and acts on the
 attempt begins, not when it ends, so a reclassifier or planner that fails in turn cannot
 loop, and ``max_steps`` and the wall-clock limit hold whatever happens inside a step.
 
+What ``max_steps`` counts: one step per attempt of a model turn, a classification, a
+dispatch, a plan or ReAct decision, a capability step or a task extraction, retries
+included. A tool call is part of the model turn that asked for it (the tool loop's
+``max_turns`` bounds those turns), so only its retries count. Its default is ``None``: the
+run is bounded by its own limits (``max_turns``, ``max_iterations``, each step's retry
+policy, ``max_replans``, ``max_reclassifications``, ``time_limit_s``), so a healthy run within
+them is never stopped by recovery; a number caps the attempts on top of them.
+
 The rules, in order:
 
 1. FATAL → ``abort`` (the original exception is raised, from anywhere).
@@ -53,21 +61,22 @@ class Limits:
     Attributes:
         max_reclassifications: Reclassifications per run (default 1).
         max_replans: New plans per run (default 2).
-        max_steps: Attempts of any step per run (model calls, classifications, dispatches,
-            capability steps, plans), retries included.
+        max_steps: Attempts of steps per run (model turns, classifications, dispatches,
+            capability steps, plans; a tool call only for its retries), retries included;
+            ``None`` (default): no cap beyond the run's own limits (see the module docs).
         time_limit_s: Wall-clock limit of the run, checked before every attempt and
             bounding every backoff; ``None`` for none.
     """
 
     max_reclassifications: int = 1
     max_replans: int = 2
-    max_steps: int = 200
+    max_steps: int | None = None
     time_limit_s: float | None = None
 
     def __post_init__(self) -> None:
         if self.max_reclassifications < 0 or self.max_replans < 0:
             raise UsageError("max_reclassifications and max_replans must be >= 0")
-        if self.max_steps < 1:
+        if self.max_steps is not None and self.max_steps < 1:
             raise UsageError(f"max_steps must be >= 1, got {self.max_steps}")
         if self.time_limit_s is not None and self.time_limit_s <= 0:
             raise UsageError(f"time_limit_s must be > 0 or None, got {self.time_limit_s}")
@@ -105,7 +114,7 @@ def budget_exceeded(counters: Counters, limits: Limits) -> str | None:
 
     ``counters.steps`` counts the attempt about to start.
     """
-    if counters.steps > limits.max_steps:
+    if limits.max_steps is not None and counters.steps > limits.max_steps:
         return "max_steps"
     if limits.time_limit_s is not None and counters.elapsed_s >= limits.time_limit_s:
         return "time_limit"
@@ -147,7 +156,8 @@ def next_action(
         return Decision(Action.ABORT, severity, reason="fatal")
     if limits.time_limit_s is not None and counters.elapsed_s >= limits.time_limit_s:
         return Decision(Action.STOP, severity, reason="time_limit")
-    if counters.steps >= limits.max_steps and severity is not ErrorSeverity.CRITICAL:
+    spent = limits.max_steps is not None and counters.steps >= limits.max_steps
+    if spent and severity is not ErrorSeverity.CRITICAL:
         return Decision(Action.STOP, severity, reason="max_steps")
     if severity is ErrorSeverity.RETRIABLE:
         if output_started:

@@ -161,13 +161,17 @@ class RecoveryRun:
         elapsed = self.elapsed() if self._limit is None else self._limit.elapsed(self.elapsed())
         return Counters(self.steps, self.reclassifications, self.replans, elapsed)
 
-    async def begin(self, operation: str) -> None:
+    async def begin(self, operation: str, *, counted: bool = True) -> None:
         """Count an attempt that is about to start; raise RecoveryStop if the budget is spent.
+
+        ``counted=False`` for the first attempt of a step that is part of a counted one (a
+        tool call of a model turn): the budget is still checked, but it takes no step.
 
         Under a time limit, a replay of a completed run learns from the runtime where the
         recorded run's limit ended this attempt, and a live run records it (:mod:`.clock`).
         """
-        self.steps += 1
+        if counted:
+            self.steps += 1
         self._attempt_started = time.monotonic()
         ctx = self.ctx
         self._first_key = ctx._step
@@ -258,6 +262,7 @@ class RecoveryRun:
         capability: str | None = None,
         can_reclassify: bool = False,
         can_replan: bool = False,
+        within_turn: bool = False,
     ) -> T | Failure:
         """One attempt of ``fn`` under the ladder: its value, or the :class:`Failure` to retry.
 
@@ -266,10 +271,11 @@ class RecoveryRun:
 
         A stop raises :class:`RecoveryStop`, a reclassify or replan raises
         :class:`RecoveryRedirect`, abort and escalate raise the original exception.
-        ``policy`` defaults to the framework policy.
+        ``policy`` defaults to the framework policy. ``within_turn``: the step is part of a
+        model turn (a tool call), so only its retries count towards ``max_steps``.
         """
         attempt = 1 if after is None else after.attempt + 1
-        await self.begin(operation)
+        await self.begin(operation, counted=after is not None or not within_turn)
         try:
             with self.time_box():
                 value = await fn()
@@ -298,17 +304,19 @@ class RecoveryRun:
         policy: RetryPolicy | None = None,
         hooks: Sequence[ErrorHook | None] = (),
         can_replan: bool = False,
+        within_turn: bool = False,
     ) -> T:
         """:meth:`call` until ``fn`` succeeds, each retry announced (``recovery.retry``) and waited.
 
         The one retry loop of a step: a stop, redirect, abort or escalate raises as in
         :meth:`call`.
         """
-        out = await self.call(operation, fn, policy=policy, hooks=hooks, can_replan=can_replan)
+        kw: dict[str, Any] = {"policy": policy, "hooks": hooks, "can_replan": can_replan, "within_turn": within_turn}
+        out = await self.call(operation, fn, **kw)
         while isinstance(out, Failure):
             await self.ctx.emit(self.retry_event(out))
             await self.backoff(out)
-            out = await self.call(operation, fn, after=out, policy=policy, hooks=hooks, can_replan=can_replan)
+            out = await self.call(operation, fn, after=out, **kw)
         return out
 
     def retry_event(self, f: Failure) -> RecoveryRetry:
