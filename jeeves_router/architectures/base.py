@@ -82,6 +82,9 @@ class RunContext:
         escalate: An enclosing architecture acts on the failures this run's recovery cannot
             (reclassify, replan): a recovering Router or Capabilities, directly or through
             chains and routers that pass failures on unchanged. Set by the parent.
+        failure: The exception that made this run's recovery stop it with a report (status
+            ``"critical"``), for an enclosing architecture to report as the cause; ``None``
+            otherwise (also for a stop by ``max_steps`` or the time limit).
     """
 
     agent: Actor
@@ -101,6 +104,7 @@ class RunContext:
     replayed: bool = False
     ledger: Ledger = field(default_factory=Ledger)
     escalate: bool = False
+    failure: BaseException | None = None
     _step: int = 0
 
     def child(

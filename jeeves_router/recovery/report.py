@@ -19,7 +19,7 @@ from .._log import get_logger
 from ..messages import user
 from ..models.base import Model, ModelRequest
 from ..usage import NO_USAGE, Usage
-from .severity import ErrorClassification, ErrorSeverity
+from .severity import ErrorClassification, ErrorSeverity, ExecutionError
 
 __all__ = [
     "EXPLANATION_USAGE_KEY",
@@ -144,6 +144,11 @@ def build_report(
             err["hook_error_type"] = type(hook_error).__name__
             if expose_details:
                 err["hook_error_message"] = _safe_str(hook_error)
+        cause = error.cause if isinstance(error, ExecutionError) else None
+        if cause:  # an inner run stopped with its own report: where and why, as that report said
+            err["cause"] = {str(k): v for k, v in cause.items()}
+            if expose_details and error is not None and error.__cause__ is not None:
+                err["cause"]["message"] = _safe_str(error.__cause__)
         meta = classification.metadata if classification is not None and classification.metadata else {}
         return {
             "severity": severity.value,

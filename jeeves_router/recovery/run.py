@@ -370,6 +370,7 @@ class RecoveryRun:
         f = stop.failure
         if self.config.reraise and not isinstance(f.error, _BudgetSpent):
             raise f.error
+        self.ctx.failure = None if isinstance(f.error, _BudgetSpent) else f.error  # an enclosing report's cause
         report = build_report(
             error=None if isinstance(f.error, _BudgetSpent) else f.error,
             classification=f.classification,

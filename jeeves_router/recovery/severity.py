@@ -109,6 +109,10 @@ class ExecutionError(RunError):
         message: What failed, for developers and logs.
         capability_name: The capability (or route) that failed, if any.
         metadata: Extra, secret-free context.
+        cause: Where an inner run's recovery stopped it, when this failure passes that on:
+            ``type`` (the error's class name), ``operation`` (the inner step), ``reason``,
+            ``severity``, ``path``. The recovery report shows it as ``error.cause``, with the
+            message of the exception chained as ``__cause__`` when details are exposed.
 
     Example:
         Raised by a capability or a tool; the recovery ladder reads its severity:
@@ -127,8 +131,11 @@ class ExecutionError(RunError):
         message: str,
         capability_name: str | None = None,
         metadata: Mapping[str, Any] | None = None,
+        *,
+        cause: Mapping[str, Any] | None = None,
     ) -> None:
         sev = as_severity(severity)
         super().__init__(message, severity=sev.value, metadata=metadata)
         self.error_severity = sev
         self.capability_name = capability_name
+        self.cause: dict[str, Any] | None = dict(cause) if cause else None

@@ -291,12 +291,7 @@ class Capabilities:
         res = child.result
         assert res is not None
         if res.status not in ("ok", "fallback"):
-            raise ExecutionError(
-                ErrorSeverity.CRITICAL,
-                f"capability {cap.name!r} ended with status {res.status!r}",
-                capability_name=cap.name,
-                metadata={"status": res.status},
-            )
+            raise _ended(cap, res) from child.failure  # a critical stop's own exception, if it had one
         ctx.context = child.context
         return CapabilityOutput(res.output or "", usage=res.usage)
 
@@ -319,6 +314,32 @@ class Capabilities:
         with rec.time_box():
             got: CapabilityOutput = await ctx.runtime.step(key, {"capability": cap.name, "task": task}, perform)
         return got
+
+
+def _ended(cap: Capability, res: RunResult) -> ExecutionError:
+    """The failure of a capability agent whose run ended without an answer.
+
+    A run its own recovery stopped (``"critical"``) carries the cause from its report into
+    this failure (error type, the inner step, reason, severity, path), so the outer report
+    says what went wrong inside, not only the status.
+    """
+    message = f"capability {cap.name!r} ended with status {res.status!r}"
+    report = res.report if res.status == "critical" else None
+    cause: dict[str, object] | None = None
+    if report:
+        error = report.get("error") or {}
+        cause = {
+            "type": error.get("type"),
+            "operation": report.get("operation"),
+            "reason": report.get("reason"),
+            "severity": report.get("severity"),
+            "path": "/".join(res.path),
+        }
+        what = cause["type"] or "a limit"
+        message += f": {what} at step {cause['operation']!r} ({cause['reason']})"
+    return ExecutionError(
+        ErrorSeverity.CRITICAL, message, capability_name=cap.name, metadata={"status": res.status}, cause=cause
+    )
 
 
 def _step_session_id(ctx: RunContext, cap: Capability, index: int) -> str:

@@ -1,0 +1,69 @@
+"""A capability agent that its own recovery stopped (``critical``): the outer report carries the
+inner cause (error type, message when exposed, the inner step), not only the status."""
+
+from __future__ import annotations
+
+import pytest
+
+from jeeves_router import Agent, tool
+from jeeves_router.architectures.capabilities.architecture import Capabilities, Capability
+from jeeves_router.architectures.react import ToolLoop
+from jeeves_router.recovery import Recovery
+from jeeves_router.testing import Call, RecordedSleeps, Reply, ScriptedModel
+from tests.test_capabilities import Brain, plan
+
+
+class CardDeclined(Exception):
+    """A payment provider's refusal (CRITICAL by default: not a network error)."""
+
+
+def refunds_desk(*, expose_details: bool) -> Agent:
+    @tool
+    def lookup(invoice: str) -> str:
+        """Look an invoice up."""
+        return f"{invoice}: 40 EUR"
+
+    inner = ScriptedModel(
+        [Reply(calls=[Call("lookup", {"invoice": "INV-7"})]), CardDeclined("card ending 4242 declined")]
+    )
+    refunds = Agent(
+        "Refunds.",
+        name="refunds",
+        model=inner,
+        tools=[lookup],
+        architecture=ToolLoop(recovery=Recovery(sleep=RecordedSleeps())),
+    )
+    brain = Brain(yes={"refunds"}, plans=[plan("refunds")])
+    recovery = Recovery(sleep=RecordedSleeps(), expose_details=expose_details)
+    return Agent(
+        "Back office.",
+        name="office",
+        model=brain.model,
+        architecture=Capabilities([Capability("refunds", refunds, "refunds money")], recovery=recovery),
+    )
+
+
+@pytest.mark.anyio
+async def test_the_outer_report_names_the_inner_error_and_step() -> None:
+    result = await refunds_desk(expose_details=True).run("refund INV-7")
+    assert result.status == "critical" and result.report is not None
+    report = result.report
+    assert report["capability"] == "refunds" and report["operation"] == "capability:refunds"
+    assert report["error"]["cause"] == {
+        "type": "CardDeclined",
+        "operation": "model",
+        "reason": "critical",
+        "severity": "critical",
+        "path": "office/refunds",
+        "message": "card ending 4242 declined",
+    }
+    assert "CardDeclined at step 'model'" in report["error"]["message"]
+
+
+@pytest.mark.anyio
+async def test_the_inner_message_stays_out_unless_details_are_exposed() -> None:
+    result = await refunds_desk(expose_details=False).run("refund INV-7")
+    assert result.report is not None
+    cause = result.report["error"]["cause"]
+    assert cause["type"] == "CardDeclined" and cause["operation"] == "model" and "message" not in cause
+    assert "4242" not in repr(result.report)
