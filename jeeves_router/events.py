@@ -295,12 +295,18 @@ class CapabilityStarted(EventBase):
 
 @frozen(kw_only=True)
 class CapabilityCompleted(EventBase):
-    """A capability step ended."""
+    """A capability step ended.
+
+    ``answered_from`` is the number of an earlier step of the run whose result answered
+    this one without running it (a plan made after a replan or reclassification repeated
+    a completed step: same capability, same task); ``0`` when the step ran.
+    """
 
     capability: str
     duration_s: float
     ok: bool = True
     step: int = 0
+    answered_from: int = 0
     kind: Literal["capability.completed"] = "capability.completed"
 
 

@@ -223,13 +223,31 @@ class Capabilities:
                 feedback = f.feedback()
                 await ctx.emit(rec.reclassify_event(f, st.excluded))
 
-    async def execute(
-        self, agent: Actor, ctx: RunContext, rec: RecoveryRun, st: RunState, name: str, task: str
-    ) -> None:
-        """Run one capability step under the ladder, emitting its events; RecoveryRedirect to replan/reclassify."""
+    async def execute(self, agent: Actor, ctx: RunContext, rec: RecoveryRun, st: RunState, name: str, task: str) -> str:
+        """Run one capability step under the ladder, emitting its events; RecoveryRedirect to replan/reclassify.
+
+        Returns the step's result text. A step that completed before the last replan or
+        reclassification with the same capability and the same task is not run again (a
+        new plan that repeats a refund must not refund twice): its earlier result answers
+        it, announced by ``capability.completed`` with ``answered_from`` set.
+        """
         cap = self.by_name[name]
         st.steps += 1
         index = st.steps
+        generation = rec.replans + rec.reclassifications  # which plan this step belongs to
+        earlier = st.completed.get((name, task))
+        if earlier is not None and earlier[0] < generation:
+            await ctx.emit(
+                CapabilityCompleted(
+                    session_id=ctx.session_id,
+                    path=ctx.path,
+                    capability=name,
+                    duration_s=0.0,
+                    step=index,
+                    answered_from=earlier[1],
+                )
+            )
+            return earlier[2]
         operation = f"capability:{name}"
         attempt = 0
         while True:
@@ -272,7 +290,8 @@ class Capabilities:
             provided = {t: result.context.get(t, result.text) for t in cap.provides}
             ctx.context = {**ctx.context, **result.context, **provided}
             st.done.append((name, result.text))
-            return
+            st.completed[(name, task)] = (generation, index, result.text)
+            return result.text
 
     @staticmethod
     def _child(ctx: RunContext, st: RunState, cap: Capability, task: str, index: int) -> RunContext:

@@ -151,6 +151,8 @@ class RunState:
     plan: tuple[tuple[str, str], ...] = ()
     excluded: list[str] = field(default_factory=list)
     steps: int = 0
+    # (capability, task) -> (plan generation, step number, result text) of each completed step
+    completed: dict[tuple[str, str], tuple[int, int, str]] = field(default_factory=dict)
     task: str = ""
     output: str | None = None
     status: RunStatus = "ok"

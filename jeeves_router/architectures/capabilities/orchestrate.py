@@ -51,15 +51,16 @@ async def _plan_first(
             hooks = (agent.classify_error,)
             steps = await rec.call_retrying("plan", make_plan, hooks=hooks, can_replan=True)
             st.plan = tuple((s.capability, s.task) for s in steps)
+            last: str | None = None  # the plan's last step answers (also when an earlier result answered it)
             for step in steps:
-                await arch.execute(agent, ctx, rec, st, step.capability, step.task)
+                last = await arch.execute(agent, ctx, rec, st, step.capability, step.task)
         except RecoveryRedirect as redirect:
             if redirect.failure.action is not Action.REPLAN:
                 raise
             feedback = redirect.failure.feedback()
             await ctx.emit(rec.replan_event(redirect.failure))
             continue
-        st.output = st.done[-1][1] if st.done else None
+        st.output = last if last is not None else st.done[-1][1] if st.done else None
         return
 
 

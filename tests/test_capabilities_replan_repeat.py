@@ -1,0 +1,90 @@
+"""After a replan, a plan that repeats a completed step (same capability, same task) does not run
+it again: the earlier result answers it and ``capability.completed`` says so (``answered_from``)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from jeeves_router import Agent, tool
+from jeeves_router.architectures.capabilities.architecture import Capability
+from jeeves_router.events import CapabilityCompleted, CapabilityStarted, RecoveryReplan
+from jeeves_router.recovery import ErrorSeverity, ExecutionError
+from jeeves_router.testing import Call, Reply, ScriptedModel, capture_events
+from tests.test_capabilities import Brain, Fn, agent, of, plan, result
+
+
+def refunds_agent(refunds: list[str]) -> Agent:
+    @tool
+    def refund(invoice: str) -> str:
+        """Refund an invoice."""
+        refunds.append(invoice)
+        return f"refunded {invoice}"
+
+    one_round = [Reply(calls=[Call("refund", {"invoice": "INV-7"})]), "Refunded INV-7."]
+    # two rounds scripted: a second run of the step would refund again (the defect), not run dry
+    model = ScriptedModel([*one_round, *one_round])
+    return Agent("Refunds.", name="refunds", model=model, tools=[refund])
+
+
+def replanned_desk(refunds: list[str], notify: Fn, second_plan: str) -> tuple[Agent, Brain]:
+    brain = Brain(yes={"refunds", "notify"}, plans=[plan("refunds", "notify"), second_plan])
+    caps = [
+        Capability("refunds", refunds_agent(refunds), "refunds invoices"),
+        Capability("notify", notify, "tells the customer"),
+    ]
+    return agent(brain, caps), brain
+
+
+def failing_once() -> Fn:
+    return Fn("Customer told.", fail=[ExecutionError(ErrorSeverity.REPLANNING, "mail server moved", "notify")])
+
+
+@pytest.mark.anyio
+async def test_a_replan_that_repeats_a_completed_refund_does_not_refund_twice() -> None:
+    refunds: list[str] = []
+    notify = failing_once()
+    desk, brain = replanned_desk(refunds, notify, plan("refunds", "notify"))
+    events = await capture_events(desk, "refund INV-7 and tell me")
+    res = result(events)
+    assert refunds == ["INV-7"]
+    assert res.status == "ok" and res.output == "Customer told."
+    assert brain.calls["plan"] == 2 and len(of(events, RecoveryReplan)) == 1
+    completed = [(e.capability, e.step, e.ok, e.answered_from) for e in of(events, CapabilityCompleted)]
+    assert completed == [
+        ("refunds", 1, True, 0),
+        ("notify", 2, False, 0),
+        ("refunds", 3, True, 1),
+        ("notify", 4, True, 0),
+    ]
+    assert [(e.capability, e.step) for e in of(events, CapabilityStarted)] == [
+        ("refunds", 1),
+        ("notify", 2),
+        ("notify", 4),
+    ]
+    assert res.metadata["steps"] == ("refunds", "notify")
+
+
+@pytest.mark.anyio
+async def test_a_repeated_step_that_ends_the_new_plan_answers_with_its_earlier_result() -> None:
+    refunds: list[str] = []
+    desk, _ = replanned_desk(refunds, failing_once(), plan("notify", "refunds"))
+    res = await desk.run("refund INV-7 and tell me")
+    assert refunds == ["INV-7"] and res.status == "ok" and res.output == "Refunded INV-7."
+
+
+@pytest.mark.anyio
+async def test_a_step_with_another_task_still_runs_after_a_replan() -> None:
+    refunds: list[str] = []
+    other = json.dumps(
+        {
+            "steps": [
+                {"capability": "refunds", "task": "refund INV-7 again"},
+                {"capability": "notify", "task": "do notify"},
+            ]
+        }
+    )
+    desk, _ = replanned_desk(refunds, failing_once(), other)
+    res = await desk.run("refund INV-7 and tell me")
+    assert refunds == ["INV-7", "INV-7"] and res.status == "ok"
