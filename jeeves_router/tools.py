@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from pydantic import BaseModel
 
 __all__ = [
+    "TOOL_NAME_CHARS",
     "TOOL_NAME_PATTERN",
     "Tool",
     "check_tool_name",
@@ -114,8 +115,10 @@ def _to_text(value: Any) -> str:
         return str(value)
 
 
-#: The tool names OpenAI and Anthropic accept: ``^[a-zA-Z0-9_-]{1,64}$`` (ASCII only).
-TOOL_NAME_PATTERN = r"[a-zA-Z0-9_-]{1,64}"
+#: The characters OpenAI and Anthropic accept in a tool name (ASCII only).
+TOOL_NAME_CHARS = "a-zA-Z0-9_-"
+#: The tool names they accept: ``^[a-zA-Z0-9_-]{1,64}$``.
+TOOL_NAME_PATTERN = f"[{TOOL_NAME_CHARS}]{{1,64}}"
 _TOOL_NAME_RE = re.compile(TOOL_NAME_PATTERN)
 
 

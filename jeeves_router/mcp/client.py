@@ -20,19 +20,13 @@ key, the same on every attempt of the call, in the request's ``_meta`` under
 the keys it has served can make a repeated call (a resume with ``"retry"``) harmless.
 
 A tool error and malformed data come back to the model as an error result naming the server
-(the server answered: the outcome is known). A call left without an answer takes one path
-(:meth:`MCPServer.call`). One the server had — its connection then ended (a server process that
-exited, a dropped HTTP session), or no answer came within ``timeout`` — may have run: it is not
-repeated nor shown to the model (which could call it again), and raises a ``critical``
-:class:`~jeeves_router.errors.ToolOutcomeUnknown`; the recovery ladder stops the run, and
-under a :class:`~jeeves_router.journal.JournalRuntime` a resume applies
-``on_unknown_tool_outcome`` (``"retry"`` sends it again under the same idempotency key). One
-that provably never reached the server did not run: after a connection ended it is sent once
-the connection is opened again (see :mod:`._link`); a server that cannot be reached again, or
-a request not handed over within ``timeout``, raises a ``retriable``
-:class:`~jeeves_router.errors.ToolError` saying it was not sent (the ladder retries it).
-A server that cannot be started or does not answer its handshake within
-``connect_timeout`` fails the run with a ``ToolError`` before the first model call.
+(the server answered: the outcome is known). A call left without an answer may have run if the
+server had it: it raises a ``critical`` :class:`~jeeves_router.errors.ToolOutcomeUnknown`, is
+never repeated nor shown to the model, and a journal's resume applies ``on_unknown_tool_outcome``.
+A call that provably never reached the server is sent once the connection is opened again (see
+:mod:`._link`), else raises a ``retriable`` ``ToolError`` (:meth:`MCPServer.call`). A server
+that cannot be started or does not answer its handshake within ``connect_timeout`` fails the
+run with a ``ToolError`` before the first model call.
 
 Needs the ``mcp`` extra (``pip install 'jeeves-router[mcp]'``).
 """
@@ -51,7 +45,7 @@ import anyio.abc
 from .._log import get_logger
 from ..errors import ToolError, UsageError
 from ..models.base import ToolSpec
-from ..tools import Tool, ToolContext, ToolOutcome, ToolsetHost, current_toolset_host
+from ..tools import TOOL_NAME_CHARS, Tool, ToolContext, ToolOutcome, ToolsetHost, current_toolset_host
 from ._content import content_text, describe, failure, unknown, unreached
 from ._link import IDEMPOTENCY_META_KEY, Connection, call_meta, sending, watched
 
@@ -65,7 +59,7 @@ __all__ = ["MCPServer", "MCPTool", "IDEMPOTENCY_META_KEY"]
 
 log = get_logger(__name__)
 
-_BAD_NAME = re.compile(r"[^A-Za-z0-9_-]")
+_BAD_NAME = re.compile(f"[^{TOOL_NAME_CHARS}]")  # what a provider refuses in a tool name
 _SHUTDOWN_WAIT = 15.0  # seconds; the SDK gives a stdio server 2 s to exit, then 2 s after SIGTERM
 
 
