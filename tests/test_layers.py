@@ -43,6 +43,7 @@ LAYERS: list[tuple[str, int]] = [
     ("cli", 6),  # the command line: cli/ and what it runs
     ("eval", 6),
     ("serve", 6),
+    ("_targets", 6),  # module:attribute targets of the commands
     ("testing", 6),
     ("__init__", 6),
 ]

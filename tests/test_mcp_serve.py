@@ -259,8 +259,10 @@ def test_load_agent_and_router_server_check_their_input() -> None:
     assert load_agent("tests.mcp_servers.desk:make_unresolved_desk").name == "strict"
     with pytest.raises(UsageError, match="expected module:attribute"):
         load_agent("desk")
-    with pytest.raises(UsageError, match="is not an Agent"):
+    with pytest.raises(UsageError, match="needs arguments"):
         load_agent("tests.mcp_servers.desk:_classify")
+    with pytest.raises(UsageError, match="is a str, not an Agent"):
+        load_agent("tests.mcp_servers.desk:__name__")
     with pytest.raises(UsageError, match="can only serve an Agent"):
         router_server("desk")  # type: ignore[arg-type]
 

@@ -217,7 +217,7 @@ def test_a_draining_server_refuses_new_runs_with_503() -> None:
     [
         (["tests.serve_apps:slow_desk", "--host", "0.0.0.0"], {}, "refusing to listen on '0.0.0.0' without a token"),
         (["tests.serve_apps:slow_desk", "--token-env", "NO_SUCH_VAR_XYZ"], {}, "NO_SUCH_VAR_XYZ"),
-        (["tests.serve_apps:nothing_here"], {}, "cannot import 'tests.serve_apps:nothing_here'"),
+        (["tests.serve_apps:nothing_here"], {}, "TARGET 'tests.serve_apps:nothing_here': cannot import it"),
         (["tests.serve_apps"], {}, "expected module:attribute"),
         (["tests.serve_apps:SLOW_CHUNKS"], {}, "must be an Agent, not a str"),
         (["tests.serve_apps:slow_desk", "--grace", "-1"], {}, "grace_s must be"),

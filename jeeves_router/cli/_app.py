@@ -345,12 +345,9 @@ def serve_command(
     grace: Annotated[int, typer.Option(help="Seconds runs may finish in after SIGTERM.")] = 30,
 ) -> None:
     """Serve agents over HTTP: OpenAI-compatible chat completions, run event streams, sessions."""
-    import sys
-
     with bad_input():
         from ..serve import load_agents, serve, token_from_env
 
-        sys.path.insert(0, str(Path.cwd()))
         token = token_from_env(token_env)
         options: dict[str, Any] = {"journal": journal, "max_concurrency": max_concurrency}
         serve(load_agents(target), host=host, port=port, token=token, grace_s=grace, **options)

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import importlib
-import inspect
-import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import anyio
 import typer
@@ -25,29 +22,10 @@ def import_agent(spec: str, *, option: str = "AGENT") -> Agent:
     Raises:
         UsageError: when it cannot be imported or is not an agent.
     """
+    from .._targets import import_target
     from ..agent import Agent
 
-    module_name, sep, attr = spec.partition(":")
-    if not sep or not module_name or not attr:
-        raise UsageError(f"{option} {spec!r}: write it as module:attribute, e.g. examples.support_desk:desk")
-    if "" not in sys.path:
-        sys.path.insert(0, "")  # like `python -m`: modules of the current directory are importable
-    try:
-        obj: Any = importlib.import_module(module_name)
-        for part in attr.split("."):
-            obj = getattr(obj, part)
-    except (ImportError, AttributeError) as exc:
-        raise UsageError(f"{option} {spec!r}: cannot import it ({exc})") from None
-    if not isinstance(obj, Agent) and callable(obj):
-        try:
-            inspect.signature(obj).bind()
-        except TypeError:
-            raise UsageError(
-                f"{option} {spec!r} needs arguments; name an Agent or a function of no arguments"
-            ) from None
-        except ValueError:  # no signature (a builtin): let the call decide
-            pass
-        obj = obj()
+    obj = import_target(spec, option=option, example="examples.support_desk:desk")
     if not isinstance(obj, Agent):
         raise UsageError(f"{option} {spec!r} is a {type(obj).__name__}, not an Agent (or a function returning one)")
     return obj

@@ -30,15 +30,13 @@ standard :mod:`logging` module and is silent unless configured; configure a hand
 
 from __future__ import annotations
 
-import importlib
-import os
-import sys
 from collections.abc import Mapping
 from contextlib import AsyncExitStack
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
 
+from .._targets import import_target
 from ..agent import Agent
 from ..errors import UsageError
 from ..ids import check_idempotency_key
@@ -244,22 +242,9 @@ def load_agent(spec: str) -> Agent:
     Raises:
         UsageError: if it cannot be imported or is not an Agent.
     """
-    module_name, sep, attr = spec.partition(":")
-    if not sep or not module_name or not attr:
-        raise UsageError(f"expected module:attribute (e.g. 'desk:desk'), got {spec!r}")
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
-    try:
-        obj: Any = getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError) as exc:
-        raise UsageError(f"{spec!r}: cannot import it ({exc})") from None
-    if not isinstance(obj, Agent) and callable(obj):
-        try:
-            obj = obj()
-        except TypeError as exc:
-            raise UsageError(f"{spec!r} is not an Agent, and calling it with no arguments failed ({exc})") from None
+    obj = import_target(spec, option="AGENT", example="examples.serve_desk:desk")
     if not isinstance(obj, Agent):
-        raise UsageError(f"{spec!r} is {type(obj).__name__}, not an Agent (or a function returning one)")
+        raise UsageError(f"AGENT {spec!r} is a {type(obj).__name__}, not an Agent (or a function returning one)")
     return obj
 
 

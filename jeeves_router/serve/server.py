@@ -7,13 +7,13 @@ await point; what it journaled stays in the journal) and closes the journals.
 
 from __future__ import annotations
 
-import importlib
 import socket
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import anyio
 
+from .._targets import import_target
 from ..agent import Agent
 from ..errors import UsageError
 from .app import create_app
@@ -28,21 +28,12 @@ _BACKSTOP_S = 5
 def load_agents(spec: str) -> Agent | Sequence[Agent] | Mapping[str, Agent]:
     """Import ``module:attr`` naming an agent, a list of agents or a mapping of them.
 
-    A callable attribute is called with no arguments and must return one of those.
+    A callable attribute is called with no arguments and must return one of those (see
+    :func:`jeeves_router._targets.import_target`; the current directory is importable).
     """
-    module_name, sep, attr = spec.partition(":")
-    if not sep or not module_name or not attr:
-        raise UsageError(f"expected module:attribute (e.g. examples.serve_desk:desk), got {spec!r}")
-    try:
-        obj: Any = importlib.import_module(module_name)
-        for part in attr.split("."):
-            obj = getattr(obj, part)
-    except (ImportError, AttributeError) as exc:
-        raise UsageError(f"cannot import {spec!r}: {exc}") from None
-    if callable(obj) and not isinstance(obj, Agent):
-        obj = obj()
+    obj = import_target(spec, option="TARGET", example="examples.serve_desk:desk")
     if not isinstance(obj, (Agent, Sequence, Mapping)):
-        raise UsageError(f"{spec!r} is a {type(obj).__name__}, not an Agent, a list or a mapping of agents")
+        raise UsageError(f"TARGET {spec!r} is a {type(obj).__name__}, not an Agent, a list or a mapping of agents")
     return obj
 
 

@@ -1,0 +1,76 @@
+"""The ``module:attribute`` targets of ``jeeves-router serve``, ``mcp`` and ``graph``: one loader, one set of rules."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from jeeves_router import Agent
+from jeeves_router.errors import UsageError
+from jeeves_router.mcp.server import load_agent
+from jeeves_router.serve import load_agents
+
+ROOT = Path(__file__).resolve().parents[1]
+
+DESK = """
+from jeeves_router import Agent
+from jeeves_router.testing import FunctionModel
+
+def _agent(name):
+    return Agent("You help.", name=name, model=FunctionModel(lambda r: "hi", name=name))
+
+class Desks:
+    front = _agent("front")
+
+desk = _agent("desk")
+
+def make_desk():
+    return _agent("made")
+
+def make_for(name):
+    return _agent(name)
+"""
+
+LOADERS = [
+    pytest.param(load_agent, id="mcp"),
+    pytest.param(load_agents, id="serve"),
+    pytest.param(lambda spec: __import__("jeeves_router.cli._observe", fromlist=["x"]).import_agent(spec), id="graph"),
+]
+
+
+@pytest.fixture
+def here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A module in the current directory only (not on sys.path), as a user's project is."""
+    (tmp_path / "user_desk_mod.py").write_text(DESK)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(tmp_path))])
+    monkeypatch.delitem(sys.modules, "user_desk_mod", raising=False)
+    return tmp_path
+
+
+@pytest.mark.parametrize("load", LOADERS)
+def test_every_command_reads_its_target_the_same_way(load, here: Path) -> None:  # type: ignore[no-untyped-def]
+    for spec, name in [("user_desk_mod:desk", "desk"), ("user_desk_mod:make_desk", "made"),
+                       ("user_desk_mod:Desks.front", "front")]:  # fmt: skip
+        agent = load(spec)
+        assert isinstance(agent, Agent) and agent.name == name, spec
+    with pytest.raises(UsageError, match=r"'user_desk_mod': expected module:attribute, e\.g\. examples\."):
+        load("user_desk_mod")
+    with pytest.raises(UsageError, match=r"'user_desk_mod:nothing': cannot import it \(module 'user_desk_mod'"):
+        load("user_desk_mod:nothing")
+    with pytest.raises(UsageError, match=r"'user_desk_mod:make_for' needs arguments: name an agent or a function"):
+        load("user_desk_mod:make_for")
+
+
+def test_the_console_commands_import_a_module_of_the_current_directory(tmp_path: Path) -> None:
+    (tmp_path / "user_desk_mod.py").write_text(DESK)
+    script = Path(sys.executable).with_name("jeeves-router")
+    if not script.exists():
+        pytest.skip("the console script is not installed next to this interpreter")
+    run = subprocess.run([str(script), "graph", "user_desk_mod:Desks.front"], cwd=tmp_path, capture_output=True,
+                         text=True, timeout=120)  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    assert "front" in run.stdout
