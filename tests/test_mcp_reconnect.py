@@ -133,3 +133,26 @@ async def test_an_http_server_that_went_away_is_not_sent_the_call_and_is_reopene
                 assert not result.is_error and result.content == "invoice INV-7: 42.00 EUR, charged twice"
                 assert await server_pid(server) != first
     assert starts(log) == 2 and log.read_text().count("lookup_invoice INV-7") == 1
+
+
+async def test_two_calls_on_a_server_stuck_at_its_restart_both_fail_retriable(tmp_path: Path) -> None:
+    log = tmp_path / "calls.log"
+    server = toolbox(log, "--max-starts", "1", "--stuck")
+    async with server:
+        await kill(server, await server_pid(server))
+        server.connect_timeout = 0.5  # the restarted process never answers its handshake
+        errors: list[BaseException] = []
+
+        async def call() -> None:
+            try:
+                await server.call("lookup_invoice", {"invoice": "INV-7"})
+            except Exception as exc:
+                errors.append(exc)
+
+        async with anyio.create_task_group() as tg:  # a model's two parallel tool calls
+            tg.start_soon(call)
+            tg.start_soon(call)
+        assert [type(e) for e in errors] == [ToolError, ToolError], errors
+        assert all(e.severity == "retriable" and "the call was not sent" in str(e) for e in errors)  # type: ignore[attr-defined]
+        assert not server.is_open
+    assert "lookup_invoice" not in log.read_text()

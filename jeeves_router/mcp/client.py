@@ -353,6 +353,7 @@ class MCPServer:
                     raise unreached(self.name, tool, conn.lost or "closed the connection again")
                 await self._reconnect(conn, conn.generation, tool)
                 reconnected = True
+                continue  # look again: another call's reconnection may have failed
             assert conn.client is not None
             generation = conn.generation
             cause: Exception | None = None
@@ -398,6 +399,7 @@ class MCPServer:
                 conn.renew()
                 await self._connect(conn.spawn, conn)
             except ToolError as exc:
+                conn.lost = str(exc)  # a call waiting on the gate must not take the ending session for a live one
                 raise unreached(self.name, tool, str(exc)) from exc
             finally:
                 conn.renewing = False

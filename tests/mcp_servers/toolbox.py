@@ -1,9 +1,10 @@
 """A small MCP server for the tests, built with the ``mcp`` package (not a test module).
 
-Usage: ``python toolbox.py [--http PORT] [--log FILE] [--max-starts N] [--malformed]``. Over
+Usage: ``python toolbox.py [--http PORT] [--log FILE] [--max-starts N [--stuck]] [--malformed]``. Over
 stdio by default; ``--http PORT`` serves streamable HTTP on 127.0.0.1. Every call of
 ``lookup_invoice`` is appended to ``--log``, so tests can count calls across processes.
-``--max-starts N`` exits (code 4) instead of serving once ``--log`` holds N starts.
+``--max-starts N`` exits (code 4) instead of serving once ``--log`` holds N starts; with
+``--stuck`` it hangs instead (a server stuck at its start, which never answers the handshake).
 ``--malformed`` serves a low-level server whose one tool answers with content that breaks its
 own output schema.
 """
@@ -130,10 +131,13 @@ def main() -> None:
     parser.add_argument("--log", default=None)
     parser.add_argument("--malformed", action="store_true")
     parser.add_argument("--max-starts", type=int, default=None)
+    parser.add_argument("--stuck", action="store_true")
     args = parser.parse_args()
     if args.max_starts is not None and args.log and os.path.exists(args.log):
         with open(args.log) as f:
             if sum(line.startswith("started") for line in f) >= args.max_starts:
+                if args.stuck:
+                    time.sleep(3600)  # killed by the client that gives up on it
                 sys.exit(4)
     if args.malformed:
         from mcp.server.stdio import stdio_server
