@@ -100,6 +100,16 @@ async def test_two_replays_of_a_completed_run_at_once_both_answer_without_a_call
     assert [getattr(o, "output", o) for o in outcomes] == ["done: refund (0 earlier)"] * 2
 
 
+async def test_a_run_that_failed_in_another_process_is_resumed_at_once_not_in_flight() -> None:
+    journal, calls = MemoryJournal(), []
+    failing = Agent("x", name="clerk", model=FunctionModel(lambda r: 1 / 0), runtime=JournalRuntime(journal))
+    with pytest.raises(ZeroDivisionError):
+        await failing.run("refund", idempotency_key="k-4")
+    # its attempt ended (run.end failed) a moment ago: another process resumes it, no in_flight_s wait
+    resumed = await agent(journal, calls).run("refund", idempotency_key="k-4")
+    assert resumed.output == "done: refund (0 earlier)" and calls == ["refund"]
+
+
 async def test_a_retry_sees_the_history_its_run_was_given_not_the_session_it_grew() -> None:
     journal, calls = MemoryJournal(), []
     clerk = agent(journal, calls, session_history=SessionHistory())

@@ -457,6 +457,34 @@ async def test_the_mcp_ask_tool_honours_an_idempotency_key_in_its_meta() -> None
 
 
 @pytest.mark.anyio
+async def test_the_mcp_ask_tool_answers_a_call_whose_run_is_in_flight_with_an_error_saying_so() -> None:
+    pytest.importorskip("mcp")
+    from mcp import Client
+
+    from jeeves_router.mcp.server import router_server
+
+    gate = threading.Event()
+    desk = Desk(tool_gate=gate)
+    desk.agent.runtime = JournalRuntime(MemoryJournal())
+    key = {"idempotency_key": "order-12"}
+    first: list[Any] = []
+    async with Client(router_server(desk.agent)) as client, anyio.create_task_group() as tg:
+
+        async def ask() -> None:
+            first.append(await client.call_tool("ask", {"request": "refund me please"}, meta=key))
+
+        tg.start_soon(ask)
+        with anyio.fail_after(30):  # a hang guard
+            while not desk.started.is_set():  # noqa: ASYNC110 - set by the tool, in this loop
+                await anyio.sleep(0.01)
+        busy = await client.call_tool("ask", {"request": "refund me please"}, meta=key)
+        gate.set()
+    assert busy.is_error and "still in flight" in busy.content[0].text
+    assert not first[0].is_error and first[0].content[0].text == ANSWER
+    assert desk.refunds == ["INV-1"]
+
+
+@pytest.mark.anyio
 async def test_the_mcp_ask_tool_refuses_a_key_it_cannot_honour() -> None:
     pytest.importorskip("mcp")
     journaled = Desk()
