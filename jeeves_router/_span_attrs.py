@@ -57,15 +57,15 @@ def messages(role: str, text: str | None) -> str:
     return json.dumps([{"role": role, "parts": [{"type": "text", "content": text or ""}]}], ensure_ascii=False)
 
 
-def cancelled(span: Span, exc: BaseException) -> None:
+def cancelled(span: Span, exc: BaseException, *, answered: bool = False) -> None:
     """Mark ``span`` as ended by ``exc``, a cancellation (or an interruption), not a failure.
 
     OpenTelemetry's status ``ERROR`` means the operation failed; a call cancelled by its caller
     (a timeout, a client that went away, a stream closed by its consumer) did not, so the status
-    stays ``UNSET`` and ``jeeves_router.cancelled`` says the call was cut short. A generator
-    closed early (``GeneratorExit``) is not a cancellation and is not marked.
+    stays ``UNSET`` and ``jeeves_router.cancelled`` says the call was cut short. A stream closed
+    (``GeneratorExit``) once its response was read (``answered``) was not cut short: not marked.
     """
-    if not isinstance(exc, GeneratorExit):
+    if not (answered and isinstance(exc, GeneratorExit)):
         span.set_attribute("jeeves_router.cancelled", True)
 
 

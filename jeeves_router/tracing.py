@@ -265,16 +265,18 @@ async def _stream_span(
     tracer: Tracer, model_name: str, attempt: int, stream: AsyncIterator[T], describe: Describe | None
 ) -> AsyncIterator[T]:
     span = chat_span(tracer, model_name, attempt)
+    answered = False
     try:
         async for item in stream:
             if hasattr(item, "stop_reason"):  # the final ModelResponse
                 chat_response(span, item)
+                answered = True
             yield item
     except Exception as exc:
         _chat_failed(span, exc, describe)
         raise
     except BaseException as exc:  # cancelled, or closed early: not an error, as for a call
-        cancelled(span, exc)
+        cancelled(span, exc, answered=answered)
         raise
     finally:
         try:

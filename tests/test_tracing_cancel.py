@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from contextlib import aclosing
 from typing import Any
 
 import anyio
@@ -10,7 +11,8 @@ import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 
-from jeeves_router.models.base import ModelTextDelta
+from jeeves_router.messages import TextPart
+from jeeves_router.models.base import ModelResponse, ModelStreamItem, ModelTextDelta
 from jeeves_router.tracing import traced_model_call, traced_model_stream
 from tests.test_tracing import attrs, by_name, spans  # noqa: F401  (fixture)
 
@@ -70,3 +72,27 @@ async def test_a_failed_call_and_a_failed_stream_are_still_errors(spans: InMemor
         [span] = by_name(spans, name)
         assert span.status.status_code is StatusCode.ERROR and attrs(span)["error.type"] == "ConnectionError"
         assert "jeeves_router.cancelled" not in attrs(span)
+
+
+async def test_a_stream_its_consumer_left_mid_answer_is_cut_short_one_left_after_it_is_not(
+    spans: InMemorySpanExporter,  # noqa: F811
+) -> None:
+    async def stream() -> AsyncIterator[ModelStreamItem]:
+        yield ModelTextDelta("Refund ")
+        yield ModelTextDelta("issued.")
+        yield ModelResponse((TextPart("Refund issued."),))
+
+    async def leave(model: str, after: int) -> None:  # the consumer stops (break) after ``after`` items
+        async with aclosing(traced_model_stream(model, 1, stream())) as items:
+            seen = 0
+            async for _ in items:
+                seen += 1
+                if seen == after:
+                    break
+
+    await leave("test:left", 1)  # mid-answer: the call was cut short
+    await leave("test:read", 3)  # its response was read: a complete call, closed
+    [left], [read] = by_name(spans, "chat left"), by_name(spans, "chat read")
+    assert left.status.status_code is read.status.status_code is StatusCode.UNSET
+    assert attrs(left).get("jeeves_router.cancelled") is True
+    assert "jeeves_router.cancelled" not in attrs(read)
