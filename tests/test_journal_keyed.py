@@ -12,11 +12,13 @@ import anyio
 import pytest
 
 from jeeves_router import Agent
-from jeeves_router.errors import UsageError
+from jeeves_router.errors import ReplayDivergence, UsageError
 from jeeves_router.journal import IdempotencyConflict, JournalRuntime, MemoryJournal, RunInFlight, SessionHistory
 from jeeves_router.journal.records import Entry
+from jeeves_router.messages import ToolResultPart
 from jeeves_router.models.base import ModelRequest
-from jeeves_router.testing import FunctionModel
+from jeeves_router.testing import Call, FunctionModel, Reply
+from jeeves_router.tools import tool
 
 pytestmark = pytest.mark.anyio
 
@@ -102,12 +104,45 @@ async def test_two_replays_of_a_completed_run_at_once_both_answer_without_a_call
 
 async def test_a_run_that_failed_in_another_process_is_resumed_at_once_not_in_flight() -> None:
     journal, calls = MemoryJournal(), []
-    failing = Agent("x", name="clerk", model=FunctionModel(lambda r: 1 / 0), runtime=JournalRuntime(journal))
-    with pytest.raises(ZeroDivisionError):
+
+    def fails(request: ModelRequest) -> str:
+        raise ConnectionError("the model's connection dropped")
+
+    failing = Agent("x", name="clerk", model=FunctionModel(fails), runtime=JournalRuntime(journal))
+    with pytest.raises(ConnectionError):
         await failing.run("refund", idempotency_key="k-4")
     # its attempt ended (run.end failed) a moment ago: another process resumes it, no in_flight_s wait
     resumed = await agent(journal, calls).run("refund", idempotency_key="k-4")
     assert resumed.output == "done: refund (0 earlier)" and calls == ["refund"]
+
+
+async def test_a_retry_of_a_completed_run_under_a_changed_agent_runs_nothing_again() -> None:
+    # A deploy changed the clerk's instructions between a request and its retry: the completed
+    # run cannot be replayed step by step, and it must not run again (a second refund).
+    journal, refunds = MemoryJournal(), []
+
+    @tool
+    def refund(invoice: str) -> str:
+        """Refund an invoice."""
+        refunds.append(invoice)
+        return "refunded"
+
+    def answer(request: ModelRequest) -> Reply:
+        if not any(isinstance(p, ToolResultPart) for m in request.messages for p in m.parts):
+            return Reply(calls=(Call("refund", {"invoice": "INV-1"}),))
+        return Reply(text="refunded INV-1")
+
+    model = FunctionModel(answer, name="clerk-model")
+
+    def clerk(instructions: str) -> Agent:
+        return Agent(instructions, name="clerk", model=model, tools=[refund], runtime=JournalRuntime(journal))
+
+    first = await clerk("You refund.").run("refund INV-1", idempotency_key="k-5")
+    calls = len(model.requests)
+    with pytest.raises(ReplayDivergence, match="new key"):
+        await clerk("You refund invoices, politely.").run("refund INV-1", idempotency_key="k-5")
+    assert first.output == "refunded INV-1" and refunds == ["INV-1"]
+    assert len(model.requests) == calls  # the changed clerk's model was not called either
 
 
 async def test_a_retry_sees_the_history_its_run_was_given_not_the_session_it_grew() -> None:

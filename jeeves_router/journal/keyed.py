@@ -13,7 +13,9 @@ What a request with a key finds there (:func:`claim_keyed_run`):
 - a run with a completed attempt: the run is resumed as :meth:`Agent.resume` resumes it (a
   new attempt under the same run id, with the recorded input): every step is served from
   the journal, so the answer, the routing and the events are the first run's, and no model
-  or tool is called.
+  or tool is called. That replay is strict: a step whose input differs from its record (the
+  agent's instructions, tools or model changed since) raises
+  :class:`~jeeves_router.errors.ReplayDivergence` instead of running live, so nothing runs twice.
 - a run whose latest attempt never ended: :class:`RunInFlight` while it is in flight — this
   runtime is running it, or another process (another runtime) started it and the run's last
   entry is younger than ``in_flight_s``; else (it was cut off here, e.g. its client went

@@ -76,7 +76,8 @@ class JournalRuntime(StepRecorder):
     Args:
         journal: Where entries go (:class:`SQLiteJournal`, :class:`MemoryJournal`, ...).
         strict: On resume, raise :class:`~jeeves_router.errors.ReplayDivergence` instead of
-            calling live when a recorded step does not match.
+            calling live when a recorded step does not match (a keyed retry of a completed
+            run always does: :mod:`.keyed`).
         on_unknown_tool_outcome: What resume does with a tool call whose outcome is
             unknown: ``"fail"`` (default), ``"retry"`` or ``"skip"`` (see module docs).
         record_events: Also record each run's event stream (for ``jeeves-router replay``).
@@ -222,7 +223,9 @@ class JournalRuntime(StepRecorder):
                 self._claiming.discard(run_id)
         if won.history is not None:  # a recorded run: its input as recorded (the rest is the request's own)
             ctx.history = won.history
-        return self._started(ctx, run_id, won.attempt, won.attempt == 1, won.completed)
+        state = self._started(ctx, run_id, won.attempt, won.attempt == 1, won.completed)
+        state.strict = won.completed is not None  # its answer is given: a changed step must not run live
+        return state
 
     def _started(self, ctx: RunContext, run_id: str, attempt: int, fresh: bool, completed: int | None) -> RunState:
         ctx.run_id = run_id

@@ -44,3 +44,4 @@ class RunState:
     fresh: bool
     pending: list[Entry | PendingFailure] = field(default_factory=list)  # written with the next entry
     completed_attempt: int | None = None  # resuming a completed run: the attempt whose failures replay
+    strict: bool = False  # a step that differs from its record raises (a keyed retry of a completed run)

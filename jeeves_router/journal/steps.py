@@ -82,10 +82,19 @@ class StepRecorder(Runtime):
         others = index.by_pos.get(key.index)
         if not others:
             return
-        if self.strict:
+        state = self._runs.get(key.run_id)
+        keyed = state is not None and state.strict
+        if self.strict or keyed:
+            advice = (
+                "; the run of this idempotency key completed with an agent that has changed since (its "
+                "instructions, tools or model), so it cannot be replayed and nothing was run again: send the "
+                "request with a new key to run it"
+                if keyed
+                else ""
+            )
             raise ReplayDivergence(
                 f"strict replay: step {key.index} ({key.name}) of session {key.session_id!r}, run {key.run_id!r} "
-                f"has input digest {d[:12]}, but the journal recorded {others[0][:12]}",
+                f"has input digest {d[:12]}, but the journal recorded {others[0][:12]}{advice}",
                 metadata={"session_id": key.session_id, "run_id": key.run_id, "step": key.index},
             )
         log.info("journal step diverged; calling live", session_id=key.session_id, step=key.index, name=key.name)
