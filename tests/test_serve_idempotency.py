@@ -217,6 +217,24 @@ def test_a_retry_after_the_client_went_away_finishes_the_run_without_refunding_a
     assert [(t.run_id, t.status, t.output) for t in turns] == [(keyed_run_id(sid, "order-2"), "ok", ANSWER)]
 
 
+def test_a_client_that_times_out_during_the_refund_gets_its_answer_on_retry() -> None:
+    # The README's case: the request timed out while the refund ran. The keyed run is not cut
+    # (a cut refund's outcome is unknown, so every retry would fail): it finishes unseen.
+    gate = threading.Event()
+    desk = Desk(tool_gate=gate)
+    with running(create_app(desk.agent, journal=MemoryJournal())) as server:
+        body = {"model": "desk", "input": "refund me please"}
+        with httpx.stream("POST", server.url + RUNS, json=body, headers=keyed("order-13")) as cut:
+            for kind, _ in events(cut):
+                if kind == "tool.called":
+                    assert desk.started.wait(30)
+                    break  # the client gives up while the refund runs
+        gate.set()
+        retried = retry_past_409(lambda: httpx.post(server.url + CHAT, json=chat(), headers=keyed("order-13")))
+    assert retried.status_code == 200 and retried.json()["choices"][0]["message"]["content"] == ANSWER
+    assert desk.refunds == ["INV-1"]
+
+
 def test_a_retry_of_a_failed_run_resumes_it_from_its_journaled_refund() -> None:
     desk = Desk(fail_answers=1)
     with running(create_app(desk.agent, journal=MemoryJournal())) as server:
@@ -397,7 +415,7 @@ def test_two_servers_on_one_postgresql_journal_share_the_runs_of_their_keys(pg_u
         anyio.run(drop)
 
 
-def test_a_run_cut_off_in_another_process_is_resumed_once_it_is_no_longer_in_flight(tmp_path: Path) -> None:
+def test_a_run_of_another_process_is_resumed_once_it_has_been_quiet_for_in_flight_s(tmp_path: Path) -> None:
     refunds: list[str] = []
     gate = threading.Event()
     one, two = Desk(refunds, answer_gate=gate), Desk(refunds)
@@ -407,20 +425,22 @@ def test_a_run_cut_off_in_another_process_is_resumed_once_it_is_no_longer_in_fli
         running(create_app(two.agent, journal=SQLiteJournal(path))) as b,
     ):
         body = {"model": "desk", "input": "refund me please"}
-        with httpx.stream("POST", a.url + RUNS, json=body, headers=keyed("order-9")) as cut:
-            for kind, _ in events(cut):
+        with httpx.stream("POST", a.url + RUNS, json=body, headers=keyed("order-9")) as left:
+            for kind, _ in events(left):
                 if kind == "tool.result":
-                    break
-        gate.set()
-        # b cannot tell a's attempt from one still running until it has been quiet for in_flight_s
-        assert httpx.post(b.url + RUNS, json=body, headers=keyed("order-9")).status_code == 409
-        runtime = two.agent.runtime
-        assert isinstance(runtime, JournalRuntime)
-        runtime.in_flight_s = 0.0  # as if that long had passed
-        resumed = retry_past_409(lambda: httpx.post(b.url + RUNS, json=body, headers=keyed("order-9")))
+                    break  # the client went away; a's run waits for its answer (a hung model, a dead process)
+        try:
+            # b cannot tell a's attempt from one still running until it has been quiet for in_flight_s
+            assert httpx.post(b.url + RUNS, json=body, headers=keyed("order-9")).status_code == 409
+            runtime = two.agent.runtime
+            assert isinstance(runtime, JournalRuntime)
+            runtime.in_flight_s = 0.0  # as if that long had passed
+            resumed = retry_past_409(lambda: httpx.post(b.url + RUNS, json=body, headers=keyed("order-9")))
+        finally:
+            gate.set()  # a's run ends too
     done = [data for kind, data in events(resumed) if kind == "run.completed"]
     assert resumed.status_code == 200 and done[-1]["result"]["output"] == ANSWER
-    assert refunds == ["INV-1"]
+    assert refunds == ["INV-1"]  # b served the refund a recorded
 
 
 # -- MCP ---------------------------------------------------------------------------------------

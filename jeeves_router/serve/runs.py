@@ -3,9 +3,11 @@
 Each is an ASGI response that runs the agent while it answers, under a watcher of the
 client's connection: a client that disconnects cancels its run at the run's current await
 point (the stream is closed, so the steps already journaled stay in the journal and
-nothing runs on). The run's slot of the concurrency limit is released when the reply
-ends, however it ends. A failed run is reported by its error type only: exception messages
-and tracebacks stay out of replies and logs.
+nothing runs on) — unless the request has an ``Idempotency-Key``: its client will ask again,
+so the run goes on unseen to its end (a refund cut mid-call would leave its outcome unknown,
+and every retry would fail), and the retry gets its answer. The run's slot of the
+concurrency limit is released when the reply ends, however it ends. A failed run is
+reported by its error type only: exception messages and tracebacks stay out of replies and logs.
 """
 
 from __future__ import annotations
@@ -106,20 +108,27 @@ class RunReply(Response):
         drain: Where the reply registers itself, so a shutdown can cancel it.
         cut: What ends a response that was started when its run is cancelled by a
             shutdown (an error chunk in the stream's format).
+        keyed: The request has an idempotency key: a client that disconnects does not cancel
+            the run, which goes on to its end unseen (a shutdown still cancels it).
     """
 
-    def __init__(self, produce: Produce, release: Callable[[], None], drain: Drain, cut: bytes) -> None:
+    def __init__(
+        self, produce: Produce, release: Callable[[], None], drain: Drain, cut: bytes, *, keyed: bool = False
+    ) -> None:
         super().__init__()
         self._produce = produce
         self._release = release
         self._drain = drain
         self._cut = cut
+        self._keyed = keyed
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Run the reply; cancel it if the client disconnects; release the slot at the end."""
-        sent = {"started": False, "done": False}
+        sent = {"started": False, "done": False, "gone": False}
 
         async def tracked(message: Message) -> None:
+            if sent["gone"]:
+                return  # a keyed run whose client left: nobody reads it
             if message["type"] == "http.response.start":
                 sent["started"] = True
             elif not message.get("more_body", False):
@@ -135,6 +144,10 @@ class RunReply(Response):
                     async def watch() -> None:
                         while (await receive())["type"] != "http.disconnect":
                             pass
+                        if self._keyed:  # its retry gets the answer: let the run end
+                            sent["gone"] = True
+                            log.info("client disconnected; its keyed run goes on for the retry")
+                            return
                         if not tg.cancel_scope.cancel_called:
                             log.info("client disconnected; cancelling its run")
                         tg.cancel_scope.cancel()
@@ -205,7 +218,8 @@ def chat_reply(
     stream = _open(agent, req.prompt, req)
     produce = _chat_stream if req.stream else _chat_whole
     cut = sse_data(_CUT) + DONE
-    return RunReply(lambda send: produce(agent, req, stream, send, retry_after_s), release, drain, cut)
+    keyed = req.idempotency_key is not None
+    return RunReply(lambda send: produce(agent, req, stream, send, retry_after_s), release, drain, cut, keyed=keyed)
 
 
 async def _chat_whole(agent: Agent, req: ChatRequest, stream: RunStream, send: Send, retry_after_s: int) -> None:
@@ -327,4 +341,4 @@ def events_reply(
             await send(_body(b"", more=False))
 
     cut = b"event: error\ndata: " + json.dumps(_CUT).encode() + b"\n\n"
-    return RunReply(produce, release, drain, cut)
+    return RunReply(produce, release, drain, cut, keyed=req.idempotency_key is not None)
