@@ -505,6 +505,36 @@ async def test_the_mcp_ask_tool_answers_a_call_whose_run_is_in_flight_with_an_er
 
 
 @pytest.mark.anyio
+async def test_an_mcp_client_that_gives_up_during_the_refund_gets_its_answer_on_retry() -> None:
+    # As over HTTP: the client cancels its ask (a timeout) while the refund runs; the keyed run
+    # is not cut with it (the refund's outcome would be unknown, every retry would fail).
+    pytest.importorskip("mcp")
+    from mcp import Client
+
+    from jeeves_router.mcp.server import router_server
+
+    gate = threading.Event()
+    desk = Desk(tool_gate=gate)
+    desk.agent.runtime = JournalRuntime(MemoryJournal())
+    key = {"idempotency_key": "order-14"}
+    async with Client(router_server(desk.agent)) as client:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(lambda: client.call_tool("ask", {"request": "refund me please"}, meta=key))
+            with anyio.fail_after(30):  # a hang guard
+                while not desk.started.is_set():  # noqa: ASYNC110 - set by the tool, in this loop
+                    await anyio.sleep(0.01)
+            tg.cancel_scope.cancel()  # the client gives up
+        gate.set()
+        for _ in range(500):
+            again = await client.call_tool("ask", {"request": "refund me please"}, meta=key)
+            if not (again.is_error and "in flight" in again.content[0].text):
+                break
+            await anyio.sleep(0.01)
+    assert not again.is_error and again.content[0].text == ANSWER
+    assert desk.refunds == ["INV-1"]
+
+
+@pytest.mark.anyio
 async def test_the_mcp_ask_tool_refuses_a_key_it_cannot_honour() -> None:
     pytest.importorskip("mcp")
     journaled = Desk()

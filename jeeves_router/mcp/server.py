@@ -22,6 +22,9 @@ runtime ``JournalRuntime(journal, session_history=SessionHistory())``, exactly a
 ``jeeves-router serve --journal`` does (:func:`jeeves_router.journal.attach.journal_agents`),
 so a ``session_id`` also continues the session's stored history; an agent built with a
 ``JournalRuntime`` keeps it. Without a journal a key is an error result.
+A keyed run goes on when its call is cancelled (a client that timed out will call again; a
+refund cut mid-call would leave an unknown outcome that fails every retry): it runs in the
+server's task group, which only the server's end cuts.
 
 Over stdio the protocol owns stdout, so logs must go to stderr: the library logs through the
 standard :mod:`logging` module and is silent unless configured; configure a handler on stderr
@@ -30,10 +33,12 @@ standard :mod:`logging` module and is silent unless configured; configure a hand
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from contextlib import AsyncExitStack
+from collections.abc import AsyncIterator, Mapping
+from contextlib import AsyncExitStack, asynccontextmanager
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
+import anyio
+import anyio.abc
 from pydantic import BaseModel, Field
 
 from .._targets import import_target
@@ -107,7 +112,21 @@ def router_server(agent: Agent, *, name: str | None = None, tool_name: str = "as
     except ImportError as exc:
         raise UsageError("serving over MCP needs the 'mcp' package: pip install 'jeeves-router[mcp]'") from exc
 
-    server: MCPServer[Any] = MCPServer(name or agent.name, instructions=agent.instructions, log_level="WARNING")
+    hosts: list[anyio.abc.TaskGroup] = []  # the server's task group while it runs: keyed runs go on there
+
+    @asynccontextmanager
+    async def lifespan(_: object) -> AsyncIterator[dict[str, Any]]:
+        async with anyio.create_task_group() as tg:
+            hosts.append(tg)
+            try:
+                yield {}
+            finally:
+                hosts.remove(tg)
+                tg.cancel_scope.cancel()  # the server stops: what still runs is cut (resumable)
+
+    server: MCPServer[Any] = MCPServer(
+        name or agent.name, instructions=agent.instructions, log_level="WARNING", lifespan=lifespan
+    )
 
     def refused(text: str) -> Any:
         return types.CallToolResult(content=[types.TextContent(text=text)], is_error=True)
@@ -119,7 +138,10 @@ def router_server(agent: Agent, *, name: str | None = None, tool_name: str = "as
             if problem is not None:
                 return refused(problem)
         try:
-            result = await agent.run(request, session_id=session_id or None, idempotency_key=key)
+            if key is not None and hosts:
+                result = await _outliving(hosts[-1], agent, request, session_id or None, key)
+            else:
+                result = await agent.run(request, session_id=session_id or None, idempotency_key=key)
         except IdempotencyConflict:
             return refused(f"the {IDEMPOTENCY_META} was already used with other arguments; nothing was run")
         except RunInFlight:
@@ -150,6 +172,30 @@ def router_server(agent: Agent, *, name: str | None = None, tool_name: str = "as
     )
     server.add_tool(ask, name=tool_name, description=description)
     return server
+
+
+async def _outliving(
+    host: anyio.abc.TaskGroup, agent: Agent, request: str, session_id: str | None, key: str
+) -> RunResult:
+    """The keyed run's result; the run goes on in ``host`` if this wait is cancelled (its retry gets it)."""
+    done = anyio.Event()
+    outcome: list[RunResult | Exception] = []
+
+    async def run() -> None:
+        try:
+            outcome.append(await agent.run(request, session_id=session_id, idempotency_key=key))
+        except Exception as exc:  # raised again to the caller, if it still waits
+            outcome.append(exc)
+        finally:
+            done.set()
+
+    host.start_soon(run)
+    await done.wait()
+    if not outcome:  # the server stopped under it
+        raise RunInFlight("the server stopped while the run was in flight; call again", metadata={})
+    if isinstance(outcome[0], Exception):
+        raise outcome[0]
+    return outcome[0]
 
 
 def _meta(ctx: Any) -> Mapping[str, Any]:
