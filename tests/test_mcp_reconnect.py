@@ -156,3 +156,19 @@ async def test_two_calls_on_a_server_stuck_at_its_restart_both_fail_retriable(tm
         assert all(e.severity == "retriable" and "the call was not sent" in str(e) for e in errors)  # type: ignore[attr-defined]
         assert not server.is_open
     assert "lookup_invoice" not in log.read_text()
+
+
+async def test_a_request_the_transport_refused_counts_as_not_sent_one_it_took_as_sent() -> None:
+    from jeeves_router.mcp._link import Outbox, sending
+
+    closed: list[bool] = []
+    send, receive = anyio.create_memory_object_stream[str](1)
+    outbox = Outbox(send, lambda: closed.append(True))
+    with sending() as took:
+        await outbox.send("tools/call 1")  # handed over: the server may run it
+    await receive.aclose()  # the transport's writer ended (the server's stdin closed)
+    with sending() as refused, pytest.raises(anyio.BrokenResourceError):
+        await outbox.send("tools/call 2")
+    assert took.sent and not refused.sent  # only a refused request may be sent again
+    await outbox.aclose()
+    assert closed == [True]
