@@ -535,6 +535,17 @@ async def test_an_mcp_client_that_gives_up_during_the_refund_gets_its_answer_on_
 
 
 @pytest.mark.anyio
+async def test_the_ask_tool_called_outside_a_request_runs_without_a_key() -> None:
+    pytest.importorskip("mcp")
+    from jeeves_router.mcp.server import router_server
+
+    desk = Desk()
+    result = await router_server(desk.agent).call_tool("ask", {"request": "refund me please"})  # no request: no _meta
+    assert not result.is_error and result.content[0].text == ANSWER
+    assert desk.refunds == ["INV-1"]
+
+
+@pytest.mark.anyio
 async def test_the_mcp_ask_tool_refuses_a_key_it_cannot_honour() -> None:
     pytest.importorskip("mcp")
     journaled = Desk()

@@ -245,3 +245,21 @@ def test_the_digest_memo_keeps_a_bounded_number_of_file_versions(tmp_path: Path)
     newest, oldest = len(installs) - 1, 0
     assert rewritten(installs[newest], b"weights XX") == hashlib.sha256(f"weights {newest}".encode()).hexdigest()[:16]
     assert rewritten(installs[oldest], b"weights Y") == hashlib.sha256(b"weights Y").hexdigest()[:16]
+
+
+def test_a_damaged_line_of_the_digest_memo_is_hashed_again_not_believed(tmp_path: Path) -> None:
+    pytest.importorskip("onnxruntime")
+    from jeeves_router.classify.embedding import _quantize
+
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    source = tmp_path / "model.onnx"
+    source.write_bytes(b"weights")
+    digest = hashlib.sha256(b"weights").hexdigest()[:16]
+    assert _quantize._source_digest(source, cache) == digest
+    memo = cache / _quantize.DIGEST_MEMO
+    (key, _), *_ = [line.split(" ") for line in memo.read_text().splitlines()]
+    for damaged in (f"{key} 0123", f"{key} 0123456789ABCDEF", f"{key} 0123456789abcdef extra"):
+        memo.write_text(damaged + "\n")  # a cut write, another tool's edit
+        assert _quantize._source_digest(source, cache) == digest, damaged
+        assert memo.read_text().splitlines()[0] == f"{key} {digest}"  # and the memo is mended
