@@ -23,13 +23,14 @@ run (:mod:`jeeves_router.journal.keyed`), so a request repeated with the same ke
 same request is answered by the first one's run instead of running again — a completed run
 is replayed from the journal (the same answer and ``jeeves`` decision, a stream of the same
 text or events; no model or tool is called; the reply carries ``Idempotent-Replayed: true``,
-which no other reply has), a run cut off (its client went away) or failed
-is resumed from its journaled steps. While that run is in flight the retry gets 409 with
-``Retry-After``; the same key with another request gets 422. "The same request" is what the
-run receives: ``model``, the messages (or ``input`` and ``history``), ``context``,
-``force_route`` and the session; ``stream`` and ``stream_options`` may differ (a whole reply
-can be retried as a stream). A key is scoped to its session: without a ``session_id`` the
-session is derived from the key; with one, the same key in another session names another run.
+which no other reply has), a run cut off (its server stopped or died; a client that goes
+away does not cut a keyed run, see :mod:`.runs`) or failed is resumed from its journaled
+steps. While that run is in flight the retry gets 409 with ``Retry-After``; the same key
+with another request gets 422. "The same request" is what the run receives: ``model``, the
+messages (or ``input`` and ``history``), ``context``, ``force_route`` and the session;
+``stream`` and ``stream_options`` may differ (a whole reply can be retried as a stream). A
+key is scoped to its session: without a ``session_id`` the session is derived from the key;
+with one, the same key in another session names another run.
 """
 
 from __future__ import annotations
