@@ -52,6 +52,7 @@ class Desk:
         tool_gate: threading.Event | None = None,
         answer_gate: threading.Event | None = None,
         fail_answers: int = 0,
+        instructions: str = "You refund.",
     ) -> None:
         self.refunds = refunds if refunds is not None else []
         self.started = threading.Event()
@@ -77,7 +78,7 @@ class Desk:
             return Reply(text=ANSWER)
 
         self.model = FunctionModel(specialist, name="billing")
-        billing = Agent("You refund.", name="billing", model=self.model, tools=[refund])
+        billing = Agent(instructions, name="billing", model=self.model, tools=[refund])
         general = Agent("You handle the rest.", name="general", model=FunctionModel(lambda r: "general answer"))
         self.agent = Agent(
             "desk",
@@ -561,3 +562,24 @@ async def test_the_mcp_ask_tool_refuses_a_key_it_cannot_honour() -> None:
 def test_keyed_ids_name_one_run_per_key_and_session() -> None:
     ids = {keyed_run_id(s, k) for s in ("s-1", "s-2") for k in ("a", "b", "a b")}
     assert len(ids) == 6 and all(i.startswith("k-") for i in ids)
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+def test_a_retry_the_changed_agent_cannot_replay_is_refused_422_and_logged(
+    stream: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A deploy between a request and its retry changed the specialist's instructions: the
+    # completed run cannot be replayed step by step, and running it again could refund twice.
+    journal, refunds = MemoryJournal(), []
+    with running(create_app(Desk(refunds).agent, journal=journal)) as server:
+        first = httpx.post(server.url + CHAT, json=chat(stream=stream), headers=keyed("order-30"))
+    changed = Desk(refunds, instructions="You refund, politely.")
+    with caplog.at_level(logging.INFO, logger="jeeves_router.serve"):
+        with running(create_app(changed.agent, journal=journal)) as server:
+            again = httpx.post(server.url + CHAT, json=chat(stream=stream), headers=keyed("order-30"))
+    assert first.status_code == 200 and refunds == ["INV-1"] and changed.model.requests == []
+    assert again.status_code == 422, again.text
+    error = again.json()["error"]
+    assert error["code"] == "idempotency_key_replay_diverged" and error["param"] == "Idempotency-Key"
+    assert "use a new key" in error["message"]
+    assert [r.getMessage() for r in caplog.records if "replay_diverged" in r.getMessage()]

@@ -24,7 +24,7 @@ from starlette.types import Message, Receive, Scope, Send
 
 from .._log import get_logger
 from ..agent import Agent, RunStream
-from ..errors import UsageError
+from ..errors import ReplayDivergence, RunError, UsageError
 from ..events import Event as RunEvent
 from ..events import RouterClassified, RouterDispatched, RouterFallback, RunFailed, TextDelta
 from ..journal.keyed import IdempotencyConflict, RunInFlight
@@ -56,7 +56,7 @@ def _failure(error_type: str) -> ApiError:
     return ApiError(500, f"the run failed ({error_type}); see the server log", code="run_failed", type="server_error")
 
 
-def _refused(error: IdempotencyConflict | RunInFlight, reason: str, status: int) -> None:
+def _refused(error: RunError, reason: str, status: int) -> None:
     """Log a refused idempotency key, one INFO line: the run it names (never the request or its headers)."""
     ids = error.metadata
     keys_log.info(
@@ -74,6 +74,13 @@ def _refusal(agent: Agent, error: BaseException | None, retry_after_s: int) -> A
         _refused(error, "conflict", 422)
         msg = "the Idempotency-Key was already used for another request; send that request again, or use a new key"
         return ApiError(422, msg, param="Idempotency-Key", code="idempotency_key_conflict")
+    if isinstance(error, ReplayDivergence):  # only a keyed replay replays strictly here
+        _refused(error, "replay_diverged", 422)
+        msg = (
+            "the run of this Idempotency-Key completed under an agent that has changed since (its instructions, "
+            "tools or model), so its answer cannot be replayed; nothing was run: use a new key"
+        )
+        return ApiError(422, msg, param="Idempotency-Key", code="idempotency_key_replay_diverged")
     if isinstance(error, RunInFlight):
         _refused(error, "in_flight", 409)
         return ApiError(
