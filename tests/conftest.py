@@ -88,3 +88,13 @@ def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
     c = Clock()
     monkeypatch.setattr("jeeves_router.recovery.run.time", c)
     return c
+
+
+@pytest.fixture
+def no_process_left() -> Iterator[None]:
+    """Fails the test if a child process it started (an MCP server) outlives it; use with ``usefixtures``."""
+    from tests.mcp_helpers import child_pids
+
+    before = child_pids()
+    yield
+    assert child_pids() - before == set(), "an MCP server process outlived its test"

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import signal
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
@@ -17,17 +16,10 @@ from jeeves_router.errors import ToolError
 from jeeves_router.events import RecoveryReport, RecoveryRetry, ToolResult
 from jeeves_router.mcp import MCPServer, MCPServerHTTP, MCPServerStdio
 from jeeves_router.testing import Call, RecordedSleeps, ScriptedModel, capture_events
-from tests.mcp_helpers import ENV, TOOLBOX, alive, child_pids, http_process
+from tests.mcp_helpers import ENV, TOOLBOX, alive, http_process
 
 pytest.importorskip("mcp")
-pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture(autouse=True)
-def _no_process_left() -> Iterator[None]:
-    before = child_pids()
-    yield
-    assert child_pids() - before == set(), "an MCP server process outlived its test"
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("no_process_left")]
 
 
 def toolbox(log: Path, *extra: str) -> MCPServerStdio:

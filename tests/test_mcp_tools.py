@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import sys
 import warnings
-from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
 
@@ -20,14 +19,7 @@ from jeeves_router.tools import tool
 from tests.mcp_helpers import ENV, TOOLBOX, alive, child_pids, http_process, wait_for_text
 
 pytest.importorskip("mcp")
-pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture(autouse=True)
-def _no_process_left() -> Iterator[None]:
-    before = child_pids()
-    yield
-    assert child_pids() - before == set(), "an MCP server process outlived its test"
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("no_process_left")]
 
 
 def toolbox(log: Path | None = None, *extra: str, **options: object) -> MCPServerStdio:

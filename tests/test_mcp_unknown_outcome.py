@@ -8,7 +8,6 @@ The toolbox's ``refund`` of a ``HANG-...`` invoice hangs on its first call only.
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -21,17 +20,10 @@ from jeeves_router.journal import JournalRuntime, SQLiteJournal
 from jeeves_router.mcp import MCPServerStdio
 from jeeves_router.recovery import ErrorClassification, ErrorSeverity
 from jeeves_router.testing import Call, RecordedSleeps, ScriptedModel, capture_events
-from tests.mcp_helpers import ENV, TOOLBOX, child_pids
+from tests.mcp_helpers import ENV, TOOLBOX
 
 pytest.importorskip("mcp")
-pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture(autouse=True)
-def _no_process_left() -> Iterator[None]:
-    before = child_pids()
-    yield
-    assert child_pids() - before == set(), "an MCP server process outlived its test"
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("no_process_left")]
 
 
 def toolbox(log: Path) -> MCPServerStdio:
