@@ -141,7 +141,7 @@ def test_architectures_never_import_the_agent(module: str, path: Path) -> None:
     assert all(t.split(".")[0] != "agent" for t, _ in imports_of(module, path)), f"{module} imports agent"
 
 
-# Inside the actors layer: the engine core (base, react, routes) never imports an
+# Inside the actors layer: the engine core (base, react, routes, checks) never imports an
 # architecture subpackage; the Router follows its specialists' handoffs with the one chain
 # engine (router imports handoffs), so handoffs never import the Router; capabilities
 # import neither router nor handoffs.
@@ -149,6 +149,7 @@ ACTOR_RULES: dict[str, tuple[str, ...]] = {
     "architectures.base": ("architectures.router", "architectures.handoffs", "architectures.capabilities"),
     "architectures.react": ("architectures.router", "architectures.handoffs", "architectures.capabilities"),
     "architectures.routes": ("architectures.router", "architectures.handoffs", "architectures.capabilities"),
+    "architectures.checks": ("architectures.router", "architectures.handoffs", "architectures.capabilities"),
     "architectures.router": ("architectures.capabilities",),
     "architectures.capabilities": ("architectures.router", "architectures.handoffs"),
     "architectures.handoffs": ("architectures.router", "architectures.capabilities"),

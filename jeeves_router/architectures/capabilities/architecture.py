@@ -39,6 +39,7 @@ from ...results import RunResult
 from ...usage import NO_USAGE
 from ..base import RunContext
 from ..base import execute as execute_agent
+from ..checks import check_unused_agent_options
 from .capability import (
     Capability,
     CapabilityCall,
@@ -130,7 +131,16 @@ class Capabilities:
         self.recovery = recovery if recovery is not None else Recovery()
 
     def validate(self, agent: Actor) -> None:
-        """The agent needs a model unless both the classifier and orchestrator models are given."""
+        """The agent needs a model unless both models are given; its tools and handoffs, never used, are refused."""
+        check_unused_agent_options(
+            agent,
+            role="capabilities agent",
+            tools_instead="a Capabilities agent only selects, plans and runs its capabilities; give the tools to a "
+            "capability's agent (Capability(name, Agent(..., tools=[...]), description)) or make the work a "
+            "function capability",
+            handoffs_instead="a Capabilities agent runs capabilities by plan, it never hands off; make each target "
+            "a Capability(name, agent, description), or give the handoffs to a capability's agent",
+        )
         if agent.model is None and (self.orchestrator_model is None or self.classifier_model is None):
             raise UsageError(
                 f"capabilities agent {agent.name!r} has no model: pass model=... to the Agent, or "

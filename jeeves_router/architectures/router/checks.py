@@ -1,7 +1,8 @@
 """What a Router refuses at construction because it would otherwise be silently ignored.
 
 * ``tools=`` / ``handoffs=`` on the agent that holds the Router: that agent only classifies
-  and dispatches (its "handoffs" are its routes), so they would never be used.
+  and dispatches (its "handoffs" are its routes), so they would never be used (the shared
+  check of :mod:`..checks`, which Capabilities uses too).
 * A routed specialist's own ``HandoffChain(fallback=..., max_handoffs=...)`` options: a
   Router runs the handoffs of all its routes as one chain under its own settings (one
   ``max_handoffs`` budget and one fallback per run), so a different value on a specialist
@@ -14,6 +15,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from ...errors import UsageError
+from ..checks import check_unused_agent_options
 from ..handoffs.chain import HandoffChain
 
 if TYPE_CHECKING:
@@ -29,20 +31,15 @@ def check_router_agent(agent: Actor) -> None:
     Raises:
         UsageError: naming the option and what to do instead.
     """
-    tools = [t.name for t in getattr(agent, "tools", ())] + [repr(t) for t in getattr(agent, "toolsets", ())]
-    if tools:
-        raise UsageError(
-            f"router agent {agent.name!r} has tools= ({', '.join(tools)}), which it would never call: a Router's "
-            "agent only classifies and dispatches; give the tools to the specialists that need them "
-            "(Agent(..., tools=[...]) of a route)"
-        )
-    handoffs = [h if isinstance(h, str) else getattr(h, "name", "?") for h in getattr(agent, "handoffs", ())]
-    if handoffs:
-        raise UsageError(
-            f"router agent {agent.name!r} has handoffs= ({', '.join(handoffs)}), which it would never use: a Router "
-            "dispatches to its routes; make each target a RouterRoute(name, agent, description), or give the "
-            "handoffs to a specialist (hand_back=True lets specialists hand a request back to the router)"
-        )
+    check_unused_agent_options(
+        agent,
+        role="router agent",
+        tools_instead="a Router's agent only classifies and dispatches; give the tools to the specialists that "
+        "need them (Agent(..., tools=[...]) of a route)",
+        handoffs_instead="a Router dispatches to its routes; make each target a RouterRoute(name, agent, "
+        "description), or give the handoffs to a specialist (hand_back=True lets specialists hand a request "
+        "back to the router)",
+    )
 
 
 def check_chain_options(router: Router, agents: Iterable[Actor]) -> None:
