@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from jeeves_router import Agent, HandoffChain, Router, RouterRoute, UsageError, tool
+from jeeves_router.architectures.handoffs.session import InMemorySessionStore
 from jeeves_router.testing import ScriptedModel, StaticClassifier
 
 
@@ -76,3 +77,24 @@ async def test_specialists_with_plain_handoffs_still_run_under_the_routers_setti
     desk = Agent("Desk", name="desk", architecture=router(RouterRoute("billing", billing), max_handoffs=2))
     result = await desk.run("invoice?")
     assert result.status == "ok" and result.output == "Billing answers."
+
+
+def test_sticky_specialists_with_their_own_session_stores_are_refused() -> None:
+    """One Router keeps one sticky store: a specialist's own store would be silently replaced by it."""
+    mine, theirs = InMemorySessionStore(), InMemorySessionStore()
+    refunds = specialist("refunds")
+    billing = specialist("billing", handoffs=[refunds], architecture=HandoffChain(sticky=True, session_store=mine))
+    general = specialist("general", handoffs=[refunds], architecture=HandoffChain(sticky=True, session_store=theirs))
+    # the Router's own (default) store would be used instead of billing's
+    with pytest.raises(UsageError, match=r"'billing'.*session_store=InMemorySessionStore.*Router\(session_store="):
+        router(RouterRoute("billing", billing), RouterRoute("general", general), sticky=True)
+    # billing's store on the Router: then general's, a different one, is refused
+    with pytest.raises(UsageError, match=r"'general'.*HandoffChain\(session_store=InMemorySessionStore"):
+        router(RouterRoute("billing", billing), RouterRoute("general", general), sticky=True, session_store=mine)
+    # the same store on both specialists and the Router: nothing is replaced
+    same = specialist("general", handoffs=[refunds], architecture=HandoffChain(sticky=True, session_store=mine))
+    desk = router(RouterRoute("billing", billing), RouterRoute("general", same), sticky=True, session_store=mine)
+    assert desk.settings.store is mine
+    # sticky specialists without a store of their own take the Router's
+    plain = specialist("general", handoffs=[refunds], architecture=HandoffChain(sticky=True))
+    router(RouterRoute("billing", plain), sticky=True)

@@ -100,6 +100,7 @@ class HandoffChain:
             raise UsageError(f"wraps must be an architecture other than HandoffChain, got {type(wraps).__name__}")
         self.wraps: Architecture = wraps if wraps is not None else ToolLoop()
         self.fallback = fallback
+        self.session_store = session_store if sticky else None  # the store given (None: the default)
         self.settings = chain_settings(
             max_handoffs=max_handoffs,
             max_edge_traversals=max_edge_traversals,
@@ -124,6 +125,7 @@ class HandoffChain:
             ("history", s.history, "all"),
             ("detect_announced", s.detect_announced, announces_handoff),
             ("sticky", s.store is not None, False),
+            ("session_store", self.session_store, None),
         ):
             if value != default:
                 given[name] = value

@@ -6,7 +6,10 @@
 * A routed specialist's own ``HandoffChain(fallback=..., max_handoffs=...)`` options: a
   Router runs the handoffs of all its routes as one chain under its own settings (one
   ``max_handoffs`` budget and one fallback per run), so a different value on a specialist
-  would be replaced. The same value, or the chain's defaults, are fine.
+  would be replaced. The same value, or the chain's defaults, are fine. That includes a sticky
+  specialist's own ``session_store``: a Router keeps one store, which chooses the agent of a
+  session's follow-up turn before any specialist runs, so two specialists with different
+  stores cannot both be honoured; the Router's own store (the same object) is fine.
 """
 
 from __future__ import annotations
@@ -56,6 +59,7 @@ def check_chain_options(router: Router, agents: Iterable[Actor]) -> None:
         "history": s.history,
         "detect_announced": s.detect_announced,
         "sticky": s.store is not None,
+        "session_store": s.store,
     }
     router_name = {"fallback": "fallback_route"}
     for agent in agents:
@@ -63,7 +67,15 @@ def check_chain_options(router: Router, agents: Iterable[Actor]) -> None:
         if not isinstance(arch, HandoffChain):
             continue
         for name, value in arch.options().items():
-            if value != theirs[name]:
+            if name == "session_store" and value is not theirs[name]:
+                raise UsageError(
+                    f"agent {agent.name!r} runs behind a Router with HandoffChain(session_store={_store(value)}), "
+                    f"but a Router keeps its routes' sticky sessions in one store of its own (session_store="
+                    f"{_store(theirs[name])}), which picks the agent of a follow-up turn, so this store would be "
+                    "ignored; pass the one store to Router(session_store=...) and drop it from the specialists' "
+                    "HandoffChain (or give every specialist that same store)"
+                )
+            if name != "session_store" and value != theirs[name]:
                 option = router_name.get(name, name)
                 raise UsageError(
                     f"agent {agent.name!r} runs behind a Router with HandoffChain({name}={value!r}), but a Router "
@@ -71,3 +83,8 @@ def check_chain_options(router: Router, agents: Iterable[Actor]) -> None:
                     f"{theirs[name]!r}), so this option would be ignored; set Router({option}=...) instead, "
                     f"or drop it from the specialist's HandoffChain"
                 )
+
+
+def _store(store: object) -> str:
+    """A session store as a message names it: its type and identity (two in-memory stores differ)."""
+    return f"{type(store).__name__} at {id(store):#x}"
