@@ -148,6 +148,8 @@ _EVENT_ATTRIBUTES: dict[type, Callable[[Any], dict[str, Any]]] = {
         "jeeves_router.step": e.step,
         "jeeves_router.ok": e.ok,
         "jeeves_router.duration_s": e.duration_s,
+        # set only for a step answered by an earlier step's result (after a replan), not run again
+        "jeeves_router.capability.answered_from": e.answered_from or None,
     },
 }
 

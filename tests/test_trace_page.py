@@ -184,3 +184,27 @@ def test_bad_agent_exits_2(tmp_path: Path, spec: str) -> None:
     db = record_demo(tmp_path / "desk.db")
     result = CliRunner().invoke(app, ["trace", str(db), "--session", SESSION, "--agent", spec])
     assert result.exit_code == 2 and "--agent" in result.stderr
+
+
+@pytest.mark.anyio
+async def test_a_step_answered_from_an_earlier_plan_is_shown_as_not_run_again() -> None:
+    from jeeves_router.journal import MemoryJournal
+    from jeeves_router.journal.trace_html import render_trace_html
+    from tests.test_capabilities_replan_repeat import failing_once, plan, replanned_desk
+
+    refunds: list[str] = []
+    desk, _ = replanned_desk(refunds, failing_once(), plan("refunds", "notify"))
+    journal = MemoryJournal()
+    desk.runtime = JournalRuntime(journal)
+    assert (await desk.run("refund INV-7 and tell me", session_id="cap-7")).status == "ok"
+    trace = await load_trace(journal, "cap-7")
+    caps = [n for _, n in trace.runs[0].root.walk() if n.kind == "capability"]
+    assert [(n.label, n.data.get("step"), n.data.get("answered_from")) for n in caps] == [
+        ("refunds", 1, None),
+        ("notify", 2, None),
+        ("refunds", 3, 1),
+        ("notify", 4, None),
+    ]
+    page = render_trace_html(trace)
+    assert "refunds · step 3 · answered from step 1 (not run again)" in page
+    assert page.count("not run again") == 1

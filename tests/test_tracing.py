@@ -345,6 +345,19 @@ async def test_capabilities_runs_nest_their_agent_handlers(spans: InMemorySpanEx
 
 
 @pytest.mark.anyio
+async def test_a_step_answered_from_an_earlier_plan_says_so_on_the_span(spans: InMemorySpanExporter) -> None:
+    from tests.test_capabilities_replan_repeat import failing_once, plan, replanned_desk
+
+    refunds: list[str] = []
+    desk_, _ = replanned_desk(refunds, failing_once(), plan("refunds", "notify"))
+    assert (await desk_.run("refund INV-7 and tell me", session_id="cap-2")).status == "ok"
+    [root] = by_name(spans, "invoke_agent desk")
+    steps = [dict(e.attributes or {}) for e in root.events if e.name == "jeeves_router.capability.completed"]
+    shown = [(s["jeeves_router.step"], s.get("jeeves_router.capability.answered_from")) for s in steps]
+    assert shown == [(1, None), (2, None), (3, 1), (4, None)]  # step 3 was not run again: step 1 answered it
+
+
+@pytest.mark.anyio
 async def test_a_journaled_run_gives_the_same_tree(spans: InMemorySpanExporter) -> None:
     from jeeves_router.journal import JournalRuntime, MemoryJournal
 

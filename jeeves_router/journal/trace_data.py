@@ -248,10 +248,14 @@ def _build_run(
             key = (ev.path, ev.capability, ev.step)
             if key in open_caps:
                 cap = open_caps.pop(key)
-            else:
-                cap = TraceNode("capability", ev.capability, ev.ts - ev.duration_s, ev.ts, ev.path)
+            else:  # no start: a step answered from an earlier step's result (not run), or a lost start
+                cap = TraceNode(
+                    "capability", ev.capability, ev.ts - ev.duration_s, ev.ts, ev.path, data={"step": ev.step}
+                )
                 parent.children.append(cap)
             cap.end, cap.status = ev.ts, "ok" if ev.ok else "error"
+            if ev.answered_from:
+                cap.data["answered_from"] = ev.answered_from
         else:
             if isinstance(ev, RouterFallback) and decisions:
                 decisions[-1]["fallback"] = {"route": ev.fallback_route, "reason": ev.reason}

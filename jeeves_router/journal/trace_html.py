@@ -99,6 +99,9 @@ def _label(node: TraceNode) -> str:
         return f"{node.label} · {node.status}{route}"
     if node.kind == "note":
         return f"{node.label} {node.data.get('text', '')}"
+    if node.kind == "capability" and node.data.get("answered_from"):
+        earlier = node.data["answered_from"]
+        return f"{node.label} · step {node.data.get('step')} · answered from step {earlier} (not run again)"
     return node.label
 
 
