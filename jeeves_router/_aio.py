@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import sys
 import types
-from collections.abc import AsyncIterator, Awaitable, Coroutine, Generator
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Generator
+from contextlib import AbstractContextManager
 from contextvars import ContextVar
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-__all__ = ["EventPump", "aclose", "aclosing", "closing", "emit"]
+__all__ = ["EventPump", "aclose", "aclosing", "closing", "each_within", "emit"]
 
 #: True while a consumer closes a run (``aclose()``, ``break`` out of ``async with``): its cleanups run then.
 _CLOSING: ContextVar[bool] = ContextVar("jeeves_router_closing", default=False)
@@ -76,6 +77,28 @@ def aclose(it: AsyncIterator[T]) -> Awaitable[None]:
 
 async def _nothing() -> None:
     """An awaitable that does nothing (:func:`aclose` of an iterator without ``aclose``)."""
+
+
+async def each_within(it: AsyncIterator[T], scope: Callable[[], AbstractContextManager[object]]) -> AsyncIterator[T]:
+    """The items of ``it``, each wait for the next one inside a fresh ``scope()`` (a deadline, say).
+
+    A cancel scope must never stay open across a ``yield`` to the consumer: the consumer's
+    own code would then run inside it (a timeout firing there cancels the wrong code, and
+    leaving the scope out of order breaks anyio's scope stack). Here a scope is entered and
+    left within one ``__anext__`` of ``it``, and the item is yielded after it is left. So a
+    timeout bounds the wait for each next item (a stalled stream is cut), never what the
+    consumer does with an item. ``it`` is closed with this iterator (``break``, ``aclose()``).
+    """
+    try:
+        while True:
+            with scope():
+                try:
+                    item = await it.__anext__()
+                except StopAsyncIteration:
+                    return
+            yield item
+    finally:
+        await aclose(it)
 
 
 @types.coroutine

@@ -12,6 +12,8 @@ Recovery (opt-in): with ``ToolLoop(recovery=Recovery(...))``, or when the agent 
 raising around a tool) goes through the shared escalation ladder: RETRIABLE is retried
 after a backoff — a model stream only when none of that attempt's text reached the
 consumer —, CRITICAL ends the run with status ``"critical"`` and a report, FATAL raises.
+Under ``time_limit_s`` each wait for the model stream's next chunk is bounded by the time the
+run has left (a stalled provider is cut; never the consumer's time with a chunk).
 RECLASSIFICATION and REPLANNING, which a tool loop cannot act on, are re-raised to an
 enclosing architecture that acts on them (a Router with recovery, Capabilities) or, without
 one (at the top level, in a handoff chain), stop with a report.
@@ -102,6 +104,8 @@ class ToolLoop:
                 texts = ctx.ledger.texts  # the attempt's text reached the consumer if this count moved
                 response: ModelResponse | None = None
                 stream = ctx.model_stream(model, request)
+                if rec is not None:  # under a time limit, each wait for a chunk is bounded by the time left
+                    stream = rec.bounded(stream)
                 try:
                     try:
                         async for item in stream:

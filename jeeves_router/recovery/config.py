@@ -34,7 +34,12 @@ class Recovery:
             within them is never stopped. A number below ``max_turns`` stops a long healthy
             tool loop at that number.
         time_limit_s: Optional wall-clock limit per run (checked before every attempt,
-            bounds every backoff).
+            bounds every backoff, cuts a non-streamed step and, in a tool loop, each wait
+            for the next chunk of a model stream). It does not reach into a child run: a
+            Router's or Capabilities' limit stops further attempts but not a running
+            specialist, whose events stream through it; give that agent its own
+            ``ToolLoop(recovery=Recovery(time_limit_s=...))``, or bound the whole request
+            from outside (``anyio.fail_after`` around ``run()`` or the ``stream()`` block).
         retry_policy: Policy of routes, capabilities and agent steps (3 attempts, 0.5 s, x1.5).
         framework_retry: Policy of the framework's own steps: classification, planning,
             task extraction (2 attempts, 0.2 s, x1.0).

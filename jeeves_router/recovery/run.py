@@ -19,7 +19,7 @@ and catches :class:`RecoveryStop` once, at the top of its ``run``, to emit the
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from functools import partial
@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 
+from .._aio import each_within
 from .._log import get_logger
 from ..events import RecoveryReclassify, RecoveryReplan, RecoveryReport, RecoveryRetry
 from ..policies import RetryPolicy
@@ -144,17 +145,29 @@ class RecoveryRun:
         return time.monotonic() - self.started
 
     def time_box(self) -> AbstractContextManager[object]:
-        """A scope that ends a non-streaming step when the run's wall-clock limit passes.
+        """A scope that ends a step (or one wait of a streamed step) when the run's wall-clock limit passes.
 
         Raises ``TimeoutError`` on exit (RETRIABLE by default; the ladder then stops with
-        reason ``time_limit``). Never used around a ``yield``. Replaying an attempt the
-        limit cut off, raises its ``TimeoutError`` at once (see :mod:`.clock`).
+        reason ``time_limit``). Never used around a ``yield``: a stream is bounded chunk by
+        chunk (:meth:`bounded`). Replaying an attempt the limit cut off, raises its
+        ``TimeoutError`` at once (see :mod:`.clock`).
         """
         limit = self.config.time_limit_s
         if limit is None:
             return nullcontext()
         remaining = max(limit - self.elapsed(), 0.0)
         return self._limit.box(remaining) if self._limit is not None else anyio.fail_after(remaining)
+
+    def bounded(self, stream: AsyncIterator[T]) -> AsyncIterator[T]:
+        """``stream`` with each wait for its next item in a fresh :meth:`time_box` (as is without a limit).
+
+        One box around a streamed model call would stay open across every yield to the
+        consumer; boxing each wait with the time left cuts a provider that stalls mid-stream
+        (``TimeoutError``; a replay raises it at once, without a call) and never the consumer.
+        """
+        if self.config.time_limit_s is None:
+            return stream
+        return each_within(stream, self.time_box)
 
     def counters(self) -> Counters:
         """The ladder's view of this run (on replay, the recorded run's time limit: see :mod:`.clock`)."""
