@@ -16,6 +16,9 @@ retry cannot answer on their own:
   never refunds twice — also when the retried model takes another path to the same call
   (looks the invoice up first, so the refund comes at a later step). Each completed call
   answers one call of the retry, in order; a call the earlier attempt did not make runs.
+  The rewind is seen at the retry's first step (:meth:`Ledger.step`, for every key a run
+  takes: its first model turn), not only at its first tool call, which may come after every
+  step the abandoned attempt used (a detour through a tool that does not exist).
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ class Ledger:
             failed attempt have side effects?).
     """
 
-    __slots__ = ("_first_path", "_first_usage", "_more", "_pooled", "_tools", "calls", "texts")
+    __slots__ = ("_first_path", "_first_usage", "_last", "_more", "_pooled", "_tools", "calls", "texts")
 
     def __init__(self) -> None:
         self.texts = 0
@@ -49,6 +52,8 @@ class Ledger:
         self._first_usage: Usage = NO_USAGE
         self._more: list[Any] | None = None
         self._tools: dict[tuple[str, int], tuple[str, Mapping[str, Any], ToolOutcome]] | None = None
+        # per session: no call of ``_tools`` is at a later step than this (a step at or before it is a retry's)
+        self._last: dict[str, int] | None = None
         # per session: the calls completed by attempts that a retry rewound past, not yet answered again
         self._pooled: dict[str, list[tuple[str, Mapping[str, Any], ToolOutcome]]] | None = None
 
@@ -83,30 +88,43 @@ class Ledger:
                     total = total + more[i + 1]
         return total
 
+    def step(self, session_id: str, index: int) -> None:
+        """Note that a step of ``session_id`` takes key ``index`` (every key a run takes: see ``RunContext.next_key``).
+
+        Within one pass a session's step indexes only grow: a call completed at ``index`` or
+        later means a retry rewound the session to ``index``, so every call completed from
+        there on belongs to an abandoned attempt and may answer one call of this one
+        (:meth:`completed_call`). Seen at the retry's first step, whatever that step is.
+        """
+        last = self._last.get(session_id) if self._last is not None else None
+        if last is None or index > last:
+            return
+        assert self._last is not None
+        tools = self._tools
+        assert tools is not None
+        rewound = sorted(k for k in tools if k[1] >= index and k[0] == session_id)
+        if rewound:
+            pooled = self._pooled if self._pooled is not None else {}
+            self._pooled = pooled
+            pooled.setdefault(session_id, []).extend(tools.pop(k) for k in rewound)
+        self._last[session_id] = index - 1  # the calls left in ``_tools`` are before this step
+
     def completed_call(
         self, session_id: str, index: int, name: str, arguments: Mapping[str, Any]
     ) -> ToolOutcome | None:
         """The outcome of an earlier attempt's call of this tool with these arguments, if any is left.
 
-        Within one pass a session's step indexes only grow: a call completed at ``index`` or
-        later means a retry rewound the session to ``index``, so every call completed from
-        there on belongs to an abandoned attempt and may answer one call of this one.
+        An abandoned attempt's calls (see :meth:`step`) answer the calls of the retry, one
+        each, in the order they completed.
         """
-        tools = self._tools
-        if tools is None:
-            return None
-        rewound = [k for k in tools if k[1] >= index and k[0] == session_id]
-        if rewound:
-            pooled = self._pooled if self._pooled is not None else {}
-            self._pooled = pooled
-            pooled.setdefault(session_id, []).extend(tools.pop(k) for k in sorted(rewound))
+        self.step(session_id, index)
         pool = self._pooled.get(session_id) if self._pooled is not None else None
         if not pool:
             return None
         for n, done in enumerate(pool):
             if done[0] == name and done[1] == arguments:
                 del pool[n]
-                tools[(session_id, index)] = done  # this attempt's call at this step (a further retry finds it)
+                self._remember(session_id, index, done)  # this attempt's call at this step (a further retry finds it)
                 return done[2]
         return None
 
@@ -115,6 +133,13 @@ class Ledger:
     ) -> None:
         """Remember a tool call that completed at this step."""
         self.calls += 1
+        self._remember(session_id, index, (name, dict(arguments), outcome))
+
+    def _remember(self, session_id: str, index: int, done: tuple[str, Mapping[str, Any], ToolOutcome]) -> None:
         if self._tools is None:
             self._tools = {}
-        self._tools[(session_id, index)] = (name, dict(arguments), outcome)
+        self._tools[(session_id, index)] = done
+        if self._last is None:
+            self._last = {}
+        last = self._last.get(session_id)
+        self._last[session_id] = index if last is None or index > last else last

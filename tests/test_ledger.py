@@ -72,3 +72,16 @@ def test_a_rewound_sessions_completed_calls_each_answer_one_call_of_the_retry_at
     assert ledger.completed_call("s", 9, "refund", {"id": 7}) is None  # none left: the retry's own call
     assert ledger.completed_call("t", 1, "refund", {"id": 7}) is other  # another session is untouched
     assert ledger.calls == 3
+
+
+def test_a_rewind_is_seen_at_the_retrys_first_step_even_when_its_first_call_comes_later() -> None:
+    from jeeves_router.tools import ToolOutcome
+
+    ledger = Ledger()
+    refunded = ToolOutcome("refunded")
+    ledger.complete_call("s", 1, "refund", {"id": 7}, refunded)
+    ledger.step("s", 2)  # the same pass goes on: nothing rewound
+    ledger.step("s", 0)  # a retry's first model turn: session "s" starts again
+    # the retry's refund comes after every step the first attempt used (a detour on the way)
+    assert ledger.completed_call("s", 3, "refund", {"id": 7}) is refunded
+    assert ledger.completed_call("s", 5, "refund", {"id": 7}) is None  # answered once

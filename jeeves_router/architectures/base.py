@@ -155,6 +155,8 @@ class RunContext:
     def next_key(self, name: str) -> StepKey:
         """The key of the next step of this run."""
         key = _new_tuple(StepKey, (self.session_id, self.run_id, name, self._step))  # StepKey(...) without its __new__
+        if self.ledger.calls:  # a tool call completed in this run: a step at or before it is a retry's
+            self.ledger.step(self.session_id, self._step)
         self._step += 1
         return key
 
