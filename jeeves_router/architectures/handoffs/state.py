@@ -203,6 +203,9 @@ class ChainState:
                 usage=usage,
                 fallback_reason="unknown_route",
             )
+        if res.status == "critical" and child.failure is not None:
+            # the member's recovery stopped it and its answer ends the chain: the chain's run stopped for it
+            self.ctx.failure = child.failure
         visit.result = res
         return res
 
