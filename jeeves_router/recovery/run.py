@@ -3,7 +3,8 @@
 The decisions come from :mod:`jeeves_router.recovery` (classification and the pure
 ladder); this module keeps one run's counters and step records, turns a failure into a
 :class:`Failure` (or raises at once for ``abort`` and ``escalate``), waits the backoff, and
-writes the stop report. An architecture drives it like this::
+writes the stop report (the failure and the exceptions that carry a decision are in
+:mod:`.failure`, re-exported here). An architecture drives it like this::
 
     await rec.begin("model")              # counts the attempt; may raise RecoveryStop
     try:
@@ -37,6 +38,7 @@ from ..usage import NO_USAGE, Usage
 from .classify import ErrorContext, ErrorHook, classify_failure, is_replayed, mark_fatal, remember_classification
 from .clock import LimitClock
 from .config import Recovery
+from .failure import Failure, RecoveryRedirect, RecoveryStop, _BudgetSpent
 from .ladder import Action, Counters, Decision, budget_exceeded, next_action
 from .report import EXPLANATION_USAGE_KEY, StepRecord, build_report, explain_report_usage
 from .severity import ErrorClassification, ErrorSeverity
@@ -58,69 +60,6 @@ def recovery_for(config: Recovery | None, *hooks: object) -> Recovery | None:
         if h is not None:
             return Recovery()
     return None
-
-
-@dataclass(slots=True)
-class Failure:
-    """A classified failure and the ladder's decision about it."""
-
-    error: BaseException
-    classification: ErrorClassification
-    decision: Decision
-    operation: str
-    attempt: int
-    route: str | None = None
-    capability: str | None = None
-
-    @property
-    def action(self) -> Action:
-        """The decided action."""
-        return self.decision.action
-
-    def stop(self) -> RecoveryStop:
-        """The exception that ends the run with a report."""
-        return RecoveryStop(self)
-
-    def raise_unless_retry(self) -> None:
-        """Return for a retry; raise :class:`RecoveryRedirect` (reclassify, replan) or stop.
-
-        The original exception is chained as ``__cause__``.
-        """
-        if self.action is Action.RETRY:
-            return
-        if self.action in (Action.RECLASSIFY, Action.REPLAN):
-            raise RecoveryRedirect(self) from self.error
-        raise self.stop() from self.error
-
-    def feedback(self) -> str:
-        """The failure as the next classifier or planner prompt shows it.
-
-        The prompt goes to a model, not to the user: the error's own message (redacted by
-        the adapters for provider errors, cut to 300 characters) is included.
-        """
-        where = self.capability or self.route or self.operation
-        try:
-            detail = str(self.error)[:300]
-        except Exception:
-            detail = ""
-        text = f"{where} failed. {self.classification.format_for_llm()}"
-        return f"{text}\nError: {type(self.error).__name__}: {detail}" if detail else text
-
-
-class RecoveryStop(Exception):
-    """Internal: the ladder decided to stop; caught at the top of the architecture's run."""
-
-    def __init__(self, failure: Failure) -> None:
-        super().__init__(failure.decision.reason)
-        self.failure = failure
-
-
-class RecoveryRedirect(Exception):
-    """Internal: the ladder decided to reclassify or replan; the architecture acts on it."""
-
-    def __init__(self, failure: Failure) -> None:
-        super().__init__(failure.decision.reason)
-        self.failure = failure
 
 
 @dataclass(slots=True, eq=False)
@@ -417,7 +356,3 @@ class RecoveryRun:
             user_message=report["user_message"],
             report=report,
         )
-
-
-class _BudgetSpent(Exception):
-    """Stands for "no failure, a limit" in a budget stop's report."""
