@@ -88,3 +88,38 @@ async def test_a_step_with_another_task_still_runs_after_a_replan() -> None:
     desk, _ = replanned_desk(refunds, failing_once(), other)
     res = await desk.run("refund INV-7 and tell me")
     assert refunds == ["INV-7", "INV-7"] and res.status == "ok"
+
+
+class Balance:
+    """Reads the account's balance: 100 before the refund, 60 after it."""
+
+    def __init__(self, refunds: list[str]) -> None:
+        self.refunds = refunds
+        self.reads = 0
+
+    async def __call__(self, call: object) -> str:
+        self.reads += 1
+        return f"balance {60 if self.refunds else 100}"
+
+
+@pytest.mark.anyio
+async def test_a_new_plan_that_repeats_a_step_twice_runs_the_second_one_afresh() -> None:
+    # plan 1 reads the balance once, refunds, fails to notify; plan 2 reads, refunds, reads again:
+    # the first read and the refund are plan 1's, the second read is a new one (after the refund)
+    refunds: list[str] = []
+    balance = Balance(refunds)
+    steps = [("balance", "read the balance"), ("refunds", "refund INV-7")]
+    first = json.dumps({"steps": [{"capability": c, "task": t} for c, t in [*steps, ("notify", "tell")]]})
+    second = json.dumps({"steps": [{"capability": c, "task": t} for c, t in [*steps, steps[0]]]})
+    brain = Brain(yes={"balance", "refunds", "notify"}, plans=[first, second])
+    caps = [
+        Capability("balance", balance, "reads the balance"),
+        Capability("refunds", refunds_agent(refunds), "refunds invoices"),
+        Capability("notify", failing_once(), "tells the customer"),
+    ]
+    events = await capture_events(agent(brain, caps), "refund INV-7 and show the balance")
+    res = result(events)
+    assert refunds == ["INV-7"] and balance.reads == 2
+    assert res.status == "ok" and res.output == "balance 60"
+    answered = [(e.capability, e.step, e.answered_from) for e in of(events, CapabilityCompleted) if e.step > 3]
+    assert answered == [("balance", 4, 1), ("refunds", 5, 2), ("balance", 6, 0)]

@@ -239,14 +239,15 @@ class Capabilities:
         Returns the step's result text. A step that completed before the last replan or
         reclassification with the same capability and the same task is not run again (a
         new plan that repeats a refund must not refund twice): its earlier result answers
-        it, announced by ``capability.completed`` with ``answered_from`` set.
+        it, announced by ``capability.completed`` with ``answered_from`` set. Each earlier
+        completion answers one repeat of a later plan, in order (:meth:`RunState.earlier`).
         """
         cap = self.by_name[name]
         st.steps += 1
         index = st.steps
         generation = rec.replans + rec.reclassifications  # which plan this step belongs to
-        earlier = st.completed.get((name, task))
-        if earlier is not None and earlier[0] < generation:
+        earlier = st.earlier(name, task, generation)  # one earlier completion per repeat, in order
+        if earlier is not None:
             await ctx.emit(
                 CapabilityCompleted(
                     session_id=ctx.session_id,
@@ -300,7 +301,7 @@ class Capabilities:
             provided = {t: result.context.get(t, result.text) for t in cap.provides}
             ctx.context = {**ctx.context, **result.context, **provided}
             st.done.append((name, result.text))
-            st.completed[(name, task)] = (generation, index, result.text)
+            st.complete(name, task, generation, index, result.text)
             return result.text
 
     @staticmethod
