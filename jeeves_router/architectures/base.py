@@ -83,8 +83,8 @@ class RunContext:
             (reclassify, replan): a recovering Router or Capabilities, directly or through
             chains and routers that pass failures on unchanged. Set by the parent.
         failure: The exception that made this run's recovery stop it with a report (status
-            ``"critical"``) — or, for a handoff chain or Router, the recovery of the member
-            whose critical answer ends the run —, for an enclosing architecture to report as
+            ``"critical"``; for a handoff chain or Router, also the one that stopped the member
+            whose critical answer ends the run), for an enclosing architecture to report as
             the cause; ``None`` otherwise (also for a stop by ``max_steps`` or the time limit).
     """
 
