@@ -238,9 +238,8 @@ class Capabilities:
 
         Returns the step's result text. A step that completed before the last replan or
         reclassification with the same capability and the same task is not run again (a
-        new plan that repeats a refund must not refund twice): its earlier result answers
-        it, announced by ``capability.completed`` with ``answered_from`` set. Each earlier
-        completion answers one repeat of a later plan, in order (:meth:`RunState.earlier`).
+        new plan that repeats a refund must not refund twice): an earlier result answers it,
+        one per repeat (:meth:`RunState.earlier`), announced by ``answered_from``.
         """
         cap = self.by_name[name]
         st.steps += 1
