@@ -119,6 +119,35 @@ async def test_a_call_without_an_answer_in_time_is_an_unknown_outcome_and_the_se
     assert log.read_text().count(tool_name) == 1
 
 
+@pytest.mark.parametrize(
+    ("tool_name", "repeatable"), [("hang", ["hang"]), ("slow_read", "hinted")], ids=["named", "hinted"]
+)
+async def test_a_repeatable_call_without_an_answer_comes_back_to_the_model(
+    tool_name: str, repeatable: object, tmp_path: Path
+) -> None:
+    """A tool harmless to call twice (a fetch): its timeout is an error result the model can act on."""
+    log = tmp_path / "calls.log"
+    model = ScriptedModel([Call(tool_name), Call("pid"), "The read timed out."])
+    agent = Agent("x", model=model, tools=[toolbox(log, timeout=1.0, repeatable=repeatable)])
+    events = await capture_events(agent, "go")
+    by_tool = results(events)
+    assert by_tool[tool_name].is_error
+    assert by_tool[tool_name].content == (
+        f"{tool_name} failed: MCP server 'toolbox' did not answer within 1s (it may be called again)"
+    )
+    assert not by_tool["pid"].is_error  # the server went on serving
+    assert len(model.requests) == 3 and getattr(events[-1], "kind", None) == "run.completed"
+
+
+async def test_hints_are_only_taken_when_asked_and_repeatable_is_checked(tmp_path: Path) -> None:
+    model = ScriptedModel([Call("slow_read"), "unused"])
+    agent = Agent("x", model=model, tools=[toolbox(tmp_path / "calls.log", timeout=1.0)])
+    with pytest.raises(ToolOutcomeUnknown):  # read-only by the server's word, but not trusted by default
+        await agent.run("go")
+    with pytest.raises(UsageError, match="repeatable must be tool names or 'hinted'"):
+        toolbox(None, repeatable="hang")
+
+
 async def test_malformed_answers_are_tool_errors() -> None:
     model = ScriptedModel([Call("total"), "Could not sum it."])
     agent = Agent("x", model=model, tools=[toolbox(None, "--malformed")])

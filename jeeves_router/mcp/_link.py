@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from mcp import Client
 
     from ..tools import ToolsetHost
-    from .client import MCPTool
+    from ._tool import MCPTool
 
 __all__ = ["IDEMPOTENCY_META_KEY", "Connection", "Sending", "Outbox", "call_meta", "refused", "sending", "watched"]
 

@@ -33,21 +33,20 @@ Needs the ``mcp`` extra (``pip install 'jeeves-router[mcp]'``).
 
 from __future__ import annotations
 
-import re
 from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 import anyio.abc
 
 from .._log import get_logger
 from ..errors import ToolError, UsageError
-from ..models.base import ToolSpec
-from ..tools import TOOL_NAME_CHARS, Tool, ToolContext, ToolOutcome, ToolsetHost, current_toolset_host
+from ..tools import Tool, ToolOutcome, ToolsetHost, current_toolset_host
 from ._content import content_text, describe, failure, unknown, unreached
 from ._link import IDEMPOTENCY_META_KEY, Connection, call_meta, sending, watched
+from ._tool import BAD_NAME, MCPTool
 
 if TYPE_CHECKING:
     from mcp import Client
@@ -59,7 +58,6 @@ __all__ = ["MCPServer", "MCPTool", "IDEMPOTENCY_META_KEY"]
 
 log = get_logger(__name__)
 
-_BAD_NAME = re.compile(f"[^{TOOL_NAME_CHARS}]")  # what a provider refuses in a tool name
 _SHUTDOWN_WAIT = 15.0  # seconds; the SDK gives a stdio server 2 s to exit, then 2 s after SIGTERM
 
 
@@ -68,37 +66,6 @@ def _require_mcp() -> None:
         import mcp  # noqa: F401
     except ImportError as exc:
         raise UsageError("MCP servers need the 'mcp' package: pip install 'jeeves-router[mcp]'") from exc
-
-
-class MCPTool(Tool):
-    """One tool of an MCP server, as the tool loop sees it (schema from the server).
-
-    Attributes:
-        remote_name: The tool's name on the server (``name`` may add a prefix and replace
-            characters a model provider does not accept).
-        toolset: The server it belongs to.
-    """
-
-    def __init__(self, server: MCPServer, remote_name: str, description: str, schema: Mapping[str, Any]) -> None:
-        name = _BAD_NAME.sub("_", f"{server.tool_prefix}{remote_name}")[:64]
-        self.fn = server.call
-        self.name = name
-        self.remote_name = remote_name
-        self.toolset = server
-        self.description = description
-        params = dict(schema) if isinstance(schema, Mapping) else {}
-        params.setdefault("type", "object")
-        params.setdefault("properties", {})
-        params.pop("title", None)
-        self.parameters = params
-        self.spec = ToolSpec(name, description, params)
-
-    def __repr__(self) -> str:
-        return f"MCPTool({self.name!r}, server={self.toolset.name!r})"
-
-    async def call(self, arguments: Mapping[str, Any], ctx: ToolContext) -> ToolOutcome:
-        """Call the tool on its server (see :meth:`MCPServer.call`: a lost connection may raise)."""
-        return await self.toolset.call(self.remote_name, arguments)
 
 
 class MCPServer:
@@ -114,6 +81,10 @@ class MCPServer:
         connect_timeout: Seconds to start the server and list its tools.
         tool_prefix: Put before every tool name (to tell two servers' tools apart).
         allowed_tools: Only these tools (server names) are offered to the model.
+        repeatable: Tools (server names) that are harmless to call twice, e.g. a page fetch:
+            one left without an answer comes back to the model as an error result it may
+            retry, instead of stopping the run. ``"hinted"``: the tools the server marks
+            ``readOnlyHint`` or ``idempotentHint`` (hints, so only for servers you trust).
     """
 
     def __init__(
@@ -124,17 +95,23 @@ class MCPServer:
         connect_timeout: float = 30.0,
         tool_prefix: str = "",
         allowed_tools: Collection[str] | None = None,
+        repeatable: Collection[str] | Literal["hinted"] = (),
     ) -> None:
+        if isinstance(repeatable, str) and repeatable != "hinted":
+            raise UsageError(f"MCP server {name!r}: repeatable must be tool names or 'hinted', got {repeatable!r}")
         for what, value in (("timeout", timeout), ("connect_timeout", connect_timeout)):
             if not isinstance(value, (int, float)) or not value > 0:
                 raise UsageError(f"MCP server {name!r}: {what} must be a positive number of seconds, got {value!r}")
-        if _BAD_NAME.search(tool_prefix):
+        if BAD_NAME.search(tool_prefix):
             raise UsageError(f"MCP server {name!r}: tool_prefix {tool_prefix!r} may only use letters, digits, '_', '-'")
         self.name = name
         self.timeout = float(timeout)
         self.connect_timeout = float(connect_timeout)
         self.tool_prefix = tool_prefix
         self.allowed_tools = frozenset(allowed_tools) if allowed_tools is not None else None
+        self.repeatable: frozenset[str] | Literal["hinted"] = (
+            "hinted" if isinstance(repeatable, str) else frozenset(repeatable)
+        )
         self._conn: Connection | None = None
         self._users = 0
         self._cond: anyio.Condition | None = None
@@ -321,6 +298,8 @@ class MCPServer:
             for t in page.tools:
                 if self.allowed_tools is None or t.name in self.allowed_tools:
                     tools.append(MCPTool(self, t.name, t.description or t.title or "", t.input_schema))
+                    hints = t.annotations
+                    tools[-1].hinted_repeatable = bool(hints and (hints.read_only_hint or hints.idempotent_hint))
             cursor = page.next_cursor
             if cursor is None:
                 break
@@ -373,6 +352,8 @@ class MCPServer:
                 why = f"did not answer within {self.timeout:g}s"
             # no answer: the connection ended (cause) or the time ran out, one decision for both
             timed_out = cause is None
+            if attempt.sent and self._is_repeatable(tool):  # it may have run, and running twice is harmless
+                return self._error(tool, f"{why} (it may be called again)")
             if attempt.sent:  # the server had it: it may have run
                 raise unknown(self.name, tool, why, timed_out=timed_out) from cause
             if timed_out:  # the request was never handed over: it did not run
@@ -403,6 +384,12 @@ class MCPServer:
                 raise unreached(self.name, tool, str(exc)) from exc
             finally:
                 conn.renewing = False
+
+    def _is_repeatable(self, tool: str) -> bool:
+        """Whether ``tool`` (its server name) is harmless to call twice (see ``repeatable``)."""
+        if self.repeatable != "hinted":
+            return tool in self.repeatable
+        return any(t.remote_name == tool and t.hinted_repeatable for t in self.tools)
 
     def _error(self, tool: str, what: str) -> ToolOutcome:
         log.warning("mcp tool call failed", server=self.name, tool=tool, why=what)

@@ -85,6 +85,15 @@ def toolbox(log: str | None) -> Any:
         await anyio.sleep_forever()
         return "never"
 
+    from mcp.types import ToolAnnotations
+
+    @srv.tool(annotations=ToolAnnotations(readOnlyHint=True))
+    async def slow_read() -> str:
+        """Never answer, like ``hang``; the server marks it read-only."""
+        _log(log, "slow_read")
+        await anyio.sleep_forever()
+        return "never"
+
     @srv.tool()
     def freeze() -> str:
         """Block the whole server process (it no longer reads its input)."""
