@@ -183,7 +183,7 @@ def test_lazy_exports_refuses_a_name_listed_twice() -> None:
 
 def test_the_model_digest_is_remembered_per_file_version(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("onnxruntime")
-    from jeeves_router.classify.embedding import _quantize
+    from jeeves_router.classify.embedding import _digests, _quantize
 
     builds: list[Path] = []
 
@@ -201,7 +201,7 @@ def test_the_model_digest_is_remembered_per_file_version(tmp_path: Path, monkeyp
     first = _quantize.quantized_model(source, directory=cache)
     assert isinstance(first, Path) and v1 in first.name and len(builds) == 1
     assert _quantize.quantized_model(source, directory=cache) == first  # published: the memo is written now
-    memo = cache / _quantize.DIGEST_MEMO
+    memo = cache / _digests.DIGEST_MEMO
     ((key, remembered),) = [line.split(" ") for line in memo.read_text().splitlines()]
     assert remembered == v1
     # while the file is unchanged, the memo (not the file's bytes) names the cached model
@@ -217,22 +217,22 @@ def test_the_model_digest_is_remembered_per_file_version(tmp_path: Path, monkeyp
 
 def test_the_digest_memo_keeps_a_bounded_number_of_file_versions(tmp_path: Path) -> None:
     pytest.importorskip("onnxruntime")
-    from jeeves_router.classify.embedding import _quantize
+    from jeeves_router.classify.embedding import _digests
 
     cache = tmp_path / "cache"
     cache.mkdir()
     legacy = cache / ".digest-0123456789abcdef"  # the one-file-per-version memo of earlier releases
     legacy.write_text("0123456789abcdef")
     installs = []
-    for i in range(_quantize.DIGEST_MEMO_ENTRIES + 5):  # a fresh environment per CI run: a new path each time
+    for i in range(_digests.DIGEST_MEMO_ENTRIES + 5):  # a fresh environment per CI run: a new path each time
         source = tmp_path / f"venv{i}" / "model.onnx"
         source.parent.mkdir()
         source.write_bytes(f"weights {i}".encode())
         installs.append(source)
-        assert _quantize._source_digest(source, cache) == hashlib.sha256(f"weights {i}".encode()).hexdigest()[:16]
-    assert sorted(p.name for p in cache.iterdir()) == [_quantize.DIGEST_MEMO]
-    lines = (cache / _quantize.DIGEST_MEMO).read_text().splitlines()
-    assert len(lines) == _quantize.DIGEST_MEMO_ENTRIES
+        assert _digests.source_digest(source, cache) == hashlib.sha256(f"weights {i}".encode()).hexdigest()[:16]
+    assert sorted(p.name for p in cache.iterdir()) == [_digests.DIGEST_MEMO]
+    lines = (cache / _digests.DIGEST_MEMO).read_text().splitlines()
+    assert len(lines) == _digests.DIGEST_MEMO_ENTRIES
 
     # the newest versions are kept, the oldest dropped. Rewrite a file with the same size and put
     # its time back: the memo answers by (path, size, time), so a kept entry gives the old digest
@@ -240,7 +240,7 @@ def test_the_digest_memo_keeps_a_bounded_number_of_file_versions(tmp_path: Path)
         st = source.stat()
         source.write_bytes(text)
         os.utime(source, ns=(st.st_atime_ns, st.st_mtime_ns))
-        return _quantize._source_digest(source, cache)
+        return _digests.source_digest(source, cache)
 
     newest, oldest = len(installs) - 1, 0
     assert rewritten(installs[newest], b"weights XX") == hashlib.sha256(f"weights {newest}".encode()).hexdigest()[:16]
@@ -249,17 +249,17 @@ def test_the_digest_memo_keeps_a_bounded_number_of_file_versions(tmp_path: Path)
 
 def test_a_damaged_line_of_the_digest_memo_is_hashed_again_not_believed(tmp_path: Path) -> None:
     pytest.importorskip("onnxruntime")
-    from jeeves_router.classify.embedding import _quantize
+    from jeeves_router.classify.embedding import _digests
 
     cache = tmp_path / "cache"
     cache.mkdir()
     source = tmp_path / "model.onnx"
     source.write_bytes(b"weights")
     digest = hashlib.sha256(b"weights").hexdigest()[:16]
-    assert _quantize._source_digest(source, cache) == digest
-    memo = cache / _quantize.DIGEST_MEMO
+    assert _digests.source_digest(source, cache) == digest
+    memo = cache / _digests.DIGEST_MEMO
     (key, _), *_ = [line.split(" ") for line in memo.read_text().splitlines()]
     for damaged in (f"{key} 0123", f"{key} 0123456789ABCDEF", f"{key} 0123456789abcdef extra"):
         memo.write_text(damaged + "\n")  # a cut write, another tool's edit
-        assert _quantize._source_digest(source, cache) == digest, damaged
+        assert _digests.source_digest(source, cache) == digest, damaged
         assert memo.read_text().splitlines()[0] == f"{key} {digest}"  # and the memo is mended
