@@ -1,7 +1,8 @@
 """A run cut off before its end (stream closed early, or cancelled) keeps the events its consumer saw.
 
 The events of a journaled run wait to be written with the run's next recorded step; a run
-cut off between two steps writes them when it is cut (no ``run.end``: it stays resumable).
+cut off between two steps writes them when it is cut, with a ``run.end`` of status ``cut`` (it
+stays resumable).
 """
 
 from __future__ import annotations
@@ -138,6 +139,11 @@ async def attempts(journal: Journal, session_id: str) -> list[tuple[str, int]]:
     return out
 
 
+async def end_statuses(journal: Journal, session_id: str) -> list[str]:
+    """The status of each run.end entry of the session, in order."""
+    return [e.record.status for e in await journal.read(session_id, types=("run.end",))]  # type: ignore[union-attr]
+
+
 @pytest.mark.anyio
 async def test_a_stream_closed_early_keeps_the_events_its_consumer_saw(journal: Journal) -> None:
     model = HangOnce()
@@ -147,7 +153,8 @@ async def test_a_stream_closed_early_keeps_the_events_its_consumer_saw(journal: 
     assert [ev.kind for ev in seen] == SEEN_KINDS[:5]
     assert strip_ts(await recorded_events(journal, "s")) == strip_ts(seen)  # in order, once each
     kinds = [t for t, _ in await attempts(journal, "s")]
-    assert kinds == ["run.start", *["event"] * 5]  # no run.end: the run stays resumable
+    assert kinds == ["run.start", *["event"] * 5, "run.end"]  # its run.end says "cut": the run stays resumable
+    assert await end_statuses(journal, "s") == ["cut"]
     [turn] = await session_turns(journal, "s")
     assert (turn.status, turn.route, turn.confidence, turn.output) == ("incomplete", "billing", 1.0, None)
 
@@ -161,7 +168,7 @@ async def test_a_cancelled_run_keeps_the_events_it_produced(journal: Journal, ho
     assert [ev.kind for ev in events] == SEEN_KINDS
     assert [ev.text for ev in events if isinstance(ev, TextDelta)] == ["one ", "two "]
     assert [ev.path for ev in events][2:4] == [("desk",), ("desk", "billing")]
-    assert "run.end" not in [t for t, _ in await attempts(journal, "s")]
+    assert await end_statuses(journal, "s") == ["cut"]
 
 
 @pytest.mark.anyio
@@ -184,7 +191,8 @@ async def test_resuming_a_cut_off_run_finishes_it_without_duplicate_events(journ
     assert [ev.kind for ev in events] == expected
     assert "".join(ev.text for ev in events if isinstance(ev, TextDelta)) == "one two three."
     ends = [(t, a) for t, a in await attempts(journal, "s") if t != "event"]
-    assert ends == [("run.start", 1), ("run.start", 2), ("run.end", 2)]
+    assert ends == [("run.start", 1), ("run.end", 1), ("run.start", 2), ("run.end", 2)]
+    assert await end_statuses(journal, "s") == ["cut", "completed"]
     [turn] = await session_turns(journal, "s")
     assert (turn.status, turn.route, turn.output) == ("ok", "billing", "one two three.")
 

@@ -227,7 +227,7 @@ async def test_a_resume_that_keeps_losing_its_attempt_raises_without_calling_the
     assert caught.value.metadata == {"session_id": "s", "run_id": run_id}
     assert rival.rivals > 1  # it tried the next attempt before giving up
     ends = await journal.read("s", types=("run.end",))
-    assert ends == []  # nothing ran: the run is still unfinished, and resumes later
+    assert [e.record.status for e in ends] == ["cut"]  # type: ignore[union-attr]  # only the crash's: nothing ran since
     later = await clerk(SQLiteJournal(tmp_path / "j.db"), ScriptedModel(["Refund issued."])).resume("s")
     assert later.output == "Refund issued."
 
@@ -294,7 +294,7 @@ async def test_a_completed_run_reads_back_completed_when_a_concurrent_resume_of_
     a = results["A"]
     assert (a.status, a.output) == ("ok", "Refunded INV-7.")  # type: ignore[attr-defined]
     ends = [(e.record.attempt, e.record.status) for e in await journal.read("s", types=("run.end",))]  # type: ignore[union-attr]
-    assert ends == [(2, "completed"), (3, "failed")]
+    assert ends == [(1, "cut"), (2, "completed"), (3, "failed")]
     replayed = await recorded_events(journal, "s")  # what `jeeves-router replay` shows
     assert [e.kind for e in replayed] == ["run.started", "tool.called", "tool.result", "text.delta", "run.completed"]
     turns = await session_turns(journal, "s")  # what the server's session listing and history read

@@ -16,13 +16,15 @@ What a request with a key finds there (:func:`claim_keyed_run`):
   or tool is called. That replay is strict: a step whose input differs from its record (the
   agent's instructions, tools or model changed since) raises
   :class:`~jeeves_router.errors.ReplayDivergence` instead of running live, so nothing runs twice.
-- a run whose latest attempt never ended: :class:`RunInFlight` while it is in flight — this
-  runtime is running it, or another process (another runtime) started it and the run's last
-  entry is younger than ``in_flight_s``; else (it was cut off here, e.g. its client went
-  away; its process died) it is resumed: its journaled steps are served and the rest runs
-  live. A tool call started with no recorded outcome is never simply run again: the
-  runtime's ``on_unknown_tool_outcome`` decides (``"fail"`` by default).
-- a run whose latest attempt failed: resumed the same way (the failed step runs again).
+- a run whose latest attempt never ended (no ``run.end``): :class:`RunInFlight` while it is
+  in flight — this runtime is running it, or another process (another runtime) started it
+  and the run's last entry is younger than ``in_flight_s``; else (its process died) it is
+  resumed: its journaled steps are served and the rest runs live. A tool call started with
+  no recorded outcome is never simply run again: the runtime's ``on_unknown_tool_outcome``
+  decides (``"fail"`` by default).
+- a run whose latest attempt was cut off by the process running it (cancelled, e.g. by its
+  server's shutdown: a ``run.end`` of status ``cut``) or failed: resumed the same way at
+  once, by any runtime (the failed step runs again).
 
 Two requests with one key at once: each writes its ``run.start`` for the attempt after the
 last one it read, and reads the run back; the first ``run.start`` of that attempt in journal

@@ -15,7 +15,9 @@ record, told apart by its ``type``:
   model call, the text it streamed first (replayed only when a completed run is resumed);
   also where the run's time limit ended an attempt (``limit``).
 - ``event`` — one event of the run's stream, as the consumer saw it.
-- ``run.end`` — how an attempt of the run ended (``completed`` or ``failed``).
+- ``run.end`` — how an attempt of the run ended (``completed``, ``failed``, or ``cut``: cut
+  off by the process running it, which wrote this as it stopped; a process that died wrote
+  no ``run.end``).
 
 Step results are stored with a type tag and decoded through pydantic (see
 ``step_results``); only types registered with ``register_step_type`` or defined inside
@@ -102,11 +104,16 @@ class RunStartRecord(_Rec):
 
 
 class RunEndRecord(_Rec):
-    """How one attempt of a run ended."""
+    """How one attempt of a run ended.
+
+    ``cut``: the attempt was cut off (cancelled, e.g. by its server's shutdown, or its stream
+    closed early) by the process running it, which wrote this as it stopped: the run is
+    unfinished (resumable) and no longer running there.
+    """
 
     type: Literal["run.end"] = "run.end"
     attempt: int
-    status: Literal["completed", "failed"]
+    status: Literal["completed", "failed", "cut"]
     error_type: str | None = None
     message: str | None = None
 

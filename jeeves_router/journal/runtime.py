@@ -33,8 +33,10 @@ again where they happened, so a run that ended on a failure replays to the same 
 with no call (:mod:`.failures`) — where its time limit ended an attempt included.
 
 Events are written with the run's next recorded step, or its ``run.end``. A run cut off
-between two steps (cancelled, or its stream closed early) writes them as it is cut, with no
-``run.end``: the journal keeps what its consumer saw and the run stays resumable. That write
+between two steps (cancelled, or its stream closed early) writes them as it is cut, with a
+``run.end`` of status ``cut``: the journal keeps what its consumer saw, the run stays
+resumable (it did not complete), and a keyed retry on another runtime resumes it at once
+instead of waiting ``in_flight_s`` (as it must for a process that died unwritten). That write
 is shielded from the cancellation and given up after ``flush_timeout_s`` (then, or if it
 fails, it is logged). Not recorded: events buffered when the process dies (resume redoes them).
 """
@@ -153,6 +155,7 @@ class JournalRuntime(StepRecorder):
             await self._load_history(ctx)
             state = await self._begin(ctx)
         adapter = event_adapter()
+        ended = False
         try:
             async with aclosing(run(ctx.agent, ctx)) as stream:  # type: ignore[type-var]
                 async for ev in stream:
@@ -161,16 +164,18 @@ class JournalRuntime(StepRecorder):
                         state.pending.append(self._entry(state.session_id, state.run_id, rec))
                     yield ev
         except Exception as exc:
+            ended = True
             await self._finish(
                 state,
                 RunEndRecord(attempt=state.attempt, status="failed", error_type=type(exc).__name__, message=str(exc)),
             )
             raise
         else:
+            ended = True
             await self._finish(state, RunEndRecord(attempt=state.attempt, status="completed"))
         finally:
             try:
-                if state.pending:  # cut off (cancelled, or its stream closed early): keep what it produced
+                if not ended:  # cut off (cancelled, or its stream closed early): keep what it produced
                     await self._write_cut(state)
             finally:
                 self._forget(state.run_id)
@@ -239,13 +244,17 @@ class JournalRuntime(StepRecorder):
         await self.journal.append(self._flush(state, self._entry(state.session_id, state.run_id, end)))
 
     async def _write_cut(self, state: RunState) -> None:
-        """Write what a run cut off between two steps left pending, with no ``run.end`` (it stays resumable).
+        """Write what a run cut off between two steps left pending, and a ``run.end`` ``cut`` (it stays resumable).
 
-        Runs while the run is being cancelled or closed, so the write is shielded from the
-        cancellation and bounded by :attr:`flush_timeout_s`; a write that fails or times
-        out is logged, never raised (the run ends as it was ending).
+        The ``cut`` end tells a keyed retry in another process that this attempt runs no
+        more, so it resumes the run at once (:mod:`.keyed`). Runs while the run is being
+        cancelled or closed, so the write is shielded from the cancellation and bounded by
+        :attr:`flush_timeout_s`; a write that fails or times out is logged, never raised
+        (the run ends as it was ending).
         """
-        entries = self._flush(state)
+        entries = self._flush(
+            state, self._entry(state.session_id, state.run_id, RunEndRecord(attempt=state.attempt, status="cut"))
+        )
         error = "timed out"
         with anyio.move_on_after(self.flush_timeout_s, shield=True):
             try:

@@ -127,7 +127,7 @@ async def session_turns(journal: Journal, session_id: str, *, agent: str | None 
             continue
         end = ends.get(run_id)
         result = results.get(run_id) or routed.get(run_id, {})  # no result: how far its routing got
-        if end is None:
+        if end is None or end.status == "cut":
             status = "incomplete"
         elif end.status == "failed":
             status = "failed"

@@ -134,7 +134,7 @@ async def load_trace(journal: Journal, session_id: str) -> SessionTrace:
         ]
         mine = [e for e in entries if e.run_id == run_id]
         ends = [e.record for e in mine if isinstance(e.record, RunEndRecord) and e.record.attempt == start.attempt]
-        if not events and ends:
+        if not events and any(end.status != "cut" for end in ends):
             raise UsageError(
                 f"run {run_id!r} of session {session_id!r} has no recorded events; record them with "
                 "JournalRuntime(..., record_events=True) (the default)"
