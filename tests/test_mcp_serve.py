@@ -15,9 +15,14 @@ import pytest
 from jeeves_router import Agent
 from jeeves_router.errors import UsageError
 from jeeves_router.events import ToolResult
+from jeeves_router.journal import JournalRuntime, SQLiteJournal
+from jeeves_router.journal.records import StepRecord
 from jeeves_router.mcp import MCPServerHTTP, MCPServerStdio
 from jeeves_router.mcp.server import load_agent, router_server
-from jeeves_router.testing import Call, ScriptedModel, capture_events
+from jeeves_router.messages import ToolResultPart
+from jeeves_router.models.base import ModelRequest
+from jeeves_router.testing import Call, FunctionModel, Reply, ScriptedModel, capture_events
+from tests.journal_helpers import Wrapped
 from tests.mcp_helpers import ENV, ROOT, child_pids, http_process
 
 pytest.importorskip("mcp")
@@ -288,3 +293,52 @@ def test_the_example_runs_offline() -> None:
         "[INV-8] Done: refunded 19.50 EUR on INV-8.",
         "[INV-9] I could not find that invoice.",
     ]
+
+
+class _CrashAfterTheAsk(Wrapped):
+    """A journal that fails once, when the result of the ``ask`` call is written: as if the process died."""
+
+    def __init__(self, journal: Any) -> None:
+        super().__init__(journal)
+        self.crashed = False
+
+    async def append(self, entries: Any) -> None:
+        if not self.crashed and any(isinstance(e.record, StepRecord) and e.record.name == "tool:ask" for e in entries):
+            self.crashed = True
+            raise OSError("the process died before the ask's answer was journaled")
+        await self.journal.append(entries)
+
+
+def _caller(journal: Any, refunds: Path, desk_journal: Path) -> Agent:
+    """A journaled agent whose one tool is the refund desk, served by ``jeeves-router mcp --journal``."""
+
+    def model(request: ModelRequest) -> Reply:
+        answers = [p.content for m in request.messages for p in m.parts if isinstance(p, ToolResultPart)]
+        return (
+            Reply(text=f"The desk says: {answers[0]}")
+            if answers
+            else Reply(calls=(Call("ask", {"request": "refund INV-1"}),))
+        )
+
+    args = [*CLI, "tests.mcp_servers.refund_desk:desk", "--journal", str(desk_journal)]
+    desk = MCPServerStdio(sys.executable, args, env={**ENV, "REFUND_LOG": str(refunds)}, cwd=ROOT, name="desk")
+    runtime = JournalRuntime(journal, on_unknown_tool_outcome="retry")
+    return Agent(
+        "You ask the desk.", name="caller", model=FunctionModel(model, name="caller"), tools=[desk], runtime=runtime
+    )
+
+
+@pytest.mark.anyio
+async def test_a_resumed_agent_that_asks_a_journaled_desk_again_gets_the_first_answer_and_refunds_once(
+    tmp_path: Path,
+) -> None:
+    # The caller's run made the ask (the desk refunded), then died before journaling the answer;
+    # its resume re-sends the ask ("retry") with the same key in _meta: the desk replays its run.
+    refunds, outer = tmp_path / "refunds.log", tmp_path / "caller.db"
+    crashing = _CrashAfterTheAsk(SQLiteJournal(outer))
+    with pytest.raises(OSError, match="process died"):
+        await _caller(crashing, refunds, tmp_path / "desk.db").run("refund my invoice", session_id="c-1")
+    assert refunds.read_text().splitlines() == ["refund INV-1"]
+    result = await _caller(SQLiteJournal(outer), refunds, tmp_path / "desk.db").resume("c-1")
+    assert (result.status, result.output) == ("ok", "The desk says: Refund issued for INV-1.")
+    assert refunds.read_text().splitlines() == ["refund INV-1"]  # the desk's refund ran once

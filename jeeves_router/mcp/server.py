@@ -15,7 +15,14 @@ Retries: a request whose ``_meta`` carries ``"idempotency_key"`` (:data:`IDEMPOT
 (:mod:`jeeves_router.journal.keyed`): an ``ask`` called again with the same key and the same
 arguments is answered by the first call's run (a completed run is replayed from the
 journal: no model or tool is called again); while that run is in flight, or if the key was
-used with other arguments, the result is an error saying so and nothing runs. The agent
+used with other arguments, the result is an error saying so and nothing runs. A call without
+it that carries the key a jeeves MCP client sends with each durable tool call
+(``_meta["jeeves-router/idempotency-key"]``, :data:`~jeeves_router.mcp.IDEMPOTENCY_META_KEY`:
+the same on every attempt of the call) is made with that key instead, so a jeeves agent that
+resumes a run and calls ``ask`` again gets the first call's answer: its desk's tools do not
+run twice. That key is honoured only when the agent has a journaling runtime (else it is
+ignored: the client sends it unasked), and one that is no valid key (over 255 characters,
+not printable ASCII) is mapped to ``"jr-sha256:"`` and its SHA-256 in hex. The agent
 needs a journaling runtime: ``jeeves-router mcp module:attr --journal runs.db`` (or a
 ``postgresql://`` URL; ``serve(agent, journal=...)`` from code) gives an agent without a
 runtime ``JournalRuntime(journal, session_history=SessionHistory())``, exactly as
@@ -33,6 +40,8 @@ standard :mod:`logging` module and is silent unless configured; configure a hand
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import AsyncIterator, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import TYPE_CHECKING, Annotated, Any, Literal
@@ -49,6 +58,7 @@ from ..journal.attach import DEFAULT_HISTORY, JournalSpec, journal_agents
 from ..journal.keyed import IdempotencyConflict, RunInFlight
 from ..journal.sessions import SessionHistory
 from ..results import RunResult
+from ._link import IDEMPOTENCY_META_KEY
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
@@ -132,11 +142,14 @@ def router_server(agent: Agent, *, name: str | None = None, tool_name: str = "as
         return types.CallToolResult(content=[types.TextContent(text=text)], is_error=True)
 
     async def ask(request: str, session_id: str | None = None, ctx: Context | None = None) -> Any:
-        key: Any = _meta(ctx).get(IDEMPOTENCY_META)
+        meta = _meta(ctx)
+        key: Any = meta.get(IDEMPOTENCY_META)
         if key is not None:
             problem = _key_problem(key, agent)
             if problem is not None:
                 return refused(problem)
+        else:
+            key = _client_key(meta.get(IDEMPOTENCY_META_KEY), agent)
         try:
             if key is not None and hosts:
                 result = await _outliving(hosts[-1], agent, request, session_id or None, key)
@@ -204,6 +217,25 @@ def _meta(ctx: Any) -> Mapping[str, Any]:
         return (ctx.request_context.meta if ctx is not None else None) or {}
     except ValueError:  # the SDK's "Context is not available outside of a request"
         return {}
+
+
+def _client_key(sent: object, agent: Agent) -> str | None:
+    """The idempotency key of ``ask`` from the key a jeeves MCP client sent (:data:`IDEMPOTENCY_META_KEY`).
+
+    ``None`` when none was sent, or the agent has no journaling runtime (the client sends its
+    key on every call: it is no request of the user's to refuse). A key that
+    :func:`~jeeves_router.ids.check_idempotency_key` would refuse (too long, not printable
+    ASCII) is replaced by ``"jr-sha256:"`` and the hex SHA-256 of its UTF-8 text: the same
+    key always maps to the same run.
+    """
+    if sent is None or not getattr(agent.runtime, "honours_idempotency_keys", False):
+        return None
+    text = sent if isinstance(sent, str) else json.dumps(sent, sort_keys=True, default=str)
+    try:
+        check_idempotency_key(text)
+    except UsageError:
+        return "jr-sha256:" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+    return text
 
 
 def _key_problem(key: object, agent: Agent) -> str | None:
