@@ -48,13 +48,17 @@ from dataclasses import dataclass
 
 from pydantic import TypeAdapter
 
+from .._log import get_logger
 from ..errors import RunError
 from ..messages import Message
 from .base import Journal
 from .records import Entry, RunEndRecord, RunStartRecord
 from .resume import CLAIM_TRIES, RecordedRuns, read_runs
 
-__all__ = ["IdempotencyConflict", "KeyedStart", "RunInFlight", "claim_keyed_run", "is_owned"]
+__all__ = ["IdempotencyConflict", "KeyedStart", "RunInFlight", "claim_keyed_run", "is_owned", "log_refused"]
+
+#: The served faces' logger (HTTP and the MCP ``ask`` tool): refused keys are logged there.
+_served_log = get_logger("jeeves_router.serve")
 
 _HISTORY = TypeAdapter(tuple[Message, ...])
 
@@ -157,6 +161,24 @@ async def claim_keyed_run(
             raise _in_flight(ids)
         latest = runs.attempts[run_id]  # two replays of a completed run at once: take the next attempt
     raise _in_flight(ids)
+
+
+def log_refused(error: RunError, reason: str, status: int | None = None, *, tool: str | None = None) -> None:
+    """Log a refused idempotency key in one INFO line on ``jeeves_router.serve``: the run it names.
+
+    Never the request, its headers or the key. Used by the HTTP server and the MCP ``ask`` tool.
+
+    Args:
+        error: The refusal (its ``metadata`` holds the session and run ids).
+        reason: ``conflict``, ``in_flight`` or ``replay_diverged``.
+        status: The HTTP status of the reply (``None`` over MCP).
+        tool: The MCP tool that refused it (``None`` over HTTP).
+    """
+    ids = error.metadata
+    where: dict[str, object] = {"status": status} if status is not None else {"tool": tool}
+    _served_log.info(
+        "idempotency key refused", reason=reason, **where, session_id=ids.get("session_id"), run_id=ids.get("run_id")
+    )
 
 
 def _same_request(rec: RunStartRecord, request_digest: str, ids: dict[str, str]) -> None:

@@ -15,7 +15,9 @@ Retries: a request whose ``_meta`` carries ``"idempotency_key"`` (:data:`IDEMPOT
 (:mod:`jeeves_router.journal.keyed`): an ``ask`` called again with the same key and the same
 arguments is answered by the first call's run (a completed run is replayed from the
 journal: no model or tool is called again); while that run is in flight, or if the key was
-used with other arguments, the result is an error saying so and nothing runs. A call without
+used with other arguments (or the first call's run cannot be replayed: the agent changed since),
+the result is an error saying so and nothing runs; each such refusal is logged as over HTTP, in
+one INFO line on ``jeeves_router.serve`` (reason, ``tool``, session and run id). A call without
 it that carries the key a jeeves MCP client sends with each durable tool call
 (``_meta["jeeves-router/idempotency-key"]``, :data:`~jeeves_router.mcp.IDEMPOTENCY_META_KEY`:
 the same on every attempt of the call) is made with that key instead, so a jeeves agent that
@@ -52,10 +54,10 @@ from pydantic import BaseModel, Field
 
 from .._targets import import_target
 from ..agent import Agent
-from ..errors import UsageError
+from ..errors import ReplayDivergence, UsageError
 from ..ids import check_idempotency_key
 from ..journal.attach import DEFAULT_HISTORY, JournalSpec, journal_agents
-from ..journal.keyed import IdempotencyConflict, RunInFlight
+from ..journal.keyed import IdempotencyConflict, RunInFlight, log_refused
 from ..journal.sessions import SessionHistory
 from ..results import RunResult
 from ._link import IDEMPOTENCY_META_KEY
@@ -155,10 +157,20 @@ def router_server(agent: Agent, *, name: str | None = None, tool_name: str = "as
                 result = await _outliving(hosts[-1], agent, request, session_id or None, key)
             else:
                 result = await agent.run(request, session_id=session_id or None, idempotency_key=key)
-        except IdempotencyConflict:
+        except IdempotencyConflict as exc:
+            log_refused(exc, "conflict", tool=tool_name)
             return refused(f"the {IDEMPOTENCY_META} was already used with other arguments; nothing was run")
-        except RunInFlight:
+        except RunInFlight as exc:
+            log_refused(exc, "in_flight", tool=tool_name)
             return refused(f"the run of this {IDEMPOTENCY_META} is still in flight; call again later for its answer")
+        except ReplayDivergence as exc:
+            if key is None:  # a strict runtime's own divergence: a failed run
+                return refused(f"the run failed ({type(exc).__name__}); see the server log")
+            log_refused(exc, "replay_diverged", tool=tool_name)
+            return refused(
+                f"the run of this {IDEMPOTENCY_META} completed under an agent that has changed since (its "
+                "instructions, tools or model), so its answer cannot be replayed; nothing was run: use a new key"
+            )
         except Exception as exc:  # its type only, as over HTTP: an exception's text may quote a secret
             return refused(f"the run failed ({type(exc).__name__}); see the server log")
         answer = _answer(result)

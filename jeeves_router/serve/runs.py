@@ -22,12 +22,11 @@ import anyio
 from starlette.responses import Response
 from starlette.types import Message, Receive, Scope, Send
 
-from .._log import get_logger
 from ..agent import Agent, RunStream
-from ..errors import ReplayDivergence, RunError, UsageError
+from ..errors import ReplayDivergence, UsageError
 from ..events import Event as RunEvent
 from ..events import RouterClassified, RouterDispatched, RouterFallback, RunFailed, TextDelta
-from ..journal.keyed import IdempotencyConflict, RunInFlight
+from ..journal.keyed import IdempotencyConflict, RunInFlight, log_refused
 from .guard import Drain
 from .wire import (
     DONE,
@@ -46,7 +45,6 @@ from .wire import (
 __all__ = ["RunReply", "chat_reply", "events_reply"]
 
 log = logging.getLogger("jeeves_router.serve")
-keys_log = get_logger("jeeves_router.serve")  # the same logger, its fields rendered in the line
 
 Produce = Callable[[Send], Awaitable[None]]
 _SSE_HEADERS = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache"), (b"x-accel-buffering", b"no")]
@@ -56,33 +54,21 @@ def _failure(error_type: str) -> ApiError:
     return ApiError(500, f"the run failed ({error_type}); see the server log", code="run_failed", type="server_error")
 
 
-def _refused(error: RunError, reason: str, status: int) -> None:
-    """Log a refused idempotency key, one INFO line: the run it names (never the request or its headers)."""
-    ids = error.metadata
-    keys_log.info(
-        "idempotency key refused",
-        reason=reason,
-        status=status,
-        session_id=ids.get("session_id"),
-        run_id=ids.get("run_id"),
-    )
-
-
 def _refusal(agent: Agent, error: BaseException | None, retry_after_s: int) -> ApiError:
     """The reply to a run that ended before its first event: a refused idempotency key, or a failure."""
     if isinstance(error, IdempotencyConflict):
-        _refused(error, "conflict", 422)
+        log_refused(error, "conflict", 422)
         msg = "the Idempotency-Key was already used for another request; send that request again, or use a new key"
         return ApiError(422, msg, param="Idempotency-Key", code="idempotency_key_conflict")
     if isinstance(error, ReplayDivergence):  # only a keyed replay replays strictly here
-        _refused(error, "replay_diverged", 422)
+        log_refused(error, "replay_diverged", 422)
         msg = (
             "the run of this Idempotency-Key completed under an agent that has changed since (its instructions, "
             "tools or model), so its answer cannot be replayed; nothing was run: use a new key"
         )
         return ApiError(422, msg, param="Idempotency-Key", code="idempotency_key_replay_diverged")
     if isinstance(error, RunInFlight):
-        _refused(error, "in_flight", 409)
+        log_refused(error, "in_flight", 409)
         return ApiError(
             409,
             f"the run of this Idempotency-Key is still in flight; retry after {retry_after_s} s for its result",
