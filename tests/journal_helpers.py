@@ -128,18 +128,25 @@ class DeskModel:
         await anyio.sleep_forever()
 
 
-def lookup_tool(counter: Path | None = None) -> Tool:
+def lookup_tool(counter: Path | None = None, *, hang: Path | None = None) -> Tool:
+    """The desk's one tool; with ``hang`` set, each call touches that file and never returns (kill it there)."""
+
     @tool
     async def lookup_invoice(invoice: str) -> str:
         """Look up an invoice's payments."""
         log_line(counter, f"tool {invoice}")
+        if hang is not None:
+            await anyio.Path(hang).write_text("hanging")
+            await anyio.sleep_forever()
         return f"{invoice} was paid twice"
 
     return lookup_invoice
 
 
-def build_desk(runtime: Runtime | None, model: Any, *, counter: Path | None = None) -> Agent:
-    billing = Agent("You resolve payments.", name="billing", model=model, tools=[lookup_tool(counter)], runtime=runtime)
+def build_desk(runtime: Runtime | None, model: Any, *, counter: Path | None = None, tool: Tool | None = None) -> Agent:
+    billing = Agent(
+        "You resolve payments.", name="billing", model=model, tools=[tool or lookup_tool(counter)], runtime=runtime
+    )
     general = Agent("You answer everything else.", name="general", model=model, runtime=runtime)
     return Agent(
         "Support desk",

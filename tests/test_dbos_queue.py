@@ -86,10 +86,13 @@ def _worker_main(url: str, executor_id: str, counter: str, ready: str, hang_at: 
     from dbos import DBOS
 
     from jeeves_router.durable.dbos import DBOSRuntime, DurableAgents, dbos_config
-    from tests.journal_helpers import DeskModel, build_desk
+    from tests.journal_helpers import DeskModel, build_desk, lookup_tool
 
-    model = DeskModel(counter=Path(counter), hang_at=hang_at or None, marker=Path(hanging), delay=0.02)
-    durable = DurableAgents([build_desk(DBOSRuntime(), model, counter=Path(counter))])
+    in_tool = hang_at == "tool"  # hang in the tool call instead of a model call
+    in_model = None if in_tool else hang_at or None
+    model = DeskModel(counter=Path(counter), hang_at=in_model, marker=Path(hanging), delay=0.02)
+    tool = lookup_tool(Path(counter), hang=Path(hanging) if in_tool else None)
+    durable = DurableAgents([build_desk(DBOSRuntime(), model, tool=tool)])
 
     async def main() -> None:
         DBOS(config=dbos_config("jeeves-test", url, executor_id=executor_id, application_version="test-1"))
@@ -173,6 +176,39 @@ async def test_a_sigkilled_worker_is_recovered_without_repeating_completed_steps
     assert counts["start INV-77:1"] == 1 and counts["done INV-77:1"] == 1
     assert counts["tool INV-77"] == 1
     assert counts["start INV-77:2"] == 2 and counts["done INV-77:2"] == 1  # only the interrupted call ran again
+
+
+@pytest.mark.anyio
+async def test_a_tool_call_cut_by_a_killed_worker_is_not_run_again_on_recovery(db_url: str, tmp_path: Path) -> None:
+    """Its outcome is unknown (a refund may have been made): the recovered run stops, as a journal's resume does."""
+    from dbos._serialization import PortableWorkflowError
+
+    from jeeves_router.durable.dbos import dbos_client, enqueue_run, run_result
+
+    victim = Worker(tmp_path, db_url, "worker-a", hang_at="tool")
+    client = None
+    restarted = None
+    try:
+        await anyio.to_thread.run_sync(victim.wait_for, victim.ready)
+        client = dbos_client(db_url)
+        wid = await enqueue_run(
+            client, "charged twice for INV-78", agent="desk", session_id="sess-78", workflow_id="run-78"
+        )
+        await anyio.to_thread.run_sync(victim.wait_for, victim.hanging)
+        victim.stop(signal.SIGKILL)
+        restarted = Worker(tmp_path, db_url, "worker-a")  # recovers run-78 at launch
+        with pytest.raises(PortableWorkflowError, match="on_unknown_tool_outcome='retry'") as raised:
+            await run_result(client, wid)
+    finally:
+        victim.stop(signal.SIGKILL)
+        if restarted is not None:
+            restarted.stop()
+        if client is not None:
+            client.destroy()
+    counts = read_counts(victim.counter)
+    assert counts["tool INV-78"] == 1  # the call the killed worker made, and no other
+    assert counts["start INV-78:1"] == 1 and "start INV-78:2" not in counts  # no model call answers a guessed outcome
+    assert raised.value.name == "ToolOutcomeUnknown"  # the run failed as a journal's resume does
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ import pytest
 
 from jeeves_router.errors import UsageError
 from jeeves_router.testing import ScriptedModel
+from jeeves_router.tools import tool
 from tests.journal_helpers import PROMPT, DeskModel, build_desk
 
 
@@ -44,7 +45,8 @@ async def test_a_routed_run_is_a_workflow_of_checkpointed_steps(dbos_app: str) -
     result = await durable.result(wid)
     assert result.output == "Refund issued: INV-7 was paid twice." and result.route == "billing"
     steps = await DBOS.list_workflow_steps_async(wid)
-    assert [s["function_name"] for s in steps] == ["classify", "model", "tool:lookup_invoice", "model"]
+    names = ["classify", "model", "tool:lookup_invoice.started", "tool:lookup_invoice", "model"]
+    assert [s["function_name"] for s in steps] == names
     assert model.calls == ["classify:INV-7", "INV-7:1", "INV-7:2"]
 
     # outside a workflow the same agent runs directly, nothing checkpointed
@@ -82,3 +84,48 @@ def test_the_probe_asks_sqlite_what_dbos_writes() -> None:
 
     expected = sys.version_info < (3, 12) or sqlite3.sqlite_version_info >= (3, 42)
     assert _sqlite_timestamps_work() is expected
+
+
+@pytest.mark.parametrize("policy", ["retry", "skip"])
+@pytest.mark.anyio
+async def test_a_tool_call_started_and_never_checkpointed_follows_the_policy(dbos_app: str, policy: str) -> None:
+    """A fork from the tool call keeps its start mark, not its result: the state a worker killed mid-call leaves."""
+    from dbos import DBOS
+
+    from jeeves_router.durable.dbos import DBOSRuntime, DurableAgents, _sqlite_timestamps_work, dbos_config
+    from jeeves_router.runtime import current_idempotency_key
+
+    if not _sqlite_timestamps_work():
+        pytest.skip("DBOS cannot write a SQLite system database with this Python's SQLite")
+    keys: list[str | None] = []
+
+    @tool
+    async def lookup_invoice(invoice: str) -> str:
+        """Look up an invoice's payments."""
+        keys.append(current_idempotency_key())
+        return f"{invoice} was paid twice"
+
+    desk = build_desk(DBOSRuntime(on_unknown_tool_outcome=policy), DeskModel(), tool=lookup_invoice)  # type: ignore[arg-type]
+    durable = DurableAgents([desk], workflow_name=f"jeeves_test.unknown_{policy}")
+    DBOS(config=dbos_config("jeeves-sqlite-test", dbos_app, executor_id="solo"))
+    DBOS.launch()
+    await durable.register_queue(polling_interval_sec=0.1)
+    wid = await durable.enqueue(PROMPT, session_id="q1", workflow_id="wf-1")
+    assert (await durable.result(wid)).output == "Refund issued: INV-7 was paid twice."
+    steps = await DBOS.list_workflow_steps_async(wid)
+    call = next(s["function_id"] for s in steps if s["function_name"] == "tool:lookup_invoice")
+    forked = await DBOS.fork_workflow_async(wid, call)
+    result = await durable.result(forked.workflow_id)
+    if policy == "retry":  # called again (a fork is a workflow of its own: its key names the fork)
+        assert len(keys) == 2 and keys[1] == f"dbos:{forked.workflow_id}:q1__route_billing:1"
+        assert result.output == "Refund issued: INV-7 was paid twice."
+    else:  # not called again; the model is told
+        assert len(keys) == 1
+        assert result.output is not None and "outcome of this lookup_invoice call is unknown" in result.output
+
+
+def test_the_dbos_runtime_refuses_an_unknown_policy() -> None:
+    from jeeves_router.durable.dbos import DBOSRuntime
+
+    with pytest.raises(UsageError, match="on_unknown_tool_outcome must be"):
+        DBOSRuntime(on_unknown_tool_outcome="again")  # type: ignore[arg-type]

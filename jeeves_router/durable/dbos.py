@@ -24,10 +24,11 @@ Notes:
     - Async workflows run on asyncio (DBOS does not support trio).
     - A model call is one step: its text deltas reach a stream consumer when the step
       completes, not token by token.
-    - A tool call interrupted by a crash runs again on recovery (DBOS steps are
-      at-least-once): tools that change the world should pass
-      :func:`~jeeves_router.journal.current_idempotency_key` (stable across recoveries)
-      to the remote system.
+    - A tool call is two DBOS steps: a ``<name>.started`` mark, then the call. A recovered
+      run that finds the mark but no checkpointed call (the worker died during the call) does
+      not call the tool again by default: ``DBOSRuntime(on_unknown_tool_outcome=...)`` decides,
+      as for a journal's resume (``"fail"``, ``"retry"`` with the same
+      :func:`~jeeves_router.journal.current_idempotency_key`, or ``"skip"``).
     - Workflow code must be deterministic: a recovered run that asks for a step whose
       input digest differs from the checkpointed one raises ``ReplayDivergence``.
 """
@@ -44,6 +45,7 @@ import anyio.to_thread
 from pydantic import TypeAdapter
 
 from ..errors import ReplayDivergence, UsageError
+from ..journal.idempotency import UnknownToolPolicy, unknown_outcome
 from ..journal.records import digest, jsonable_mapping, to_json
 from ..journal.step_results import decode_result, encode_result
 from ..messages import Message
@@ -172,18 +174,44 @@ class DBOSRuntime(Runtime):
 
     Outside a DBOS workflow the steps run directly (nothing is checkpointed), so the
     same agent also works in plain ``agent.run`` calls.
+
+    Args:
+        on_unknown_tool_outcome: What a recovered run does with a tool call that an earlier
+            execution started and never checkpointed (its worker died during the call, so the
+            call may have run): ``"fail"`` (default: raise
+            :class:`~jeeves_router.errors.ToolOutcomeUnknown`), ``"retry"`` (call it again with
+            the same idempotency key) or ``"skip"`` (tell the model the outcome is unknown), as
+            ``JournalRuntime``'s option of that name.
     """
 
+    def __init__(self, *, on_unknown_tool_outcome: UnknownToolPolicy = "fail") -> None:
+        if on_unknown_tool_outcome not in ("fail", "retry", "skip"):
+            raise UsageError(
+                f"on_unknown_tool_outcome must be 'fail', 'retry' or 'skip', got {on_unknown_tool_outcome!r}"
+            )
+        self.on_unknown_tool_outcome: UnknownToolPolicy = on_unknown_tool_outcome
+
+    def __repr__(self) -> str:
+        return f"DBOSRuntime(on_unknown_tool_outcome={self.on_unknown_tool_outcome!r})"
+
     async def step(self, key: StepKey, input: Any, fn: Callable[[], Awaitable[T]]) -> T:
-        """Perform ``fn`` as a checkpointed DBOS step."""
+        """Perform ``fn`` as a checkpointed DBOS step (a tool call after a checkpointed start mark)."""
         workflow_id = DBOS.workflow_id
         if workflow_id is None:
             return await fn()
         d = digest({"name": key.name, "input": input})
+        idem = f"dbos:{workflow_id}:{key.session_id}:{key.index}"
+        unknown = key.name.startswith("tool:") and not await self._mark_started(key, d)
 
         async def perform() -> dict[str, Any]:
-            with idempotency_scope(f"dbos:{workflow_id}:{key.session_id}:{key.index}"):
-                result = await fn()
+            # Reached only when the call has no checkpoint: after a start marked by an earlier
+            # execution, that execution died during the call, which may have run.
+            skipped = unknown_outcome(self.on_unknown_tool_outcome, key, idem) if unknown else None
+            if skipped is not None:
+                result: Any = skipped
+            else:
+                with idempotency_scope(idem):
+                    result = await fn()
             tag, data = encode_result(result)
             return {"digest": d, "type": tag, "data": data}
 
@@ -219,6 +247,24 @@ class DBOSRuntime(Runtime):
             yield ModelTextDelta(chunk)
         if out["response"] is not None:
             yield _RESPONSE.validate_python(out["response"])
+
+    async def _mark_started(self, key: StepKey, d: str) -> bool:
+        """Checkpoint that a tool call starts; whether this execution made the mark (not an earlier one).
+
+        The mark's step is performed once per workflow: a recovered run gets the checkpoint back
+        without performing it. Of two executions of one workflow at once, the one whose mark DBOS
+        does not record stops there, before the call.
+        """
+        made = False
+
+        async def mark() -> dict[str, Any]:
+            nonlocal made
+            made = True
+            return {"digest": d}
+
+        out = await DBOS.run_step_async({"name": f"{key.name}.started"}, mark)
+        self._check(key, d, out)
+        return made
 
     @staticmethod
     def _check(key: StepKey, d: str, out: Mapping[str, Any]) -> None:
