@@ -140,8 +140,7 @@ class Agent:
             check_idempotency_key(idempotency_key)
             if not getattr(self.runtime, "honours_idempotency_keys", False):
                 raise UsageError(
-                    f"agent {self.name!r} cannot honour an idempotency key: its runtime {self.runtime!r} does not "
-                    "journal runs; construct it with runtime=JournalRuntime(SQLiteJournal(path))"
+                    f"agent {self.name!r} cannot honour an idempotency key: {_without_journal(self.runtime)}"
                 )
             session_id = session_id or keyed_session_id(idempotency_key)
         ctx = new_context(
@@ -265,14 +264,16 @@ class Agent:
         """
         point_of = getattr(self.runtime, "resume_point", None)
         if point_of is None:
-            raise UsageError(
-                f"agent {self.name!r} cannot resume: its runtime does not journal runs; construct it with "
-                "runtime=JournalRuntime(SQLiteJournal(path))"
-            )
+            raise UsageError(f"agent {self.name!r} cannot resume: {_without_journal(self.runtime)}")
         point = await point_of(self, session_id, run_id)
         ctx = self._context(point.prompt, session_id, point.history, point.context, point.force_route, point.options)
         ctx.resume_run = point.run_id
         return await self._drain(ctx)
+
+
+def _without_journal(runtime: object) -> str:
+    """Why ``runtime`` cannot give what only a journal gives, and what to do instead (``Runtime.without_journal``)."""
+    return str(getattr(runtime, "without_journal", Runtime.without_journal))
 
 
 class RunStream(EventPump[Event]):

@@ -46,9 +46,14 @@ class Runtime:
         honours_idempotency_keys: Whether a root run may carry a client's idempotency key
             (``Agent.run(..., idempotency_key=...)``): only a runtime that records runs can
             find the run a key named before.
+        without_journal: Said when a run asks this runtime for what only a journal gives (an
+            idempotency key, ``Agent.resume``): why it cannot, and what to do instead.
     """
 
     honours_idempotency_keys: bool = False
+    without_journal: str = (
+        "its runtime does not journal runs; construct it with runtime=JournalRuntime(SQLiteJournal(path))"
+    )
 
     def step(self, key: StepKey, input: Any, fn: Callable[[], Awaitable[T]]) -> Awaitable[T]:
         """Perform a non-streamed step (tool call, classification): ``await runtime.step(...)`` gives its result.

@@ -129,3 +129,17 @@ def test_the_dbos_runtime_refuses_an_unknown_policy() -> None:
 
     with pytest.raises(UsageError, match="on_unknown_tool_outcome must be"):
         DBOSRuntime(on_unknown_tool_outcome="again")  # type: ignore[arg-type]
+
+
+@pytest.mark.anyio
+async def test_an_idempotency_key_or_a_resume_under_dbos_is_refused_with_what_dbos_offers() -> None:
+    """DBOS checkpoints runs but keys them by workflow id: the refusal names that, not a journal to build."""
+    from jeeves_router.durable.dbos import DBOSRuntime
+
+    desk = build_desk(DBOSRuntime(), DeskModel())
+    with pytest.raises(UsageError, match=r"DBOSRuntime keys .* workflow_id=key") as keyed:
+        await desk.run(PROMPT, idempotency_key="refund-INV-7")
+    with pytest.raises(UsageError, match=r"executor_id") as resumed:
+        await desk.resume("s-1")
+    for refused in (keyed, resumed):
+        assert "JournalRuntime" not in str(refused.value) and "does not journal" not in str(refused.value)
