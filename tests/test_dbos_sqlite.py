@@ -143,3 +143,45 @@ async def test_an_idempotency_key_or_a_resume_under_dbos_is_refused_with_what_db
         await desk.resume("s-1")
     for refused in (keyed, resumed):
         assert "JournalRuntime" not in str(refused.value) and "does not journal" not in str(refused.value)
+
+
+@pytest.mark.anyio
+async def test_a_recovered_workflow_decides_on_a_checkpointed_failure_as_the_run_did(dbos_app: str) -> None:
+    """A failed step comes back with its type and severity, not as DBOS's PortableWorkflowError."""
+    from dbos import DBOS
+
+    from jeeves_router import Agent
+    from jeeves_router.architectures.react import ToolLoop
+    from jeeves_router.durable.dbos import DBOSRuntime, DurableAgents, _sqlite_timestamps_work, dbos_config
+    from jeeves_router.errors import ModelError
+    from jeeves_router.recovery import Recovery
+    from jeeves_router.testing import Chunks, RecordedSleeps, Reply
+    from jeeves_router.usage import Usage
+
+    if not _sqlite_timestamps_work():
+        pytest.skip("DBOS cannot write a SQLite system database with this Python's SQLite")
+    overloaded = ModelError("HTTP 503 overloaded", severity="retriable", status_code=503)
+    model = ScriptedModel(
+        [Reply(Chunks("Refund ", "iss"), error=overloaded), Reply("Refund issued.", usage=Usage(30, 8, 0, 1, 0.0))]
+    )
+    sleeps = RecordedSleeps()
+    agent = Agent(
+        "Billing.",
+        name="billing",
+        model=model,
+        architecture=ToolLoop(recovery=Recovery(sleep=sleeps)),
+        runtime=DBOSRuntime(),
+    )
+    durable = DurableAgents([agent], workflow_name="jeeves_test.replayed_failure")
+    DBOS(config=dbos_config("jeeves-sqlite-test", dbos_app, executor_id="solo"))
+    DBOS.launch()
+    await durable.register_queue(polling_interval_sec=0.1)
+    wid = await durable.enqueue("refund INV-7", session_id="q1", workflow_id="wf-1")
+    run = await durable.result(wid)
+    assert (run.status, run.output, len(sleeps.delays)) == ("ok", "Refund issued.", 1)  # retried once
+    steps = await DBOS.list_workflow_steps_async(wid)
+    replay = await DBOS.fork_workflow_async(wid, len(steps) + 1)  # every step checkpointed: a pure replay
+    recovered = await durable.result(replay.workflow_id)
+    assert (recovered.status, recovered.output, recovered.usage) == (run.status, run.output, run.usage)
+    assert recovered.usage_by_route == run.usage_by_route and recovered.report == run.report
+    assert len(sleeps.delays) == 1  # the replayed failure waits no backoff again

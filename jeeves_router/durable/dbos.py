@@ -45,8 +45,9 @@ import anyio.to_thread
 from pydantic import TypeAdapter
 
 from ..errors import ReplayDivergence, UsageError
+from ..journal.failures import failure_record, replayed_error
 from ..journal.idempotency import UnknownToolPolicy, unknown_outcome
-from ..journal.records import digest, jsonable_mapping, to_json
+from ..journal.records import StepFailedRecord, digest, jsonable_mapping, to_json
 from ..journal.step_results import decode_result, encode_result
 from ..messages import Message
 from ..models.base import Model, ModelRequest, ModelResponse, ModelStreamItem, ModelTextDelta
@@ -210,20 +211,26 @@ class DBOSRuntime(Runtime):
         idem = f"dbos:{workflow_id}:{key.session_id}:{key.index}"
         unknown = key.name.startswith("tool:") and not await self._mark_started(key, d)
 
+        raised: list[Exception] = []  # this execution's own exception, raised as it is
+
         async def perform() -> dict[str, Any]:
             # Reached only when the call has no checkpoint: after a start marked by an earlier
             # execution, that execution died during the call, which may have run.
-            skipped = unknown_outcome(self.on_unknown_tool_outcome, key, idem) if unknown else None
-            if skipped is not None:
-                result: Any = skipped
-            else:
-                with idempotency_scope(idem):
-                    result = await fn()
+            try:
+                skipped = unknown_outcome(self.on_unknown_tool_outcome, key, idem) if unknown else None
+                if skipped is not None:
+                    result: Any = skipped
+                else:
+                    with idempotency_scope(idem):
+                        result = await fn()
+            except Exception as exc:
+                return _failed(key, d, exc, raised)
             tag, data = encode_result(result)
             return {"digest": d, "type": tag, "data": data}
 
         out = await DBOS.run_step_async({"name": key.name}, perform)
         self._check(key, d, out)
+        _raise_failed(out, raised)
         value: T = decode_result(out["type"], out["data"])
         return value
 
@@ -236,20 +243,26 @@ class DBOSRuntime(Runtime):
             return
         d = digest({"model": model.name, "request": request})
 
+        raised: list[Exception] = []
+
         async def perform() -> dict[str, Any]:
             chunks: list[str] = []
             response: ModelResponse | None = None
             async with aclosing(model.stream(request)) as stream:  # type: ignore[type-var]
-                async for item in stream:
-                    if isinstance(item, ModelTextDelta):
-                        chunks.append(item.text)
-                    else:
-                        response = item
+                try:
+                    async for item in stream:
+                        if isinstance(item, ModelTextDelta):
+                            chunks.append(item.text)
+                        else:
+                            response = item
+                except Exception as exc:  # its text never reached the consumer: the ladder may retry it
+                    return _failed(key, d, exc, raised, chunks)
             data = None if response is None else _RESPONSE.dump_python(response, mode="json")
             return {"digest": d, "chunks": chunks, "response": data}
 
         out = await DBOS.run_step_async({"name": key.name}, perform)
         self._check(key, d, out)
+        _raise_failed(out, raised)
         for chunk in out["chunks"]:
             yield ModelTextDelta(chunk)
         if out["response"] is not None:
@@ -281,6 +294,27 @@ class DBOSRuntime(Runtime):
                 "checkpointed with another input; workflow code must be deterministic",
                 metadata={"workflow_id": DBOS.workflow_id, "step": key.index},
             )
+
+
+def _failed(
+    key: StepKey, d: str, exc: Exception, raised: list[Exception], chunks: Sequence[str] = ()
+) -> dict[str, Any]:
+    """A step's failure as its checkpoint: a journal's ``step.failed`` record (type, severity, status...).
+
+    DBOS would keep a raised exception as a bare ``PortableWorkflowError``, so a recovered run's
+    recovery ladder would judge another error than the run's. The exception itself is kept in
+    ``raised`` for this execution to raise.
+    """
+    raised.append(exc)
+    rec = failure_record(key.name, key.index, d, 1, exc, chunks)
+    return {"digest": d, "failed": rec.model_dump(mode="json")}
+
+
+def _raise_failed(out: Mapping[str, Any], raised: list[Exception]) -> None:
+    """Raise the failure ``out`` checkpoints: this execution's own exception, else the one rebuilt from its record."""
+    failed = out.get("failed")
+    if failed is not None:
+        raise raised[0] if raised else replayed_error(StepFailedRecord.model_validate(failed))
 
 
 class DurableAgents:
