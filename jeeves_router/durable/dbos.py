@@ -37,28 +37,24 @@ from __future__ import annotations
 
 import functools
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from contextlib import aclosing
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import anyio.to_thread
 from pydantic import TypeAdapter
 
-from ..errors import ReplayDivergence, UsageError
-from ..journal.failures import failure_record, replayed_error
-from ..journal.idempotency import UnknownToolPolicy, unknown_outcome
-from ..journal.records import StepFailedRecord, digest, jsonable_mapping, to_json
-from ..journal.step_results import decode_result, encode_result
+from ..errors import UsageError
+from ..journal.records import jsonable_mapping, to_json
 from ..messages import Message
-from ..models.base import Model, ModelRequest, ModelResponse, ModelStreamItem, ModelTextDelta
 from ..results import RunResult
-from ..runtime import Runtime, StepKey, idempotency_scope
 
 try:
     from dbos import DBOS, DBOSClient, SetWorkflowID
     from dbos._serialization import DBOSPortableJSONSerializer
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ImportError("jeeves_router.durable.dbos needs DBOS: pip install 'jeeves-router[dbos]'") from exc
+
+from ._dbos_runtime import DBOSRuntime
 
 if TYPE_CHECKING:
     from dbos import DBOSConfig
@@ -76,10 +72,8 @@ __all__ = [
     "run_result",
 ]
 
-T = TypeVar("T")
 DEFAULT_QUEUE = "jeeves-runs"
 WORKFLOW_NAME = "jeeves_router.run"
-_RESPONSE = TypeAdapter(ModelResponse)
 _RESULT = TypeAdapter(RunResult)
 _HISTORY = TypeAdapter(tuple[Message, ...])
 
@@ -168,153 +162,6 @@ def dbos_client(database_url: str, **kwargs: Any) -> DBOSClient:
     """
     _check_system_database(database_url)
     return DBOSClient(system_database_url=database_url, serializer=_serializer(), **kwargs)
-
-
-class DBOSRuntime(Runtime):
-    """Runs each step of a run as a DBOS step of the enclosing workflow.
-
-    Outside a DBOS workflow the steps run directly (nothing is checkpointed), so the
-    same agent also works in plain ``agent.run`` calls.
-
-    Args:
-        on_unknown_tool_outcome: What a recovered run does with a tool call that an earlier
-            execution started and never checkpointed (its worker died during the call, so the
-            call may have run): ``"fail"`` (default: raise
-            :class:`~jeeves_router.errors.ToolOutcomeUnknown`), ``"retry"`` (call it again with
-            the same idempotency key) or ``"skip"`` (tell the model the outcome is unknown), as
-            ``JournalRuntime``'s option of that name.
-    """
-
-    without_journal = (
-        "DBOSRuntime keys a run by its DBOS workflow id, not by a client's key or a session: enqueue it with "
-        "enqueue_run(client, ..., workflow_id=key) or DurableAgents.enqueue(..., workflow_id=key) (one id is one "
-        "run), and DBOS recovers an unfinished workflow itself (start a worker with the executor_id of the one "
-        "that died, or call DBOS.resume_workflow)"
-    )
-
-    def __init__(self, *, on_unknown_tool_outcome: UnknownToolPolicy = "fail") -> None:
-        if on_unknown_tool_outcome not in ("fail", "retry", "skip"):
-            raise UsageError(
-                f"on_unknown_tool_outcome must be 'fail', 'retry' or 'skip', got {on_unknown_tool_outcome!r}"
-            )
-        self.on_unknown_tool_outcome: UnknownToolPolicy = on_unknown_tool_outcome
-
-    def __repr__(self) -> str:
-        return f"DBOSRuntime(on_unknown_tool_outcome={self.on_unknown_tool_outcome!r})"
-
-    async def step(self, key: StepKey, input: Any, fn: Callable[[], Awaitable[T]]) -> T:
-        """Perform ``fn`` as a checkpointed DBOS step (a tool call after a checkpointed start mark)."""
-        workflow_id = DBOS.workflow_id
-        if workflow_id is None:
-            return await fn()
-        d = digest({"name": key.name, "input": input})
-        idem = f"dbos:{workflow_id}:{key.session_id}:{key.index}"
-        unknown = key.name.startswith("tool:") and not await self._mark_started(key, d)
-
-        raised: list[Exception] = []  # this execution's own exception, raised as it is
-
-        async def perform() -> dict[str, Any]:
-            # Reached only when the call has no checkpoint: after a start marked by an earlier
-            # execution, that execution died during the call, which may have run.
-            try:
-                skipped = unknown_outcome(self.on_unknown_tool_outcome, key, idem) if unknown else None
-                if skipped is not None:
-                    result: Any = skipped
-                else:
-                    with idempotency_scope(idem):
-                        result = await fn()
-            except Exception as exc:
-                return _failed(key, d, exc, raised)
-            tag, data = encode_result(result)
-            return {"digest": d, "type": tag, "data": data}
-
-        out = await DBOS.run_step_async({"name": key.name}, perform)
-        self._check(key, d, out)
-        _raise_failed(out, raised)
-        value: T = decode_result(out["type"], out["data"])
-        return value
-
-    async def model_stream(self, key: StepKey, model: Model, request: ModelRequest) -> AsyncIterator[ModelStreamItem]:
-        """Perform one model call as a DBOS step, then yield its chunks and response."""
-        if DBOS.workflow_id is None:
-            async with aclosing(model.stream(request)) as live:  # type: ignore[type-var]
-                async for item in live:
-                    yield item
-            return
-        d = digest({"model": model.name, "request": request})
-
-        raised: list[Exception] = []
-
-        async def perform() -> dict[str, Any]:
-            chunks: list[str] = []
-            response: ModelResponse | None = None
-            async with aclosing(model.stream(request)) as stream:  # type: ignore[type-var]
-                try:
-                    async for item in stream:
-                        if isinstance(item, ModelTextDelta):
-                            chunks.append(item.text)
-                        else:
-                            response = item
-                except Exception as exc:  # its text never reached the consumer: the ladder may retry it
-                    return _failed(key, d, exc, raised, chunks)
-            data = None if response is None else _RESPONSE.dump_python(response, mode="json")
-            return {"digest": d, "chunks": chunks, "response": data}
-
-        out = await DBOS.run_step_async({"name": key.name}, perform)
-        self._check(key, d, out)
-        _raise_failed(out, raised)
-        for chunk in out["chunks"]:
-            yield ModelTextDelta(chunk)
-        if out["response"] is not None:
-            yield _RESPONSE.validate_python(out["response"])
-
-    async def _mark_started(self, key: StepKey, d: str) -> bool:
-        """Checkpoint that a tool call starts; whether this execution made the mark (not an earlier one).
-
-        The mark's step is performed once per workflow: a recovered run gets the checkpoint back
-        without performing it. Of two executions of one workflow at once, the one whose mark DBOS
-        does not record stops there, before the call.
-        """
-        made = False
-
-        async def mark() -> dict[str, Any]:
-            nonlocal made
-            made = True
-            return {"digest": d}
-
-        out = await DBOS.run_step_async({"name": f"{key.name}.started"}, mark)
-        self._check(key, d, out)
-        return made
-
-    @staticmethod
-    def _check(key: StepKey, d: str, out: Mapping[str, Any]) -> None:
-        if out.get("digest") != d:
-            raise ReplayDivergence(
-                f"workflow {DBOS.workflow_id}: step {key.index} ({key.name}) of session {key.session_id!r} was "
-                "checkpointed with another input; workflow code must be deterministic",
-                metadata={"workflow_id": DBOS.workflow_id, "step": key.index},
-            )
-
-
-def _failed(
-    key: StepKey, d: str, exc: Exception, raised: list[Exception], chunks: Sequence[str] = ()
-) -> dict[str, Any]:
-    """A step's failure as its checkpoint: a journal's ``step.failed`` record (type, severity, status...).
-
-    DBOS would keep a raised exception as a bare ``PortableWorkflowError``, so a recovered run's
-    recovery ladder would judge another error than the run's. The exception itself is kept in
-    ``raised`` for this execution to raise.
-    """
-    raised.append(exc)
-    rec = failure_record(key.name, key.index, d, 1, exc, chunks)
-    return {"digest": d, "failed": rec.model_dump(mode="json")}
-
-
-def _raise_failed(out: Mapping[str, Any], raised: list[Exception]) -> None:
-    """Raise the failure ``out`` checkpoints: this execution's own exception, else the one rebuilt from its record."""
-    failed = out.get("failed")
-    if failed is not None:
-        raise raised[0] if raised else replayed_error(StepFailedRecord.model_validate(failed))
 
 
 class DurableAgents:
