@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from jeeves_router.errors import UsageError
 from jeeves_router.testing import ScriptedModel
-from jeeves_router.tools import tool
+from jeeves_router.tools import Tool, ToolContext, ToolOutcome, tool
 from tests.journal_helpers import PROMPT, DeskModel, build_desk
 
 
@@ -122,6 +123,34 @@ async def test_a_tool_call_started_and_never_checkpointed_follows_the_policy(dbo
     else:  # not called again; the model is told
         assert len(keys) == 1
         assert result.output is not None and "outcome of this lookup_invoice call is unknown" in result.output
+
+
+@pytest.mark.anyio
+async def test_a_failed_run_is_read_back_with_its_own_error_type(dbos_app: str) -> None:
+    from dbos import DBOS
+
+    from jeeves_router.durable.dbos import DBOSRuntime, DurableAgents, _sqlite_timestamps_work, dbos_config
+    from jeeves_router.errors import ToolOutcomeUnknown
+
+    if not _sqlite_timestamps_work():
+        pytest.skip("DBOS cannot write a SQLite system database with this Python's SQLite")
+
+    class Unanswered(Tool):  # as an MCP tool whose server had the call and never answered
+        async def call(self, arguments: Mapping[str, Any], ctx: ToolContext) -> ToolOutcome:
+            raise ToolOutcomeUnknown(f"the billing server had the {arguments['invoice']} call and did not answer")
+
+    async def lookup_invoice(invoice: str) -> str:
+        """Look up an invoice's payments."""
+        return invoice
+
+    desk = build_desk(DBOSRuntime(), DeskModel(), tool=Unanswered(lookup_invoice))
+    durable = DurableAgents([desk], workflow_name="jeeves_test.failed_run")
+    DBOS(config=dbos_config("jeeves-sqlite-test", dbos_app, executor_id="solo"))
+    DBOS.launch()
+    await durable.register_queue(polling_interval_sec=0.1)
+    wid = await durable.enqueue(PROMPT, session_id="q1", workflow_id="wf-1")
+    with pytest.raises(ToolOutcomeUnknown, match="had the INV-7 call and did not answer"):
+        await durable.result(wid)
 
 
 def test_the_dbos_runtime_refuses_an_unknown_policy() -> None:

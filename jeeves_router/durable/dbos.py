@@ -37,12 +37,14 @@ from __future__ import annotations
 
 import functools
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import anyio.to_thread
 from pydantic import TypeAdapter
 
+from .. import errors
 from ..errors import UsageError
 from ..journal.records import jsonable_mapping, to_json
 from ..messages import Message
@@ -50,7 +52,7 @@ from ..results import RunResult
 
 try:
     from dbos import DBOS, DBOSClient, SetWorkflowID
-    from dbos._serialization import DBOSPortableJSONSerializer
+    from dbos._serialization import DBOSPortableJSONSerializer, PortableWorkflowError
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ImportError("jeeves_router.durable.dbos needs DBOS: pip install 'jeeves-router[dbos]'") from exc
 
@@ -252,9 +254,11 @@ class DurableAgents:
         return str(handle.workflow_id)
 
     async def result(self, workflow_id: str) -> RunResult:
-        """Wait for the run ``workflow_id`` and return its result."""
+        """Wait for the run ``workflow_id`` and return its result (a failed run raises as in :func:`run_result`)."""
         handle: Any = await DBOS.retrieve_workflow_async(workflow_id)
-        return _RESULT.validate_python(await handle.get_result())
+        with _run_errors():
+            data = await handle.get_result()
+        return _RESULT.validate_python(data)
 
 
 def _run_args(
@@ -308,7 +312,31 @@ async def enqueue_run(
 
 
 async def run_result(client: DBOSClient, workflow_id: str) -> RunResult:
-    """Wait for the run ``workflow_id`` (enqueued anywhere) and return its result."""
+    """Wait for the run ``workflow_id`` (enqueued anywhere) and return its result.
+
+    Raises:
+        JeevesError: A run that failed raises its error again, of its own type when it is
+            one of :mod:`jeeves_router.errors` (e.g. ``ToolOutcomeUnknown``), with its
+            message; DBOS keeps only the name and message, which other types come back with
+            in DBOS's ``PortableWorkflowError``.
+    """
     handle: Any = await anyio.to_thread.run_sync(client.retrieve_workflow, workflow_id)
-    data = await anyio.to_thread.run_sync(handle.get_result)
+    with _run_errors():
+        data = await anyio.to_thread.run_sync(handle.get_result)
     return _RESULT.validate_python(data)
+
+
+@contextmanager
+def _run_errors() -> Iterator[None]:
+    """Raise a failed run's error as its jeeves_router type (DBOS returns a ``PortableWorkflowError`` naming it)."""
+    try:
+        yield
+    except PortableWorkflowError as exc:
+        cls = getattr(errors, exc.name, None) if exc.name in errors.__all__ else None
+        if not (isinstance(cls, type) and issubclass(cls, errors.JeevesError)):
+            raise
+        try:
+            rebuilt = cls(exc.message)
+        except Exception:  # an error type whose constructor wants more than a message
+            raise exc from None
+        raise rebuilt from exc
