@@ -20,14 +20,23 @@ from jeeves_router.recovery import Recovery
 from jeeves_router.testing import Call, FunctionModel, RecordedSleeps, Reply, StaticClassifier
 
 
-def detouring_clerk(refunds: list[str]) -> Agent:
-    """Attempt 1 refunds, then its model call times out; attempt 2 first calls a tool that does not exist."""
+def retried_clerk(refunds: list[str], detour: str) -> Agent:
+    """Attempt 1 refunds, then its model call times out; attempt 2 calls ``detour`` first, then refunds.
+
+    ``lookup`` is one of the clerk's tools (the retry reaches the refund at another step);
+    ``find_invoice`` is not (an error result that takes no step key).
+    """
 
     @tool
     def refund(invoice: str) -> str:
         """Refund an invoice."""
         refunds.append(invoice)
         return f"refunded {invoice}"
+
+    @tool
+    def lookup(invoice: str) -> str:
+        """Look an invoice up."""
+        return f"{invoice}: paid twice"
 
     attempts: list[int] = []
 
@@ -40,18 +49,22 @@ def detouring_clerk(refunds: list[str]) -> Agent:
                 return Reply(calls=[Call("refund", {"invoice": "INV-7"})])
             raise TimeoutError("read timed out")
         if not done:
-            return Reply(calls=[Call("find_invoice", {"invoice": "INV-7"})])  # no such tool: an error result
-        if done == ["find_invoice"]:
+            return Reply(calls=[Call(detour, {"invoice": "INV-7"})])
+        if done == [detour]:
             return Reply(calls=[Call("refund", {"invoice": "INV-7"})])
         return Reply(text="Refunded INV-7.")
 
-    return Agent("Billing.", name="billing", model=FunctionModel(turn, name="billing"), tools=[refund])
+    return Agent("Billing.", name="billing", model=FunctionModel(turn, name="billing"), tools=[refund, lookup])
+
+
+DETOURS = pytest.mark.parametrize("detour", ["lookup", "find_invoice"], ids=["another-path", "unknown-tool"])
 
 
 @pytest.mark.anyio
-async def test_a_router_retry_that_first_calls_an_unknown_tool_refunds_once() -> None:
+@DETOURS
+async def test_a_router_retry_that_takes_a_detour_refunds_once(detour: str) -> None:
     refunds: list[str] = []
-    routes = [RouterRoute("billing", detouring_clerk(refunds), "payments")]
+    routes = [RouterRoute("billing", retried_clerk(refunds, detour), "payments")]
     router = Router(routes, classifier=StaticClassifier("billing"), recovery=Recovery(sleep=RecordedSleeps()))
     result = await Agent("Desk.", name="desk", architecture=router).run("refund INV-7")
     assert (result.status, result.output) == ("ok", "Refunded INV-7.")
@@ -59,14 +72,15 @@ async def test_a_router_retry_that_first_calls_an_unknown_tool_refunds_once() ->
 
 
 @pytest.mark.anyio
-async def test_a_capability_retry_that_first_calls_an_unknown_tool_refunds_once() -> None:
+@DETOURS
+async def test_a_capability_retry_that_takes_a_detour_refunds_once(detour: str) -> None:
     refunds: list[str] = []
     plan = json.dumps({"steps": [{"capability": "billing", "task": "refund INV-7"}]})
 
     def orchestrator(request: ModelRequest) -> Reply:
         return Reply(text="yes" if "Capability:" in (request.system or "") else plan)
 
-    caps = Capabilities([Capability("billing", detouring_clerk(refunds), "refunds")])
+    caps = Capabilities([Capability("billing", retried_clerk(refunds, detour), "refunds")])
     agent = Agent("Accounts.", name="accounts", model=FunctionModel(orchestrator, name="o"), architecture=caps)
     result = await agent.run("refund INV-7")
     assert (result.status, result.output) == ("ok", "Refunded INV-7.")
