@@ -582,4 +582,6 @@ def test_a_retry_the_changed_agent_cannot_replay_is_refused_422_and_logged(
     error = again.json()["error"]
     assert error["code"] == "idempotency_key_replay_diverged" and error["param"] == "Idempotency-Key"
     assert "use a new key" in error["message"]
-    assert [r.getMessage() for r in caplog.records if "replay_diverged" in r.getMessage()]
+    (logged,) = [r.getMessage() for r in caplog.records if "replay_diverged" in r.getMessage()]
+    session = keyed_session_id("order-30")  # the request's session, not the specialist's child session
+    assert f"session_id='{session}'" in logged and f"run_id='{keyed_run_id(session, 'order-30')}'" in logged

@@ -95,7 +95,13 @@ class StepRecorder(Runtime):
             raise ReplayDivergence(
                 f"strict replay: step {key.index} ({key.name}) of session {key.session_id!r}, run {key.run_id!r} "
                 f"has input digest {d[:12]}, but the journal recorded {others[0][:12]}{advice}",
-                metadata={"session_id": key.session_id, "run_id": key.run_id, "step": key.index},
+                # the run's own session (a keyed refusal is logged by it), and the step's (a specialist's)
+                metadata={
+                    "session_id": state.session_id if state is not None else key.session_id,
+                    "run_id": key.run_id,
+                    "step": key.index,
+                    "step_session_id": key.session_id,
+                },
             )
         log.info("journal step diverged; calling live", session_id=key.session_id, step=key.index, name=key.name)
 
