@@ -28,7 +28,6 @@ from typing import TYPE_CHECKING, Literal
 
 from ...errors import UsageError
 from ...events import CapabilitiesSelected, CapabilityCompleted, CapabilityStarted
-from ...ids import _MAX_NAME, child_session_id  # the longest route name child_session_id takes
 from ...messages import assistant, user
 from ...models.base import Model, ModelRequest, ModelResponse
 from ...models.registry import resolve_model
@@ -49,8 +48,10 @@ from .capability import (
     ClassifierGuide,
     RunState,
 )
+from .failure import ended
 from .orchestrate import orchestrate
 from .selection import Selection, select_capabilities
+from .steps import completed, step_prompt, step_session_id
 
 if TYPE_CHECKING:
     from ...actor import Actor
@@ -274,7 +275,7 @@ class Capabilities:
                 else:
                     result = await self._call(ctx, rec, st, cap, task, index, attempt)
             except Exception as exc:
-                await ctx.emit(_completed(ctx, name, started, index, ok=False))
+                await ctx.emit(completed(ctx, name, started, index, ok=False))
                 lost = ctx.ledger.since(mark, (*ctx.path, name))  # what the failed attempt's model calls cost
                 if lost is not NO_USAGE:
                     st.add(name, lost, rec)
@@ -294,7 +295,7 @@ class Capabilities:
                 await ctx.emit(rec.retry_event(f))
                 await rec.backoff(f)
                 continue
-            await ctx.emit(_completed(ctx, name, started, index, ok=True))
+            await ctx.emit(completed(ctx, name, started, index, ok=True))
             rec.succeeded(operation)
             st.add(name, result.usage, rec)
             provided = {t: result.context.get(t, result.text) for t in cap.provides}
@@ -305,10 +306,10 @@ class Capabilities:
 
     @staticmethod
     def _child(ctx: RunContext, st: RunState, cap: Capability, task: str, index: int) -> RunContext:
-        prompt = _step_prompt(task, st.task, st.done)
+        prompt = step_prompt(task, st.task, st.done)
         return ctx.child(
             cap.handler,
-            session_id=_step_session_id(ctx, cap, index),
+            session_id=step_session_id(ctx, cap, index),
             path=(*ctx.path, cap.name),
             prompt=prompt,
             history=(),
@@ -320,7 +321,7 @@ class Capabilities:
         res = child.result
         assert res is not None
         if res.status not in ("ok", "fallback"):
-            raise _ended(cap, res) from child.failure  # a critical stop's own exception, if it had one
+            raise ended(cap, res) from child.failure  # a critical stop's own exception, if it had one
         ctx.context = child.context
         return CapabilityOutput(res.output or "", usage=res.usage)
 
@@ -328,7 +329,7 @@ class Capabilities:
     async def _call(
         ctx: RunContext, rec: RecoveryRun, st: RunState, cap: Capability, task: str, index: int, attempt: int
     ) -> CapabilityOutput:
-        child_sid = _step_session_id(ctx, cap, index)
+        child_sid = step_session_id(ctx, cap, index)
         call = CapabilityCall(
             task, st.task, dict(ctx.context), tuple(st.done), child_sid, (*ctx.path, cap.name), attempt
         )
@@ -343,63 +344,3 @@ class Capabilities:
         with rec.time_box():
             got: CapabilityOutput = await ctx.runtime.step(key, {"capability": cap.name, "task": task}, perform)
         return got
-
-
-def _ended(cap: Capability, res: RunResult) -> ExecutionError:
-    """The failure of a capability agent whose run ended without an answer.
-
-    A run its own recovery stopped (``"critical"``) carries the cause from its report into
-    this failure (error type, the inner step, reason, severity, path), so the outer report
-    says what went wrong inside, not only the status.
-    """
-    message = f"capability {cap.name!r} ended with status {res.status!r}"
-    report = res.report if res.status == "critical" else None
-    cause: dict[str, object] | None = None
-    if report:
-        error = report.get("error") or {}
-        cause = {
-            "type": error.get("type"),
-            "operation": report.get("operation"),
-            "reason": report.get("reason"),
-            "severity": report.get("severity"),
-            "path": "/".join(res.path),
-        }
-        what = cause["type"] or "a limit"
-        message += f": {what} at step {cause['operation']!r} ({cause['reason']})"
-    return ExecutionError(
-        ErrorSeverity.CRITICAL, message, capability_name=cap.name, metadata={"status": res.status}, cause=cause
-    )
-
-
-def _step_session_id(ctx: RunContext, cap: Capability, index: int) -> str:
-    """The session id of step ``index`` (1-based, unique within the run) of capability ``cap``.
-
-    The step number makes it unique: a capability that runs twice in one plan gets two
-    sessions, so the ledger (and a journal) never answers the second step's tool calls and
-    model turns with the first's. A name too long to take the suffix within the 48
-    characters a route name may have is shortened (the suffix, not the name, makes it unique).
-    """
-    suffix = f"-{index}"
-    name = cap.name[: _MAX_NAME - len(suffix)].rstrip("-_")
-    return child_session_id(ctx.session_id, f"{name}{suffix}")
-
-
-def _step_prompt(task: str, objective: str, done: Sequence[tuple[str, str]]) -> str:
-    parts = [task]
-    if objective and objective != task:
-        parts.append(f"Overall request: {objective}")
-    if done:
-        parts.append("Results so far:\n" + "\n".join(f"- {c}: {t}" for c, t in done))
-    return "\n\n".join(parts)
-
-
-def _completed(ctx: RunContext, name: str, started: float, index: int, *, ok: bool) -> CapabilityCompleted:
-    """The event that closes one attempt of capability ``name`` (step ``index``), begun at ``started``."""
-    return CapabilityCompleted(
-        session_id=ctx.session_id,
-        path=ctx.path,
-        capability=name,
-        duration_s=time.monotonic() - started,
-        ok=ok,
-        step=index,
-    )
