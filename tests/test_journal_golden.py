@@ -188,6 +188,19 @@ def _with_critical_confidence(events: object, confidence: float) -> object:
     return fixed
 
 
+def _with_report_path(value: object) -> object:
+    """``value`` with ``path`` in each recovery report that recorded none (the run's path, joined)."""
+    if isinstance(value, list):
+        return [_with_report_path(v) for v in value]
+    if not isinstance(value, dict):
+        return value
+    fixed = {k: _with_report_path(v) for k, v in value.items()}
+    report = fixed.get("report")
+    if isinstance(report, dict) and "path" not in report:
+        fixed["report"] = {**report, "path": "/".join(fixed["path"])}
+    return fixed
+
+
 def _check_v2(results: list[RunResult]) -> None:
     first, second, third = results
     assert first.output == "INV-42 was paid twice; a refund is on its way."
@@ -210,8 +223,9 @@ async def test_the_v2_sqlite_corpus_replays_its_failure_without_calling_a_model(
     recorded = _untimed(strip_ts(await recorded_events(journal, "golden-1")))
     _check_v2(await _replay(journal, _Silent(), version=2))
     # the same stream again, but for the report's timings (a replay measures its own) and the
-    # critical result's confidence, which the corpus's version left out (fixed since)
-    assert _untimed(strip_ts(await recorded_events(journal, "golden-1"))) == _with_critical_confidence(recorded, 0.87)
+    # critical result's confidence and the report's path, which the corpus's version left out (added since)
+    expected = _with_report_path(_with_critical_confidence(recorded, 0.87))
+    assert _untimed(strip_ts(await recorded_events(journal, "golden-1"))) == expected
     await journal.aclose()
 
 

@@ -114,6 +114,18 @@ def _safe_str(value: object, limit: int = 500) -> str:
     return text if len(text) <= limit else text[:limit] + "..."
 
 
+def _root_cause(error: BaseException) -> BaseException | None:
+    """The exception ``error.cause`` describes: down the chain while it passes on an inner cause.
+
+    An inner Capabilities run that stopped for a capability agent's failure passes that
+    failure's cause on (the deepest one); its exception is found the same way down.
+    """
+    inner = error.__cause__
+    while isinstance(inner, ExecutionError) and inner.cause:
+        inner = inner.__cause__
+    return inner
+
+
 def build_report(
     *,
     error: BaseException | None,
@@ -124,10 +136,16 @@ def build_report(
     elapsed_s: float = 0.0,
     route: str | None = None,
     capability: str | None = None,
+    path: Sequence[str] = (),
     counters: Mapping[str, int] | None = None,
     expose_details: bool = False,
 ) -> dict[str, Any]:
-    """The structured report of a stopped run. Never raises (falls back to a minimal one)."""
+    """The structured report of a stopped run. Never raises (falls back to a minimal one).
+
+    ``path`` is the route path of the run whose recovery stopped it (``"/"``-joined in the
+    report): a Router or handoff chain that passes a member's critical answer on passes its
+    report, which so still names the member that failed.
+    """
     try:
         severity = classification.severity if classification is not None else ErrorSeverity.CRITICAL
         attempts: dict[str, int] = {}
@@ -144,17 +162,18 @@ def build_report(
             err["hook_error_type"] = type(hook_error).__name__
             if expose_details:
                 err["hook_error_message"] = _safe_str(hook_error)
-        cause = error.cause if isinstance(error, ExecutionError) else None
-        if cause:  # an inner run stopped with its own report: where and why, as that report said
-            err["cause"] = {str(k): v for k, v in cause.items()}
-            if expose_details and error is not None and error.__cause__ is not None:
-                err["cause"]["message"] = _safe_str(error.__cause__)
+        if isinstance(error, ExecutionError) and error.cause:  # an inner run stopped with its own report
+            err["cause"] = {str(k): v for k, v in error.cause.items()}  # where and why, as that report said
+            inner = _root_cause(error)
+            if expose_details and inner is not None:
+                err["cause"]["message"] = _safe_str(inner)
         meta = classification.metadata if classification is not None and classification.metadata else {}
         return {
             "severity": severity.value,
             "reason": reason,
             "route": route,
             "capability": capability,
+            "path": "/".join(path),
             "operation": operation,
             "error": err,
             "attempts": attempts,

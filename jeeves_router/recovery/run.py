@@ -332,6 +332,7 @@ class RecoveryRun:
             elapsed_s=self.elapsed(),
             route=f.route,
             capability=f.capability,
+            path=self.ctx.path,
             counters={"steps": self.steps, "reclassifications": self.reclassifications, "replans": self.replans},
             expose_details=self.config.expose_details,
         )
