@@ -44,12 +44,24 @@ def chain_settings(
     detect_announced: Detector | None,
     sticky: bool,
     session_store: SessionStore | None,
+    owner: str,
 ) -> ChainSettings:
     """Check the shared chain options and bundle them.
 
+    Args:
+        max_handoffs: Most handoffs in one run.
+        max_edge_traversals: How often one edge may be taken in one run.
+        history: What a target sees.
+        detect_announced: ``(text, targets) -> bool``, or ``None``.
+        sticky: Whether sessions stick to the agent that answered them last.
+        session_store: Where sticky sessions are kept (``None``: in memory).
+        owner: The class the options were given to, as a message names it
+            (``"HandoffChain"``, ``"Router"``).
+
     Raises:
         UsageError: for a non-positive limit, an unknown history mode, a detector that is
-            not callable, or a session store without ``get``/``set``/``delete``.
+            not callable, a session store without ``get``/``set``/``delete``, or a session
+            store without ``sticky=True`` (only sticky sessions are kept in it).
     """
     for label, value in (("max_handoffs", max_handoffs), ("max_edge_traversals", max_edge_traversals)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -59,6 +71,12 @@ def chain_settings(
         raise UsageError("detect_announced must be a callable(text, targets) -> bool or None")
     if session_store is not None and not isinstance(session_store, SessionStore):
         raise UsageError(f"session_store must have async get/set/delete methods, got {type(session_store).__name__}")
+    if session_store is not None and not sticky:
+        raise UsageError(
+            f"{owner}(session_store={type(session_store).__name__}(...)) was given without sticky=True, but only "
+            "sticky sessions (the agent that answered a session last) are kept in a session store, so this store "
+            "would be ignored; pass sticky=True to keep them there, or drop session_store"
+        )
     store = (session_store if session_store is not None else InMemorySessionStore()) if sticky else None
     return ChainSettings(max_handoffs, max_edge_traversals, history, detect_announced, store)
 
@@ -81,7 +99,8 @@ class HandoffChain:
             ``None`` disables the check.
         sticky: Remember per session id which agent answered last and start the next turn
             there (reset with ``options={"reset_sticky": True}`` or :meth:`reset`).
-        session_store: Where sticky sessions are kept (default: in memory).
+        session_store: Where sticky sessions are kept (default: in memory); only with
+            ``sticky=True`` (refused otherwise: it would be ignored).
     """
 
     def __init__(
@@ -100,7 +119,6 @@ class HandoffChain:
             raise UsageError(f"wraps must be an architecture other than HandoffChain, got {type(wraps).__name__}")
         self.wraps: Architecture = wraps if wraps is not None else ToolLoop()
         self.fallback = fallback
-        self.session_store = session_store if sticky else None  # the store given (None: the default)
         self.settings = chain_settings(
             max_handoffs=max_handoffs,
             max_edge_traversals=max_edge_traversals,
@@ -108,7 +126,9 @@ class HandoffChain:
             detect_announced=detect_announced,
             sticky=sticky,
             session_store=session_store,
+            owner="HandoffChain",
         )
+        self.session_store = session_store  # the store given (None: the default; refused unless sticky)
 
     def options(self) -> dict[str, object]:
         """The options given to this chain that differ from their defaults (name: value).

@@ -114,7 +114,8 @@ class Router:
         context_schema: A pydantic model the run's context must validate against; the
             classifier sees the validated values.
         sticky: Send a session's follow-up turns to the agent that answered it last.
-        session_store: Where sticky sessions are kept (default: in memory).
+        session_store: Where sticky sessions are kept (default: in memory); only with
+            ``sticky=True`` (refused otherwise: it would be ignored).
         hand_back: Give every specialist a ``transfer_to_<router>`` tool that hands the
             request back to be classified again.
         max_handoffs: Most handoffs per run (the dispatch counts); then ``handoff_limit``.
@@ -184,6 +185,7 @@ class Router:
             detect_announced=detect_announced,
             sticky=sticky,
             session_store=session_store,
+            owner=type(self).__name__,
         )
         self._classifier: Classifier | None = classifier
         self.specs: tuple[RouteSpec, ...] = tuple(r.spec for r in self.routes)
