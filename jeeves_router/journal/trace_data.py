@@ -77,7 +77,11 @@ class TraceNode:
 
 @dataclass(slots=True)
 class RunTrace:
-    """One run (turn) of the session: its prompt, outcome, step tree and totals per route."""
+    """One run (turn) of the session: its prompt, outcome, step tree and totals per route.
+
+    ``status`` is the root result's status (``ok``, ``fallback``, ``critical``, ...), else
+    ``failed`` (it raised), ``cut`` (its attempt was cut off) or ``running`` (not ended).
+    """
 
     run_id: str
     attempt: int
@@ -101,9 +105,11 @@ async def load_trace(journal: Journal, session_id: str) -> SessionTrace:
     """The runs of ``session_id`` (and of its child sessions) rebuilt from ``journal``.
 
     Each run is shown by its last completed attempt, else its latest one
-    (:meth:`.resume.RecordedRuns.telling`). A run with no recorded events yet (in flight in
-    another process, or cut off before its first step was written) is shown as running,
-    with its prompt.
+    (:meth:`.resume.RecordedRuns.telling`). A run whose attempt ended ``cut`` (cancelled, e.g.
+    by its server's shutdown, or its stream closed early) has status ``cut``, and so has every
+    step it left open; a run with no ``run.end`` yet (in flight, in this or another process)
+    is ``running``. A run with no recorded events (in flight, or cut off before its first
+    step was written) is shown with its prompt only.
 
     Raises:
         UsageError: if the session has no recorded run, or a run that ended has no
@@ -139,7 +145,7 @@ async def load_trace(journal: Journal, session_id: str) -> SessionTrace:
                 f"run {run_id!r} of session {session_id!r} has no recorded events; record them with "
                 "JournalRuntime(..., record_events=True) (the default)"
             )
-        if not events:  # in flight (or cut off) before its first events were written: shown as running
+        if not events:  # in flight (or cut off) before its first events were written: its prompt only
             ts = max(e.ts for e in starts if e.run_id == run_id)
             events = [
                 RunStarted(session_id=session_id, path=(start.agent,), ts=ts, agent=start.agent, prompt=start.prompt)
@@ -181,7 +187,7 @@ def _build_run(
     decisions: list[dict[str, Any]] = []
     usage_by_route: dict[str, dict[str, Any]] = {}
     usage: dict[str, Any] = _usage({})
-    status = "failed" if end is not None and end.status == "failed" else "running"
+    status: str = end.status if end is not None and end.status in ("failed", "cut") else "running"
     adapter = event_adapter()
 
     def owner(path: tuple[str, ...]) -> TraceNode:
@@ -269,6 +275,10 @@ def _build_run(
     _attach_models(models, by_session, root)
     if root.status == "running" and status == "failed":
         root.status = "failed"
+    if status == "cut":  # nothing of a cut attempt runs any more: what it left open was cut with it
+        for _, node in root.walk():
+            if node.status == "running":
+                node.status = "cut"
     return RunTrace(run_id, start.attempt, start.prompt, root, status, usage, usage_by_route, decisions)
 
 

@@ -23,7 +23,7 @@ __all__ = ["render_trace_html"]
 
 _CSS = """
 :root{--fg:#1f2328;--muted:#656d76;--line:#d0d7de;--run:#3367d6;--model:#8250df;--tool:#1a7f37;
---decision:#bf8700;--note:#656d76;--capability:#b06000;--bad:#cf222e}
+--decision:#bf8700;--note:#656d76;--capability:#b06000;--bad:#cf222e;--cut:#9a6700}
 *{box-sizing:border-box}body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;color:var(--fg);
 margin:0;padding:24px 32px;background:#fff}h1{font-size:20px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 8px}
 h3{font-size:14px;margin:18px 0 6px;color:var(--muted);text-transform:uppercase;letter-spacing:.04em}
@@ -42,7 +42,8 @@ text-align:center}.bar{position:relative;height:12px}.bar span{position:absolute
 min-width:2px}.dur{text-align:right;font-variant-numeric:tabular-nums;color:var(--muted)}
 .k-run{background:var(--run)}.k-model{background:var(--model)}.k-tool{background:var(--tool)}
 .k-decision{background:var(--decision)}.k-note{background:var(--note)}.k-capability{background:var(--capability)}
-.bad .lab{color:var(--bad)}.detail{display:none;margin:2px 0 8px;padding:8px 12px;background:#f6f8fa;
+.bad .lab{color:var(--bad)}.cut .lab,.st-cut{color:var(--cut);font-style:italic}
+.detail{display:none;margin:2px 0 8px;padding:8px 12px;background:#f6f8fa;
 border-radius:6px;white-space:pre-wrap;font:12px/1.4 ui-monospace,SFMono-Regular,Menlo,monospace}
 .detail.open{display:block}.tree ul{list-style:none;margin:0;padding-left:22px;border-left:1px dashed var(--line)}
 .tree>ul{border-left:none;padding-left:0}.tree li{margin:4px 0}.node{display:inline-block;border:1px solid var(--line);
@@ -71,6 +72,12 @@ document.querySelectorAll('button[data-toggle]').forEach(function (b) {
 });
 document.body.setAttribute('data-ready', '1');
 """
+
+
+_CUT = (
+    "This attempt was cut off before it ended (cancelled, e.g. by its server's shutdown, or its stream closed "
+    "early): steps it left open are marked cut. Agent.resume() takes the run up from its recorded steps."
+)
 
 
 def _ms(seconds: float) -> str:
@@ -152,7 +159,7 @@ def _timeline(run: RunTrace, box_id: str) -> str:
     for depth, node in run.root.walk():
         left = (node.start - t0) / span * 100
         width = max(node.duration_s / span * 100, 0.3)
-        bad = " bad" if node.status in ("failed", "error") else ""
+        bad = " bad" if node.status in ("failed", "error") else " cut" if node.status == "cut" else ""
         dur = _ms(node.duration_s) if node.kind not in ("note", "decision") else "·"
         out.append(
             f'<div class="row{bad}" title="{escape(node.kind)}"><div class="lab" style="padding-left:{depth * 18}px">'
@@ -221,10 +228,12 @@ def render_trace_html(trace: SessionTrace, graph: AgentGraph | None = None) -> s
         box = f"steps-{i}"
         total = run.root.duration_s
         parts.append(
-            f"<h2>Run {i} · {escape(run.status)} · {_ms(total)}</h2><div class='meta'>run {escape(run.run_id)} · "
-            f"attempt {run.attempt} · {_usage_text(run.usage)}</div>"
+            f"<h2>Run {i} · <span class='status st-{escape(run.status)}'>{escape(run.status)}</span> · {_ms(total)}"
+            f"</h2><div class='meta'>run {escape(run.run_id)} · attempt {run.attempt} · {_usage_text(run.usage)}</div>"
             f"<div class='card'><b>Prompt:</b> {escape(run.prompt)}</div>"
         )
+        if run.status == "cut":
+            parts.append(f"<div class='card st-cut'>{_CUT}</div>")
         output = run.root.data.get("output") or next(
             (n.data["output"] for _, n in run.root.walk() if n.kind == "run" and n.data.get("output")), None
         )
