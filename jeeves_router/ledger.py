@@ -23,8 +23,10 @@ retry cannot answer on their own:
   A tool marked :attr:`~jeeves_router.tools.Tool.repeatable` (harmless to call twice,
   typically a read: a job's status, a balance) is the exception, and the one question the
   ledger asks of a tool: its calls are neither pooled nor answered, so a retry executes
-  them again and sees the value as it is now, not the abandoned attempt's. (A journal's
-  resume is another matter: it replays recorded results, model turns included.)
+  them again and sees the value as it is now, not the abandoned attempt's; nor are they
+  counted in :attr:`Ledger.calls` (a failed step that only read may be replanned). A
+  journal is another matter: a resume, or a retry at steps the journal holds, replays
+  recorded results, model turns included.
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ class Ledger:
     Attributes:
         texts: How many text deltas the run has emitted so far (compare two readings).
         calls: How many tool calls have completed so far (compare two readings: did a
-            failed attempt have side effects?).
+            failed attempt have side effects?), a ``repeatable`` tool's not counted.
     """
 
     __slots__ = ("_first_path", "_first_usage", "_last", "_more", "_pooled", "_tools", "calls", "texts")
@@ -138,10 +140,11 @@ class Ledger:
     def complete_call(
         self, session_id: str, index: int, tool: Tool, arguments: Mapping[str, Any], outcome: ToolOutcome
     ) -> None:
-        """Remember a tool call that completed at this step (a ``repeatable`` tool's is only counted)."""
+        """Remember a tool call that completed at this step (a ``repeatable`` tool's is not: no effect to keep)."""
+        if tool.repeatable:
+            return
         self.calls += 1
-        if not tool.repeatable:
-            self._remember(session_id, index, (tool.name, dict(arguments), outcome))
+        self._remember(session_id, index, (tool.name, dict(arguments), outcome))
 
     def _remember(self, session_id: str, index: int, done: tuple[str, Mapping[str, Any], ToolOutcome]) -> None:
         if self._tools is None:

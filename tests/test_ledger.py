@@ -96,12 +96,13 @@ def test_a_rewind_is_seen_at_the_retrys_first_step_even_when_its_first_call_come
     assert ledger.completed_call("s", 5, REFUND, {"id": 7}) is None  # answered once
 
 
-def test_a_repeatable_tools_calls_are_counted_but_never_answer_a_retry() -> None:
+def test_a_repeatable_tools_calls_never_answer_a_retry_nor_count_as_effects() -> None:
     status = named("get_status", repeatable=True)
     ledger = Ledger()
     ledger.complete_call("s", 1, status, {"id": 7}, ToolOutcome("pending"))
+    assert ledger.calls == 0  # a read: nothing a replan could repeat to harm
     ledger.complete_call("s", 3, REFUND, {"id": 7}, refunded := ToolOutcome("refunded"))
-    assert ledger.calls == 2
+    assert ledger.calls == 1
     ledger.step("s", 0)  # a retry starts the session again
     assert ledger.completed_call("s", 1, status, {"id": 7}) is None  # executed again: a fresh status
     assert ledger.completed_call("s", 3, REFUND, {"id": 7}) is refunded
