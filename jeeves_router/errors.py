@@ -128,9 +128,12 @@ class ToolOutcomeUnknown(ToolError):
 
     The one error of an unknown outcome. Raised by an MCP tool call whose server had the
     request and then did not answer: its connection ended, or no answer came within its
-    ``timeout`` (:mod:`jeeves_router.mcp`); and by a journaled resume under
-    ``on_unknown_tool_outcome="fail"`` for a call started with no outcome recorded (a crash
-    during it, another process making it). A call that provably never ran is not this error.
+    ``timeout`` (:mod:`jeeves_router.mcp`); by a ``@tool`` function of yours (a payment API
+    that timed out), which :meth:`Tool.call <jeeves_router.tools.Tool.call>` lets through;
+    and by a journaled resume under ``on_unknown_tool_outcome="fail"`` for a call started
+    with no outcome recorded (a crash during it, another process making it). A call that
+    provably never ran is not this error. A ``repeatable`` tool's (MCP or local) comes back
+    to the model as an error result instead: calling it again is harmless.
 
     ``critical`` by default: the recovery ladder stops the run with a report (no retry, and
     the model is never shown it, so it cannot call the tool again). Under a

@@ -19,6 +19,14 @@ retry cannot answer on their own:
   The rewind is seen at the retry's first step (:meth:`Ledger.step`, for every key a run
   takes: its first model turn), not only at its first tool call, which may come after every
   step the abandoned attempt used (a detour through a tool that does not exist).
+
+  A tool marked :attr:`~jeeves_router.tools.Tool.repeatable` (harmless to call twice,
+  typically a read: a job's status, a balance) is the exception, and the one question the
+  ledger asks of a tool: its calls are neither pooled nor answered, so a retry executes
+  them again and sees the value as it is now, not the abandoned attempt's; nor are they
+  counted in :attr:`Ledger.calls` (a failed step that only read may be replanned). A
+  journal is another matter: a resume, or a retry at steps the journal holds, replays
+  recorded results, model turns included.
 """
 
 from __future__ import annotations
@@ -26,7 +34,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .tools import ToolOutcome
+from .tools import Tool, ToolOutcome
 from .usage import NO_USAGE, Usage
 
 __all__ = ["Ledger"]
@@ -38,7 +46,7 @@ class Ledger:
     Attributes:
         texts: How many text deltas the run has emitted so far (compare two readings).
         calls: How many tool calls have completed so far (compare two readings: did a
-            failed attempt have side effects?).
+            failed attempt have side effects?), a ``repeatable`` tool's not counted.
     """
 
     __slots__ = ("_first_path", "_first_usage", "_last", "_more", "_pooled", "_tools", "calls", "texts")
@@ -110,17 +118,18 @@ class Ledger:
         self._last[session_id] = index - 1  # the calls left in ``_tools`` are before this step
 
     def completed_call(
-        self, session_id: str, index: int, name: str, arguments: Mapping[str, Any]
+        self, session_id: str, index: int, tool: Tool, arguments: Mapping[str, Any]
     ) -> ToolOutcome | None:
         """The outcome of an earlier attempt's call of this tool with these arguments, if any is left.
 
         An abandoned attempt's calls (see :meth:`step`) answer the calls of the retry, one
-        each, in the order they completed.
+        each, in the order they completed. A ``repeatable`` tool's call is never answered.
         """
         self.step(session_id, index)
         pool = self._pooled.get(session_id) if self._pooled is not None else None
-        if not pool:
+        if not pool or tool.repeatable:
             return None
+        name = tool.name
         for n, done in enumerate(pool):
             if done[0] == name and done[1] == arguments:
                 del pool[n]
@@ -129,11 +138,13 @@ class Ledger:
         return None
 
     def complete_call(
-        self, session_id: str, index: int, name: str, arguments: Mapping[str, Any], outcome: ToolOutcome
+        self, session_id: str, index: int, tool: Tool, arguments: Mapping[str, Any], outcome: ToolOutcome
     ) -> None:
-        """Remember a tool call that completed at this step."""
+        """Remember a tool call that completed at this step (a ``repeatable`` tool's is not: no effect to keep)."""
+        if tool.repeatable:
+            return
         self.calls += 1
-        self._remember(session_id, index, (name, dict(arguments), outcome))
+        self._remember(session_id, index, (tool.name, dict(arguments), outcome))
 
     def _remember(self, session_id: str, index: int, done: tuple[str, Mapping[str, Any], ToolOutcome]) -> None:
         if self._tools is None:

@@ -3,7 +3,10 @@
 ``@tool`` turns a sync or async function into a :class:`Tool` whose argument schema is
 made by pydantic from the type hints. Arguments are validated before the call; a
 validation error or an exception raised by the function goes back to the model as an
-error result (the run goes on), never as a crash.
+error result (the run goes on), never as a crash; but a
+:class:`~jeeves_router.errors.ToolOutcomeUnknown` (it may have run) propagates, as an MCP
+tool's does, unless the tool is ``repeatable`` (:attr:`Tool.repeatable`: harmless to call
+twice, e.g. a read; a framework retry runs it again, see :mod:`jeeves_router.ledger`).
 
 A parameter annotated :class:`ToolContext` is injected (not shown to the model). A tool may
 return :class:`Handoff` to pass the conversation to another agent, or
@@ -30,7 +33,7 @@ import anyio.abc
 import anyio.to_thread
 
 from ._frozen import frozen
-from .errors import UsageError
+from .errors import ToolOutcomeUnknown, UsageError
 from .models.base import ToolSpec
 
 if TYPE_CHECKING:
@@ -141,7 +144,15 @@ def check_tool_name(name: object) -> str:
 
 
 class Tool:
-    """A callable tool with a JSON schema for its arguments."""
+    """A callable tool with a JSON schema for its arguments.
+
+    ``repeatable`` (a read-only property): harmless to call twice (typically a read). A
+    framework retry calls it again rather than answering it from an abandoned attempt's call
+    (the ledger asks only this), and a :class:`~jeeves_router.errors.ToolOutcomeUnknown` it
+    raises comes back to the model as an error result instead of stopping the run.
+    """
+
+    _repeatable = False  # a class default: a subclass that does not call __init__ has it too
 
     def __init__(
         self,
@@ -149,10 +160,14 @@ class Tool:
         *,
         name: str | None = None,
         description: str | None = None,
+        repeatable: bool = False,
     ) -> None:
         if not callable(fn):
             raise UsageError(f"tool must wrap a callable, got {type(fn).__name__}")
+        if not isinstance(repeatable, bool):
+            raise UsageError(f"tool {name or getattr(fn, '__name__', fn)!r}: repeatable must be True or False")
         self.fn = fn
+        self._repeatable = repeatable
         self.name = check_tool_name(name or fn.__name__)
         doc = inspect.getdoc(fn) or ""
         self.description = description if description is not None else doc.split("\n\n")[0].strip()
@@ -182,13 +197,22 @@ class Tool:
         self.parameters: dict[str, Any] = schema
         self.spec = ToolSpec(self.name, self.description, schema)
 
+    @property
+    def repeatable(self) -> bool:
+        """Harmless to call twice (see the class docstring); an MCP tool asks its server."""
+        return self._repeatable
+
     def __repr__(self) -> str:
         return f"Tool({self.name!r})"
 
     async def call(self, arguments: Mapping[str, Any], ctx: ToolContext) -> ToolOutcome:
-        """Validate ``arguments``, run the function, and report the outcome (never raises).
+        """Validate ``arguments``, run the function, and report the outcome (an exception: an error result).
 
-        Cancellation is not caught: it propagates.
+        Raises:
+            ToolOutcomeUnknown: raised by the function of a tool that is not ``repeatable``
+                (it may have run: never shown to the model, which could call it again; a
+                journal keeps its outcome unknown). Its ``metadata`` gets ``"tool"``.
+                Cancellation propagates too.
         """
         from pydantic import ValidationError
 
@@ -205,6 +229,11 @@ class Tool:
                 value = await self.fn(**kwargs)
             else:
                 value = await anyio.to_thread.run_sync(lambda: self.fn(**kwargs))
+        except ToolOutcomeUnknown as exc:
+            if not self.repeatable:  # it may have run: never shown to the model, never called again on its own
+                exc.metadata.setdefault("tool", self.name)
+                raise
+            return ToolOutcome(f"{self.name} failed: {exc} (it may be called again)", is_error=True)
         except Exception as exc:
             return ToolOutcome(f"{self.name} failed: {type(exc).__name__}: {exc}", is_error=True)
         if isinstance(value, Handoff):
@@ -217,7 +246,9 @@ class Tool:
 @overload
 def tool(fn: Callable[..., Any], /) -> Tool: ...
 @overload
-def tool(*, name: str | None = None, description: str | None = None) -> Callable[[Callable[..., Any]], Tool]: ...
+def tool(
+    *, name: str | None = None, description: str | None = None, repeatable: bool = False
+) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
 def tool(
@@ -226,17 +257,19 @@ def tool(
     *,
     name: str | None = None,
     description: str | None = None,
+    repeatable: bool = False,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Make a :class:`Tool` from a typed function (sync or async).
 
-    Use as ``@tool`` or ``@tool(name=..., description=...)``. The description defaults to
-    the docstring's first paragraph. Sync functions run in a worker thread.
+    Use as ``@tool`` or ``@tool(name=..., description=..., repeatable=...)``. The
+    description defaults to the docstring's first paragraph. Sync functions run in a worker
+    thread. ``repeatable=True``: harmless to call twice (see :attr:`Tool.repeatable`).
     """
     if fn is not None:
-        return Tool(fn, name=name, description=description)
+        return Tool(fn, name=name, description=description, repeatable=repeatable)
 
     def wrap(f: Callable[..., Any]) -> Tool:
-        return Tool(f, name=name, description=description)
+        return Tool(f, name=name, description=description, repeatable=repeatable)
 
     return wrap
 

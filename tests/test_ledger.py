@@ -5,11 +5,24 @@ from __future__ import annotations
 import gc
 
 from jeeves_router.ledger import Ledger
+from jeeves_router.tools import Tool, ToolOutcome
 from jeeves_router.usage import NO_USAGE, Usage
 
 
 def u(tokens: int) -> Usage:
     return Usage(input_tokens=tokens, requests=1)
+
+
+def named(name: str, *, repeatable: bool = False) -> Tool:
+    """A tool the ledger sees (it asks its name and whether it is repeatable)."""
+
+    def fn(id: int) -> str:
+        return str(id)
+
+    return Tool(fn, name=name, repeatable=repeatable)
+
+
+REFUND, LOOKUP = named("refund"), named("lookup")
 
 
 def test_an_empty_ledger_has_spent_nothing() -> None:
@@ -56,32 +69,43 @@ def test_one_entry_holds_no_tracked_container() -> None:
 
 
 def test_a_rewound_sessions_completed_calls_each_answer_one_call_of_the_retry_at_any_step() -> None:
-    from jeeves_router.tools import ToolOutcome
-
     ledger = Ledger()
     first, second, other = ToolOutcome("refunded"), ToolOutcome("refunded again"), ToolOutcome("elsewhere")
-    assert ledger.completed_call("s", 1, "refund", {"id": 7}) is None
-    ledger.complete_call("s", 1, "refund", {"id": 7}, first)
-    ledger.complete_call("s", 3, "refund", {"id": 7}, second)
-    ledger.complete_call("t", 1, "refund", {"id": 7}, other)
+    assert ledger.completed_call("s", 1, REFUND, {"id": 7}) is None
+    ledger.complete_call("s", 1, REFUND, {"id": 7}, first)
+    ledger.complete_call("s", 3, REFUND, {"id": 7}, second)
+    ledger.complete_call("t", 1, REFUND, {"id": 7}, other)
     # a retry rewinds session "s" to step 1: it looks something else up there, then refunds twice
-    assert ledger.completed_call("s", 1, "lookup", {"id": 7}) is None
-    assert ledger.completed_call("s", 3, "refund", {"id": 7}) is first
-    assert ledger.completed_call("s", 5, "refund", {"id": 8}) is None  # other arguments: a new call
-    assert ledger.completed_call("s", 7, "refund", {"id": 7}) is second
-    assert ledger.completed_call("s", 9, "refund", {"id": 7}) is None  # none left: the retry's own call
-    assert ledger.completed_call("t", 1, "refund", {"id": 7}) is other  # another session is untouched
+    assert ledger.completed_call("s", 1, LOOKUP, {"id": 7}) is None
+    assert ledger.completed_call("s", 3, REFUND, {"id": 7}) is first
+    assert ledger.completed_call("s", 5, REFUND, {"id": 8}) is None  # other arguments: a new call
+    assert ledger.completed_call("s", 7, REFUND, {"id": 7}) is second
+    assert ledger.completed_call("s", 9, REFUND, {"id": 7}) is None  # none left: the retry's own call
+    assert ledger.completed_call("t", 1, REFUND, {"id": 7}) is other  # another session is untouched
     assert ledger.calls == 3
 
 
 def test_a_rewind_is_seen_at_the_retrys_first_step_even_when_its_first_call_comes_later() -> None:
-    from jeeves_router.tools import ToolOutcome
-
     ledger = Ledger()
     refunded = ToolOutcome("refunded")
-    ledger.complete_call("s", 1, "refund", {"id": 7}, refunded)
+    ledger.complete_call("s", 1, REFUND, {"id": 7}, refunded)
     ledger.step("s", 2)  # the same pass goes on: nothing rewound
     ledger.step("s", 0)  # a retry's first model turn: session "s" starts again
     # the retry's refund comes after every step the first attempt used (a detour on the way)
-    assert ledger.completed_call("s", 3, "refund", {"id": 7}) is refunded
-    assert ledger.completed_call("s", 5, "refund", {"id": 7}) is None  # answered once
+    assert ledger.completed_call("s", 3, REFUND, {"id": 7}) is refunded
+    assert ledger.completed_call("s", 5, REFUND, {"id": 7}) is None  # answered once
+
+
+def test_a_repeatable_tools_calls_never_answer_a_retry_nor_count_as_effects() -> None:
+    status = named("get_status", repeatable=True)
+    ledger = Ledger()
+    ledger.complete_call("s", 1, status, {"id": 7}, ToolOutcome("pending"))
+    assert ledger.calls == 0  # a read: nothing a replan could repeat to harm
+    ledger.complete_call("s", 3, REFUND, {"id": 7}, refunded := ToolOutcome("refunded"))
+    assert ledger.calls == 1
+    ledger.step("s", 0)  # a retry starts the session again
+    assert ledger.completed_call("s", 1, status, {"id": 7}) is None  # executed again: a fresh status
+    assert ledger.completed_call("s", 3, REFUND, {"id": 7}) is refunded
+    ledger.complete_call("s", 1, status, {"id": 7}, ToolOutcome("done"))
+    ledger.step("s", 0)  # and a further retry: still never answered
+    assert ledger.completed_call("s", 1, status, {"id": 7}) is None

@@ -143,3 +143,25 @@ async def test_a_retried_capability_counts_the_usage_of_its_failed_attempt(tmp_p
             result.usage,
             result.usage_by_route,
         )
+
+
+@pytest.mark.anyio
+async def test_a_replan_of_a_step_that_only_read_with_a_repeatable_tool_still_replans() -> None:
+    reads: list[str] = []
+
+    @tool(repeatable=True)
+    def balance(account: str) -> str:
+        """An account's balance (a read, harmless to repeat)."""
+        reads.append(account)
+        return "42.00 EUR"
+
+    model = ScriptedModel(
+        [Call("balance", {"account": "A-1"}), ModelError("bad plan step", severity="replanning"), "Paid."]
+    )
+    pay = Agent("Payments.", name="pay", model=model, tools=[balance])
+    brain = Brain(yes={"pay"}, plans=[plan("pay")])
+    arch = Capabilities([Capability("pay", pay, "payments")], recovery=Recovery(sleep=RecordedSleeps()))
+    events = await capture_events(Agent("O", name="desk", model=brain.model, architecture=arch), "pay")
+    assert events[-1].result.status == "ok"  # type: ignore[union-attr]
+    assert kinds(events) == [RecoveryReplan] and brain.calls["plan"] == 2  # not stopped with "effects_done"
+    assert reads == ["A-1"]

@@ -173,10 +173,11 @@ class RunContext:
         A framework retry runs a step again under the same keys; a call of the same tool
         with the same arguments that an earlier attempt completed (at this step or, when the
         retried model took another path, at another) is answered from the run's ledger, so a
-        retry never executes a completed side effect twice.
+        retry never executes a completed side effect twice; a ``repeatable`` tool (a read)
+        runs again.
         """
         key = self.next_key(f"tool:{tool.name}")
-        done = self.ledger.completed_call(key.session_id, key.index, tool.name, call.arguments)
+        done = self.ledger.completed_call(key.session_id, key.index, tool, call.arguments)
         if done is not None:
             return done
         tctx = ToolContext(self.session_id, self.path, self.context)
@@ -191,7 +192,7 @@ class RunContext:
             key, {"id": call.id, "name": call.name, "arguments": dict(call.arguments)}, perform
         )
         if not outcome.is_error:
-            self.ledger.complete_call(key.session_id, key.index, tool.name, call.arguments, outcome)
+            self.ledger.complete_call(key.session_id, key.index, tool, call.arguments, outcome)
         return outcome
 
     def record(self, name: str, input: Any, fn: Callable[[], Awaitable[T]]) -> Awaitable[T]:

@@ -42,6 +42,11 @@ class MCPTool(Tool):
         self.parameters = params
         self.spec = ToolSpec(name, description, params)
 
+    @property
+    def repeatable(self) -> bool:
+        """Harmless to call twice, as its server's ``repeatable`` setting says (see :attr:`Tool.repeatable`)."""
+        return self.toolset.repeats(self.remote_name, hinted=self.hinted_repeatable)
+
     def __repr__(self) -> str:
         return f"MCPTool({self.name!r}, server={self.toolset.name!r})"
 

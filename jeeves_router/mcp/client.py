@@ -385,11 +385,15 @@ class MCPServer:
             finally:
                 conn.renewing = False
 
+    def repeats(self, tool: str, *, hinted: bool) -> bool:
+        """Whether ``tool`` (its server name; ``hinted``: marked read-only or idempotent) is harmless to call twice.
+
+        The one answer, for the server's calls and the run's retries (:attr:`MCPTool.repeatable`).
+        """
+        return hinted if self.repeatable == "hinted" else tool in self.repeatable
+
     def _is_repeatable(self, tool: str) -> bool:
-        """Whether ``tool`` (its server name) is harmless to call twice (see ``repeatable``)."""
-        if self.repeatable != "hinted":
-            return tool in self.repeatable
-        return any(t.remote_name == tool and t.hinted_repeatable for t in self.tools)
+        return self.repeats(tool, hinted=any(t.remote_name == tool and t.hinted_repeatable for t in self.tools))
 
     def _error(self, tool: str, what: str) -> ToolOutcome:
         log.warning("mcp tool call failed", server=self.name, tool=tool, why=what)

@@ -25,7 +25,8 @@ The rules, in order:
    architecture can classify; an architecture that cannot (a tool loop inside a router)
    escalates to its parent; else ``stop``.
 5. REPLANNING → ``replan`` likewise under ``max_replans``, unless a tool call of the failed
-   attempt completed: a new plan may run that step again from its start, and the ledger
+   attempt completed (a ``repeatable`` tool's does not count): a new plan may run that step
+   again from its start, and the ledger
    only answers a completed call for the same step (a retry), so the run stops instead
    (``effects_done``) rather than execute a side effect twice; else escalate or stop.
 6. CRITICAL → ``stop`` (a report, or the original exception in development mode).

@@ -50,8 +50,8 @@ _SUGGESTIONS = {
     "output_started": "The failure came after text reached the consumer, so it was not retried (a retry would "
     "repeat text); make the step fail before streaming, or accept the partial answer.",
     "effects_done": "The step failed after tool calls completed in it, so it was not replanned (a new plan "
-    "could run that call again); make the step fail before its side effects, or return RETRIABLE (a retry "
-    "answers completed calls from the run's ledger).",
+    "could run that call again); make the step fail before its side effects, mark the tools that only read "
+    "@tool(repeatable=True), or return RETRIABLE (a retry answers completed calls from the run's ledger).",
     "time_limit": "The run hit Recovery(time_limit_s=...): raise it or make the slow step faster.",
     "max_steps": "The run hit Recovery(max_steps=...): raise it or look for a retry or planning loop.",
     "reclassifications_exhausted": "No other route or capability could take the request: add a fallback route, "

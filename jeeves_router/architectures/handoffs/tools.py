@@ -194,6 +194,11 @@ class GuardedTool(Tool):
         self._inner = inner
         self._check = check
 
+    @property
+    def repeatable(self) -> bool:
+        """The inner tool's (an MCP tool answers it from its server's setting)."""
+        return self._inner.repeatable
+
     async def call(self, arguments: Mapping[str, Any], ctx: ToolContext) -> ToolOutcome:
         """Run the inner tool, then ``check`` its outcome."""
         outcome = await self._inner.call(arguments, ctx)
