@@ -1,9 +1,10 @@
-"""Seams of the served router: the routing decision a streamed reply sends in its headers.
+"""Seams of the served router: the routing decision read from a run's events.
 
 A streamed chat completion sends its ``X-Jeeves-*`` headers with the decision known at its
-first token, read from the run's events. A run that reclassified after a failed dispatch
-(recovery) made a second decision before that token: the headers must describe the
-decision that answered, as the whole reply's headers and the stream's last chunk do.
+first token, and a session's turn that has no result (cut off, failed) shows how far its
+routing got; both are read from the run's routing events. A run that reclassified after a
+failed dispatch (recovery) made a second decision: they must describe the decision that
+answered, as the run's result does.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import httpx2 as httpx
 import pytest
 
 from jeeves_router import Agent, ErrorClassification, ErrorSeverity, Recovery, Router, RouterRoute
+from jeeves_router.journal import JournalRuntime, MemoryJournal, session_turns
 from jeeves_router.models.base import ModelRequest
 from jeeves_router.serve import create_app
 from jeeves_router.testing import FunctionModel, RecordedSleeps
@@ -93,3 +95,30 @@ def test_a_streamed_reply_sends_the_decision_that_answered_after_a_reclassificat
     jeeves = whole.json()["jeeves"]
     assert (jeeves["route"], jeeves["status"]) == ("billing", "ok" if "x-jeeves-confidence" in expected else "fallback")
     assert decision_headers(whole) == expected
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("first", "second", "fallback", "decision"),
+    [
+        ("route: billing\nconfidence: 0.3", "route: billing\nconfidence: 0.9", "general", ("billing", 0.9, None)),
+        (
+            "route: general\nconfidence: 0.9",
+            "route: nowhere\nconfidence: 0.8",
+            "billing",
+            ("billing", None, "unknown_route"),
+        ),
+    ],
+    ids=["fallback-then-direct", "direct-then-unknown"],
+)
+async def test_a_session_turn_cut_off_after_a_reclassification_shows_the_decision_that_was_answering(
+    first: str, second: str, fallback: str, decision: tuple[str, float | None, str | None]
+) -> None:
+    agent = desk(first, second, fallback)
+    agent.runtime = runtime = JournalRuntime(MemoryJournal())
+    async with agent.stream("I was charged twice", session_id="s") as events:
+        async for ev in events:
+            if ev.kind == "text.delta":  # billing answers: the client goes away
+                break
+    [turn] = await session_turns(runtime.journal, "s")
+    assert (turn.status, turn.route, turn.confidence, turn.fallback_reason) == ("incomplete", *decision)
