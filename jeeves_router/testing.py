@@ -203,7 +203,11 @@ FunctionResult = Union[str, Reply, ModelResponse]
 
 
 class FunctionModel:
-    """A model whose replies come from a function of the request (sync or async)."""
+    """A model whose replies come from a function of the request (sync or async).
+
+    The function returns a string, a :class:`Reply` (``error=`` included: the reply fails
+    part-way, as a :class:`ScriptedModel` step does) or a ``ModelResponse``, or raises.
+    """
 
     def __init__(
         self, fn: Callable[[ModelRequest], FunctionResult | Awaitable[FunctionResult]], *, name: str = "function"
@@ -217,7 +221,7 @@ class FunctionModel:
         """The model's name."""
         return f"test:{self._name}"
 
-    async def _call(self, request: ModelRequest) -> Reply | ModelResponse:
+    async def _call(self, request: ModelRequest, *, streaming: bool = False) -> Reply | ModelResponse:
         self.requests.append(request)
         out = self._fn(request)
         if inspect.isawaitable(out):
@@ -225,6 +229,8 @@ class FunctionModel:
         reply = _to_reply(out)  # type: ignore[arg-type]
         if isinstance(reply, BaseException):
             raise reply
+        if isinstance(reply, Reply) and reply.error is not None and not streaming:
+            raise reply.error  # as ScriptedModel: a plain request of a failing reply raises at once
         return reply
 
     async def request(self, request: ModelRequest) -> ModelResponse:
@@ -240,10 +246,13 @@ class FunctionModel:
         return traced_model_stream(self.name, 1, self._stream(request))
 
     async def _stream(self, request: ModelRequest) -> AsyncIterator[ModelStreamItem]:
-        reply = await self._call(request)
-        if isinstance(reply, Reply) and isinstance(reply.text, Chunks):
-            for ch in reply.text.chunks:
+        reply = await self._call(request, streaming=True)
+        if isinstance(reply, Reply) and (isinstance(reply.text, Chunks) or reply.error is not None):
+            chunks = reply.text.chunks if isinstance(reply.text, Chunks) else ((reply.text,) if reply.text else ())
+            for ch in chunks:
                 yield ModelTextDelta(ch)
+            if reply.error is not None:  # dropped mid-answer: the chunks went out, no response follows
+                raise reply.error
         else:
             resp = ScriptedModel._response(reply, len(self.requests))
             if resp.text:

@@ -13,7 +13,7 @@ from jeeves_router import Agent, Router, RouterRoute, RunFailed
 from jeeves_router.events import Event
 from jeeves_router.messages import user
 from jeeves_router.models.base import ModelRequest
-from jeeves_router.testing import Chunks, Reply, ScriptedModel
+from jeeves_router.testing import Chunks, FunctionModel, Reply, ScriptedModel
 
 pytestmark = pytest.mark.anyio
 
@@ -165,3 +165,18 @@ async def test_a_scripted_reply_can_fail_after_its_chunks() -> None:
     plain = ScriptedModel([Reply("never sent", error=Boom("refused"))])
     with pytest.raises(Boom, match="refused"):
         await plain.request(ModelRequest(messages=(user("hi"),)))
+
+
+@pytest.mark.parametrize("text", [Chunks("Refund ", "iss"), "Refund iss"], ids=["chunks", "text"])
+async def test_a_function_models_reply_can_fail_after_its_text_as_a_scripted_one_does(text: object) -> None:
+    """``FunctionModel`` honours ``Reply(..., error=)`` too: it used to complete the reply as if nothing failed."""
+    model = FunctionModel(lambda request: Reply(text, error=Boom("dropped")))  # type: ignore[arg-type]
+    agent = Agent("Billing.", name="billing", model=model)
+    seen: list[Event] = []
+    with pytest.raises(Boom, match="dropped"):
+        async for ev in agent.stream("refund please"):
+            seen.append(ev)
+    assert "".join(getattr(ev, "text", "") for ev in seen if ev.kind == "text.delta") == "Refund iss"
+    assert [ev.kind for ev in seen][-2:] == ["text.delta", "run.failed"]
+    with pytest.raises(Boom, match="dropped"):  # a plain request raises at once
+        await model.request(ModelRequest(messages=(user("hi"),)))

@@ -156,8 +156,9 @@ _ROOT_KINDS = frozenset({"run.completed", "router.classified", "router.fallback"
 def _routing(event: Mapping[str, Any]) -> dict[str, Any]:
     """What a root routing event tells of the turn's route (as a run's result would)."""
     kind = event["kind"]
-    if kind == "router.classified":
-        return {"route": event.get("route"), "confidence": event.get("confidence")}
+    if kind == "router.classified":  # a new decision (a reclassification too): nothing of the last one is kept
+        confidence = event.get("confidence") if event.get("status") == "ok" else None  # only a usable answer's
+        return {"route": event.get("route"), "confidence": confidence, "fallback_reason": None}
     if kind == "router.fallback":
         return {"route": event.get("fallback_route"), "fallback_reason": event.get("reason")}
     return {"route": event.get("route")}

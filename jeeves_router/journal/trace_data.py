@@ -185,6 +185,7 @@ def _build_run(
     }
     root: TraceNode | None = None
     decisions: list[dict[str, Any]] = []
+    decided: dict[str, int] = {}  # the index of each session's last decision
     usage_by_route: dict[str, dict[str, Any]] = {}
     usage: dict[str, Any] = _usage({})
     status: str = end.status if end is not None and end.status in ("failed", "cut") else "running"
@@ -240,7 +241,9 @@ def _build_run(
             tool.end, tool.status = ev.ts, "error" if ev.is_error else "ok"
             tool.data["result"] = ev.content
         elif isinstance(ev, RouterClassified):
-            decision = _decision(ev, classify_steps.get(ev.session_id, []), len(decisions))
+            # the n-th decision of a router's session is its n-th classify step (a nested router has its own)
+            index = decided[ev.session_id] = decided.get(ev.session_id, -1) + 1
+            decision = _decision(ev, classify_steps.get(ev.session_id, []), index)
             decisions.append(decision)
             label = f"route → {ev.route} ({ev.confidence:.2f} vs threshold {ev.threshold:g})"
             parent.children.append(TraceNode("decision", label, ev.ts, ev.ts, ev.path, data=decision))

@@ -244,8 +244,9 @@ async def _chat_stream(agent: Agent, req: ChatRequest, stream: RunStream, send: 
                 if isinstance(ev, TextDelta):
                     first = ev.text
                     break
-                if len(ev.path) == 1 and isinstance(ev, RouterClassified):
-                    route, confidence = ev.route, ev.confidence
+                if len(ev.path) == 1 and isinstance(ev, RouterClassified):  # a new decision (also a reclassification)
+                    # as the result has it: a confidence only from a usable answer, no fallback reason yet
+                    route, confidence, reason = ev.route, ev.confidence if ev.status == "ok" else None, None
                 elif len(ev.path) == 1 and isinstance(ev, RouterFallback):
                     route, reason = ev.fallback_route, ev.reason
                 elif len(ev.path) == 1 and isinstance(ev, RouterDispatched):

@@ -13,7 +13,8 @@ classifier.
 Recovery acts at two places: a classification is retried under the framework policy; a
 failed specialist is dispatched again (RETRIABLE, never once its text reached the
 consumer and never re-executing a completed tool call) or the request is classified
-again without its route (RECLASSIFICATION) — on a sticky or handed-off turn as well.
+again without its route (RECLASSIFICATION) — on a sticky or handed-off turn as well (an
+agent that is not a route: without the route the turn was dispatched to).
 """
 
 from __future__ import annotations
@@ -151,6 +152,9 @@ class RouterRun(ChainRun):
         from_router = incoming is None or incoming[0] == self.graph.entry
         sid, path = self._sid(node.name), self._path(node.name)
         operation = f"route:{node.name}"
+        # what a RECLASSIFICATION leaves out: the failed route, else the route the turn was dispatched to
+        left_out = self._left_out(node.name)
+        excluding = self.excluded if left_out is None or left_out in self.excluded else (*self.excluded, left_out)
         attempt = 0
         while True:
             attempt += 1
@@ -183,9 +187,7 @@ class RouterRun(ChainRun):
                     hooks=(*hooks, node.agent.classify_error, self.agent.classify_error),
                     route=node.name,
                     output_started=ctx.ledger.texts != texts,  # some of its text reached the consumer
-                    can_reclassify=route is not None
-                    and ctx.force_route is None
-                    and len(self.excluded) + 1 < len(router.routes),
+                    can_reclassify=ctx.force_route is None and len(excluding) < len(router.routes),
                 )
                 if f.action is Action.RETRY:
                     await ctx.emit(rec.retry_event(f))
@@ -195,7 +197,7 @@ class RouterRun(ChainRun):
                     continue
                 if f.action is Action.RECLASSIFY:
                     self.sticky = False  # a new classification answers this turn, not the sticky route
-                    self.excluded = (*self.excluded, node.name)
+                    self.excluded = excluding
                     self.feedback = f.feedback()
                     await ctx.emit(rec.reclassify_event(f, self.excluded))
                     visit.redirect = self.graph.entry
@@ -203,6 +205,20 @@ class RouterRun(ChainRun):
                 raise f.stop() from exc
             rec.succeeded(operation)
             return
+
+    def _left_out(self, node: str) -> str | None:
+        """The route a reclassification after ``node`` failed leaves out.
+
+        A route's own name; for an agent reached by a handoff, the route its turn was
+        dispatched to (none on a sticky turn that went straight to it).
+        """
+        routes, visited, entry = self.router.routes_by_name, self.visited, self.graph.entry
+        if node in routes:
+            return node
+        if entry not in visited:
+            return None
+        dispatched = len(visited) - visited[::-1].index(entry)  # just after the router's last decision
+        return visited[dispatched] if dispatched < len(visited) and visited[dispatched] in routes else None
 
     async def _counted(self, classify: Callable[[], Awaitable[ClassifyResult]]) -> ClassifyResult:
         """One classification attempt; a failed one's ``spent_usage`` still counts (see :class:`Classifier`)."""
