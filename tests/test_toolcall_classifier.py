@@ -41,13 +41,24 @@ async def test_the_route_comes_from_the_forced_tool_call() -> None:
     assert result.usage_by_route["<classifier>"].requests == 1
 
 
-@pytest.mark.parametrize("confidence", [7, -0.1, float("nan"), "high"])
+@pytest.mark.parametrize(
+    "confidence", [7, -0.1, float("nan"), float("inf"), 10**400, "high", "1.5", "0.7-0.9", True, [0.9]]
+)
 @pytest.mark.anyio
 async def test_an_out_of_range_confidence_goes_to_the_fallback(confidence: Any) -> None:
     agent, model = desk([classify("billing", confidence)])
     result = await agent.run("charged twice")
     assert (result.route, result.status, result.fallback_reason) == ("general", "fallback", "invalid_confidence")
     assert len(model.requests) == 1  # never re-prompted until max_turns
+
+
+@pytest.mark.parametrize(("confidence", "read"), [("0.9", 0.9), ("85%", 0.85), (" 0.8 ", 0.8), (1, 1.0)])
+@pytest.mark.anyio
+async def test_a_confidence_sent_as_a_string_is_read_as_a_text_reply_is(confidence: Any, read: float) -> None:
+    # Some models put JSON numbers in quotes; the same reader as the text parser's takes them.
+    agent, _ = desk([classify("billing", confidence)], require_confidence_above=0.5)
+    result = await agent.run("charged twice")
+    assert (result.route, result.status, result.confidence) == ("billing", "ok", read)
 
 
 @pytest.mark.anyio

@@ -14,13 +14,14 @@ no tool call, or a call of a tool that is not offered, is answered once with a
 correction (``max_format_retries``); after that the classification fails closed
 (``missing_route`` / ``unknown_route``) and the Router's fallback decides. A confidence
 that is not a number within [0, 1] is ``invalid_confidence``: the fallback, not the route.
+The confidence is read as a reply's text is (a JSON number, or a string such as ``"0.9"``
+or ``"85%"``, see :func:`~jeeves_router.classify.confidence.read_confidence`).
 When the model calls several classify tools at once, the first wins and the second is
 reported as the ``runner_up`` (with its confidence).
 """
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from ..errors import UsageError
@@ -28,6 +29,7 @@ from ..messages import Message, ToolCallPart, ToolResultPart, user
 from ..models.base import Model, ModelRequest, ToolSpec
 from ..models.registry import resolve_model
 from ..usage import NO_USAGE
+from .confidence import read_confidence
 from .parser import normalize_route_name
 from .types import Classification, ClassifyRequest, ClassifyResult, ParseStatus, RouteSpec, with_spent_usage
 
@@ -60,11 +62,8 @@ def route_tool(spec: RouteSpec) -> ToolSpec:
 def _confidence(value: Any, on_missing: float | None) -> tuple[float, ParseStatus]:
     if value is None:
         return (on_missing, "ok") if on_missing is not None else (0.0, "missing_confidence")
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return 0.0, "invalid_confidence"
-    if math.isnan(value) or not 0.0 <= value <= 1.0:
-        return 0.0, "invalid_confidence"
-    return float(value), "ok"
+    x, _ = read_confidence(value)  # the one reader: a JSON number, or a string such as "0.9" or "85%"
+    return (0.0, "invalid_confidence") if x is None else (x, "ok")
 
 
 class ToolCallClassifier:
