@@ -343,3 +343,26 @@ def event_adapter() -> TypeAdapter[Event]:
     from pydantic import Field, TypeAdapter
 
     return TypeAdapter(Annotated[Event, Field(discriminator="kind")])
+
+
+def routing_update(event: Event) -> dict[str, Any] | None:
+    """What a root routing event says of its turn's route, as the run's result will say it.
+
+    Fold these over a turn's root events (``dict.update``, latest last) to know how far its
+    routing got before a result exists: a classification (a reclassification too) starts a
+    new decision, with a confidence only from a usable answer and no fallback reason yet; a
+    fallback names its route and reason; a dispatch its route. Used by the served stream's
+    headers and by a journal's session turns, so both tell one story.
+
+    Returns:
+        The fields the event sets (``route``, ``confidence``, ``fallback_reason``), or
+        ``None`` for an event that says nothing of the route.
+    """
+    if isinstance(event, RouterClassified):
+        confidence = event.confidence if event.status == "ok" else None
+        return {"route": event.route, "confidence": confidence, "fallback_reason": None}
+    if isinstance(event, RouterFallback):
+        return {"route": event.fallback_route, "fallback_reason": event.reason}
+    if isinstance(event, RouterDispatched):
+        return {"route": event.route}
+    return None

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import UsageError
+from ..events import event_adapter, routing_update
 from ..messages import Message, assistant, user
 from .base import Journal
 from .records import EventRecord, RunEndRecord, RunStartRecord
@@ -105,6 +106,7 @@ async def session_turns(journal: Journal, session_id: str, *, agent: str | None 
     results: dict[str, Mapping[str, Any]] = {}
     routed: dict[str, dict[str, Any]] = {}  # what the root's routing events tell, latest last
     ends: dict[str, RunEndRecord] = {}
+    adapter = event_adapter()
     for e in entries:
         rec = e.record
         if isinstance(rec, RunStartRecord):
@@ -120,7 +122,9 @@ async def session_turns(journal: Journal, session_id: str, *, agent: str | None 
             if rec.event["kind"] == "run.completed":
                 results[e.run_id] = rec.event.get("result") or {}
                 continue
-            routed.setdefault(e.run_id, {}).update(_routing(rec.event))
+            update = routing_update(adapter.validate_python(rec.event))
+            if update is not None:
+                routed.setdefault(e.run_id, {}).update(update)
     turns: list[Turn] = []
     for run_id, (start, ts) in starts.items():
         if agent is not None and start.agent != agent:
@@ -151,17 +155,6 @@ async def session_turns(journal: Journal, session_id: str, *, agent: str | None 
 
 
 _ROOT_KINDS = frozenset({"run.completed", "router.classified", "router.fallback", "router.dispatched"})
-
-
-def _routing(event: Mapping[str, Any]) -> dict[str, Any]:
-    """What a root routing event tells of the turn's route (as a run's result would)."""
-    kind = event["kind"]
-    if kind == "router.classified":  # a new decision (a reclassification too): nothing of the last one is kept
-        confidence = event.get("confidence") if event.get("status") == "ok" else None  # only a usable answer's
-        return {"route": event.get("route"), "confidence": confidence, "fallback_reason": None}
-    if kind == "router.fallback":
-        return {"route": event.get("fallback_route"), "fallback_reason": event.get("reason")}
-    return {"route": event.get("route")}
 
 
 def history_from_turns(turns: list[Turn], limits: SessionHistory) -> tuple[Message, ...]:

@@ -17,6 +17,7 @@ import json
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 import anyio
 from starlette.responses import Response
@@ -25,7 +26,7 @@ from starlette.types import Message, Receive, Scope, Send
 from ..agent import Agent, RunStream
 from ..errors import ReplayDivergence, UsageError
 from ..events import Event as RunEvent
-from ..events import RouterClassified, RouterDispatched, RouterFallback, RunFailed, TextDelta
+from ..events import RunFailed, TextDelta, routing_update
 from ..journal.keyed import IdempotencyConflict, RunInFlight, log_refused
 from .guard import Drain
 from .wire import (
@@ -235,22 +236,16 @@ async def _chat_whole(agent: Agent, req: ChatRequest, stream: RunStream, send: S
 
 async def _chat_stream(agent: Agent, req: ChatRequest, stream: RunStream, send: Send, retry_after_s: int) -> None:
     async with stream:
-        route: str | None = None
-        confidence: float | None = None
-        reason: str | None = None
+        routed: dict[str, Any] = {}
         first: str | None = None
         try:
             async for ev in stream:  # up to the first text: the routing decision goes in the headers
                 if isinstance(ev, TextDelta):
                     first = ev.text
                     break
-                if len(ev.path) == 1 and isinstance(ev, RouterClassified):  # a new decision (also a reclassification)
-                    # as the result has it: a confidence only from a usable answer, no fallback reason yet
-                    route, confidence, reason = ev.route, ev.confidence if ev.status == "ok" else None, None
-                elif len(ev.path) == 1 and isinstance(ev, RouterFallback):
-                    route, reason = ev.fallback_route, ev.reason
-                elif len(ev.path) == 1 and isinstance(ev, RouterDispatched):
-                    route = ev.route
+                update = routing_update(ev) if len(ev.path) == 1 else None  # the root's routing, so far
+                if update is not None:
+                    routed.update(update)
         except Exception:  # a failed run raises after run.failed; it is kept in stream.error
             if stream.error is None:
                 raise
@@ -260,8 +255,8 @@ async def _chat_stream(agent: Agent, req: ChatRequest, stream: RunStream, send: 
             return
         done = stream.result
         if done is not None:
-            route, confidence, reason = done.route, done.confidence, done.fallback_reason
-        headers = routing_headers(route, confidence, reason)
+            routed = {"route": done.route, "confidence": done.confidence, "fallback_reason": done.fallback_reason}
+        headers = routing_headers(routed.get("route"), routed.get("confidence"), routed.get("fallback_reason"))
         headers["x-jeeves-session-id"] = stream.session_id
         await send(_start(200, [*_SSE_HEADERS, *_headers(_replay_mark(stream, headers))]))
         cid, created = new_completion_id(), int(time.time())
