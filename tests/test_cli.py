@@ -4,8 +4,10 @@ import importlib.util
 import json
 import os
 import re
+import threading
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner, Result
@@ -331,7 +333,7 @@ def test_eval_reports_coverage_and_misroute_among_auto_routed() -> None:
     assert re.search(r"risk-coverage \(misroute at coverage\): \d+% 0\.\d{4}", text)
 
 
-def test_the_shipped_desk_encodes_one_request_on_one_thread_and_a_batch_on_two(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_shipped_desk_encodes_one_request_on_its_thread_and_a_batch_on_two(monkeypatch: pytest.MonkeyPatch) -> None:
     from jeeves_router.classify.embedding import MiniLMEncoder, encoders
     from jeeves_router.cli._embed import load_embedding
 
@@ -339,15 +341,25 @@ def test_the_shipped_desk_encodes_one_request_on_one_thread_and_a_batch_on_two(m
     clf = load_embedding(None, None, None, None, one_request=True)
     enc = clf.encoder
     assert isinstance(enc, MiniLMEncoder) and enc.quantized
+    assert enc._session.get_session_options().intra_op_num_threads == 1  # one session, one thread per call
+    seen: list[tuple[int, int]] = []
+    encode_batch = enc._encode_batch
 
-    def threads() -> list[int]:
-        return sorted(s.get_session_options().intra_op_num_threads for s in enc._sessions.values())
+    def spy(ids: list[list[int]], tokens: bool) -> Any:
+        seen.append((threading.get_ident(), len(ids)))
+        return encode_batch(ids, tokens)
 
+    monkeypatch.setattr(enc, "_encode_batch", spy)
     one = clf.classify_text("I was charged twice")
-    assert threads() == [1]  # one request never builds the second session
-    batch = clf.classify_batch(["I was charged twice", "my parcel never arrived"])
-    assert threads() == sorted({1, min(2, os.cpu_count() or 1)})
-    assert batch[0].scores == one.scores  # the same vectors on any number of threads
+    assert seen == [(threading.get_ident(), 1)]  # one request: on the calling thread, no thread started
+    seen.clear()
+    texts = ["I was charged twice", "my parcel never arrived", *(f"where is order {i}" for i in range(38))]
+    batch = clf.classify_batch(texts)
+    workers = min(2, os.cpu_count() or 1)
+    assert len({ident for ident, _ in seen}) == workers  # the chunks are shared between the workers
+    assert sum(n for _, n in seen) == len(texts) and max(n for _, n in seen) <= enc.batch_size
+    assert threading.active_count() == 1 or all(t.name != "jeeves-encode" for t in threading.enumerate())
+    assert batch[0].scores == one.scores  # the same vectors in any chunk, on any thread
 
 
 def _readme_mpnet_options() -> dict[str, float]:

@@ -55,7 +55,7 @@ def session_builds(monkeypatch: pytest.MonkeyPatch) -> Counter[int]:
         return real(*args, **kwargs)
 
     monkeypatch.setattr(ort, "InferenceSession", counted)
-    monkeypatch.setattr(os, "cpu_count", lambda: 2)  # a session for one text and one for several
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)  # a batch's chunks shared by two threads
     return builds
 
 
@@ -98,45 +98,7 @@ def test_one_classifier_shared_by_threads_and_tasks_answers_each_as_alone(sessio
     for name, results in got.items():
         expected = alone * 3 if name == "tasks" else alone * (2 if name.startswith("batch") else 1)
         assert results == expected, name  # routes, confidences and ranked scores, to the bit
-    assert session_builds == {1: 1, 2: 1}
-
-
-def test_two_threads_needing_a_new_session_build_it_once(session_builds: Counter[int]) -> None:
-    """The second thread reaches the build's lock while the first is still building."""
-    from jeeves_router.classify.embedding.encoders import MiniLMEncoder
-
-    enc = MiniLMEncoder()  # its session for several texts is built on the first call of several
-    assert session_builds == {1: 1}
-    lock, arrived, second_waits = enc._lock, Counter[str](), threading.Event()
-
-    class Watched:
-        def __enter__(self) -> None:
-            arrived["lock"] += 1
-            if arrived["lock"] == 2:
-                second_waits.set()
-            lock.acquire()
-
-        def __exit__(self, *exc: object) -> None:
-            lock.release()
-
-    enc._lock = Watched()  # type: ignore[assignment]
-    import onnxruntime as ort
-
-    counted = ort.InferenceSession
-
-    def slow_build(*args: Any, **kwargs: Any) -> Any:
-        second_waits.wait(60)  # not a timing: released as soon as the other thread waits for the lock
-        return counted(*args, **kwargs)
-
-    ort.InferenceSession = slow_build
-    vectors: list[Any] = []
-    threads = [threading.Thread(target=lambda: vectors.append(enc.encode(TEXTS[:3]))) for _ in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert second_waits.is_set() and session_builds == {1: 1, 2: 1}
-    np.testing.assert_array_equal(vectors[0], vectors[1])
+    assert session_builds == {1: 1}  # one session, one onnxruntime thread per call, shared by every caller
 
 
 _BUILDER = """
@@ -263,3 +225,63 @@ def test_a_refit_during_a_decision_never_pairs_one_calibration_with_another_thre
     assert second.status == "missing_route" and "below the threshold 0.990" in (second.reason or "")
     with pytest.raises(UsageError, match=r"threshold must be within \[0, 1\]"):
         clf.threshold = 7.0
+
+
+def _spy_chunks(monkeypatch: pytest.MonkeyPatch, enc: Any, fail_on_worker: bool = False) -> list[tuple[int, int]]:
+    """Record (thread, texts) of every onnxruntime call of ``enc``; optionally fail on a started thread."""
+    seen: list[tuple[int, int]] = []
+    encode_batch = enc._encode_batch
+
+    def spy(ids: list[list[int]], tokens: bool) -> Any:
+        seen.append((threading.get_ident(), len(ids)))
+        if fail_on_worker and threading.current_thread() is not threading.main_thread():
+            raise RuntimeError("onnxruntime failed on a worker")
+        return encode_batch(ids, tokens)
+
+    monkeypatch.setattr(enc, "_encode_batch", spy)
+    return seen
+
+
+def test_a_batch_is_shared_between_two_threads_once_not_at_every_level(
+    session_builds: Counter[int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from jeeves_router.classify.embedding.encoders import MiniLMEncoder
+
+    enc = MiniLMEncoder()
+    clf = EmbeddingClassifier(SPECS, encoder=enc)
+    alone = [clf.classify_text(t) for t in TEXTS]
+    seen = _spy_chunks(monkeypatch, enc)
+    scored: list[int] = []
+    results = clf._results
+
+    def scoring(*args: Any) -> Any:
+        scored.append(threading.get_ident())
+        return results(*args)
+
+    monkeypatch.setattr(clf, "_results", scoring)
+    batch = clf.classify_batch(TEXTS)  # the classifier shares the texts; each share's encoding stays on its thread
+    assert batch == alone
+    assert len(set(scored)) == 2 and set(scored) == {ident for ident, _ in seen}  # each thread scores its own share
+    assert len({ident for ident, _ in seen}) == 2  # two threads, not four
+    assert sum(n for _, n in seen) == len(TEXTS) and max(n for _, n in seen) <= enc.batch_size
+    seen.clear()
+    vectors = enc.encode(TEXTS)  # the encoder alone shares its chunks
+    assert len({ident for ident, _ in seen}) == 2 and sum(n for _, n in seen) == len(TEXTS)
+    np.testing.assert_array_equal(vectors, np.vstack([enc.encode([t]) for t in TEXTS]))
+    assert [t.name for t in threading.enumerate() if t.name == "jeeves-encode"] == []  # every thread joined
+    assert session_builds == {1: 1}
+
+
+def test_a_failure_on_a_worker_thread_reaches_the_caller_and_leaves_nothing_running(
+    session_builds: Counter[int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from jeeves_router.classify.embedding.encoders import MiniLMEncoder
+
+    enc = MiniLMEncoder()
+    clf = EmbeddingClassifier(SPECS, encoder=enc)
+    _spy_chunks(monkeypatch, enc, fail_on_worker=True)
+    for call in (lambda: clf.classify_batch(TEXTS), lambda: enc.encode(TEXTS)):
+        with pytest.raises(RuntimeError, match="failed on a worker"):
+            call()
+        assert [t.name for t in threading.enumerate() if t.name == "jeeves-encode"] == []
+    assert clf.classify_text(TEXTS[0]).classification.status == "ok"  # a one-text call runs on this thread

@@ -24,6 +24,7 @@ from numpy.typing import NDArray
 from ...errors import UsageError
 from ._blas import blas_single_thread
 from ._fused import DISABLED_OPTIMIZERS
+from ._threads import in_threads, sharing
 
 __all__ = [
     "Encoder",
@@ -147,7 +148,11 @@ class _OnnxEncoder:
         if max_length != DEFAULT_MAX_LENGTH:  # it changes long texts' vectors: a saved classifier keeps it
             self.name = f"{self.name}-len{max_length}"
         self._input_names = {i.name for i in self._session.get_inputs()}
-        self._lock = threading.Lock()
+
+    @property
+    def workers(self) -> int:
+        """How many threads share one call's texts (1: the call runs on the caller's thread alone)."""
+        return self._workers
 
     def _load(
         self, source: Path | bytes, tokenizer: Path | bytes, *, intra_op_threads: int | None, max_length: int
@@ -161,31 +166,28 @@ class _OnnxEncoder:
         self._tokenizer.enable_truncation(max_length=max_length)
         self._tokenizer.no_padding()
         self._source = source if isinstance(source, bytes) else str(source)
-        # threads for one text and for several (see ``intra_op_threads``); a session per count
-        self._threads = (1, min(2, os.cpu_count() or 1)) if intra_op_threads is None else (intra_op_threads,) * 2
-        self._sessions: dict[int, Any] = {}
-        self._session = self._session_on(self._threads[0])  # built now: a bad file fails here
+        # ``None``: every onnxruntime call runs on one thread, and a batch's chunks are shared
+        # between up to two calling threads (see ``intra_op_threads``); a number: every call on
+        # that many onnxruntime threads, chunk after chunk.
+        self._workers = min(2, os.cpu_count() or 1) if intra_op_threads is None else 1
+        self._session = self._session_on(1 if intra_op_threads is None else intra_op_threads)
 
     def _session_on(self, threads: int) -> Any:
-        """The onnxruntime session running on ``threads`` intra-op threads (built once)."""
-        session = self._sessions.get(threads)
-        if session is None:
-            import onnxruntime as ort
+        """An onnxruntime session running each call on ``threads`` intra-op threads (a bad file fails here)."""
+        import onnxruntime as ort
 
-            opts = ort.SessionOptions()
-            opts.intra_op_num_threads = threads
-            opts.inter_op_num_threads = 1
-            opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-            opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-            opts.log_severity_level = 3
-            session = ort.InferenceSession(
-                self._source,
-                sess_options=opts,
-                providers=["CPUExecutionProvider"],
-                disabled_optimizers=list(DISABLED_OPTIMIZERS),
-            )
-            self._sessions[threads] = session
-        return session
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads = threads
+        opts.inter_op_num_threads = 1
+        opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        opts.log_severity_level = 3
+        return ort.InferenceSession(
+            self._source,
+            sess_options=opts,
+            providers=["CPUExecutionProvider"],
+            disabled_optimizers=list(DISABLED_OPTIMIZERS),
+        )
 
     def encode(self, texts: Sequence[str]) -> Vectors:
         """Encode ``texts`` (see :meth:`Encoder.encode`)."""
@@ -211,13 +213,23 @@ class _OnnxEncoder:
         # quantized per token and padding is masked, so a text's vector does not depend on
         # its batch.
         order = sorted(range(len(texts)), key=lambda i: len(ids[i]))
-        step = self.batch_size
-        for start in range(0, len(order), step):
-            idx = order[start : start + step]
-            pooled, toks = self._encode_batch([ids[i] for i in idx], tokens)
-            out[idx] = pooled
-            for i, t in zip(idx, toks, strict=False):
-                per_text[i] = t
+        workers = 1 if sharing() else min(self._workers, len(order))
+        step = min(self.batch_size, -(-len(order) // workers))  # every worker gets a chunk
+        chunks = [order[start : start + step] for start in range(0, len(order), step)]
+
+        def run(mine: list[list[int]]) -> None:
+            for idx in mine:
+                pooled, toks = self._encode_batch([ids[i] for i in idx], tokens)
+                out[idx] = pooled
+                for i, t in zip(idx, toks, strict=False):
+                    per_text[i] = t
+
+        if workers > 1:
+            # Neighbouring chunks have similar lengths: dealing them out in turn balances the
+            # workers. onnxruntime releases the GIL, so the chunks run at once.
+            in_threads(run, [chunks[w::workers] for w in range(workers)])
+        else:
+            run(chunks)
         return out, per_text
 
     def _encode_batch(self, ids: list[list[int]], tokens: bool) -> tuple[Vectors, list[Vectors]]:
@@ -230,12 +242,7 @@ class _OnnxEncoder:
         feeds = {"input_ids": padded, "attention_mask": mask}
         if "token_type_ids" in self._input_names:
             feeds["token_type_ids"] = np.zeros_like(padded)
-        threads = self._threads[len(ids) > 1]
-        session = self._sessions.get(threads)
-        if session is None:
-            with self._lock:  # encoding may run on worker threads: build the session once
-                session = self._session_on(threads)
-        hidden = session.run(None, feeds)[0]
+        hidden = self._session.run(None, feeds)[0]
         weights = mask[:, :, None].astype(np.float32)
         pooled = l2_normalise((hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9))
         if not tokens:
@@ -253,21 +260,22 @@ class MiniLMEncoder(_OnnxEncoder):
     It is a :class:`TokenEncoder`: :meth:`encode_tokens` also returns each word piece's vector.
 
     Args:
-        intra_op_threads: onnxruntime threads per call. ``None`` (default): one text is
-            encoded on one thread and a call of several texts on up to two (a second session
-            of the same model, built on the first such call, about 45 MB more). Measured on
-            the 2-core reference machine (quantized, shipped desk, 300 CLINC150 requests), one
-            request took the same time on one thread as on two (p50 1.88 against 1.87 ms)
-            for half the CPU (1.9 against 3.8 ms: the second thread spins between
-            operators), while 256 requests in one call took 0.67 ms each on two threads
-            against 0.97 on one. A number uses that many threads for every call (0: the
-            onnxruntime default). The vectors are the same on any number of threads.
+        intra_op_threads: onnxruntime threads per call. ``None`` (default): every call runs
+            on one thread, and a call of several texts shares its chunks between up to two
+            threads (one started per call and joined before it returns; onnxruntime releases
+            the GIL), each running the same one-thread session. Measured on the 2-core
+            reference machine, one request took the same time on one thread as on two for
+            half the CPU (the second thread spins between operators), and 256 CLINC150
+            requests took 0.44 ms each with two threads sharing one-thread calls against 0.56
+            on one session of two intra-op threads. A number uses that many onnxruntime
+            threads for every call, chunk after chunk on the caller's thread (0: the
+            onnxruntime default). The vectors are the same in either way.
         max_length: Token limit per text (longer texts are truncated). A limit other than
             the default (128) is part of :attr:`name`, so a saved classifier reloads with it.
-        batch_size: Texts per onnxruntime call in :meth:`encode` (texts of similar length are
-            batched together; a text's vector is the same in any batch, see ``_quantize``).
-            On 256 CLINC150 requests (about 12 word pieces each, 2 threads) 32 texts per call
-            took 0.49 ms per text, 64 took 0.53, 128 took 0.72 and 8 took 0.64.
+        batch_size: Most texts per onnxruntime call in :meth:`encode` (texts of similar length
+            are batched together; a text's vector is the same in any batch, see ``_quantize``).
+            On 256 CLINC150 requests (about 12 word pieces each) shared by two threads, 16 texts
+            per call took 0.43 ms per text, 8 took 0.52, 24 took 0.46 and 32 took 0.58.
         model_path: Override the ``model.onnx`` location.
         tokenizer_path: Override the ``tokenizer.json`` location.
         quantize: Run the weight products with int8 kernels (default). The shipped file keeps
@@ -290,7 +298,7 @@ class MiniLMEncoder(_OnnxEncoder):
         *,
         intra_op_threads: int | None = None,
         max_length: int = DEFAULT_MAX_LENGTH,
-        batch_size: int = 32,
+        batch_size: int = 16,
         model_path: str | Path | None = None,
         tokenizer_path: str | Path | None = None,
         quantize: bool = True,

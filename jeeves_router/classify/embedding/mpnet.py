@@ -160,11 +160,11 @@ class MPNetEncoder(_OnnxEncoder):
     1.5 GB of temporary disk) and caches it; later ones load it from the cache.
 
     Args:
-        intra_op_threads: As for :class:`~.encoders.MiniLMEncoder`: ``None`` encodes one text
-            on one thread and batches on up to two.
+        intra_op_threads: As for :class:`~.encoders.MiniLMEncoder`: ``None`` runs every call
+            on one thread and shares a batch's chunks between up to two threads.
         max_length: Token limit per text (at most 512; longer texts are truncated). A limit
             other than the default (128) is part of :attr:`name`, so a saved classifier keeps it.
-        batch_size: Texts per onnxruntime call.
+        batch_size: Most texts per onnxruntime call.
         cache: The folder for the built files (default: ``$JEEVES_ROUTER_CACHE`` or
             ``~/.cache/jeeves_router``).
 
