@@ -86,3 +86,15 @@ class RunResult:
     def ok(self) -> bool:
         """True when the run produced an answer (directly or through the fallback)."""
         return self.status in ("ok", "fallback")
+
+    @property
+    def user_message(self) -> str | None:
+        """The message for the end user of a run that recovery stopped (``critical``, ``fatal``).
+
+        It is the recovery report's ``user_message`` (the ``classify_error`` hook's, else a
+        generic sentence naming no internals), the one part of a report meant to be shown.
+        ``None`` when the run has no report. The OpenAI-compatible server and the MCP server
+        answer with it where a run has no :attr:`output`.
+        """
+        message = None if self.report is None else self.report.get("user_message")
+        return message if isinstance(message, str) and message else None

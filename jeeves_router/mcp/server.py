@@ -78,6 +78,9 @@ class RoutedAnswer(BaseModel):
 
     output: str | None = Field(description="The answer, or null when the run ended without one.")
     status: str = Field(description="ok, fallback, unresolved, max_turns, critical, ...")
+    user_message: str | None = Field(
+        default=None, description="For a run that recovery stopped (critical, fatal): the message for the end user."
+    )
     route: str | None = Field(default=None, description="The route that answered.")
     confidence: float | None = Field(default=None, description="The classifier's confidence for that route.")
     used_fallback: bool = False
@@ -93,6 +96,7 @@ def _answer(result: RunResult) -> RoutedAnswer:
     return RoutedAnswer(
         output=result.output,
         status=result.status,
+        user_message=result.user_message,
         route=result.route,
         confidence=result.confidence,
         used_fallback=result.used_fallback,
@@ -174,7 +178,10 @@ def router_server(agent: Agent, *, name: str | None = None, tool_name: str = "as
         except Exception as exc:  # its type only, as over HTTP: an exception's text may quote a secret
             return refused(f"the run failed ({type(exc).__name__}); see the server log")
         answer = _answer(result)
-        text = result.output if result.output is not None else f"no answer (status: {result.status})"
+        text = result.output
+        if text is None:
+            told = f": {result.user_message}" if result.user_message else ""
+            text = f"no answer (status: {result.status}){told}"
         return types.CallToolResult(
             content=[types.TextContent(text=text)],
             structured_content=answer.model_dump(mode="json"),

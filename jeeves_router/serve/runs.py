@@ -34,6 +34,7 @@ from .wire import (
     ApiError,
     ChatRequest,
     RunRequest,
+    answer_text,
     chunk,
     completion,
     content_chunks,
@@ -279,8 +280,11 @@ async def _chat_stream(agent: Agent, req: ChatRequest, stream: RunStream, send: 
             tail = opening + sse_data(_failure(error_type).body())
         else:
             tail = opening
-            if first is None and result.output:  # an answer that was not streamed (e.g. a recovery report)
-                tail += text(result.output)
+            answer = answer_text(result)
+            if first is None and answer:  # an answer that was not streamed (e.g. a recovery report's message)
+                tail += text(answer)
+            elif first is not None and result.output is None and answer:  # stopped after its text had started
+                tail += text("\n\n" + answer)
             tail += sse_data(chunk(cid, req.model, created, finish=True, result=result))
             if req.include_usage:
                 tail += sse_data(chunk(cid, req.model, created, result=result, usage_only=True))
