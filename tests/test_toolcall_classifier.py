@@ -17,13 +17,16 @@ def classify(route: str, confidence: Any = 0.9) -> Call:
     return Call(f"classify_as_{route}", {"reason": "fits", "confidence": confidence})
 
 
-def desk(router_steps: list[Any], *, fallback: str | None = "general", **router: Any) -> tuple[Agent, ScriptedModel]:
+def desk(
+    router_steps: list[Any], *, fallback: str | None = "general", on_missing: float | None = None, **router: Any
+) -> tuple[Agent, ScriptedModel]:
     model = ScriptedModel(router_steps, name="router")
     routes = [
         RouterRoute("billing", Agent("Billing.", name="billing", model=ScriptedModel(["Refunded."])), "refunds"),
         RouterRoute("general", Agent("General.", name="general", model=ScriptedModel(["Hello."])), "the rest"),
     ]
-    arch = Router(routes, classifier=ToolCallClassifier(model), fallback_route=fallback, **router)
+    classifier = ToolCallClassifier(model, on_missing_confidence=on_missing)
+    arch = Router(routes, classifier=classifier, fallback_route=fallback, **router)
     return Agent("Desk", name="desk", architecture=arch), model
 
 
@@ -85,6 +88,31 @@ async def test_an_unknown_tool_is_corrected_with_a_tool_error() -> None:
     assert result.route == "general" and result.status == "ok"
     tool_turn = model.requests[1].messages[-1]
     assert tool_turn.role == "tool" and "not one of the tools" in tool_turn.parts[0].content  # type: ignore[union-attr]
+
+
+BROKEN = Call(
+    "classify_as_billing",
+    {},
+    raw_arguments='{"reason": "refund", "confidence": 0.9',
+    argument_error="Expecting ',' delimiter: line 1 column 38",
+)
+
+
+@pytest.mark.parametrize("on_missing", [None, 0.8])
+@pytest.mark.anyio
+async def test_unreadable_arguments_are_corrected_once_then_fail_closed(on_missing: float | None) -> None:
+    # Broken JSON is not "no confidence given": on_missing_confidence never stands in for it.
+    agent, model = desk([BROKEN, classify("billing", 0.7)], on_missing=on_missing)
+    result = await agent.run("charged twice")
+    assert (result.route, result.status, result.confidence) == ("billing", "ok", 0.7)
+    assert len(model.requests) == 2 and result.usage_by_route["<classifier>"].requests == 2
+    tool_turn = model.requests[1].messages[-1]
+    assert tool_turn.role == "tool" and tool_turn.parts[0].is_error  # type: ignore[union-attr]
+    assert "not a valid JSON object" in tool_turn.parts[0].content  # type: ignore[union-attr]
+    agent, model = desk([BROKEN, BROKEN], on_missing=on_missing)
+    result = await agent.run("charged twice")
+    assert (result.route, result.status, result.fallback_reason) == ("general", "fallback", "invalid_confidence")
+    assert len(model.requests) == 2
 
 
 @pytest.mark.anyio

@@ -10,9 +10,12 @@ recovery, history, context, sticky sessions, handoffs, force_route, usage by rou
 
 The request forces a tool call (``tool_choice="required"``); the route is read from the
 called tool's name, never from text, and the confidence from its arguments. A reply with
-no tool call, or a call of a tool that is not offered, is answered once with a
-correction (``max_format_retries``); after that the classification fails closed
-(``missing_route`` / ``unknown_route``) and the Router's fallback decides. A confidence
+no tool call, a call of a tool that is not offered, or a call whose arguments are not a
+valid JSON object is answered once with a correction (``max_format_retries``); after that
+the classification fails closed (``missing_route`` / ``unknown_route`` /
+``invalid_confidence``: unreadable arguments are never taken for a call without a
+confidence, so ``on_missing_confidence`` does not apply to them) and the Router's fallback
+decides. A confidence
 that is not a number within [0, 1] is ``invalid_confidence``: the fallback, not the route.
 The confidence is read as a reply's text is (a JSON number, or a string such as ``"0.9"``
 or ``"85%"``, see :func:`~jeeves_router.classify.confidence.read_confidence`).
@@ -179,6 +182,12 @@ class ToolCallClassifier:
         if route is None:
             correction = f"{call.name} is not one of the tools. Call exactly one of: {offered}."
             return Classification(None, 0.0, "unknown_route", raw, requested=requested), correction
+        if call.argument_error is not None:  # not "no confidence given": the model's arguments are unreadable
+            correction = (
+                f"The arguments of {call.name} were not a valid JSON object ({call.argument_error}). Call exactly one "
+                f'of the tools again with arguments such as {{"reason": "...", "confidence": 0.8}}.'
+            )
+            return Classification(None, 0.0, "invalid_confidence", raw, requested=route), correction
         args = call.arguments
         reason = args.get("reason") if isinstance(args.get("reason"), str) else None
         confidence, status = _confidence(args.get("confidence"), self.on_missing_confidence)
