@@ -101,8 +101,7 @@ def on_event(span: Span, ev: Event) -> None:
             decision["jeeves_router.route.runner_up"] = ev.runner_up
         if ev.runner_up_confidence is not None:
             decision["jeeves_router.route.runner_up_confidence"] = ev.runner_up_confidence
-        span.add_event("jeeves_router.route.decision", decision)
-        span.set_attribute("jeeves_router.route.confidence", ev.confidence)
+        span.add_event("jeeves_router.route.decision", decision)  # every classification, usable or not
         span.set_attribute("jeeves_router.route.threshold", ev.threshold)
         span.set_attribute("jeeves_router.classifier.kind", ev.stage)
     else:

@@ -47,7 +47,7 @@ from ._span_attrs import (
     messages,
     on_event,
 )
-from .events import Event
+from .events import Event, routing_update
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Span, Tracer
@@ -128,6 +128,7 @@ async def _run_span(tracer: Tracer, events: AsyncIterator[Event], agent: Any, ct
     span = tracer.start_span(f"invoke_agent {agent.name}", kind=trace.SpanKind.INTERNAL, attributes=attributes)
     current = trace.set_span_in_context(span)
     finished = False
+    routed: dict[str, Any] = {}  # the decision so far, by the rule the served headers use
     try:
         while True:
             token = otel_context.attach(current)  # the run's steps (models, tools, child runs) nest under it
@@ -139,6 +140,7 @@ async def _run_span(tracer: Tracer, events: AsyncIterator[Event], agent: Any, ct
                 otel_context.detach(token)
             if ev.path == ctx.path:
                 on_event(span, ev)
+                routed.update(routing_update(ev) or {})
             yield ev
         finished = True
         result = ctx.result
@@ -148,6 +150,7 @@ async def _run_span(tracer: Tracer, events: AsyncIterator[Event], agent: Any, ct
                 span.set_attribute("jeeves_router.route", result.route)
             if result.fallback_reason is not None:
                 span.set_attribute("jeeves_router.route.fallback_reason", result.fallback_reason)
+            routed["confidence"] = result.confidence
             span.set_attribute("gen_ai.usage.input_tokens", result.usage.input_tokens)
             span.set_attribute("gen_ai.usage.output_tokens", result.usage.output_tokens)
             if content and result.output is not None:
@@ -168,6 +171,8 @@ async def _run_span(tracer: Tracer, events: AsyncIterator[Event], agent: Any, ct
                     finally:
                         otel_context.detach(token)
         finally:  # a cleanup that raised (or was cancelled) still ends the span
+            if routed.get("confidence") is not None:  # the decision that answered (or got furthest), not the last reply
+                span.set_attribute("jeeves_router.route.confidence", routed["confidence"])
             span.end()
 
 

@@ -474,3 +474,25 @@ async def test_a_span_ends_when_closing_what_it_wraps_raises(spans: InMemorySpan
         with pytest.raises(OSError, match="connection reset"):
             await wrapped.aclose()  # type: ignore[attr-defined]
     assert sorted(s.name for s in spans.get_finished_spans()) == ["chat m", "invoke_agent billing"]
+
+
+@pytest.mark.parametrize(
+    ("second", "confidence", "reason"),
+    [("I am not sure.", None, "unknown_route"), ("route: billing\nconfidence: 0.3", 0.3, "low_confidence")],
+)
+@pytest.mark.anyio
+async def test_the_run_span_gives_the_confidence_of_the_decision_that_answered(
+    spans: InMemorySpanExporter, second: str, confidence: float | None, reason: str
+) -> None:
+    from tests.test_seams_serve_decision import desk as reclassifying_desk
+
+    # general (0.9) refuses the request, the classifier is asked again and answers ``second``
+    result = await reclassifying_desk("route: general\nconfidence: 0.9", second, "billing").run("hello")
+    assert (result.status, result.route, result.confidence, result.fallback_reason) == (
+        "fallback", "billing", confidence, reason,
+    )  # fmt: skip
+    [root] = by_name(spans, "invoke_agent desk")
+    assert attrs(root).get("jeeves_router.route.confidence") == confidence  # not 0.0 from the unusable reply
+    assert attrs(root)["jeeves_router.route.fallback_reason"] == reason
+    decisions = [dict(e.attributes or {}) for e in root.events if e.name == "jeeves_router.route.decision"]
+    assert [d["jeeves_router.route.confidence"] for d in decisions] == [0.9, confidence or 0.0]  # each one kept
