@@ -156,7 +156,7 @@ async def test_a_stream_closed_early_keeps_the_events_its_consumer_saw(journal: 
     assert kinds == ["run.start", *["event"] * 5, "run.end"]  # its run.end says "cut": the run stays resumable
     assert await end_statuses(journal, "s") == ["cut"]
     [turn] = await session_turns(journal, "s")
-    assert (turn.status, turn.route, turn.confidence, turn.output) == ("incomplete", "billing", 1.0, None)
+    assert (turn.status, turn.route, turn.confidence, turn.output) == ("cut", "billing", 1.0, None)
 
 
 @pytest.mark.anyio

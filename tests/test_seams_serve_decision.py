@@ -121,4 +121,4 @@ async def test_a_session_turn_cut_off_after_a_reclassification_shows_the_decisio
             if ev.kind == "text.delta":  # billing answers: the client goes away
                 break
     [turn] = await session_turns(runtime.journal, "s")
-    assert (turn.status, turn.route, turn.confidence, turn.fallback_reason) == ("incomplete", *decision)
+    assert (turn.status, turn.route, turn.confidence, turn.fallback_reason) == ("cut", *decision)

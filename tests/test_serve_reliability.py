@@ -85,7 +85,7 @@ def test_a_client_that_disconnects_mid_stream_cancels_its_run_and_the_journal_ke
     assert [ev.kind for ev in sent] == SENT
     assert [ev.text for ev in sent if isinstance(ev, TextDelta)] == ["first "]
     turns = anyio.run(session_turns, journal, "gone")
-    assert [(t.prompt, t.status, t.route) for t in turns] == [("refund please", "incomplete", "billing")]
+    assert [(t.prompt, t.status, t.route) for t in turns] == [("refund please", "cut", "billing")]
 
 
 def test_a_client_that_disconnects_from_the_run_events_leaves_the_events_it_got_in_the_journal() -> None:
@@ -201,7 +201,7 @@ def test_sigterm_cancels_runs_still_going_after_the_grace_period(tmp_path: Path)
     assert [ev.kind for ev in sent] == SENT
     assert [ev.text for ev in sent if isinstance(ev, TextDelta)] == ["stuck-first "]
     turns = anyio.run(session_turns, journal, "s-stuck")
-    assert [(t.prompt, t.status, t.route) for t in turns] == [("refund please", "incomplete", "billing")]
+    assert [(t.prompt, t.status, t.route) for t in turns] == [("refund please", "cut", "billing")]
 
 
 def test_a_draining_server_refuses_new_runs_with_503() -> None:

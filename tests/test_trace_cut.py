@@ -83,3 +83,26 @@ def test_the_trace_command_writes_a_cut_run_as_cut(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["trace", str(tmp_path / "j.db"), "--session", "s", "-o", str(out)])
     assert result.exit_code == 0, result.output
     assert "Run 1 · cut ·" in _text(out.read_text(encoding="utf-8"))
+
+
+@pytest.mark.anyio
+async def test_a_failed_run_ends_the_steps_it_left_open_as_failed(tmp_path: Path) -> None:
+    from jeeves_router.errors import ToolOutcomeUnknown
+
+    @tool
+    def charge(invoice: str) -> str:
+        """Charge an invoice."""
+        raise ToolOutcomeUnknown("the payment service timed out")  # no recovery: the run raises
+
+    journal = SQLiteJournal(tmp_path / "j.db")
+    model = ScriptedModel([Call("charge", {"invoice": "INV-7"}), "Charged."])
+    agent = Agent("Charges.", name="clerk", model=model, tools=[charge], runtime=JournalRuntime(journal))
+    with pytest.raises(ToolOutcomeUnknown):
+        await agent.run("charge INV-7", session_id="s")
+    (run,) = (await load_trace(journal, "s")).runs
+    assert (run.status, run.root.status) == ("failed", "failed")
+    (tool_node,) = [n for _, n in run.root.walk() if n.kind == "tool"]
+    assert tool_node.status == "failed"  # it ended with the run, it is not still running
+    html = render_trace_html(await load_trace(journal, "s"))
+    assert "running" not in _text(html) and "cut off" not in html
+    await journal.aclose()

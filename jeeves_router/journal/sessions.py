@@ -61,7 +61,9 @@ class Turn:
         prompt: The request text.
         output: The answer (``None`` when the run gave none).
         status: The run's status (``ok``, ``fallback``, ``unresolved``, ...), ``failed``
-            when it raised, ``incomplete`` when it never ended (interrupted or running).
+            when it raised, ``cut`` when its attempt was cut off (cancelled: its server shut
+            down, its client left, its stream was closed early; ``Agent.resume()`` can finish
+            it), ``incomplete`` when no end was recorded (still running, or its process died).
         route: The route that answered (routed runs); for a run with no result (it failed
             or was cut off), the route it was sent to, if it got that far.
         confidence: The classifier's confidence for that route.
@@ -131,10 +133,10 @@ async def session_turns(journal: Journal, session_id: str, *, agent: str | None 
             continue
         end = ends.get(run_id)
         result = results.get(run_id) or routed.get(run_id, {})  # no result: how far its routing got
-        if end is None or end.status == "cut":
+        if end is None:
             status = "incomplete"
-        elif end.status == "failed":
-            status = "failed"
+        elif end.status in ("cut", "failed"):
+            status = end.status
         else:
             status = str(result.get("status", "ok"))
         confidence = result.get("confidence")
@@ -143,7 +145,7 @@ async def session_turns(journal: Journal, session_id: str, *, agent: str | None 
                 run_id=run_id,
                 agent=start.agent,
                 prompt=start.prompt,
-                output=result.get("output") if status not in ("failed", "incomplete") else None,
+                output=result.get("output") if status not in ("failed", "cut", "incomplete") else None,
                 status=status,
                 route=result.get("route"),
                 confidence=float(confidence) if isinstance(confidence, (int, float)) else None,

@@ -107,9 +107,10 @@ async def load_trace(journal: Journal, session_id: str) -> SessionTrace:
     Each run is shown by its last completed attempt, else its latest one
     (:meth:`.resume.RecordedRuns.telling`). A run whose attempt ended ``cut`` (cancelled, e.g.
     by its server's shutdown, or its stream closed early) has status ``cut``, and so has every
-    step it left open; a run with no ``run.end`` yet (in flight, in this or another process)
-    is ``running``. A run with no recorded events (in flight, or cut off before its first
-    step was written) is shown with its prompt only.
+    step it left open (a ``failed`` run's open steps are ``failed``); a run with no
+    ``run.end`` yet (in flight, in this or another process) is ``running``. A run with no
+    recorded events (in flight, or cut off before its first step was written) is shown with
+    its prompt only.
 
     Raises:
         UsageError: if the session has no recorded run, or a run that ended has no
@@ -278,10 +279,10 @@ def _build_run(
     _attach_models(models, by_session, root)
     if root.status == "running" and status == "failed":
         root.status = "failed"
-    if status == "cut":  # nothing of a cut attempt runs any more: what it left open was cut with it
+    if status in ("cut", "failed"):  # nothing of an ended attempt runs any more: what it left open ended with it
         for _, node in root.walk():
             if node.status == "running":
-                node.status = "cut"
+                node.status = status
     return RunTrace(run_id, start.attempt, start.prompt, root, status, usage, usage_by_route, decisions)
 
 
