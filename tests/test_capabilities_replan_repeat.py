@@ -4,6 +4,7 @@ it again: the earlier result answers it and ``capability.completed`` says so (``
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -123,3 +124,72 @@ async def test_a_new_plan_that_repeats_a_step_twice_runs_the_second_one_afresh()
     assert res.status == "ok" and res.output == "balance 60"
     answered = [(e.capability, e.step, e.answered_from) for e in of(events, CapabilityCompleted) if e.step > 3]
     assert answered == [("balance", 4, 1), ("refunds", 5, 2), ("balance", 6, 0)]
+
+
+def status_agent(reads: list[str]) -> Agent:
+    @tool(repeatable=True)
+    def order_status(order: str) -> str:
+        """Read an order's status."""
+        reads.append(order)
+        return f"{order}: {'refunded' if len(reads) > 1 else 'paid'}"
+
+    one_round = [Reply(calls=[Call("order_status", {"order": "A-1"})]), "Status read."]
+    return Agent("Status.", name="status", model=ScriptedModel([*one_round, *one_round]), tools=[order_status])
+
+
+@pytest.mark.anyio
+async def test_a_refund_listed_twice_in_one_plan_is_made_once() -> None:
+    refunds: list[str] = []
+    brain = Brain(yes={"refunds"}, plans=[plan("refunds", "refunds")])  # the same capability and task twice
+    events = await capture_events(agent(brain, [Capability("refunds", refunds_agent(refunds), "refunds")]), "refund")
+    assert refunds == ["INV-7"] and result(events).status == "ok"
+    completed = [(e.capability, e.step, e.answered_from) for e in of(events, CapabilityCompleted)]
+    assert completed == [("refunds", 1, 0), ("refunds", 2, 1)]  # the second is answered by the first
+    assert [e.step for e in of(events, CapabilityStarted)] == [1]
+
+
+@pytest.mark.anyio
+async def test_a_read_listed_twice_in_one_plan_reads_twice() -> None:
+    # only a repeatable tool was called: no effect to protect, so the step runs again (fresh data)
+    reads: list[str] = []
+    brain = Brain(yes={"status"}, plans=[plan("status", "status")])
+    events = await capture_events(agent(brain, [Capability("status", status_agent(reads), "reads")]), "status")
+    assert reads == ["A-1", "A-1"] and result(events).status == "ok"
+    assert [e.answered_from for e in of(events, CapabilityCompleted)] == [0, 0]
+
+
+@pytest.mark.anyio
+async def test_after_a_replan_a_refund_repeated_twice_is_still_made_once() -> None:
+    refunds: list[str] = []
+    desk, _ = replanned_desk(refunds, failing_once(), plan("refunds", "refunds", "notify"))
+    events = await capture_events(desk, "refund INV-7 and tell me")
+    assert refunds == ["INV-7"] and result(events).status == "ok"
+    answered = [(e.capability, e.step, e.answered_from) for e in of(events, CapabilityCompleted) if e.step > 2]
+    assert answered == [("refunds", 3, 1), ("refunds", 4, 1), ("notify", 5, 0)]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("cut", [False, True], ids=["completed", "cut-after-the-first-step"])
+async def test_a_journaled_plan_with_a_repeated_refund_resumes_to_one_refund(tmp_path: Path, cut: bool) -> None:
+    # The second step is answered by the first on resume too: the first's refund is counted when replayed.
+    from jeeves_router.journal import JournalRuntime, SQLiteJournal
+
+    refunds: list[str] = []
+    journal = SQLiteJournal(tmp_path / "j.db")
+    brain = Brain(yes={"refunds"}, plans=[plan("refunds", "refunds")])
+    caps = [Capability("refunds", refunds_agent(refunds), "refunds")]
+    arch = agent(brain, caps).architecture
+    desk = Agent("Orchestrator", name="desk", model=brain.model, architecture=arch, runtime=JournalRuntime(journal))
+    if cut:
+        async with desk.stream("refund", session_id="s") as events:
+            async for ev in events:
+                if isinstance(ev, CapabilityCompleted):
+                    break  # the stream closes after the first refund step: the run is cut
+        first = None
+    else:
+        first = await desk.run("refund", session_id="s")
+    resumed = await desk.resume("s")
+    assert refunds == ["INV-7"] and resumed.status == "ok" and resumed.output == "Refunded INV-7."
+    if first is not None:
+        assert (resumed.output, resumed.usage) == (first.output, first.usage)
+    await journal.aclose()

@@ -237,10 +237,11 @@ class Capabilities:
     async def execute(self, agent: Actor, ctx: RunContext, rec: RecoveryRun, st: RunState, name: str, task: str) -> str:
         """Run one capability step under the ladder, emitting its events; RecoveryRedirect to replan/reclassify.
 
-        Returns the step's result text. A step that completed before the last replan or
-        reclassification with the same capability and the same task is not run again (a
-        new plan that repeats a refund must not refund twice): an earlier result answers it,
-        one per repeat (:meth:`RunState.earlier`), announced by ``answered_from``.
+        Returns the step's result text. A step with the same capability and task as one that
+        completed a tool call with effects (one not ``repeatable``, such as a refund) is not run
+        again, in any plan: a refund is not made twice. One that completed before the last
+        replan or reclassification without effects answers one repeat of a later plan
+        (:meth:`RunState.earlier`). Either is announced by ``answered_from``.
         """
         cap = self.by_name[name]
         st.steps += 1
@@ -261,6 +262,7 @@ class Capabilities:
             return earlier[2]
         operation = f"capability:{name}"
         attempt = 0
+        effects_before = ctx.ledger.calls  # completed calls of tools that are not repeatable, so far
         while True:
             attempt += 1
             await rec.begin(operation)
@@ -301,7 +303,7 @@ class Capabilities:
             provided = {t: result.context.get(t, result.text) for t in cap.provides}
             ctx.context = {**ctx.context, **result.context, **provided}
             st.done.append((name, result.text))
-            st.complete(name, task, generation, index, result.text)
+            st.complete(name, task, generation, index, result.text, effects=ctx.ledger.calls != effects_before)
             return result.text
 
     @staticmethod
