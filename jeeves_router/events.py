@@ -345,13 +345,19 @@ def event_adapter() -> TypeAdapter[Event]:
     return TypeAdapter(Annotated[Event, Field(discriminator="kind")])
 
 
+#: The kinds of the events :func:`routing_update` reads (a filter for code that reads stored events).
+ROUTING_KINDS = frozenset({"router.classified", "router.fallback", "router.dispatched", "handoff.completed"})
+
+
 def routing_update(event: Event) -> dict[str, Any] | None:
     """What a root routing event says of its turn's route, as the run's result will say it.
 
     Fold these over a turn's root events (``dict.update``, latest last) to know how far its
     routing got before a result exists: a classification (a reclassification too) starts a
     new decision, with a confidence only from a usable answer and no fallback reason yet; a
-    fallback names its route and reason; a dispatch its route. Used by the served stream's
+    fallback names its route and reason; a dispatch its route; a handoff the agent it gave
+    the turn to (as ``RunResult.route`` names the agent that answered; none when the turn
+    went back to the router itself). Used by the served stream's
     headers and by a journal's session turns, so both tell one story.
 
     Returns:
@@ -365,4 +371,6 @@ def routing_update(event: Event) -> dict[str, Any] | None:
         return {"route": event.fallback_route, "fallback_reason": event.reason}
     if isinstance(event, RouterDispatched):
         return {"route": event.route}
+    if isinstance(event, HandoffCompleted):  # the agent that has the turn now, as the result will name it
+        return {"route": None if event.path and event.to_agent == event.path[-1] else event.to_agent}
     return None

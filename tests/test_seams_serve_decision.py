@@ -9,14 +9,18 @@ answered, as the run's result does.
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 import httpx2 as httpx
 import pytest
 
 from jeeves_router import Agent, ErrorClassification, ErrorSeverity, Recovery, Router, RouterRoute
+from jeeves_router.events import HandoffCompleted, routing_update
 from jeeves_router.journal import JournalRuntime, MemoryJournal, session_turns
 from jeeves_router.models.base import ModelRequest
 from jeeves_router.serve import create_app
-from jeeves_router.testing import FunctionModel, RecordedSleeps
+from jeeves_router.testing import Call, FunctionModel, RecordedSleeps
 from tests.serve_apps import running
 
 
@@ -122,3 +126,50 @@ async def test_a_session_turn_cut_off_after_a_reclassification_shows_the_decisio
                 break
     [turn] = await session_turns(runtime.journal, "s")
     assert (turn.status, turn.route, turn.confidence, turn.fallback_reason) == ("cut", *decision)
+
+
+def handing_off_desk() -> Agent:
+    """billing hands every request off to ``refunds``, an agent that is not a declared route."""
+    refunds = Agent("Refunds.", name="refunds", model=FunctionModel(lambda r: "Refund done.", name="refunds"))
+
+    def billing_turn(request: ModelRequest) -> Any:
+        return Call("transfer_to_refunds", {"reason": "a refund"})
+
+    billing = Agent("Billing.", name="billing", model=FunctionModel(billing_turn, name="billing"), handoffs=[refunds])
+    general = Agent("General.", name="general", model=FunctionModel(lambda r: "general answer", name="general"))
+    return Agent(
+        "Desk",
+        name="desk",
+        model=FunctionModel(lambda r: "route: billing\nconfidence: 0.9", name="classifier"),
+        architecture=Router(
+            routes=[RouterRoute("billing", billing, "payments"), RouterRoute("general", general, "the rest")]
+        ),
+    )
+
+
+def test_after_a_handoff_the_streamed_headers_name_the_agent_the_result_names() -> None:
+    body = {"model": "desk", "messages": [{"role": "user", "content": "refund me"}], "stream": True}
+    with running(create_app(handing_off_desk())) as server:
+        streamed = httpx.post(server.url + "/v1/chat/completions", json=body)
+    final = [json.loads(line[6:]) for line in streamed.text.splitlines() if line.startswith("data: {")][-1]
+    assert final["jeeves"]["route"] == "refunds"  # the result names the agent that answered
+    assert streamed.headers["x-jeeves-route"] == "refunds"  # and so do the headers (was: billing)
+
+
+@pytest.mark.anyio
+async def test_a_turn_cut_off_after_a_handoff_shows_the_agent_that_had_the_turn() -> None:
+    agent = handing_off_desk()
+    agent.runtime = runtime = JournalRuntime(MemoryJournal())
+    async with agent.stream("refund me", session_id="s") as events:
+        async for ev in events:
+            if ev.kind == "text.delta":
+                break
+    [turn] = await session_turns(runtime.journal, "s")
+    assert (turn.status, turn.route) == ("cut", "refunds")
+
+
+def test_a_handoff_back_to_the_router_itself_leaves_no_route() -> None:
+    back = HandoffCompleted(session_id="s", path=("desk",), from_agent="refunds", to_agent="desk")
+    assert routing_update(back) == {"route": None}
+    on = HandoffCompleted(session_id="s", path=("desk",), from_agent="billing", to_agent="refunds")
+    assert routing_update(on) == {"route": "refunds"}

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import UsageError
-from ..events import event_adapter, routing_update
+from ..events import ROUTING_KINDS, event_adapter, routing_update
 from ..messages import Message, assistant, user
 from .base import Journal
 from .records import EventRecord, RunEndRecord, RunStartRecord
@@ -156,7 +156,7 @@ async def session_turns(journal: Journal, session_id: str, *, agent: str | None 
     return turns
 
 
-_ROOT_KINDS = frozenset({"run.completed", "router.classified", "router.fallback", "router.dispatched"})
+_ROOT_KINDS = ROUTING_KINDS | {"run.completed"}
 
 
 def history_from_turns(turns: list[Turn], limits: SessionHistory) -> tuple[Message, ...]:
