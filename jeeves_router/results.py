@@ -55,7 +55,8 @@ class RunResult:
         status: See :data:`RunStatus`.
         session_id: The session id this agent ran under.
         path: Route path of this agent, e.g. ``("desk",)``.
-        route: The route that answered, for routed runs.
+        route: The route that answered, for routed runs; when its specialist handed the
+            turn on, the agent that answered (``metadata["handoffs"]`` has the chain).
         confidence: The classifier's confidence for the chosen route.
         used_fallback: True when the fallback route answered.
         fallback_reason: Why the fallback (or unresolved) happened.
