@@ -47,13 +47,16 @@ class Ledger:
         texts: How many text deltas the run has emitted so far (compare two readings).
         calls: How many tool calls have completed so far (compare two readings: did a
             failed attempt have side effects?), a ``repeatable`` tool's not counted.
+        reads: How many calls of ``repeatable`` tools have completed so far (did a step read
+            data that may have changed since?).
     """
 
-    __slots__ = ("_first_path", "_first_usage", "_last", "_more", "_pooled", "_tools", "calls", "texts")
+    __slots__ = ("_first_path", "_first_usage", "_last", "_more", "_pooled", "_tools", "calls", "reads", "texts")
 
     def __init__(self) -> None:
         self.texts = 0
         self.calls = 0
+        self.reads = 0
         # The first entry in two slots, the later ones in a list (path, usage, path, usage...):
         # a run that made one model call so far holds no GC-tracked list for it.
         self._first_path: tuple[str, ...] | None = None
@@ -142,6 +145,7 @@ class Ledger:
     ) -> None:
         """Remember a tool call that completed at this step (a ``repeatable`` tool's is not: no effect to keep)."""
         if tool.repeatable:
+            self.reads += 1
             return
         self.calls += 1
         self._remember(session_id, index, (tool.name, dict(arguments), outcome))

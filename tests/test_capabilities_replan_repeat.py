@@ -193,3 +193,21 @@ async def test_a_journaled_plan_with_a_repeated_refund_resumes_to_one_refund(tmp
     if first is not None:
         assert (resumed.output, resumed.usage) == (first.output, first.usage)
     await journal.aclose()
+
+
+@pytest.mark.anyio
+async def test_after_a_replan_a_step_that_only_read_reads_again() -> None:
+    # plan 1 reads the status (a repeatable tool), then notify fails; plan 2 repeats the read:
+    # it runs again for fresh data instead of being answered with the stale "paid"
+    reads: list[str] = []
+    read, tell = {"capability": "status", "task": "read A-1"}, {"capability": "notify", "task": "tell"}
+    first = json.dumps({"steps": [read, tell]})
+    second = json.dumps({"steps": [read]})
+    brain = Brain(yes={"status", "notify"}, plans=[first, second])
+    caps = [
+        Capability("status", status_agent(reads), "reads statuses"),
+        Capability("notify", failing_once(), "tells the customer"),
+    ]
+    events = await capture_events(agent(brain, caps), "what is the status of A-1")
+    assert reads == ["A-1", "A-1"] and result(events).status == "ok"
+    assert [(e.step, e.answered_from) for e in of(events, CapabilityCompleted) if e.ok] == [(1, 0), (3, 0)]

@@ -239,9 +239,10 @@ class Capabilities:
 
         Returns the step's result text. A step with the same capability and task as one that
         completed a tool call with effects (one not ``repeatable``, such as a refund) is not run
-        again, in any plan: a refund is not made twice. One that completed before the last
-        replan or reclassification without effects answers one repeat of a later plan
-        (:meth:`RunState.earlier`). Either is announced by ``answered_from``.
+        again, in any plan: a refund is not made twice. One that only read (``repeatable``
+        tools) runs again. One that called no tool and completed before the last replan or
+        reclassification answers one repeat of a later plan (:meth:`RunState.earlier`).
+        A step answered so is announced by ``answered_from``.
         """
         cap = self.by_name[name]
         st.steps += 1
@@ -262,7 +263,7 @@ class Capabilities:
             return earlier[2]
         operation = f"capability:{name}"
         attempt = 0
-        effects_before = ctx.ledger.calls  # completed calls of tools that are not repeatable, so far
+        effects_before, reads_before = ctx.ledger.calls, ctx.ledger.reads  # completed tool calls so far
         while True:
             attempt += 1
             await rec.begin(operation)
@@ -303,7 +304,9 @@ class Capabilities:
             provided = {t: result.context.get(t, result.text) for t in cap.provides}
             ctx.context = {**ctx.context, **result.context, **provided}
             st.done.append((name, result.text))
-            st.complete(name, task, generation, index, result.text, effects=ctx.ledger.calls != effects_before)
+            read = ctx.ledger.reads != reads_before
+            did = "effects" if ctx.ledger.calls != effects_before else "reads" if read else ""
+            st.complete(name, task, generation, index, result.text, did=did)
             return result.text
 
     @staticmethod

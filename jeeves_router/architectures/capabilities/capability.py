@@ -151,37 +151,41 @@ class RunState:
     plan: tuple[tuple[str, str], ...] = ()
     excluded: list[str] = field(default_factory=list)
     steps: int = 0
-    # (capability, task) -> (plan generation, step number, result text, whether it had effects) of each
-    # completed step, in order
-    completed: dict[tuple[str, str], list[tuple[int, int, str, bool]]] = field(default_factory=dict)
+    # (capability, task) -> (plan generation, step number, result text, what it did) of each completed
+    # step, in order; what it did: "effects" (a call of a tool that is not repeatable), "reads" (calls
+    # of repeatable tools only) or "" (no tool call)
+    completed: dict[tuple[str, str], list[tuple[int, int, str, str]]] = field(default_factory=dict)
     # (capability, task) -> (plan generation, how many earlier completions that plan has answered from)
     answered: dict[tuple[str, str], tuple[int, int]] = field(default_factory=dict)
     task: str = ""
     output: str | None = None
     status: RunStatus = "ok"
 
-    def complete(self, name: str, task: str, generation: int, index: int, text: str, *, effects: bool) -> None:
+    def complete(self, name: str, task: str, generation: int, index: int, text: str, *, did: str) -> None:
         """Remember step ``index`` (capability ``name``, ``task``) of plan ``generation`` and its result.
 
-        ``effects``: the step completed a tool call that is not ``repeatable`` (a refund).
+        ``did``: ``"effects"`` when the step completed a call of a tool that is not
+        ``repeatable`` (a refund), ``"reads"`` when it called only ``repeatable`` tools, ``""``
+        when it called none.
         """
-        self.completed.setdefault((name, task), []).append((generation, index, text, effects))
+        self.completed.setdefault((name, task), []).append((generation, index, text, did))
 
     def earlier(self, name: str, task: str, generation: int) -> tuple[int, int, str] | None:
         """The completion that answers this step of plan ``generation`` instead of running it, if any.
 
-        A completion with effects (it completed a tool call that is not ``repeatable``, such as
-        a refund) answers every later step with the same capability and task, in its own plan
-        too: that step never runs twice. A completion without effects (it only read, or called
-        no tool) answers one step of a later plan, in order: a new plan that repeats a read
-        twice (before and after a change) has its second one run afresh unless an earlier plan
-        completed it twice too, and a read repeated within one plan runs again.
+        A completion with effects (it completed a call of a tool that is not ``repeatable``,
+        such as a refund) answers every later step with the same capability and task, in its
+        own plan too: that step never runs twice. A completion that called only ``repeatable``
+        tools (reads) answers none: the step runs again and reads afresh, as a retry does. One
+        that called no tool answers one step of a later plan, in order: a new plan that repeats
+        it twice has its second one run afresh unless an earlier plan completed it twice too,
+        and a repeat within one plan runs again.
         """
         key = (name, task)
-        for gen, index, text, effects in self.completed.get(key, ()):
-            if effects:
+        for gen, index, text, did in self.completed.get(key, ()):
+            if did == "effects":
                 return gen, index, text
-        done = [c[:3] for c in self.completed.get(key, ()) if c[0] < generation]
+        done = [c[:3] for c in self.completed.get(key, ()) if c[0] < generation and c[3] != "reads"]
         used = self.answered.get(key)
         n = used[1] if used is not None and used[0] == generation else 0
         if n >= len(done):
