@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -16,7 +16,7 @@ import anyio
 import uvicorn
 
 from examples.serve_desk import build_desk, classify
-from jeeves_router import Agent, Router, RouterRoute
+from jeeves_router import Agent, Recovery, Router, RouterRoute
 from jeeves_router.messages import TextPart
 from jeeves_router.models.base import ModelRequest, ModelResponse, ModelStreamItem, ModelTextDelta
 from jeeves_router.testing import FunctionModel
@@ -65,9 +65,14 @@ class GatedModel:
                 self.cancelled.set()
 
 
-def desk_with(specialist: Any, *, name: str = "desk") -> Agent:
-    """A router whose keyword classifier sends everything billing-like to ``specialist``."""
-    billing = Agent("You handle billing.", name="billing", model=specialist)
+def desk_with(
+    specialist: Any, *, name: str = "desk", handoffs: Sequence[Agent] = (), recovery: Recovery | None = None
+) -> Agent:
+    """A router whose keyword classifier sends everything billing-like to ``specialist``.
+
+    ``handoffs``: agents the billing specialist may hand the turn to; ``recovery``: the router's.
+    """
+    billing = Agent("You handle billing.", name="billing", model=specialist, handoffs=list(handoffs))
     general = Agent("You handle the rest.", name="general", model=FunctionModel(lambda r: "general answer"))
     return Agent(
         "desk",
@@ -77,6 +82,7 @@ def desk_with(specialist: Any, *, name: str = "desk") -> Agent:
             routes=[RouterRoute("billing", billing, "payments"), RouterRoute("general", general, "the rest")],
             fallback_route="general",
             require_confidence_above=0.6,
+            recovery=recovery,
         ),
     )
 

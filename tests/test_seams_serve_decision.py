@@ -10,7 +10,6 @@ answered, as the run's result does.
 from __future__ import annotations
 
 import json
-from typing import Any
 
 import httpx2 as httpx
 import pytest
@@ -21,7 +20,7 @@ from jeeves_router.journal import JournalRuntime, MemoryJournal, session_turns
 from jeeves_router.models.base import ModelRequest
 from jeeves_router.serve import create_app
 from jeeves_router.testing import Call, FunctionModel, RecordedSleeps
-from tests.serve_apps import running
+from tests.serve_apps import desk_with, running
 
 
 class NotMine(Exception):
@@ -131,20 +130,7 @@ async def test_a_session_turn_cut_off_after_a_reclassification_shows_the_decisio
 def handing_off_desk() -> Agent:
     """billing hands every request off to ``refunds``, an agent that is not a declared route."""
     refunds = Agent("Refunds.", name="refunds", model=FunctionModel(lambda r: "Refund done.", name="refunds"))
-
-    def billing_turn(request: ModelRequest) -> Any:
-        return Call("transfer_to_refunds", {"reason": "a refund"})
-
-    billing = Agent("Billing.", name="billing", model=FunctionModel(billing_turn, name="billing"), handoffs=[refunds])
-    general = Agent("General.", name="general", model=FunctionModel(lambda r: "general answer", name="general"))
-    return Agent(
-        "Desk",
-        name="desk",
-        model=FunctionModel(lambda r: "route: billing\nconfidence: 0.9", name="classifier"),
-        architecture=Router(
-            routes=[RouterRoute("billing", billing, "payments"), RouterRoute("general", general, "the rest")]
-        ),
-    )
+    return desk_with(FunctionModel(lambda r: Call("transfer_to_refunds", {"reason": "a refund"})), handoffs=[refunds])
 
 
 def test_after_a_handoff_the_streamed_headers_name_the_agent_the_result_names() -> None:

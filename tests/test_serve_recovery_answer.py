@@ -14,12 +14,12 @@ from typing import Any
 import openai
 import pytest
 
-from jeeves_router import Agent, Recovery, Router, RouterRoute
+from jeeves_router import Agent, Recovery
 from jeeves_router.models.base import ModelRequest, ModelStreamItem, ModelTextDelta
 from jeeves_router.results import RunResult
 from jeeves_router.serve import create_app
 from jeeves_router.testing import FunctionModel, RecordedSleeps
-from tests.serve_apps import running
+from tests.serve_apps import desk_with, running
 
 SECRET = "db-secret-host:5432"
 TIMEOUT_MESSAGE = "A service I depend on is not responding right now. Please try again in a few minutes."
@@ -43,17 +43,7 @@ def times_out(request: ModelRequest) -> str:
 
 
 def desk(billing_model: Any) -> Agent:
-    billing = Agent("Billing.", name="billing", model=billing_model)
-    general = Agent("General.", name="general", model=FunctionModel(lambda r: "general answer", name="general"))
-    return Agent(
-        "Desk",
-        name="desk",
-        model=FunctionModel(lambda r: "route: billing\nconfidence: 0.9", name="classifier"),
-        architecture=Router(
-            routes=[RouterRoute("billing", billing, "payments"), RouterRoute("general", general, "the rest")],
-            recovery=Recovery(sleep=RecordedSleeps()),
-        ),
-    )
+    return desk_with(billing_model, recovery=Recovery(sleep=RecordedSleeps()))
 
 
 def ask(url: str, *, stream: bool) -> tuple[str | None, str | None, dict[str, Any]]:
