@@ -44,6 +44,7 @@ __all__ = [
     "fail",
     "messages",
     "on_event",
+    "routing",
 ]
 
 CAPTURE_CONTENT_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
@@ -151,6 +152,25 @@ _EVENT_ATTRIBUTES: dict[type, Callable[[Any], dict[str, Any]]] = {
         "jeeves_router.capability.answered_from": e.answered_from or None,
     },
 }
+
+
+_ROUTING = (
+    ("route", "jeeves_router.route"),
+    ("confidence", "jeeves_router.route.confidence"),
+    ("fallback_reason", "jeeves_router.route.fallback_reason"),
+)
+
+
+def routing(span: Span, routed: dict[str, Any]) -> None:
+    """The run's routing on its span: ``route``, ``confidence`` and ``fallback_reason`` of ``routed``.
+
+    ``routed`` is the result's decision, or for a run without a result (failed, cut short) the
+    fold of :func:`~jeeves_router.events.routing_update` over its events, the rule of the served
+    headers: never the last classifier reply's (each reply is a ``route.decision`` event).
+    """
+    for key, attribute in _ROUTING:
+        if routed.get(key) is not None:
+            span.set_attribute(attribute, routed[key])
 
 
 _FINISH = {"end": "stop", "stop_sequence": "stop", "max_tokens": "length", "tool_calls": "tool_calls"}

@@ -7,7 +7,9 @@ application (the SDK and an exporter are yours to choose); jeeves_router then re
   handoff target — nested as they ran, with the session id as ``gen_ai.conversation.id``,
   the run's status, route and token usage. The routing decision is a span event
   ``jeeves_router.route.decision`` (route, confidence, runner-up, threshold, classifier
-  kind) and its outcome is on the span (``jeeves_router.route``, ``...fallback_reason``);
+  kind) and its outcome is on the span (``jeeves_router.route``, ``...confidence``,
+  ``...fallback_reason``: the result's, or for a run that failed or was cut short how far its
+  routing got, as the served headers say it);
   fallbacks, recovery steps (retry, reclassify, replan, report), handoffs, capability
   selection and steps, and restarted streams are span events too.
 - ``chat {model}`` for every model call attempt (``gen_ai.provider.name``,
@@ -46,6 +48,7 @@ from ._span_attrs import (
     fail,
     messages,
     on_event,
+    routing,
 )
 from .events import Event, routing_update
 
@@ -146,11 +149,7 @@ async def _run_span(tracer: Tracer, events: AsyncIterator[Event], agent: Any, ct
         result = ctx.result
         if result is not None:
             span.set_attribute("jeeves_router.run.status", result.status)
-            if result.route is not None:
-                span.set_attribute("jeeves_router.route", result.route)
-            if result.fallback_reason is not None:
-                span.set_attribute("jeeves_router.route.fallback_reason", result.fallback_reason)
-            routed["confidence"] = result.confidence
+            routed.update(route=result.route, confidence=result.confidence, fallback_reason=result.fallback_reason)
             span.set_attribute("gen_ai.usage.input_tokens", result.usage.input_tokens)
             span.set_attribute("gen_ai.usage.output_tokens", result.usage.output_tokens)
             if content and result.output is not None:
@@ -171,8 +170,7 @@ async def _run_span(tracer: Tracer, events: AsyncIterator[Event], agent: Any, ct
                     finally:
                         otel_context.detach(token)
         finally:  # a cleanup that raised (or was cancelled) still ends the span
-            if routed.get("confidence") is not None:  # the decision that answered (or got furthest), not the last reply
-                span.set_attribute("jeeves_router.route.confidence", routed["confidence"])
+            routing(span, routed)  # the result's decision, else how far the routing got
             span.end()
 
 

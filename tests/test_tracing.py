@@ -496,3 +496,34 @@ async def test_the_run_span_gives_the_confidence_of_the_decision_that_answered(
     assert attrs(root)["jeeves_router.route.fallback_reason"] == reason
     decisions = [dict(e.attributes or {}) for e in root.events if e.name == "jeeves_router.route.decision"]
     assert [d["jeeves_router.route.confidence"] for d in decisions] == [0.9, confidence or 0.0]  # each one kept
+
+
+@pytest.mark.parametrize(
+    ("reply", "routing"),
+    [
+        ("route: billing\nconfidence: 0.9", {"route": "billing", "route.confidence": 0.9}),
+        (
+            "route: billing\nconfidence: 0.3",
+            {"route": "general", "route.confidence": 0.3, "route.fallback_reason": "low_confidence"},
+        ),
+    ],
+)
+@pytest.mark.anyio
+async def test_a_failed_run_span_gives_the_routing_it_got_to(
+    spans: InMemorySpanExporter, reply: str, routing: dict[str, Any]
+) -> None:
+    # the specialist raises after the dispatch: no result, but the route, its confidence and the
+    # fallback reason are those the served headers and the session's turns give (routing_update)
+    failing = {name: Agent(name, name=name, model=ScriptedModel([OSError("down")])) for name in ("billing", "general")}
+    router = Router(
+        [RouterRoute("billing", failing["billing"], "payments"), RouterRoute("general", failing["general"], "rest")],
+        fallback_route="general",
+        require_confidence_above=0.6,
+    )
+    agent = Agent("Desk", name="desk", model=ScriptedModel([reply], name="router"), architecture=router)
+    with pytest.raises(OSError, match="down"):
+        await agent.run("charged twice")
+    [root] = by_name(spans, "invoke_agent desk")
+    shown = {k.removeprefix("jeeves_router."): v for k, v in attrs(root).items() if k.startswith("jeeves_router.route")}
+    assert shown == {**routing, "route.threshold": 0.6}
+    assert root.status.status_code is StatusCode.ERROR
