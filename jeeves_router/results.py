@@ -57,7 +57,9 @@ class RunResult:
         path: Route path of this agent, e.g. ``("desk",)``.
         route: The route that answered, for routed runs; when its specialist handed the
             turn on, the agent that answered (``metadata["handoffs"]`` has the chain).
-        confidence: The classifier's confidence for the chosen route.
+        confidence: The classifier's confidence for the route the router dispatched to
+            (after a handoff, that route's, not a score of the agent ``route`` names;
+            ``None`` on a sticky turn, which is not classified).
         used_fallback: True when the fallback route answered.
         fallback_reason: Why the fallback (or unresolved) happened.
         specialist_session_id: The session id the specialist ran under.
