@@ -8,6 +8,10 @@ so the run goes on unseen to its end (a refund cut mid-call would leave its outc
 and every retry would fail), and the retry gets its answer. The run's slot of the
 concurrency limit is released when the reply ends, however it ends. A failed run is
 reported by its error type only: exception messages and tracebacks stay out of replies and logs.
+
+A 5xx reply to a request without an ``Idempotency-Key`` says ``X-Should-Retry: false``: its run
+started (it may have refunded before it failed or was cut), so the openai SDK must not run it
+again on their own, as they do for any other 5xx; a keyed request's retry resumes its run instead.
 """
 
 from __future__ import annotations
@@ -50,6 +54,8 @@ log = logging.getLogger("jeeves_router.serve")
 
 Produce = Callable[[Send], Awaitable[None]]
 _SSE_HEADERS = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache"), (b"x-accel-buffering", b"no")]
+#: Honoured by the openai Python SDK, which otherwise retries any 5xx twice (by default).
+_NO_RETRY = (b"x-should-retry", b"false")
 
 
 def _failure(error_type: str) -> ApiError:
@@ -126,6 +132,8 @@ class RunReply(Response):
                 return  # a keyed run whose client left: nobody reads it
             if message["type"] == "http.response.start":
                 sent["started"] = True
+                if message["status"] >= 500 and not self._keyed:  # the run started: a blind retry runs it again
+                    message = {**message, "headers": [*message["headers"], _NO_RETRY]}
             elif not message.get("more_body", False):
                 sent["done"] = True
             await send(message)
@@ -154,7 +162,7 @@ class RunReply(Response):
                 log.info("run cancelled by the server's shutdown")
                 if not sent["started"]:
                     err = ApiError(503, "the server shut down before the run ended", code="shutting_down")
-                    await _send_json(send, err.status, err.body())
+                    await _send_json(tracked, err.status, err.body())
                 elif not sent["done"]:
                     await send(_body(self._cut, more=False))
         finally:
