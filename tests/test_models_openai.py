@@ -522,3 +522,19 @@ def test_registry_resolves_openai_strings_without_a_key(monkeypatch: pytest.Monk
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     model = resolve_model("openai:gpt-4.1-nano")
     assert isinstance(model, OpenAIModel) and model.name == "openai:gpt-4.1-nano"
+
+
+@pytest.mark.anyio
+async def test_the_servers_x_should_retry_overrides_the_status_rule(loopback: LoopbackServer, make: Factory) -> None:  # noqa: F811
+    # false: a 5xx is not retried (the server says running it again could repeat side effects)
+    loopback.script(Status(500, headers={"x-should-retry": "false"}))  # a retry would find no reply scripted
+    model, sleep = make()
+    with pytest.raises(ModelError) as info:
+        await model.request(HELLO)
+    assert len(loopback.requests) == 1 and sleep.delays == []
+    assert (info.value.severity, info.value.status_code) == ("critical", 500)
+    # true: a 400 is retried, once the server says so
+    loopback.script(Status(400, headers={"x-should-retry": "True "}), Reply(text="ok"))
+    model, sleep = make()
+    assert (await model.request(HELLO)).text == "ok"
+    assert len(loopback.requests) == 3 and sleep.delays == [0.5]

@@ -91,3 +91,22 @@ async def test_a_run_cut_by_a_shutdown_before_its_reply_started_says_whether_to_
     assert sent[0]["status"] == 503 and released == [1]
     headers = dict(sent[0]["headers"])
     assert headers.get(b"x-should-retry") == (None if keyed else b"false")
+
+
+@pytest.mark.anyio
+async def test_an_agent_on_a_served_desk_does_not_run_its_failed_run_again() -> None:
+    # Our own adapter has the SDK's retries off; its retries and the recovery ladder read the header.
+    from jeeves_router import Agent, Recovery
+    from jeeves_router.architectures.react import ToolLoop
+    from jeeves_router.models.openai import OpenAIModel
+    from jeeves_router.testing import RecordedSleeps
+
+    broken = Broken()
+    with running(create_app(desk_with(FunctionModel(broken, name="billing")))) as server:
+        async with openai.AsyncOpenAI(base_url=server.url + "/v1", api_key="unused") as client:
+            remote = OpenAIModel("desk", client=client)  # its own retries on, the SDK's off
+            ladder = ToolLoop(recovery=Recovery(sleep=RecordedSleeps()))
+            caller = Agent("Ask the desk.", name="caller", model=remote, architecture=ladder)
+            result = await caller.run("refund my order")
+    assert broken.calls == 1  # was 3 under the adapter's retries, more under the ladder's
+    assert result.status == "critical" and result.report is not None

@@ -22,7 +22,7 @@ from typing import Any
 from .._log import redact
 from ..errors import ModelError
 
-__all__ = ["map_sdk_error", "redact", "parse_retry_after"]
+__all__ = ["map_sdk_error", "redact", "parse_retry_after", "should_retry"]
 
 _RETRIABLE_STATUS = frozenset({408, 409, 425, 429, 499})
 # Anthropic reports some failures inside a 200 event stream as ``event: error``; the SDK
@@ -43,6 +43,21 @@ _ERROR_TYPE_STATUS = {
 _CONTEXT_MARKERS = ("context_length_exceeded", "maximum context length", "prompt is too long", "context window")
 _FILTER_MARKERS = ("content_filter", "content_policy_violation", "content management policy", "content filter")
 _MAX_MESSAGE = 500
+
+
+def should_retry(headers: Mapping[str, str] | None) -> str | None:
+    """The server's ``x-should-retry`` answer, ``"true"`` or ``"false"`` (``None``: not given).
+
+    The OpenAI and Anthropic SDKs obey it before their status rules; with their retries off,
+    the adapters' retries and the recovery ladder obey it through the error's severity. A
+    jeeves-router server sends ``false`` with a 5xx about a run that started (running it again
+    could repeat its side effects).
+    """
+    if not headers:
+        return None
+    value = next((v for k, v in headers.items() if k.lower() == "x-should-retry"), None)
+    value = value.strip().lower() if isinstance(value, str) else None
+    return value if value in ("true", "false") else None
 
 
 def parse_retry_after(headers: Mapping[str, str] | None, *, now: float | None = None) -> float | None:
@@ -163,6 +178,8 @@ def map_sdk_error(exc: BaseException, *, provider: str, secrets: Iterable[str] =
             kind, severity = "context_length", "critical"
         elif any(marker in haystack for marker in _FILTER_MARKERS):
             kind, severity = "content_filter", "critical"
+        else:  # the server's own word, as the provider SDKs (whose retries are off) would take it
+            severity = {"true": "retriable", "false": "critical"}.get(should_retry(headers) or "", severity)
         retry_after = parse_retry_after(headers) if severity == "retriable" else None
         label = f"HTTP {status}" + (f" {err_type}" if err_type else "")
         return build(f"{label}: {message}", severity, kind, status_code=status, retry_after_s=retry_after)
