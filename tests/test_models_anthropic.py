@@ -464,3 +464,12 @@ async def test_the_servers_x_should_retry_overrides_the_status_rule(loopback: Lo
     model, sleep = make()
     assert (await model.request(HELLO)).text == "ok"
     assert len(loopback.requests) == 3 and sleep.delays == [0.5]
+
+
+@pytest.mark.anyio
+async def test_aclose_closes_the_client_the_model_built(loopback: LoopbackServer) -> None:  # noqa: F811
+    loopback.script(Reply(text="one"))
+    async with AnthropicModel("m", base_url=loopback.anthropic_base_url, api_key="sk-ant-local") as model:
+        assert (await model.request(HELLO)).text == "one"
+        built = model._client
+    assert built is not None and built.is_closed()

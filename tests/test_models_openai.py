@@ -538,3 +538,21 @@ async def test_the_servers_x_should_retry_overrides_the_status_rule(loopback: Lo
     model, sleep = make()
     assert (await model.request(HELLO)).text == "ok"
     assert len(loopback.requests) == 3 and sleep.delays == [0.5]
+
+
+@pytest.mark.anyio
+async def test_aclose_closes_the_client_the_model_built_and_not_a_given_one(loopback: LoopbackServer) -> None:  # noqa: F811
+    loopback.script(Reply(text="one"), Reply(text="two"), Reply(text="three"))
+    async with OpenAIModel("m", base_url=loopback.openai_base_url, api_key="sk-local") as model:
+        assert (await model.request(HELLO)).text == "one"
+        built = model._client
+    assert built is not None and built.is_closed()  # its pooled connections are gone
+    assert (await model.request(HELLO)).text == "two"  # a later call builds a new client
+    await model.aclose()
+    await model.aclose()  # closing twice is harmless
+    given = loopback.openai_client()
+    model = OpenAIModel("m", client=given)
+    assert (await model.request(HELLO)).text == "three"
+    await model.aclose()
+    assert not given.is_closed()  # the caller's client is the caller's to close
+    await given.close()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import random
-from typing import Any
+from typing import Any, TypeVar
 
 from ..errors import ModelError, UsageError
 from ..policies import RetryPolicy
@@ -15,6 +15,8 @@ from ._wire import import_sdk, secret_repr
 from .prices import Price
 
 __all__ = ["SdkModel"]
+
+_M = TypeVar("_M", bound="SdkModel")
 
 
 class SdkModel:
@@ -54,6 +56,7 @@ class SdkModel:
         self._timeout_s = timeout_s
         self._price = price
         self._client: Any | None = None if client is None else client.with_options(max_retries=0)
+        self._owns_client = client is None  # built here, on the first call: closed by :meth:`aclose`
         self._retrier = Retrier(retry, model_name=self._name, map_error=self._map_error, sleep=sleep, rng=rng)
 
     @property
@@ -72,6 +75,22 @@ class SdkModel:
 
     def _build_client(self, sdk: Any) -> Any:
         raise NotImplementedError
+
+    async def aclose(self) -> None:
+        """Close the HTTP client this model built, and its pooled connections (a no-op otherwise).
+
+        A client given as ``client=`` is the caller's to close. A later call builds a new
+        client. ``async with model:`` closes it on the way out.
+        """
+        client, self._client = (self._client, None) if self._owns_client else (None, self._client)
+        if client is not None:
+            await client.close()
+
+    async def __aenter__(self: _M) -> _M:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
 
     def _get_client(self) -> Any:
         if self._client is None:
