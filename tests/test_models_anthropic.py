@@ -451,22 +451,6 @@ def test_registry_resolves_anthropic_strings_without_a_key(monkeypatch: pytest.M
 
 
 @pytest.mark.anyio
-async def test_the_servers_x_should_retry_overrides_the_status_rule(loopback: LoopbackServer, make: Factory) -> None:  # noqa: F811
-    # false: a 5xx is not retried (the server says running it again could repeat side effects)
-    loopback.script(Status(500, headers={"x-should-retry": "false"}))  # a retry would find no reply scripted
-    model, sleep = make()
-    with pytest.raises(ModelError) as info:
-        await model.request(HELLO)
-    assert len(loopback.requests) == 1 and sleep.delays == []
-    assert (info.value.severity, info.value.status_code) == ("critical", 500)
-    # true: a 400 is retried, once the server says so
-    loopback.script(Status(400, headers={"x-should-retry": "True "}), Reply(text="ok"))
-    model, sleep = make()
-    assert (await model.request(HELLO)).text == "ok"
-    assert len(loopback.requests) == 3 and sleep.delays == [0.5]
-
-
-@pytest.mark.anyio
 async def test_aclose_closes_the_client_the_model_built(loopback: LoopbackServer) -> None:  # noqa: F811
     loopback.script(Reply(text="one"))
     async with AnthropicModel("m", base_url=loopback.anthropic_base_url, api_key="sk-ant-local") as model:
