@@ -106,7 +106,8 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=256)
     ap.add_argument("--p50-queries", type=int, default=300)
     ap.add_argument("--shell-runs", type=int, default=7, help="0 skips the shell timings")
-    ap.add_argument("--threads", type=int, default=None, help="onnxruntime intra-op threads (default: up to 2)")
+    threads_help = "onnxruntime threads per call (default 1; a batch is shared by 2 threads)"
+    ap.add_argument("--threads", type=int, default=None, help=threads_help)
     ap.add_argument("--baseline", type=Path, default=None,
                     help="another checkout (e.g. the main branch) timed in the same process, interleaved")  # fmt: skip
     args = ap.parse_args()
