@@ -98,6 +98,27 @@ async def test_a_stream_that_breaks_after_text_stops_once_and_resumes_to_the_sam
     attempts = await journal.read("s", types=("event",))
     again = [e.record.event["text"] for e in attempts if e.record.event["kind"] == "text.delta"]  # type: ignore[union-attr]
     assert again == ["Refund ", "iss"] * 2  # the resumed attempt streamed the same text once
+    for n in (2, 3):  # and again: each replay keeps the failures it raised, so the next one finds them too
+        again_result = await agent.resume("s")
+        assert model.calls == 1, f"resume {n} called the model"
+        assert again_result.status == "critical" and again_result.report is not None
+        stable = ("reason", "severity", "attempts", "user_message")  # not its clock readings
+        assert {k: again_result.report[k] for k in stable} == {k: replayed.report[k] for k in stable}
+
+
+@pytest.mark.anyio
+async def test_a_run_that_recovered_from_a_failure_resumes_the_same_way_every_time(tmp_path: Path) -> None:
+    journal = SQLiteJournal(tmp_path / "j.db")
+    model = Breaking([([], True), (["Refund ", "issued."], False)])
+    agent = desk(journal, model)
+    events = await consume(agent, "charged twice", "s")
+    result = events[-1].result  # type: ignore[union-attr]
+    for _ in range(3):  # the failed first try is raised again each time, never called live
+        replayed = await agent.resume("s")
+        assert model.calls == 2
+        assert (replayed.status, replayed.output, replayed.usage) == (result.status, result.output, result.usage)
+        # the latest attempt's stream is the run's: the failed try and its retry too, not only the answer
+        assert [e.kind for e in await recorded_events(journal, "s")] == [e.kind for e in events]
 
 
 @pytest.mark.anyio

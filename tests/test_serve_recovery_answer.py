@@ -8,9 +8,12 @@ is what these runs answer; ``jeeves.status`` still says ``critical``.
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
+import httpx2 as httpx
 import openai
 import pytest
 
@@ -107,3 +110,28 @@ async def test_the_mcp_ask_tool_names_the_user_message_of_a_critical_run() -> No
     assert res.content[0].text == f"no answer (status: critical): {TIMEOUT_MESSAGE}"  # type: ignore[union-attr]
     assert res.structured_content is not None
     assert res.structured_content["user_message"] == TIMEOUT_MESSAGE and res.structured_content["output"] is None
+
+
+def test_a_keyed_critical_run_replays_the_same_message_and_runs_nothing_again(tmp_path: Path) -> None:
+    calls: list[str] = []
+
+    def times_out_counted(request: ModelRequest) -> str:
+        calls.append("billing")
+        raise TimeoutError(SECRET)
+
+    app = create_app(desk(FunctionModel(times_out_counted, name="billing")), journal=tmp_path / "runs.db")
+    body = {"model": "desk", "messages": [{"role": "user", "content": "refund my order"}]}
+    headers = {"Idempotency-Key": "k-critical"}
+    with running(app) as server:
+        first = httpx.post(server.url + "/v1/chat/completions", json=body, headers=headers)
+        tried = len(calls)
+        again = httpx.post(server.url + "/v1/chat/completions", json=body, headers=headers)
+        streamed = httpx.post(server.url + "/v1/chat/completions", json={**body, "stream": True}, headers=headers)
+    assert first.status_code == again.status_code == 200 and tried >= 1
+    assert len(calls) == tried  # the replays ran nothing
+    assert again.headers["idempotent-replayed"] == "true"
+    content = first.json()["choices"][0]["message"]["content"]
+    assert content == TIMEOUT_MESSAGE == again.json()["choices"][0]["message"]["content"]
+    assert again.json()["jeeves"]["status"] == "critical"
+    chunks = [json.loads(line[6:]) for line in streamed.text.splitlines() if line.startswith("data: {")]
+    assert "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks if c["choices"]) == TIMEOUT_MESSAGE

@@ -129,8 +129,21 @@ class StepRecorder(Runtime):
         index = await self._index(key)
         if index.failed.attempt is None:
             return None
-        rec = index.failed.next(key.index, limit_digest(key.name, attempt))
+        rec = self._again(key, index.failed.next(key.index, limit_digest(key.name, attempt)))
         return rec.limit or "" if rec is not None else ""
+
+    def _again(self, key: StepKey, rec: StepFailedRecord | None) -> StepFailedRecord | None:
+        """``rec``, a completed attempt's failure that this replay raises again, also kept as this attempt's.
+
+        The copy is written with the replay's next entry, so the replay's own attempt, once it
+        completes, holds every failure it went through: a later replay (or resume) reads the
+        last completed attempt, and without them it would run those steps live again.
+        """
+        state = self._runs.get(key.run_id)
+        if rec is not None and state is not None and rec.attempt != state.attempt:
+            copy = rec.model_copy(update={"attempt": state.attempt})
+            state.pending.append(self._entry(key.session_id, key.run_id, copy))
+        return rec
 
     def record_limit(self, key: StepKey, attempt: int, when: LimitWhen) -> None:
         """Record that the run's time limit ended the ladder's attempt ``attempt`` (written with the next entry)."""
@@ -147,7 +160,7 @@ class StepRecorder(Runtime):
         """Serve the step from the journal, or perform and record it."""
         d = digest({"name": key.name, "input": input})
         index = await self._index(key)
-        failed = index.failed.next(key.index, d)  # attempts that failed before the recorded result
+        failed = self._again(key, index.failed.next(key.index, d))  # attempts that failed before the result
         if failed is not None:
             raise replayed_error(failed)
         rec = index.done.get((key.index, d))
@@ -199,7 +212,7 @@ class StepRecorder(Runtime):
         """Re-yield a recorded model call, or stream it live and record it."""
         d = digest({"model": model.name, "request": request})
         index = await self._index(key)
-        failed = index.failed.next(key.index, d)  # attempts that failed before the recorded response
+        failed = self._again(key, index.failed.next(key.index, d))  # attempts that failed before the response
         if failed is not None:
             for chunk in failed.chunks:
                 yield ModelTextDelta(chunk)
