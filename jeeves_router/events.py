@@ -357,8 +357,8 @@ def routing_update(event: Event) -> dict[str, Any] | None:
     new decision, with a confidence only from a usable answer and no fallback reason yet; a
     fallback names its route and reason; a dispatch its route; a handoff the agent it gave
     the turn to (as ``RunResult.route`` names the agent that answered; none when the turn
-    went back to the router itself). Used by the served stream's
-    headers and by a journal's session turns, so both tell one story.
+    went back to the router itself). Used by the served stream's headers, a journal's
+    session turns and a run's span, so all three tell one story.
 
     Returns:
         The fields the event sets (``route``, ``confidence``, ``fallback_reason``), or

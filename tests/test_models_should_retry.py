@@ -44,3 +44,11 @@ async def test_the_servers_x_should_retry_overrides_the_status_rule(loopback: Lo
     loopback.script(Status(400, headers={"x-should-retry": "True "}), Reply(text="ok"))
     assert (await build(provider, loopback, delays).request(HELLO)).text == "ok"
     assert len(loopback.requests) == 3 and delays == [0.5]
+
+
+@pytest.mark.anyio
+async def test_an_unknown_x_should_retry_value_leaves_the_status_rule(loopback: LoopbackServer) -> None:  # noqa: F811
+    delays: list[float] = []
+    loopback.script(Status(500, headers={"x-should-retry": "maybe"}), Reply(text="ok"))  # 5xx: retriable
+    assert (await build("openai", loopback, delays).request(HELLO)).text == "ok"
+    assert len(loopback.requests) == 2 and delays == [0.5]

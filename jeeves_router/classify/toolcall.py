@@ -15,8 +15,8 @@ valid JSON object is answered once with a correction (``max_format_retries``); a
 the classification fails closed (``missing_route`` / ``unknown_route`` /
 ``invalid_confidence``: unreadable arguments are never taken for a call without a
 confidence, so ``on_missing_confidence`` does not apply to them) and the Router's fallback
-decides. A confidence
-that is not a number within [0, 1] is ``invalid_confidence``: the fallback, not the route.
+decides. A confidence that is not a number within [0, 1] is ``invalid_confidence``: the
+fallback, not the route.
 The confidence is read as a reply's text is (a JSON number, or a string such as ``"0.9"``
 or ``"85%"``, see :func:`~jeeves_router.classify.confidence.read_confidence`).
 When the model calls several classify tools at once, the first wins and the second is

@@ -277,8 +277,6 @@ def _build_run(
     if root is None:
         raise UsageError(f"run {run_id!r} has no run.started event in the journal")
     _attach_models(models, by_session, root)
-    if root.status == "running" and status == "failed":
-        root.status = "failed"
     if status in ("cut", "failed"):  # nothing of an ended attempt runs any more: what it left open ended with it
         for _, node in root.walk():
             if node.status == "running":

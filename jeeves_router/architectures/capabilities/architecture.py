@@ -47,6 +47,7 @@ from .capability import (
     ClassifierExample,
     ClassifierGuide,
     RunState,
+    StepDid,
 )
 from .failure import ended
 from .orchestrate import orchestrate
@@ -305,7 +306,7 @@ class Capabilities:
             ctx.context = {**ctx.context, **result.context, **provided}
             st.done.append((name, result.text))
             read = ctx.ledger.reads != reads_before
-            did = "effects" if ctx.ledger.calls != effects_before else "reads" if read else ""
+            did: StepDid = "effects" if ctx.ledger.calls != effects_before else "reads" if read else ""
             st.complete(name, task, generation, index, result.text, did=did)
             return result.text
 

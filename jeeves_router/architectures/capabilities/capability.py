@@ -8,7 +8,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Union
+from typing import TYPE_CHECKING, Any, Literal, Union
 
 from ...errors import UsageError
 from ...ids import validate_route_name
@@ -140,6 +140,11 @@ class Capability:
         return self.retry_policy or default
 
 
+#: What a completed step did: ``"effects"`` (it completed a call of a tool that is not
+#: ``repeatable``), ``"reads"`` (calls of ``repeatable`` tools only) or ``""`` (no tool call).
+StepDid = Literal["effects", "reads", ""]
+
+
 @dataclass(slots=True)
 class RunState:
     """What one run has done so far."""
@@ -151,17 +156,15 @@ class RunState:
     plan: tuple[tuple[str, str], ...] = ()
     excluded: list[str] = field(default_factory=list)
     steps: int = 0
-    # (capability, task) -> (plan generation, step number, result text, what it did) of each completed
-    # step, in order; what it did: "effects" (a call of a tool that is not repeatable), "reads" (calls
-    # of repeatable tools only) or "" (no tool call)
-    completed: dict[tuple[str, str], list[tuple[int, int, str, str]]] = field(default_factory=dict)
+    # (capability, task) -> (plan generation, step number, result text, what it did) of each completed step
+    completed: dict[tuple[str, str], list[tuple[int, int, str, StepDid]]] = field(default_factory=dict)
     # (capability, task) -> (plan generation, how many earlier completions that plan has answered from)
     answered: dict[tuple[str, str], tuple[int, int]] = field(default_factory=dict)
     task: str = ""
     output: str | None = None
     status: RunStatus = "ok"
 
-    def complete(self, name: str, task: str, generation: int, index: int, text: str, *, did: str) -> None:
+    def complete(self, name: str, task: str, generation: int, index: int, text: str, *, did: StepDid) -> None:
         """Remember step ``index`` (capability ``name``, ``task``) of plan ``generation`` and its result.
 
         ``did``: ``"effects"`` when the step completed a call of a tool that is not
