@@ -50,8 +50,13 @@ class RunResult:
     """What :meth:`Agent.run` returns.
 
     Attributes:
-        output: The final answer text; ``None`` when the run ended without one
-            (``unresolved``, ``max_turns``, handoff limits, ``critical``).
+        output: The final answer text: the last model reply of the agent that answered
+            (``route``); ``None`` when the run ended without one (``unresolved``,
+            ``max_turns``, handoff limits, ``critical``). Like openai-agents' ``final_output``,
+            it is not everything the run said: :meth:`~jeeves_router.Agent.stream` also sends, as
+            ``text.delta`` events, the text of an agent that then handed the turn on and the
+            text a tool loop wrote before a tool call. The served chat reply says all of it,
+            streamed or whole (:class:`jeeves_router.serve.reply.ReplyText`).
         status: See :data:`RunStatus`.
         session_id: The session id this agent ran under.
         path: Route path of this agent, e.g. ``("desk",)``.

@@ -21,6 +21,8 @@ from jeeves_router import Agent, Recovery
 from jeeves_router.models.base import ModelRequest, ModelStreamItem, ModelTextDelta
 from jeeves_router.results import RunResult
 from jeeves_router.serve import create_app
+from jeeves_router.serve.reply import ReplyText
+from jeeves_router.serve.wire import completion
 from jeeves_router.testing import FunctionModel, RecordedSleeps
 from tests.serve_apps import desk_with, running
 
@@ -74,7 +76,7 @@ def test_a_critical_run_before_any_text_answers_its_user_message(stream: bool) -
     assert finish == "stop" and jeeves["status"] == "critical" and jeeves["route"] == "billing"
 
 
-def test_a_streamed_critical_run_whose_text_had_started_ends_with_its_user_message() -> None:
+def test_a_critical_run_whose_text_had_started_ends_with_its_user_message() -> None:
     with running(create_app(desk(TextThenFail()))) as server:
         content, finish, jeeves = ask(server.url, stream=True)
         whole, _, whole_jeeves = ask(server.url, stream=False)
@@ -82,19 +84,23 @@ def test_a_streamed_critical_run_whose_text_had_started_ends_with_its_user_messa
     message = content.removeprefix("Checking your \n\n")
     assert message and SECRET not in message and content.count(message) == 1
     assert finish == "stop" and jeeves["status"] == "critical"
-    assert whole == message and whole_jeeves["status"] == "critical"  # whole: the message alone, no fragment
+    assert whole == content and whole_jeeves["status"] == "critical"  # whole: what the stream said (was: no fragment)
 
 
-def test_a_run_without_an_output_or_a_report_still_answers_null() -> None:
-    unresolved = RunResult(output=None, status="unresolved", session_id="s")
-    assert unresolved.user_message is None
-    from jeeves_router.serve.wire import completion
-
-    assert completion("desk", unresolved)["choices"][0]["message"]["content"] is None
-    odd = RunResult(output=None, status="critical", session_id="s", report={"user_message": 7})
-    assert odd.user_message is None  # only a non-empty text is a message
-    answered = RunResult(output="done", status="ok", session_id="s", report={"user_message": "ignored"})
-    assert completion("desk", answered)["choices"][0]["message"]["content"] == "done"
+@pytest.mark.parametrize(
+    ("result", "content"),
+    [
+        (RunResult(output=None, status="unresolved", session_id="s"), None),
+        (RunResult(output=None, status="critical", session_id="s", report={"user_message": 7}), None),
+        (RunResult(output="done", status="ok", session_id="s", report={"user_message": "ignored"}), "done"),
+        (RunResult(output="", status="ok", session_id="s"), ""),
+    ],
+    ids=["unresolved", "not-a-message", "output-over-message", "empty-output"],
+)
+def test_a_run_without_text_an_output_or_a_report_still_answers_null(result: RunResult, content: str | None) -> None:
+    reply = ReplyText()  # no text streamed
+    assert reply.end(result) == (content or "") and reply.text == content
+    assert completion("desk", result, reply.text)["choices"][0]["message"]["content"] == content
 
 
 @pytest.mark.anyio

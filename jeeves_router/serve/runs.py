@@ -30,15 +30,15 @@ from starlette.types import Message, Receive, Scope, Send
 from ..agent import Agent, RunStream
 from ..errors import ReplayDivergence, UsageError
 from ..events import Event as RunEvent
-from ..events import RunFailed, TextDelta, routing_update
+from ..events import RunFailed, routing_update
 from ..journal.keyed import IdempotencyConflict, RunInFlight, log_refused
 from .guard import Drain
+from .reply import ReplyText
 from .wire import (
     DONE,
     ApiError,
     ChatRequest,
     RunRequest,
-    answer_text,
     chunk,
     completion,
     content_chunks,
@@ -226,10 +226,11 @@ def chat_reply(
 
 
 async def _chat_whole(agent: Agent, req: ChatRequest, stream: RunStream, send: Send, retry_after_s: int) -> None:
+    reply = ReplyText()  # the text a stream of this run says (ReplyText's rule)
     async with stream:
         try:
-            async for _ in stream:
-                pass
+            async for ev in stream:
+                reply.feed(ev)
         except Exception:  # a failed run raises after run.failed; it is kept in stream.error
             if stream.error is None:
                 raise
@@ -240,17 +241,19 @@ async def _chat_whole(agent: Agent, req: ChatRequest, stream: RunStream, send: S
         return
     headers = routing_headers(result.route, result.confidence, result.fallback_reason)
     headers["x-jeeves-session-id"] = result.session_id
-    await _send_json(send, 200, completion(req.model, result), _replay_mark(stream, headers))
+    reply.end(result)
+    await _send_json(send, 200, completion(req.model, result, reply.text), _replay_mark(stream, headers))
 
 
 async def _chat_stream(agent: Agent, req: ChatRequest, stream: RunStream, send: Send, retry_after_s: int) -> None:
+    reply = ReplyText()  # what this stream says (a whole reply of the run says the same)
     async with stream:
         routed: dict[str, Any] = {}
         first: str | None = None
         try:
             async for ev in stream:  # up to the first text: the routing decision goes in the headers
-                if isinstance(ev, TextDelta):
-                    first = ev.text
+                first = reply.feed(ev)
+                if first is not None:
                     break
                 update = routing_update(ev) if len(ev.path) == 1 else None  # the root's routing, so far
                 if update is not None:
@@ -276,8 +279,9 @@ async def _chat_stream(agent: Agent, req: ChatRequest, stream: RunStream, send: 
             opening = b""
             try:
                 async for ev in stream:
-                    if isinstance(ev, TextDelta):
-                        await send(_body(text(ev.text)))
+                    piece = reply.feed(ev)
+                    if piece is not None:
+                        await send(_body(text(piece)))
             except Exception:  # a failed run: kept in stream.error, reported below
                 if stream.error is None:
                     raise
@@ -288,11 +292,9 @@ async def _chat_stream(agent: Agent, req: ChatRequest, stream: RunStream, send: 
             tail = opening + sse_data(_failure(error_type).body())
         else:
             tail = opening
-            answer = answer_text(result)
-            if first is None and answer:  # an answer that was not streamed (e.g. a recovery report's message)
-                tail += text(answer)
-            elif first is not None and result.output is None and answer:  # stopped after its text had started
-                tail += text("\n\n" + answer)
+            rest = reply.end(result)  # an answer not streamed (e.g. a recovery report's message)
+            if rest:
+                tail += text(rest)
             tail += sse_data(chunk(cid, req.model, created, finish=True, result=result))
             if req.include_usage:
                 tail += sse_data(chunk(cid, req.model, created, result=result, usage_only=True))

@@ -300,23 +300,13 @@ def _usage(result: RunResult) -> dict[str, int]:
     return {"prompt_tokens": u.input_tokens, "completion_tokens": u.output_tokens, "total_tokens": u.total_tokens}
 
 
-def answer_text(result: RunResult) -> str | None:
-    """What a finished run answers as ``content``.
-
-    Its output, else its recovery report's :attr:`~jeeves_router.results.RunResult.user_message`
-    (a ``critical`` / ``fatal`` run), else ``None`` (``unresolved``, ``max_turns``, ...;
-    ``jeeves.status`` says which).
-    """
-    return result.output if result.output is not None else result.user_message
-
-
 def new_completion_id() -> str:
     """An id for one chat completion."""
     return f"chatcmpl-{uuid.uuid4().hex}"
 
 
-def completion(model: str, result: RunResult) -> dict[str, Any]:
-    """A ``chat.completion`` object for a finished run."""
+def completion(model: str, result: RunResult, content: str | None) -> dict[str, Any]:
+    """A ``chat.completion`` object for a finished run whose reply is ``content`` (:attr:`ReplyText.text`)."""
     return {
         "id": new_completion_id(),
         "object": "chat.completion",
@@ -325,7 +315,7 @@ def completion(model: str, result: RunResult) -> dict[str, Any]:
         "choices": [
             {
                 "index": 0,
-                "message": {"role": "assistant", "content": answer_text(result)},
+                "message": {"role": "assistant", "content": content},
                 "finish_reason": "stop",
                 "logprobs": None,
             }
