@@ -36,7 +36,7 @@ from .messages import Part, TextPart, ToolCallPart
 from .models.base import ModelRequest, ModelResponse, ModelStreamItem, ModelTextDelta
 from .settings import block_real_model_calls, real_model_calls_blocked
 from .tracing import traced_model_call, traced_model_stream
-from .usage import Usage
+from .usage import Usage, with_spent_usage
 
 __all__ = [
     "ScriptedModel",
@@ -50,10 +50,19 @@ __all__ = [
     "block_real_model_calls",
     "real_model_calls_blocked",
     "DEFAULT_USAGE",
+    "FAILED_USAGE",
 ]
 
 #: The usage a scripted reply reports unless told otherwise.
 DEFAULT_USAGE = Usage(input_tokens=10, output_tokens=5, requests=1, cost_usd=0.0)
+#: What a scripted failure spent: the request was sent, as a real adapter counts it.
+FAILED_USAGE = Usage(requests=1, cost_usd=0.0)
+
+
+def _failed(exc: BaseException, reply: Reply | None = None) -> BaseException:
+    """``exc``, raised by a scripted request: marked as one request spent (see :class:`Reply`)."""
+    used = reply.usage if reply is not None and reply.usage is not DEFAULT_USAGE else FAILED_USAGE
+    return with_spent_usage(exc, used, replace=True)
 
 
 @dataclass(frozen=True)
@@ -84,6 +93,9 @@ class Reply:
     With ``error``, the reply fails part-way: a stream yields the text chunks and then
     raises ``error`` instead of completing (a connection dropped mid-answer); a plain
     request raises it at once. ``Reply(Chunks("Refund ", "iss"), error=ConnectionResetError())``.
+    The failure still spent a request, as with a real provider: ``error`` carries
+    ``usage`` as its ``spent_usage`` (what the provider had reported) when it is given,
+    else one request without tokens; so does a scripted exception.
     """
 
     text: str | Chunks = ""
@@ -153,9 +165,9 @@ class ScriptedModel:
         step = self._steps[self._next]
         self._next += 1
         if isinstance(step, BaseException):
-            raise step
+            raise _failed(step)
         if isinstance(step, Reply) and step.error is not None and not streaming:
-            raise step.error
+            raise _failed(step.error, step)
         return step
 
     @staticmethod
@@ -192,7 +204,7 @@ class ScriptedModel:
             for ch in chunks:
                 yield ModelTextDelta(ch)
             if reply.error is not None:  # dropped mid-answer: the chunks went out, no response follows
-                raise reply.error
+                raise _failed(reply.error, reply)
         else:
             if reply.text:
                 yield ModelTextDelta(reply.text)
@@ -223,14 +235,18 @@ class FunctionModel:
 
     async def _call(self, request: ModelRequest, *, streaming: bool = False) -> Reply | ModelResponse:
         self.requests.append(request)
-        out = self._fn(request)
-        if inspect.isawaitable(out):
-            out = await out
+        try:
+            out = self._fn(request)
+            if inspect.isawaitable(out):
+                out = await out
+        except Exception as exc:  # the function's failure is the request's, as a scripted exception
+            _failed(exc)
+            raise
         reply = _to_reply(out)  # type: ignore[arg-type]
         if isinstance(reply, BaseException):
-            raise reply
+            raise _failed(reply)
         if isinstance(reply, Reply) and reply.error is not None and not streaming:
-            raise reply.error  # as ScriptedModel: a plain request of a failing reply raises at once
+            raise _failed(reply.error, reply)  # as ScriptedModel: a plain request of a failing reply raises at once
         return reply
 
     async def request(self, request: ModelRequest) -> ModelResponse:
@@ -252,7 +268,7 @@ class FunctionModel:
             for ch in chunks:
                 yield ModelTextDelta(ch)
             if reply.error is not None:  # dropped mid-answer: the chunks went out, no response follows
-                raise reply.error
+                raise _failed(reply.error, reply)
         else:
             resp = ScriptedModel._response(reply, len(self.requests))
             if resp.text:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ._frozen import constructor, frozen
 
-__all__ = ["Usage", "NO_USAGE"]
+__all__ = ["Usage", "NO_USAGE", "spent_usage", "with_spent_usage"]
 
 
 @frozen
@@ -53,3 +53,33 @@ _new_usage = constructor(Usage)  # a sum per model call of a run
 
 #: Zero usage, shared (``Usage`` is immutable): a starting point that allocates nothing.
 NO_USAGE = Usage()
+
+
+def spent_usage(exc: BaseException) -> Usage | None:
+    """The usage ``exc`` says was spent before it was raised (see :func:`with_spent_usage`), if any."""
+    spent = getattr(exc, "spent_usage", None)
+    return spent if isinstance(spent, Usage) else None
+
+
+def with_spent_usage(exc: BaseException, usage: Usage, *, replace: bool = False) -> BaseException:
+    """Mark ``exc`` with the ``usage`` spent before it was raised; returns ``exc``.
+
+    The one way the usage of failed attempts travels with their failure: a model adapter
+    marks a failed call with its requests (every request it sent, failed ones included)
+    and the tokens the provider reported, a classifier adds the replies it had already paid
+    for, and the layer that catches the failure counts it in the run's usage (the tool
+    loop, a Router's classification, a Capabilities step) and in the run's ledger.
+
+    Args:
+        exc: The failure.
+        usage: What was spent.
+        replace: Set ``usage`` as the whole of it (an adapter marking the attempt it just
+            made); by default it is added to what ``exc`` already carries (a nested
+            classifier's, say).
+    """
+    before = None if replace else spent_usage(exc)
+    try:
+        exc.spent_usage = usage if before is None else before + usage  # type: ignore[attr-defined]
+    except AttributeError:  # an exception type with __slots__: nothing to attach to
+        pass
+    return exc

@@ -208,9 +208,10 @@ async def test_5_usage_counts_every_model_response_including_failed_attempts() -
     desk, classifier, billing_model = refund_desk([])
     result = await desk.run("refund INV-7")
     assert len(classifier.requests) + len(billing_model.requests) == 5  # one of them raised
-    assert result.usage.requests == 4
-    assert result.usage_by_route["billing"].requests == 3
+    assert result.usage.requests == 5  # every request sent, the one that raised included
+    assert result.usage_by_route["billing"].requests == 4
     assert result.usage_by_route["<classifier>"].requests == 1
+    assert result.usage.input_tokens == 4 * 10  # the failed request reported no tokens
 
 
 @pytest.mark.anyio
@@ -227,8 +228,10 @@ async def test_5_a_classification_that_fails_after_a_paid_format_retry_still_cou
     result = await desk.run("refund INV-7")
     paid = 2 if recovers else 1  # classifier replies that came back
     assert result.status == ("ok" if recovers else "critical")
-    assert result.usage_by_route["<classifier>"].requests == paid
-    assert result.usage.requests == paid + (1 if recovers else 0)
+    # every classifier request counts, the dropped ones too; only the replies that came back have tokens
+    assert result.usage_by_route["<classifier>"].requests == len(classifier.requests) == 3
+    assert result.usage_by_route["<classifier>"].input_tokens == paid * 10
+    assert result.usage.requests == len(classifier.requests) + (1 if recovers else 0)
 
 
 # -- 6. stream() raises like run() ----------------------------------------------------------

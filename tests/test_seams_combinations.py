@@ -29,6 +29,7 @@ from jeeves_router.models.openai import OpenAIModel
 from jeeves_router.policies import RetryPolicy
 from jeeves_router.recovery import Recovery
 from jeeves_router.testing import (
+    FAILED_USAGE,
     Call,
     FunctionModel,
     RecordedSleeps,
@@ -276,10 +277,10 @@ async def test_a_tool_loops_explained_stop_counts_the_explanation_and_resumes_wi
     )
     result = await agent.run("refund INV-1", session_id="s")
     assert (result.status, result.report["explanation"]) == ("critical", said[0])
-    assert result.usage == EXPLAIN_USAGE  # the only model call that answered
+    assert result.usage == EXPLAIN_USAGE + FAILED_USAGE  # the only model call that answered, and the refused one
     replayed = await agent.resume("s")
     assert len(said) == 1  # a resumed run makes no model call, the explanation's included
-    assert (replayed.report["explanation"], replayed.usage) == (said[0], EXPLAIN_USAGE)
+    assert (replayed.report["explanation"], replayed.usage) == (said[0], result.usage)
 
 
 @pytest.mark.anyio
@@ -292,7 +293,7 @@ async def test_a_routers_explained_stop_counts_the_explanation_in_its_usage() ->
     router = Router(routes, classifier=StaticClassifier("billing"), recovery=recovery)
     result = await Agent("Desk.", name="desk", architecture=router).run("refund INV-1")
     assert (result.status, result.report["explanation"]) == ("critical", said[0])
-    assert result.usage == EXPLAIN_USAGE
+    assert result.usage == EXPLAIN_USAGE + FAILED_USAGE  # the explanation, and the request billing was refused
     assert sum(result.usage_by_route.values(), Usage()) == result.usage
 
 

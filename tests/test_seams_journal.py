@@ -250,9 +250,11 @@ async def test_adapter_retries_under_the_ladder_stay_within_the_policy_and_resum
     assert not [e for e in events if isinstance(e, (RecoveryRetry, RunFailed))]  # retried inside the adapter
     assert sleeps.delays == [0.5, 1.0]
     result = events[-1].result  # type: ignore[union-attr]
-    assert result.output == "Refund issued." and result.usage_by_route["billing"].requests == 1
+    # every request sent counts, the two the server refused included (as the provider counts them)
+    assert result.output == "Refund issued." and result.usage_by_route["billing"].requests == POLICY.max_attempts
     replayed = await agent.resume("s")
     assert len(loopback.requests) == POLICY.max_attempts and replayed.output == result.output
+    assert replayed.usage == result.usage
 
 
 @pytest.mark.anyio
@@ -316,7 +318,9 @@ async def test_a_retried_specialist_counts_each_model_response_once(tmp_path: Pa
     answered = len(model.requests) - 1  # every request but the one that timed out returned a response
     # with a journal the retry takes the first call from the journal instead of the model
     assert answered == (2 if journaled else 3)
-    assert result.usage.requests == result.usage_by_route["billing"].requests == answered
+    # each request sent counts once: the answered ones and the one that timed out
+    assert result.usage.requests == result.usage_by_route["billing"].requests == len(model.requests)
+    assert result.usage.input_tokens == answered * USAGE.input_tokens  # the timeout reported no tokens
     if journaled:
         replayed = await agent.resume("s")
         assert len(model.requests) == answered + 1 and refunds == ["INV-7"]
@@ -406,7 +410,8 @@ async def test_a_resumed_run_whose_retries_ran_out_after_a_tool_call_reports_the
     agent, _ = refund_desk(SQLiteJournal(tmp_path / "j.db"), refunds, timeouts=3)
     first = await agent.run("refund INV-7", session_id="s")
     assert first.status == "critical" and refunds == ["INV-7"]
-    assert first.usage.requests == 1  # the refund call, made once; the retries took it from the journal
+    # the refund call, made once (the retries took it from the journal), and the three that timed out
+    assert first.usage.requests == 4
     replayed = await agent.resume("s")
     assert refunds == ["INV-7"]
     assert (replayed.status, replayed.usage, replayed.usage_by_route) == (

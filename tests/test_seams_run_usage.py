@@ -53,8 +53,10 @@ async def test_a_failed_reprompt_of_an_announced_handoff_counts_the_first_reply_
     result = await desk.run("refund INV-7")
     assert result.status == "critical"  # the first reply's text reached the consumer: not retried
     billing_model.assert_complete()
-    assert result.usage_by_route["billing"].requests == 1  # one reply came back, counted once
-    assert result.usage.requests == 1
+    # one reply came back, counted once, and the dropped request counts as sent
+    assert result.usage_by_route["billing"].requests == 2
+    assert result.usage_by_route["billing"].input_tokens == 10
+    assert result.usage.requests == 2
 
 
 @pytest.mark.anyio
@@ -101,8 +103,10 @@ async def test_a_tool_call_classification_that_fails_after_a_paid_correction_sti
     router_model.assert_complete()
     paid = 2 if recovers else 1  # router replies that came back
     assert result.status == ("ok" if recovers else "critical")
-    assert result.usage_by_route["<classifier>"].requests == paid
-    assert result.usage.requests == paid + (1 if recovers else 0)
+    # every request counts, the dropped ones too; only the replies that came back have tokens
+    assert result.usage_by_route["<classifier>"].requests == len(script)
+    assert result.usage_by_route["<classifier>"].input_tokens == paid * 10
+    assert result.usage.requests == len(script) + (1 if recovers else 0)
 
 
 class PaidUnsure:
@@ -128,6 +132,6 @@ async def test_a_cascade_whose_second_stage_fails_still_counts_its_first_stage()
     )
     result = await desk.run("refund INV-7")
     assert result.status == "ok" and result.route == "billing"
-    # the first stage ran on both attempts (2 paid), the second stage answered once
-    assert result.usage_by_route["<classifier>"].requests == 3
-    assert result.usage.requests == 4
+    # the first stage ran on both attempts (2 paid), the second stage's request was dropped, then answered
+    assert result.usage_by_route["<classifier>"].requests == 4
+    assert result.usage.requests == 5

@@ -124,7 +124,7 @@ def test_trace_data_rebuilds_the_run_tree(tmp_path: Path) -> None:
         assert [r.status for r in trace.runs] == ["ok", "fallback"]
         first = trace.runs[0]
         assert first.decisions[0]["scores"] == [("billing", 0.82), ("general", 0.11), ("technical", 0.07)]
-        assert first.usage_by_route["billing"]["requests"] == 2
+        assert first.usage_by_route["billing"]["requests"] == 3  # the timed-out request counts too
         return [(d, n.kind, n.label, n.status) for d, n in first.root.walk()]
 
     tree = anyio.run(read)
@@ -158,7 +158,7 @@ def test_page_shows_decision_steps_tokens_tools_retries_and_totals(tmp_path: Pat
     assert "lookup_invoice(invoice_id=&#x27;INV-1001&#x27;)" in html
     assert "paid twice" in html  # the tool's result, in the step's details
     assert "test:billing-model · 10→5 tok · tool_calls" in text
-    assert "Totals per route" in text and re.search(r"billing 20 10 2 \$0\.000000", text)
+    assert "Totals per route" in text and re.search(r"billing 20 10 3 \$0\.000000", text)
     assert "Agent graph" in text and "flowchart TD" in text and "fallback: below threshold / unknown" in text
 
 

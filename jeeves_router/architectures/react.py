@@ -18,6 +18,10 @@ RECLASSIFICATION and REPLANNING, which a tool loop cannot act on, are re-raised 
 enclosing architecture that acts on them (a Router with recovery, Capabilities) or, without
 one (at the top level, in a handoff chain), stop with a report.
 Without recovery, failures propagate unchanged, with their original type.
+
+A failed model call still counts: the usage its failure carries (``spent_usage``: its
+requests, failed ones included, and the tokens the provider reported) is added to the run's
+usage and entered in the run's ledger, whether the loop retries, stops or re-raises.
 """
 
 from __future__ import annotations
@@ -37,7 +41,7 @@ from ..recovery.ladder import Action
 from ..recovery.run import RecoveryRun, RecoveryStop, recovery_for
 from ..results import RunResult
 from ..tools import ToolOutcome
-from ..usage import NO_USAGE
+from ..usage import NO_USAGE, spent_usage
 from .base import RunContext
 
 if TYPE_CHECKING:
@@ -119,6 +123,12 @@ class ToolLoop:
                     if response is None:
                         raise ModelError(f"model {model.name} ended its stream without a response", path=path)
                 except Exception as exc:
+                    spent = spent_usage(exc)  # the failed call's requests (and any tokens reported): they count
+                    if spent is not None:
+                        ctx.ledger.spent(path, spent)  # an enclosing retry counts the attempt from the ledger
+                        usage = usage + spent
+                        if rec is not None:
+                            rec.usage = usage
                     if rec is None:
                         raise
                     f = rec.fail(

@@ -8,7 +8,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from .._frozen import frozen
 from ..messages import Message
-from ..usage import NO_USAGE, Usage
+from ..usage import NO_USAGE, Usage, with_spent_usage
 
 __all__ = [
     "ParseStatus",
@@ -152,9 +152,10 @@ class Classifier(Protocol):
     returns anything else is treated as ``unknown_route``.
 
     A classifier that fails after some of its model calls answered (e.g. a format retry
-    whose transport failed) sets ``spent_usage`` (a :class:`~jeeves_router.usage.Usage`)
-    on the exception it raises, and a Router with recovery counts it in the run's usage
-    (see :func:`with_spent_usage`).
+    whose transport failed) adds their usage to the exception's ``spent_usage`` (a
+    :class:`~jeeves_router.usage.Usage`; a model adapter's failure carries the requests of
+    the failed call already), and a Router with recovery counts it in the run's usage (see
+    :func:`~jeeves_router.usage.with_spent_usage`).
     """
 
     async def classify(self, request: ClassifyRequest) -> ClassifyResult:
@@ -165,16 +166,3 @@ class Classifier(Protocol):
 def route_names(routes: Sequence[RouteSpec]) -> tuple[str, ...]:
     """The names of ``routes``, in order."""
     return tuple(r.name for r in routes)
-
-
-def with_spent_usage(exc: BaseException, usage: Usage) -> BaseException:
-    """Mark ``exc`` with the ``usage`` its classifier spent before failing; returns ``exc``.
-
-    A usage the exception already carries (a nested classifier's) is kept and added to.
-    """
-    before = getattr(exc, "spent_usage", None)
-    try:
-        exc.spent_usage = usage if not isinstance(before, Usage) else before + usage  # type: ignore[attr-defined]
-    except AttributeError:  # an exception type with __slots__: nothing to attach to
-        pass
-    return exc

@@ -22,7 +22,7 @@ from typing import Any
 from .._log import redact
 from ..errors import ModelError
 
-__all__ = ["map_sdk_error", "redact", "parse_retry_after", "should_retry"]
+__all__ = ["map_sdk_error", "never_sent", "redact", "parse_retry_after", "should_retry"]
 
 _RETRIABLE_STATUS = frozenset({408, 409, 425, 429, 499})
 # Anthropic reports some failures inside a 200 event stream as ``event: error``; the SDK
@@ -93,6 +93,21 @@ def parse_retry_after(headers: Mapping[str, str] | None, *, now: float | None = 
 
 def _class_names(exc: BaseException) -> set[str]:
     return {cls.__name__ for cls in type(exc).__mro__}
+
+
+#: httpx's failures to open a connection: the request was never sent.
+_NOT_SENT = frozenset({"ConnectError", "ConnectTimeout"})
+
+
+def never_sent(exc: BaseException) -> bool:
+    """Whether ``exc`` (or an exception it was raised from) says the connection never opened."""
+    seen = 0
+    current: BaseException | None = exc
+    while current is not None and seen < 8:
+        if _from_transport(current) and not _NOT_SENT.isdisjoint(_class_names(current)):
+            return True
+        current, seen = current.__cause__ or current.__context__, seen + 1
+    return False
 
 
 def _from_transport(exc: BaseException) -> bool:

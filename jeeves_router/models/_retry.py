@@ -11,12 +11,24 @@ Streams are retried only while nothing has reached the consumer: once an item wa
 yielded, a failure raises :class:`~jeeves_router.errors.StreamInterrupted` instead of
 starting over, so the consumer never sees text twice. Every attempt's stream is closed,
 also when the consumer stops early.
+
+Every request sent counts once in ``Usage.requests``, failed ones included, as a provider's
+dashboard and rate limits count them: the response of a retried call carries the usage of
+the attempts that failed before it, and a call that fails for good (or a stream broken
+after its text went out) carries the usage of all its attempts as the error's
+``spent_usage`` (:func:`~jeeves_router.usage.with_spent_usage`), which the run counts. A
+failed attempt's usage is what the adapter marked on it (the tokens a broken stream had
+reported, with no cost unless the provider had reported its final usage), else one
+request: with no cost when the provider answered with an error status (not billed), with
+an unknown cost (``None``) when no answer came (a timeout, a dropped connection: the
+provider may have billed it). A connection that never opened sent nothing and counts none.
 """
 
 from __future__ import annotations
 
 import random
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from dataclasses import replace
 from typing import TypeVar
 
 import anyio
@@ -25,16 +37,38 @@ from .._log import get_logger
 from ..errors import ModelError, StreamInterrupted
 from ..policies import RetryPolicy
 from ..tracing import traced_model_call, traced_model_stream
+from ..usage import NO_USAGE, Usage, spent_usage, with_spent_usage
+from ._errors import never_sent
 
 __all__ = ["Retrier", "Sleep", "ErrorMapper"]
 
 T = TypeVar("T")
+U = TypeVar("U")
 Sleep = Callable[[float], Awaitable[None]]
 ErrorMapper = Callable[[BaseException], "ModelError | None"]
 
 _log = get_logger(__name__)
 # Closing an abandoned HTTP stream must finish even inside a cancelled scope, but never hang.
 _CLOSE_TIMEOUT_S = 5.0
+_ERROR_ANSWER = Usage(requests=1)  # the provider answered with an error status: not billed
+_NO_ANSWER = Usage(requests=1, cost_usd=None)  # sent, no answer: what it cost is unknown
+
+
+def attempt_usage(exc: BaseException, err: ModelError | None) -> Usage:
+    """What one failed attempt spent (see the module docstring)."""
+    marked = spent_usage(exc)
+    if marked is not None:  # the adapter's own account of the attempt (a broken stream's tokens)
+        return marked
+    if never_sent(exc):
+        return NO_USAGE
+    return _ERROR_ANSWER if err is not None and err.status_code else _NO_ANSWER
+
+
+def _with_spent(response: U, spent: Usage) -> U:
+    """``response`` (a ModelResponse) with the usage of the attempts that failed before it added."""
+    if spent is NO_USAGE or not hasattr(response, "usage"):  # a text delta
+        return response
+    return replace(response, usage=spent + response.usage)  # type: ignore[type-var]
 
 
 class Retrier:
@@ -110,15 +144,21 @@ class Retrier:
                 exception as ``__cause__``.
         """
         attempt = 0
+        spent = NO_USAGE  # what the failed attempts so far spent
         while True:
             attempt += 1
             try:
-                return await traced_model_call(self.model_name, attempt, op, self._map_error)  # type: ignore[no-any-return]
+                response = await traced_model_call(self.model_name, attempt, op, self._map_error)
             except Exception as exc:
                 err = self._classify(exc, attempt)
-                if err is None:
+                if err is None:  # no provider failure (nothing sent): the failed attempts' usage goes with it
+                    _spending(exc, spent)
                     raise
+                spent = spent + attempt_usage(exc, err)
+                with_spent_usage(err, spent, replace=True)
                 await self._backoff_or_raise(err, exc, attempt)
+                continue
+            return _with_spent(response, spent)  # type: ignore[no-any-return]
 
     async def stream(self, open_stream: Callable[[int], AsyncIterator[T]]) -> AsyncGenerator[T, None]:
         """Yield the items of ``open_stream(attempt)``, retrying only before the first item.
@@ -129,6 +169,7 @@ class Retrier:
             StreamInterrupted: a failure after something was yielded.
         """
         attempt = 0
+        spent = NO_USAGE  # what the failed attempts so far spent
         while True:
             attempt += 1
             inner = traced_model_stream(self.model_name, attempt, open_stream(attempt), self._map_error)
@@ -142,13 +183,16 @@ class Retrier:
                         return
                     except Exception as exc:
                         err = self._classify(exc, attempt)
-                        if err is None:
+                        if err is None:  # no provider failure: the failed attempts' usage goes with it
+                            _spending(exc, spent)
                             raise
+                        spent = spent + attempt_usage(exc, err)
                         if yielded:
-                            raise self._interrupted(err) from exc
+                            raise with_spent_usage(self._interrupted(err), spent) from exc
+                        with_spent_usage(err, spent, replace=True)
                         failure = (err, exc)
                         break
-                    yield item
+                    yield item if spent is NO_USAGE else _with_spent(item, spent)
                     yielded = True
             finally:
                 await _close(inner)
@@ -174,6 +218,12 @@ class Retrier:
             attempt=err.attempt,
             metadata=metadata,
         )
+
+
+def _spending(exc: Exception, spent: Usage) -> None:
+    """Mark ``exc`` with ``spent`` unless nothing was spent."""
+    if spent is not NO_USAGE:
+        with_spent_usage(exc, spent)
 
 
 async def _close(stream: AsyncIterator[T]) -> None:

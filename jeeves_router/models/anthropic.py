@@ -18,12 +18,13 @@ import json
 import os
 import random
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from dataclasses import replace
 from typing import Any, Literal
 
 from ..errors import ModelError, UsageError
 from ..messages import Message, Part, TextPart, ToolCallPart, ToolResultPart
 from ..policies import PROVIDER_RETRY, RetryPolicy
-from ..usage import Usage
+from ..usage import Usage, with_spent_usage
 from ._retry import Sleep
 from ._sdk import SdkModel
 from ._wire import tool_call_part
@@ -232,9 +233,10 @@ class AnthropicModel(SdkModel):
         params["stream"] = True
         forced = request.response_format.name if request.response_format is not None else None
         stream = await client.messages.create(**params)
+        usage: dict[str, int] = {}  # input tokens from message_start, output tokens from message_delta
+        final = False  # message_delta reported the final output tokens
         try:
             blocks: dict[int, dict[str, Any]] = {}
-            usage: dict[str, int] = {}
             stop_raw: str | None = None
             finished = False
             async for event in stream:
@@ -263,6 +265,7 @@ class AnthropicModel(SdkModel):
                 elif kind == "message_delta":
                     stop_raw = event.delta.stop_reason or stop_raw
                     usage.update(_usage_dict(event.usage) or {})
+                    final = True
                 elif kind == "message_stop":
                     finished = True
             if not finished:
@@ -284,6 +287,12 @@ class AnthropicModel(SdkModel):
             if forced is not None and parts and isinstance(parts[0], TextPart):
                 yield ModelTextDelta(parts[0].text)
             yield ModelResponse(tuple(parts), self._usage(usage or None), stop, self._name)
+        except Exception as exc:  # the request was sent: it counts, with the tokens the provider reported
+            used = self._usage(usage or None)
+            if not final:  # output tokens so far, not what was billed: the cost is unknown
+                used = replace(used, cost_usd=None)
+            with_spent_usage(exc, used, replace=True)
+            raise
         finally:
             await stream.close()
 

@@ -20,7 +20,7 @@ from typing import Any, Literal
 from ..errors import ModelError, UsageError
 from ..messages import Message, TextPart, ToolCallPart, ToolResultPart
 from ..policies import PROVIDER_RETRY, RetryPolicy
-from ..usage import Usage
+from ..usage import Usage, with_spent_usage
 from ._retry import Sleep
 from ._sdk import SdkModel
 from ._wire import arguments_json, tool_call_part
@@ -238,13 +238,13 @@ class OpenAIModel(SdkModel):
         if self._stream_usage:
             params["stream_options"] = {"include_usage": True}
         stream = await client.chat.completions.create(**params)
+        usage_raw: Any = None  # the usage chunk, which comes last (a broken stream's cost is unknown)
         try:
             texts: list[str] = []
             calls: list[dict[str, Any]] = []  # in the order they start
             open_calls: dict[Any, dict[str, Any]] = {}  # the call each wire index is streaming now
             finish: str | None = None
             refused = False
-            usage_raw: Any = None
             async for chunk in stream:
                 if getattr(chunk, "usage", None) is not None:
                     usage_raw = chunk.usage
@@ -287,6 +287,9 @@ class OpenAIModel(SdkModel):
                 call_id = slot["id"] or f"call_{slot['n']}"
                 parts.append(tool_call_part(call_id, slot["name"], "".join(slot["arguments"])))
             yield ModelResponse(tuple(parts), self._usage(usage_raw), _stop_reason(finish, refused), self._name)
+        except Exception as exc:  # the request was sent: it counts, with any usage the provider reported
+            with_spent_usage(exc, self._usage(usage_raw), replace=True)
+            raise
         finally:
             await stream.close()
 

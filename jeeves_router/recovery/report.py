@@ -18,7 +18,7 @@ import anyio
 from .._log import get_logger
 from ..messages import user
 from ..models.base import Model, ModelRequest
-from ..usage import NO_USAGE, Usage
+from ..usage import NO_USAGE, Usage, spent_usage
 from .severity import ErrorClassification, ErrorSeverity, ExecutionError
 
 __all__ = [
@@ -230,6 +230,7 @@ async def explain_report_usage(
         try:
             response = await model.request(request)
             text, used = response.text.strip() or None, response.usage
-        except Exception as exc:
+        except Exception as exc:  # its requests still count
+            used = spent_usage(exc) or NO_USAGE
             log.warning("error explanation failed", error_type=type(exc).__name__)
     return text, used

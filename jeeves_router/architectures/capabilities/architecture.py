@@ -175,10 +175,14 @@ class Capabilities:
     async def request(
         self, ctx: RunContext, rec: RecoveryRun, st: RunState, model: Model, request: ModelRequest, name: str
     ) -> ModelResponse:
-        """One orchestrator model call through the runtime; its usage is counted."""
+        """One orchestrator model call through the runtime; its usage is counted, a failed call's too."""
         key = ctx.next_key(name)
         payload = {"system": request.system, "messages": [m.text for m in request.messages]}
-        response = await ctx.runtime.step(key, payload, lambda: model.request(request))
+        try:
+            response = await ctx.runtime.step(key, payload, lambda: model.request(request))
+        except Exception as exc:
+            st.spent(ORCHESTRATOR_USAGE_KEY, exc, rec)
+            raise
         st.add(ORCHESTRATOR_USAGE_KEY, response.usage, rec)
         return response
 
@@ -207,6 +211,7 @@ class Capabilities:
                     excluded=tuple(st.excluded),
                     feedback=fb,
                     bypass=bypass,
+                    lost=partial(st.add, SELECTION_USAGE_KEY, rec=rec),  # a failed selection's calls count too
                 )
 
             sel = await rec.call_retrying("select", select, hooks=hooks)

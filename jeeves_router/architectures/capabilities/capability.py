@@ -15,7 +15,7 @@ from ...ids import validate_route_name
 from ...policies import DEFAULT_RETRY, RetryPolicy
 from ...recovery.classify import ErrorHook
 from ...results import RunStatus
-from ...usage import Usage
+from ...usage import Usage, spent_usage
 
 if TYPE_CHECKING:
     from ...recovery.run import RecoveryRun
@@ -201,6 +201,12 @@ class RunState:
         self.usage = self.usage + usage
         self.by_route[key] = self.by_route.get(key, Usage()) + usage
         rec.usage = self.usage
+
+    def spent(self, key: str, exc: BaseException, rec: RecoveryRun) -> None:
+        """Count what the failed calls behind ``exc`` spent (its ``spent_usage``) under ``key``."""
+        used = spent_usage(exc)
+        if used is not None:
+            self.add(key, used, rec)
 
     def metadata(self, mode: str) -> dict[str, Any]:
         """The run's ``RunResult.metadata``: mode, plan, steps done, exclusions."""

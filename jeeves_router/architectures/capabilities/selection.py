@@ -14,7 +14,7 @@ that provides it.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -26,7 +26,7 @@ from ...models.base import Model, ModelRequest
 from ...recovery.classify import default_classification, mark_fatal
 from ...recovery.severity import ErrorSeverity
 from ...runtime import StepKey
-from ...usage import Usage
+from ...usage import NO_USAGE, Usage, spent_usage
 
 if TYPE_CHECKING:
     from ..base import RunContext
@@ -121,8 +121,13 @@ async def select_capabilities(
     excluded: Sequence[str] = (),
     feedback: str | None = None,
     bypass: bool = False,
+    lost: Callable[[Usage], None] | None = None,
 ) -> Selection:
-    """Choose the capabilities for ``task`` (see the module docstring)."""
+    """Choose the capabilities for ``task`` (see the module docstring).
+
+    ``lost`` is given what the classification calls spent (failed ones' requests included)
+    when the selection itself fails: a successful one reports it in :attr:`Selection.usage`.
+    """
     active = [c for c in capabilities if c.name not in excluded]
     always = tuple(c.name for c in active if c.always_active)
     if bypass:
@@ -151,6 +156,7 @@ async def select_capabilities(
                 )
             except Exception as exc:
                 errors[cap.name] = exc
+                usages.append(spent_usage(exc) or NO_USAGE)  # a failed call's requests count too
                 return
             usages.append(response.usage)
             answers[cap.name] = parse_yes_no(response.text)
@@ -158,14 +164,19 @@ async def select_capabilities(
     async with anyio.create_task_group() as tg:
         for cap, key in zip(ask, keys, strict=True):
             tg.start_soon(one, cap, key)
-    for exc in errors.values():
-        if default_classification(exc).severity is ErrorSeverity.FATAL:
-            mark_fatal(exc)
-            raise exc
-    if ask and len(errors) == len(ask) and not always:
-        # Every call failed and nothing else is selected: the failure is the selection's own (a bad
-        # key, an outage), raised for the ladder to judge, not reported as "no capability selected".
-        raise errors[ask[0].name]
+    total = NO_USAGE
+    for u in usages:
+        total = total + u
+    fatal = next((e for e in errors.values() if default_classification(e).severity is ErrorSeverity.FATAL), None)
+    # Every call failed and nothing else is selected: the failure is the selection's own (a bad
+    # key, an outage), raised for the ladder to judge, not reported as "no capability selected".
+    failed = fatal or (errors[ask[0].name] if ask and len(errors) == len(ask) and not always else None)
+    if failed is not None:
+        if lost is not None and total is not NO_USAGE:  # counted here: a journal records the failure as it was
+            lost(total)
+        if failed is fatal:
+            mark_fatal(failed)
+        raise failed
     skipped = []
     for cap in ask:
         if cap.name in errors or answers.get(cap.name) is None:
@@ -174,7 +185,4 @@ async def select_capabilities(
             skipped.append(cap.name)
     picked = [c.name for c in active if c.always_active or answers.get(c.name)]
     chosen, added = expand_requirements(picked, capabilities, ctx.context, excluded)
-    total = Usage()
-    for u in usages:
-        total = total + u
     return Selection(chosen, always, tuple(skipped), added, total)
