@@ -10,7 +10,8 @@ every request the provider received. Through the loopback OpenAI and Anthropic w
 * a stream that breaks after some text: one request, the tokens the provider had reported
   (Anthropic reports the prompt's at the start), an unknown cost (the provider may bill it);
 * a request that timed out: it counts, with an unknown cost;
-* a connection that never opened sent nothing and counts none.
+* a connection that never opened sent nothing and counts none;
+* the framework's own calls that fail: Capabilities' selection and plan, a report's explanation.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Any
 import pytest
 
 from jeeves_router import Agent, Router, RouterRoute
+from jeeves_router.architectures.capabilities.architecture import Capabilities, Capability
 from jeeves_router.architectures.react import ToolLoop
 from jeeves_router.errors import ModelError
 from jeeves_router.messages import user
@@ -30,8 +32,9 @@ from jeeves_router.models.base import ModelRequest
 from jeeves_router.models.openai import OpenAIModel
 from jeeves_router.policies import RetryPolicy
 from jeeves_router.recovery import Recovery
-from jeeves_router.testing import RecordedSleeps, ScriptedModel
+from jeeves_router.testing import FunctionModel, RecordedSleeps, ScriptedModel
 from tests.loopback import Hang, LoopbackServer, Reply, Status, loopback  # noqa: F401
+from tests.test_capabilities import Brain, plan
 
 POLICY = RetryPolicy(max_attempts=3, initial_delay_s=0.5, multiplier=2.0, max_delay_s=5.0, jitter=0.0)
 ANSWER = Reply(text=["Refund ", "issued."], input_tokens=12, output_tokens=5)
@@ -156,3 +159,41 @@ async def test_a_connection_that_never_opened_counts_no_request() -> None:
     assert caught.value.metadata["kind"] == "connection" and caught.value.attempt == POLICY.max_attempts
     spent = getattr(caught.value, "spent_usage", None)
     assert spent is None or spent.requests == 0
+
+
+# -- the framework's own model calls: Capabilities' selection and plan, a report's explanation ----
+
+
+@pytest.mark.anyio
+async def test_capabilities_count_the_dropped_requests_of_their_selection_and_plan() -> None:
+    brain = Brain(yes={"pay"}, plans=[plan("pay")])
+    drops = {"select": 1, "plan": 1}
+
+    def answer(request: ModelRequest) -> str:
+        system = request.system or ""
+        kind = "select" if system.startswith("You decide whether") else "plan" if system.startswith("You plan") else ""
+        if drops.get(kind):
+            drops[kind] -= 1
+            raise TimeoutError("dropped")
+        return brain._answer(request)
+
+    brain_model = FunctionModel(answer, name="brain")
+    pay = Agent("Payments.", name="pay", model=ScriptedModel(["Paid."]))
+    arch = Capabilities([Capability("pay", pay, "payments")], recovery=Recovery(sleep=RecordedSleeps()))
+    result = await Agent("O", name="desk", model=brain_model, architecture=arch).run("pay")
+    assert result.status == "ok" and drops == {"select": 0, "plan": 0}
+    assert result.usage_by_route["<classifier>"].requests == 2  # the dropped selection call, and its retry
+    assert result.usage_by_route["<orchestrator>"].requests == brain.calls["plan"] + brain.calls["extract"] + 1
+    assert result.usage.requests == len(brain_model.requests) + 1  # and the pay agent's
+
+
+@pytest.mark.anyio
+async def test_a_refused_explanation_counts_its_request() -> None:
+    def refusing(request: ModelRequest) -> str:
+        raise ModelError("HTTP 400 invalid_request_error", severity="critical")
+
+    recovery = Recovery(explain_model=FunctionModel(refusing, name="explainer"), sleep=RecordedSleeps())
+    agent = Agent("B.", name="billing", model=FunctionModel(refusing), architecture=ToolLoop(recovery=recovery))
+    result = await agent.run("refund INV-1")
+    assert result.status == "critical" and "explanation" not in result.report
+    assert result.usage.requests == 2  # the refused model call and the refused explanation
