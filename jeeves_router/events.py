@@ -356,8 +356,9 @@ def routing_update(event: Event) -> dict[str, Any] | None:
     routing got before a result exists: a classification (a reclassification too) starts a
     new decision, with a confidence only from a usable answer and no fallback reason yet; a
     fallback names its route and reason; a dispatch its route; a handoff the agent it gave
-    the turn to (as ``RunResult.route`` names the agent that answered; none when the turn
-    went back to the router itself). Used by the served stream's headers, a journal's
+    the turn to (as ``RunResult.route`` names the agent that answered, under the name its
+    usage has in ``RunResult.usage_by_route``; none when the turn went back to the router
+    itself). Used by the served stream's headers, a journal's
     session turns and a run's span, so all three tell one story.
 
     Returns:

@@ -68,8 +68,16 @@ class RunResult:
         used_fallback: True when the fallback route answered.
         fallback_reason: Why the fallback (or unresolved) happened.
         specialist_session_id: The session id the specialist ran under.
-        usage: Usage summed over classifier calls, retries and the specialist.
-        usage_by_route: Usage per route; the classifier's under ``"<classifier>"``.
+        usage: Usage summed over classifier calls, retries and the specialist (every
+            model request sent counts, failed ones included).
+        usage_by_route: Usage per agent of the run, under the name :attr:`route` gives it:
+            a route's name for the agent the router dispatched to, an agent's own name for
+            one reached by a handoff or a sticky turn (not a declared route), so
+            ``usage_by_route[route]`` is what the agent that answered used; the agent that
+            handed off keeps its own. The classifier's usage is under ``"<classifier>"``
+            (absent on a sticky turn, which is not classified), a recovery report's
+            explanation under ``"<explanation>"``. A Capabilities run: per capability, its
+            selection under ``"<classifier>"``, its planning under ``"<orchestrator>"``.
         messages: The messages this run added to the conversation.
         report: A recovery report (a JSON-ready mapping) when recovery stopped the run.
         metadata: Architecture-specific extras (e.g. the handoff chain).

@@ -1,4 +1,4 @@
-"""Seams of the run engine: usage counted once per model response across recovery, handoffs and classifiers.
+"""Seams of the run engine: usage counted once per model request across recovery, handoffs and classifiers.
 
 * A routed specialist re-prompted after announcing a handoff, whose re-prompt then fails:
   its first reply is in the ledger and in the chain's tally; the failure counts it once.
@@ -6,6 +6,8 @@
   tally, the same as the sum of ``usage_by_route``.
 * A tool-call classification (``classify_as_<route>``) or a cascade's second stage that
   fails after a paid reply: that reply counts, as it does for the LLM text classifier.
+* ``usage_by_route`` after a handoff: each agent under the name ``RunResult.route`` (and the
+  served headers, spans and session records) gives it, a handoff target under its own name.
 """
 
 from __future__ import annotations
@@ -19,9 +21,10 @@ from jeeves_router.architectures.router import HandoffRouter
 from jeeves_router.classify.cascade import CascadeClassifier
 from jeeves_router.classify.llm import LLMClassifier
 from jeeves_router.classify.types import Classification, ClassifyRequest, ClassifyResult
+from jeeves_router.events import routing_update
 from jeeves_router.recovery import Recovery
 from jeeves_router.results import RunResult
-from jeeves_router.testing import Call, RecordedSleeps, ScriptedModel, StaticClassifier
+from jeeves_router.testing import DEFAULT_USAGE, Call, RecordedSleeps, ScriptedModel, StaticClassifier, capture_events
 from jeeves_router.usage import NO_USAGE, Usage
 
 CLASSIFY_BILLING = Call("classify_as_billing", {"reason": "a refund", "confidence": 0.9})
@@ -135,3 +138,34 @@ async def test_a_cascade_whose_second_stage_fails_still_counts_its_first_stage()
     # the first stage ran on both attempts (2 paid), the second stage's request was dropped, then answered
     assert result.usage_by_route["<classifier>"].requests == 4
     assert result.usage.requests == 5
+
+
+@pytest.mark.anyio
+async def test_usage_by_route_keys_each_agent_by_the_name_route_gives_it() -> None:
+    # the route "billing" (its agent is named "billing-agent") hands off to "refunds", not a declared route
+    refunds = Agent("Refunds.", name="refunds", model=ScriptedModel(["Refunded.", "Still refunded."]))
+    billing_model = ScriptedModel([Call("transfer_to_refunds", {"reason": "a refund"})])
+    billing = Agent("Billing.", name="billing-agent", model=billing_model, handoffs=[refunds])
+    general = Agent("General.", name="general", model=ScriptedModel([]))
+    desk = Agent(
+        "Desk",
+        name="desk",
+        architecture=Router(
+            [RouterRoute("billing", billing), RouterRoute("general", general)],
+            classifier=StaticClassifier("billing"),
+            sticky=True,
+        ),
+    )
+    for turn, keys in [("refund INV-7", {"<classifier>", "billing", "refunds"}), ("and?", {"refunds"})]:
+        events = await capture_events(desk, turn, session_id="s")
+        result = events[-1].result  # type: ignore[union-attr]
+        routed: dict[str, Any] = {}  # the fold the served headers, the span and the session's turn record use
+        for ev in events:
+            if ev.path == ("desk",):
+                routed.update(routing_update(ev) or {})
+        # the agent that answered, under the name result.route gives it, is a key: a declared route's
+        # name for the agent it dispatched to, an agent's own name past a handoff or on a sticky turn
+        assert result.route == routed["route"] == "refunds"
+        assert set(result.usage_by_route) == keys  # the sticky turn is not classified: no classifier key
+        assert result.usage_by_route["refunds"] == DEFAULT_USAGE  # its own reply, not billing's
+        assert total(result) == result.usage
