@@ -15,7 +15,9 @@ class Usage:
         input_tokens: Prompt tokens, cached ones included.
         output_tokens: Generated tokens.
         cached_input_tokens: The part of ``input_tokens`` served from a prompt cache.
-        requests: How many model requests this covers.
+        requests: How many model requests this covers: every request sent, failed ones
+            included (a retried error, a timeout, a broken stream), as the provider counts
+            them; a request that failed adds no tokens unless the provider reported some.
         cost_usd: Cost in US dollars; ``None`` when any summed request had an unknown
             price (an unknown cost is never reported as 0).
     """

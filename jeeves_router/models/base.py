@@ -113,7 +113,10 @@ class Model(Protocol):
     """A language model behind the port.
 
     Implementations must make every wait cancellable and must not retry after text has
-    been yielded from :meth:`stream`.
+    been yielded from :meth:`stream`. Every request sent counts in ``Usage.requests``: an
+    implementation that retries adds its failed attempts' usage to the response's, and
+    marks a call that fails with what it spent
+    (:func:`~jeeves_router.usage.with_spent_usage`), which the run counts.
     """
 
     @property
