@@ -41,6 +41,7 @@ __all__ = [
     "capture_content",
     "chat_response",
     "chat_span",
+    "chat_usage",
     "fail",
     "messages",
     "on_event",
@@ -189,15 +190,20 @@ def chat_span(tracer: Tracer, model_name: str, attempt: int) -> Span:
     return tracer.start_span(f"chat {model or provider}", kind=trace.SpanKind.CLIENT, attributes=attributes)
 
 
+def chat_usage(span: Span, usage: Any) -> None:
+    """The tokens (and cost, when known) of one model call attempt, a failed one's as its provider reported them."""
+    span.set_attribute("gen_ai.usage.input_tokens", usage.input_tokens)
+    span.set_attribute("gen_ai.usage.output_tokens", usage.output_tokens)
+    if usage.cost_usd is not None:
+        span.set_attribute("jeeves_router.cost_usd", usage.cost_usd)
+
+
 def chat_response(span: Span, response: Any) -> None:
     if getattr(response, "model_name", None):
         span.set_attribute("gen_ai.response.model", response.model_name)
     usage = getattr(response, "usage", None)
     if usage is not None:
-        span.set_attribute("gen_ai.usage.input_tokens", usage.input_tokens)
-        span.set_attribute("gen_ai.usage.output_tokens", usage.output_tokens)
-        if usage.cost_usd is not None:
-            span.set_attribute("jeeves_router.cost_usd", usage.cost_usd)
+        chat_usage(span, usage)
     stop = getattr(response, "stop_reason", None)
     if stop is not None:
         span.set_attribute("gen_ai.response.finish_reasons", [_FINISH.get(stop, stop)])

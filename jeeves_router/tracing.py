@@ -15,7 +15,8 @@ application (the SDK and an exporter are yours to choose); jeeves_router then re
 - ``chat {model}`` for every model call attempt (``gen_ai.provider.name``,
   ``gen_ai.request.model``, ``gen_ai.response.model``, ``gen_ai.usage.input_tokens`` /
   ``output_tokens``, ``gen_ai.response.finish_reasons``, ``error.type``); a retried call
-  gives one span per attempt (``jeeves_router.attempt``). A cancelled call, streamed or not, is
+  gives one span per attempt (``jeeves_router.attempt``), a failed attempt's with the tokens
+  its provider had reported (a stream that broke mid-way). A cancelled call, streamed or not, is
   not a failure: its status stays ``UNSET`` and ``jeeves_router.cancelled`` is set.
 - ``execute_tool {tool}`` for every tool execution, made where the tool runs
   (``gen_ai.tool.name``, ``gen_ai.tool.call.id``, ``error.type`` when the tool failed).
@@ -45,6 +46,7 @@ from ._span_attrs import (
     capture_content,
     chat_response,
     chat_span,
+    chat_usage,
     fail,
     messages,
     on_event,
@@ -216,6 +218,9 @@ async def traced_tool_call(name: str, call_id: str, arguments: Mapping[str, Any]
 
 def _chat_failed(span: Span, exc: BaseException, describe: Describe | None) -> None:
     fail(span, exc, describe(exc) if describe is not None else None)
+    spent = getattr(exc, "spent_usage", None)  # what the attempt's provider had reported (a broken stream's)
+    if spent is not None and spent.total_tokens:
+        chat_usage(span, spent)
     status = getattr(exc, "status_code", None)
     if isinstance(status, int):  # HTTP failures are known by their status (low cardinality)
         span.set_attribute("error.type", str(status))

@@ -18,6 +18,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, StatusCode
 
 from jeeves_router import Agent, Recovery, Router, RouterRoute, tool
+from jeeves_router.architectures.react import ToolLoop
+from jeeves_router.models.anthropic import AnthropicModel
 from jeeves_router.models.openai import OpenAIModel
 from jeeves_router.policies import RetryPolicy
 from jeeves_router.testing import Call, Chunks, ScriptedModel
@@ -527,3 +529,21 @@ async def test_a_failed_run_span_gives_the_routing_it_got_to(
     shown = {k.removeprefix("jeeves_router."): v for k, v in attrs(root).items() if k.startswith("jeeves_router.route")}
     assert shown == {**routing, "route.threshold": 0.6}
     assert root.status.status_code is StatusCode.ERROR
+
+
+@pytest.mark.anyio
+async def test_a_broken_streams_span_has_the_tokens_its_provider_reported(
+    spans: InMemorySpanExporter,
+    loopback: LoopbackServer,  # noqa: F811
+) -> None:
+    loopback.script(Reply(text=["Refund ", "iss", "ued."], input_tokens=12, disconnect_after=4))
+    model = AnthropicModel("claude-haiku-4-5", client=loopback.anthropic_client(), rng=random.Random(0))
+    agent = Agent("Billing.", name="billing", model=model, architecture=ToolLoop(recovery=Recovery()))
+    result = await agent.run("refund", session_id="p-2")
+    assert result.status == "critical" and result.usage.input_tokens == 12
+    [chat] = by_name(spans, "chat claude-haiku-4-5")
+    assert chat.status.status_code is StatusCode.ERROR
+    assert attrs(chat)["gen_ai.usage.input_tokens"] == 12  # reported as the stream started
+    assert "jeeves_router.cost_usd" not in attrs(chat)  # what a broken stream was billed is unknown
+    [run] = by_name(spans, "invoke_agent billing")
+    assert attrs(run)["gen_ai.usage.input_tokens"] == 12
