@@ -24,6 +24,7 @@ LAYERS: list[tuple[str, int]] = [
     ("_lazy", 1),
     ("_frozen", 1),
     ("_files", 1),
+    ("_text", 1),
     ("tracing", 2),
     ("_span_attrs", 2),  # what the tracing spans show
     ("models", 2),
