@@ -421,7 +421,7 @@ def print_scoring_cost(classifiers: dict[str, EmbeddingClassifier], queries: Seq
     with blas_single_thread():
         for i, q in enumerate(queries):
             for name, clf in classifiers.items():
-                sentence, tokens = encoded[name]
+                _, sentence, tokens = encoded[name]
                 toks = None if tokens is None else [tokens[i]]
                 t0 = time.process_time()
                 clf._results(sentence[i : i + 1], None, toks, [q])

@@ -69,7 +69,7 @@ def one_run(enc: Any, routes: Any, val: Any, test: Any, scorer: str, options: di
     accepted = conf >= (clf.threshold or 0.0)
     decided = np.where(accepted, top, OOS)
     # The raw top-route feature orders rows as the certified cut does (the calibration is monotone).
-    vectors, tokens = clf._encode(test[0])
+    _, vectors, tokens = clf._encode(test[0])
     features = clf.scorer.features(clf.scorer.scores(vectors, tokens, None, **clf._texts(test[0])))
     top_feature = features.max(axis=1)
     names = np.asarray(clf.route_names)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Mapping, Sequence
 from types import TracebackType
@@ -10,12 +11,13 @@ from typing import Any
 import anyio
 
 from ._aio import EventPump
+from ._text import valid_text
 from .architectures.base import Architecture, RunContext, emit_each, execute, new_context, run_child
 from .architectures.react import ToolLoop
 from .errors import UsageError
 from .events import Event, EventBase
 from .ids import check_idempotency_key, keyed_session_id, new_session_id, validate_route_name
-from .messages import Message
+from .messages import Message, Part, TextPart
 from .models.base import Model
 from .models.registry import resolve_model
 from .results import RunResult
@@ -147,8 +149,8 @@ class Agent:
             agent=self,
             session_id=session_id or new_session_id(),
             path=(self.name,),
-            prompt=prompt,
-            history=tuple(history or ()),
+            prompt=valid_text(prompt),  # a cut emoji's half becomes U+FFFD (see _text)
+            history=_valid_history(history),
             context=dict(context) if context else {},
             runtime=self.runtime,
             force_route=force_route,
@@ -195,7 +197,9 @@ class Agent:
         """Handle one request and return its result.
 
         Args:
-            prompt: The request text.
+            prompt: The request text. Text that is not valid Unicode (an unpaired UTF-16
+                surrogate: half of an emoji), here or in the history's text parts, is
+                repaired: each unpaired surrogate becomes U+FFFD.
             session_id: Session id (a fresh one when omitted). Routed specialists run under
                 ``child_session_id(session_id, route)``.
             history: Earlier conversation turns.
@@ -269,6 +273,20 @@ class Agent:
         ctx = self._context(point.prompt, session_id, point.history, point.context, point.force_route, point.options)
         ctx.resume_run = point.run_id
         return await self._drain(ctx)
+
+
+def _valid_history(history: Sequence[Message] | None) -> tuple[Message, ...]:
+    """``history`` as a tuple, the text of its text parts made valid Unicode (:func:`valid_text`)."""
+    if not history:
+        return ()
+    messages = tuple(history)
+    if all(valid_text(p.text) is p.text for m in messages for p in m.parts if isinstance(p, TextPart)):
+        return messages  # nearly always: no unpaired surrogate anywhere
+    return tuple(dataclasses.replace(m, parts=tuple(_valid_part(p) for p in m.parts)) for m in messages)
+
+
+def _valid_part(part: Part) -> Part:
+    return dataclasses.replace(part, text=valid_text(part.text)) if isinstance(part, TextPart) else part
 
 
 def _without_journal(runtime: object) -> str:

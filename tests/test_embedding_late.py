@@ -67,10 +67,10 @@ def test_negatives_lower_the_score_of_requests_like_them() -> None:
     assert isinstance(guarded.scorer, LateInteractionScorer) and guarded.scorer.has_negatives
     assert not plain.scorer.has_negatives  # type: ignore[attr-defined]
     oos = "a good banana bread recipe"
-    v, t = guarded._encode([oos])
+    _, v, t = guarded._encode([oos])
     drop_oos = plain.scorer.scores(v, t, None, [oos]).max() - guarded.scorer.scores(v, t, None, [oos]).max()
     inside = ["I was charged twice on my card"]
-    v2, t2 = guarded._encode(inside)
+    _, v2, t2 = guarded._encode(inside)
     drop_in = plain.scorer.scores(v2, t2, None, inside).max() - guarded.scorer.scores(v2, t2, None, inside).max()
     assert drop_oos > drop_in + 0.5
     assert guarded.classify_text("I was charged twice on my card").classification.route == "billing"

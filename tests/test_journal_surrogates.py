@@ -5,6 +5,10 @@ reply used to fail before it started (``UnicodeEncodeError`` from the request's 
 when its entries were written (pydantic's JSON writer). Now such an entry is written with
 ASCII escapes and reads back as the same text, on every journal; text without one is written
 exactly as before (so digests of recorded runs do not change).
+
+A prompt with one no longer reaches a journal as it is: ``Agent.run`` replaces the unpaired
+half with U+FFFD (``jeeves_router._text``); a model's reply, a tool's result, a context value
+or an older journal's prompt still may hold one.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from jeeves_router.journal.records import Entry, RunStartRecord, digest
 from jeeves_router.testing import ScriptedModel
 
 PROMPT = "refund for \ud83d the order"  # the low half of the emoji was cut off
+RUN_PROMPT = "refund for \ufffd the order"  # what Agent.run makes of it
 REPLY = "noted \udc00 here"
 
 
@@ -57,13 +62,13 @@ async def test_a_run_with_a_lone_surrogate_is_journaled_and_resumed_as_the_same_
         desk = Agent("Desk.", name="desk", model=live, runtime=JournalRuntime(writer))
         result = await desk.run(PROMPT, session_id="s")
         assert (result.status, result.output) == ("ok", REPLY)
-        assert live.requests[0].messages[-1].text == PROMPT
+        assert live.requests[0].messages[-1].text == RUN_PROMPT
 
         silent = ScriptedModel([], name="desk")  # any call raises: the reply must come from the journal
         resumed = await Agent("Desk.", name="desk", model=silent, runtime=JournalRuntime(reader)).resume("s")
         assert resumed.output == REPLY and silent.requests == []
         starts = [e.record for e in await reader.read("s") if isinstance(e.record, RunStartRecord)]
-        assert starts and starts[0].prompt == PROMPT
+        assert starts and starts[0].prompt == RUN_PROMPT
     finally:
         await writer.aclose()
         await reader.aclose()
@@ -115,4 +120,4 @@ def test_replay_and_trace_show_such_a_session_without_failing(tmp_path: Path) ->
         timeout=120,
     )
     assert out.returncode == 0, out.stderr
-    assert "\\ud83d" in page.read_text(encoding="utf-8")
+    assert "\\udc00" in page.read_text(encoding="utf-8")  # the reply's cut half

@@ -18,6 +18,7 @@ from numpy.typing import NDArray
 
 from ..._files import write_whole
 from ..._log import get_logger
+from ..._text import valid_texts
 from ...errors import UsageError
 from ...ids import check_oos_label, validate_route_names
 from ..types import Classification, ClassifyRequest, ClassifyResult, RouteSpec
@@ -142,25 +143,29 @@ class EmbeddingClassifier:
             labels.extend([i] * len(items))
         texts.extend(self.negatives)
         labels.extend([len(self.routes)] * len(self.negatives))
-        vectors, tokens = self._encode(texts)
+        texts, vectors, tokens = self._encode(texts)
         with self._blas():
             self.scorer.fit(vectors, np.asarray(labels, dtype=np.int64), len(self.routes), tokens, **self._texts(texts))
 
-    def _encode(self, texts: Sequence[str]) -> tuple[NDArray[np.float32], list[NDArray[np.float32]] | None]:
-        """Sentence vectors, plus token vectors when the scorer uses them.
+    def _encode(self, texts: Sequence[str]) -> tuple[list[str], NDArray[np.float32], list[NDArray[np.float32]] | None]:
+        """The texts as valid Unicode, their sentence vectors, and token vectors when the scorer uses them.
 
-        With an encoder that has no token vectors, each text's sentence vector stands as its
-        only token (token-level scorers then compare whole sentences).
+        Every text the classifier encodes or scores passes here first: an unpaired UTF-16
+        surrogate (half of an emoji) becomes U+FFFD (:func:`~jeeves_router._text.valid_text`),
+        which the encoders' tokenizers and the lexical features can read. With an encoder that
+        has no token vectors, each text's sentence vector stands as its only token (token-level
+        scorers then compare whole sentences).
         """
+        texts = valid_texts(texts)
         if self.scorer.uses_tokens:
             enc = self.encoder
             if self._token_check[0] is not enc:  # a runtime-protocol check takes tens of µs: once per encoder
                 self._token_check = (enc, isinstance(enc, TokenEncoder))
             if self._token_check[1]:
-                return cast(TokenEncoder, enc).encode_tokens(texts)
+                return (texts, *cast(TokenEncoder, enc).encode_tokens(texts))
             vectors = enc.encode(texts)
-            return vectors, [vectors[i : i + 1] for i in range(len(vectors))]
-        return self.encoder.encode(texts), None
+            return texts, vectors, [vectors[i : i + 1] for i in range(len(vectors))]
+        return texts, self.encoder.encode(texts), None
 
     def _texts(self, texts: Sequence[str]) -> dict[str, Sequence[str]]:
         """``texts`` as a keyword for scorers that read them (custom scorers may predate the keyword)."""
@@ -244,10 +249,10 @@ class EmbeddingClassifier:
         if not text.strip():
             return ClassifyResult(Classification(None, 0.0, "empty", text), stage="embedding")
         start = time.perf_counter()
-        vectors, tokens = self._encode([text])
+        texts, vectors, tokens = self._encode([text])
         ms = (time.perf_counter() - start) * 1000
         self._encode_ms = ms if self._encode_ms is None else 0.8 * self._encode_ms + 0.2 * ms
-        return self._results(vectors, allowed, tokens, [text])[0]
+        return self._results(vectors, allowed, tokens, texts)[0]
 
     # -- public API ------------------------------------------------------------------------
 
@@ -268,8 +273,7 @@ class EmbeddingClassifier:
         done: dict[int, ClassifyResult] = {}
 
         def classify(share: list[int]) -> None:
-            share_texts = [texts[i] for i in share]
-            vectors, tokens = self._encode(share_texts)
+            share_texts, vectors, tokens = self._encode([texts[i] for i in share])
             done.update(zip(share, self._results(vectors, routes, tokens, share_texts), strict=True))
 
         workers = 1 if sharing() else min(getattr(self.encoder, "workers", 1), len(live) // _MIN_SHARE)
@@ -351,9 +355,9 @@ class EmbeddingClassifier:
         if unknown:
             raise UsageError(f"fit: unknown route labels {unknown[:5]}; known routes are {list(self.route_names)}")
         check_held_out(texts, [t for r in self.routes for t in (*r.examples, r.description) if t.strip()])
-        vectors, tokens = self._encode(list(texts))
+        valid, vectors, tokens = self._encode(texts)
         with self._blas():
-            features = self.scorer.features(self.scorer.scores(vectors, tokens, None, **self._texts(texts)))
+            features = self.scorer.features(self.scorer.scores(vectors, tokens, None, **self._texts(valid)))
         truth = np.asarray([self._index.get(lab, -1) for lab in labels], dtype=np.int64)
         calibrator, report = fit_threshold(
             features, truth, calibration=calibration, objective=objective, target_precision=target_precision,
