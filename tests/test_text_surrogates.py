@@ -10,6 +10,7 @@ line's readers) each unpaired surrogate becomes U+FFFD and a split pair is joine
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
@@ -116,3 +117,48 @@ async def test_the_prompt_and_the_history_text_reach_the_model_as_valid_text() -
     history = [user("before \ud83d\ude00 after"), user("fine"), user("cut \udc00")]
     await Agent("A.", model=model).run(CUT, history=history)
     assert [m.text for m in model.requests[0].messages] == ["before \U0001f600 after", "fine", "cut \ufffd", FIXED]
+
+
+# -- the command line --------------------------------------------------------------------------
+
+
+def test_route_reads_undecodable_stdin_bytes_and_escaped_surrogates_in_jsonl(tmp_path: Path) -> None:
+    pytest.importorskip("onnxruntime")
+    from typer.testing import CliRunner
+
+    from jeeves_router.cli import app
+
+    runner = CliRunner()
+    piped = runner.invoke(app, ["route", "-", "--json"], input=b"\xff\xfe\x00bad\nI was charged twice \xf0\x9f\n")
+    assert piped.exit_code == 0, piped.output
+    rows = [json.loads(line) for line in piped.stdout.splitlines()]
+    assert [(r["text"], r["route"]) for r in rows] == [("\ufffd\ufffd\x00bad", None), (FIXED, "billing")]
+    data = tmp_path / "requests.jsonl"
+    data.write_text('{"text": "I was charged twice \\ud83d"}\n', encoding="utf-8")
+    batch = runner.invoke(app, ["route", "--data", str(data), "--json"])
+    assert batch.exit_code == 0, batch.output
+    assert json.loads(batch.stdout)["text"] == FIXED and json.loads(batch.stdout)["route"] == "billing"
+
+
+def test_a_route_file_and_validation_rows_with_escaped_surrogates(tmp_path: Path) -> None:
+    pytest.importorskip("onnxruntime")
+    from typer.testing import CliRunner
+
+    from jeeves_router.cli import app
+    from jeeves_router.eval import load_labelled, load_negatives, load_routes
+
+    routes = json.loads((DATA / "desk_routes.json").read_text(encoding="utf-8"))
+    listed = routes["routes"] if isinstance(routes, dict) else routes
+    listed[0]["examples"] = [*listed[0]["examples"], "an example cut \ud83d"]
+    file = tmp_path / "routes.json"
+    text = json.dumps({"routes": listed, "negatives": ["pizza \ud83d recipe"]})  # as the escape \ud83d
+    file.write_text(text, encoding="utf-8")
+    assert load_routes(file)[0].examples[-1] == "an example cut \ufffd"
+    assert load_negatives(file) == ("pizza \ufffd recipe",)
+    rows = tmp_path / "val.jsonl"
+    rows.write_text('{"text": "charged twice \\ud83d", "route": "billing"}\n', encoding="utf-8")
+    assert load_labelled(rows)[0].text == "charged twice \ufffd"
+    routed = CliRunner().invoke(app, ["route", "--routes", str(file), "--json", "I was charged twice"])
+    assert routed.exit_code == 0, routed.output
+    evaluated = CliRunner().invoke(app, ["eval", "--data", str(rows)])
+    assert evaluated.exit_code == 0, evaluated.output

@@ -124,7 +124,7 @@ def route(
     with bad_input():
         if (text is None) == (data is None):
             raise UsageError("give one request as an argument, '-' to read requests from stdin, or --data FILE.jsonl")
-        requests = emb.read_requests(data, sys.stdin.read) if data is not None or text == "-" else None
+        requests = emb.read_requests(data) if data is not None or text == "-" else None
         clf = emb.load_embedding(routes, scorer, threshold, fit_on, oos_label=oos_label, one_request=requests is None,
                                  encoder=encoder)  # fmt: skip
         warning = emb.calibration_warning(clf, str(routes or "the classifier"))

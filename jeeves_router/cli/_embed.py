@@ -10,7 +10,6 @@ import importlib
 import json
 import os
 import sys
-from collections.abc import Callable
 from enum import Enum
 from importlib import resources
 from pathlib import Path
@@ -224,13 +223,16 @@ def calibration_warning(clf: EmbeddingClassifier, source: str) -> str | None:
     return None
 
 
-def read_requests(path: Path | None, stdin: Callable[[], str]) -> list[tuple[int, str]]:
-    """(line, text) pairs from a JSONL file of ``{"text": ...}`` objects, or stdin lines when ``path`` is None."""
+def read_requests(path: Path | None) -> list[tuple[int, str]]:
+    """(line, text) pairs from a JSONL file of ``{"text": ...}`` objects, or stdin lines when ``path`` is None.
+
+    The texts are valid Unicode (see :func:`~jeeves_router.eval._data.stdin_text` and ``decode_json``).
+    """
     from ..eval import DataFileError
-    from ..eval._data import jsonl_values
+    from ..eval._data import jsonl_values, stdin_text
 
     if path is None:
-        lines = [(n, line.strip()) for n, line in enumerate(stdin().splitlines(), 1) if line.strip()]
+        lines = [(n, line.strip()) for n, line in enumerate(stdin_text().splitlines(), 1) if line.strip()]
         if not lines:
             raise UsageError("route -: no requests on stdin (one per line)")
         return lines

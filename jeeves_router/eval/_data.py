@@ -1,4 +1,4 @@
-"""Reading route files and labelled data for evaluation and fitting.
+r"""Reading route files and labelled data for evaluation and fitting.
 
 Route files are JSON: a list of ``{"name", "description", "examples"}`` (or an object with a
 ``"routes"`` list and, optionally, a ``"negatives"`` list of out-of-scope requests; ``"utterances"``
@@ -6,17 +6,23 @@ is read as ``"examples"``). Labelled data is JSONL, one ``{"text": ..., "route":
 line, with ``route: "oos"`` for out-of-scope rows. Bad input raises :class:`DataFileError`,
 whose message names the file and the line. Route names follow the one route-table rule,
 :func:`jeeves_router.ids.validate_route_names`.
+
+Text read is valid Unicode (:mod:`jeeves_router._text`): standard input's bytes that are not
+UTF-8, and JSON escapes of an unpaired UTF-16 surrogate (``"\ud83d"``, half of an emoji),
+become U+FFFD. A file that is not UTF-8 is refused.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .._text import valid_json, valid_text
 from ..classify.types import RouteSpec
 from ..errors import UsageError
 from ..ids import check_oos_label, validate_route_names
@@ -55,13 +61,23 @@ class LabelledRow:
     line: int
 
 
+def stdin_text() -> str:
+    """Standard input's text, read as UTF-8 whatever the locale; bytes that are not UTF-8 become U+FFFD."""
+    raw = getattr(sys.stdin, "buffer", None)
+    if raw is None:  # a text-only stream put in its place (tests, embedding hosts)
+        return valid_text(sys.stdin.read())
+    data: bytes = raw.read()
+    return data.decode("utf-8", "replace")
+
+
 def read_text(path: str | Path) -> str:
     """A UTF-8 file's text; :class:`DataFileError` when it is missing or unreadable.
 
-    ``"-"`` reads standard input, as command-line tools do (``route --data -``, ``eval --data -``).
+    ``"-"`` reads standard input (:func:`stdin_text`), as command-line tools do
+    (``route --data -``, ``eval --data -``).
     """
     if str(path) == "-":
-        return sys.stdin.read()
+        return stdin_text()
     p = Path(path)
     try:
         return p.read_text(encoding="utf-8")
@@ -71,11 +87,24 @@ def read_text(path: str | Path) -> str:
         raise DataFileError(p, f"cannot read the file ({exc.__class__.__name__})") from None
 
 
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def decode_json(text: str) -> Any:
+    """``json.loads(text)``, its strings made valid Unicode (an escaped unpaired surrogate becomes U+FFFD).
+
+    Raises:
+        json.JSONDecodeError: For text that is not JSON.
+    """
+    data = json.loads(text)
+    return valid_json(data) if _SURROGATE_ESCAPE.search(text) else data
+
+
 def load_routes(path: str | Path) -> tuple[RouteSpec, ...]:
     """Read a route file (see the module docstring)."""
     text = read_text(path)
     try:
-        data = json.loads(text)
+        data = decode_json(text)
     except json.JSONDecodeError as exc:
         raise DataFileError(path, f"invalid JSON: {exc.msg}", line=exc.lineno) from None
     items = data.get("routes") if isinstance(data, dict) else data
@@ -106,7 +135,7 @@ def load_negatives(path: str | Path) -> tuple[str, ...]:
     to reject.
     """
     try:
-        data = json.loads(read_text(path))
+        data = decode_json(read_text(path))
     except json.JSONDecodeError as exc:
         raise DataFileError(path, f"invalid JSON: {exc.msg}", line=exc.lineno) from None
     items = data.get("negatives", []) if isinstance(data, dict) else []
@@ -125,7 +154,7 @@ def jsonl_values(path: str | Path) -> Iterator[tuple[int, Any]]:
         if not line.strip():
             continue
         try:
-            yield n, json.loads(line)
+            yield n, decode_json(line)
         except json.JSONDecodeError as exc:
             raise DataFileError(path, f"invalid JSON: {exc.msg} (column {exc.colno})", line=n) from None
 
