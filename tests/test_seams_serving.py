@@ -65,7 +65,10 @@ def test_text_with_an_unpaired_surrogate_is_a_client_error_on_every_endpoint(jou
                 raw = json.dumps(body).encode()  # json escapes the lone surrogate as \ud83d
                 r = httpx.post(server.url + path, content=raw, headers={"content-type": "application/json"})
                 assert r.status_code == 400, (path, stream, r.text)
-                assert r.json()["error"]["code"] == "invalid_json" and "surrogate" in r.json()["error"]["message"]
+                error = r.json()["error"]
+                assert error["code"] == "invalid_json" and "surrogate" in error["message"]
+                where = "messages[0].content" if path.endswith("completions") else "input"
+                assert error["param"] == where.split("[")[0] and f"field {where!r}" in error["message"]
         # a whole surrogate pair is one character: it runs
         paired = '{"model": "desk", "messages": [{"role": "user", "content": "refund \\ud83d\\ude00 please"}]}'
         ok = httpx.post(server.url + "/v1/chat/completions", content=paired.encode())
@@ -78,12 +81,17 @@ def test_text_with_an_unpaired_surrogate_is_a_client_error_on_every_endpoint(jou
 def test_the_parser_finds_a_lone_surrogate_in_keys_nested_values_and_utf16_bodies() -> None:
     from jeeves_router.serve.wire import ApiError, parse_json
 
-    for raw in (
-        b'{"model": "desk", "context": {"a": [1, {"\\udc00": true}]}}',
-        '{"input": "x\\ud800"}'.encode("utf-16"),
+    for raw, where in (
+        (b'{"model": "desk", "context": {"a": [1, {"\\udc00": true}]}}', "context.a[1]"),  # a key: its object
+        ('{"input": "x\\ud800"}'.encode("utf-16"), "input"),
+        (b'{"messages": [{"content": "ok"}, {"content": [{"text": "\\ud83d"}]}]}', "messages[1].content[0].text"),
     ):
-        with pytest.raises(ApiError, match="unpaired UTF-16 surrogate"):
+        with pytest.raises(ApiError, match="unpaired UTF-16 surrogate") as refused:
             parse_json(raw)
+        assert f"field {where!r}" in refused.value.message and refused.value.param == where.split(".")[0].split("[")[0]
+    with pytest.raises(ApiError, match="a key of the request body") as refused:
+        parse_json(b'{"\\udc00": 1}')
+    assert refused.value.param is None
     assert parse_json(b'{"input": "a literal \\\\ud800 is text"}') == {"input": "a literal \\ud800 is text"}
 
 

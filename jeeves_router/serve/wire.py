@@ -89,11 +89,15 @@ def parse_json(raw: bytes) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ApiError(400, f"the request body must be a JSON object, got a JSON {type(data).__name__}")
     escapes = _SURROGATE_ESCAPE.search(raw) or not json.detect_encoding(raw).startswith("utf-8")
-    if escapes and _has_lone_surrogate(data):
+    at = _lone_surrogate_at(data) if escapes else None
+    if at is not None:
+        shown = at if len(at) <= 80 else at[:77] + "..."
+        field = f"field {shown!r}" if at else "a key of the request body"
         raise ApiError(
             400,
-            "the request body's JSON has an unpaired UTF-16 surrogate (a \\ud800-\\udfff escape not part of a "
-            "pair); send valid Unicode text",
+            f"{field} has an unpaired UTF-16 surrogate (a \\ud800-\\udfff escape not part of a pair); send "
+            "valid Unicode text",
+            param=re.split(r"[.\[]", at, maxsplit=1)[0] or None,
             code="invalid_json",
         )
     return data
@@ -103,23 +107,27 @@ _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")  # in UTF-8 JSON, only suc
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-def _has_lone_surrogate(data: Any) -> bool:
-    """Whether a string (key or value) of parsed JSON holds a surrogate (a pair is joined by the parser).
+def _lone_surrogate_at(data: dict[str, Any]) -> str | None:
+    """Where a string (key or value) of parsed JSON holds a surrogate (a pair is joined by the parser).
 
-    Such text cannot be encoded as UTF-8: the run's event stream (pydantic's JSON) could not be sent.
+    The first such value's field, as ``messages[0].content`` (for a key: the object that has
+    it, ``""`` for the body's own keys), or ``None``. Such text cannot be encoded as UTF-8:
+    the run's event stream (pydantic's JSON) could not be sent. (A loop, not a recursion:
+    the body may be nested as deep as the JSON parser goes.)
     """
-    stack = [data]
+    stack: list[tuple[str, Any]] = [("", data)]
     while stack:
-        value = stack.pop()
+        path, value = stack.pop()
         if isinstance(value, str):
             if _SURROGATE.search(value):
-                return True
+                return path
         elif isinstance(value, dict):
-            stack += value.keys()
-            stack += value.values()
+            if any(_SURROGATE.search(k) for k in value):
+                return path
+            stack += reversed([(f"{path}.{k}" if path else k, v) for k, v in value.items()])
         elif isinstance(value, list):
-            stack += value
-    return False
+            stack += reversed([(f"{path}[{i}]", v) for i, v in enumerate(value)])
+    return None
 
 
 def _field(data: Mapping[str, Any], name: str, kind: type | tuple[type, ...], *, required: bool = False) -> Any:
