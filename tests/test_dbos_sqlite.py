@@ -117,12 +117,55 @@ async def test_a_tool_call_started_and_never_checkpointed_follows_the_policy(dbo
     call = next(s["function_id"] for s in steps if s["function_name"] == "tool:lookup_invoice")
     forked = await DBOS.fork_workflow_async(wid, call)
     result = await durable.result(forked.workflow_id)
-    if policy == "retry":  # called again (a fork is a workflow of its own: its key names the fork)
-        assert len(keys) == 2 and keys[1] == f"dbos:{forked.workflow_id}:q1__route_billing:1"
+    if policy == "retry":  # called again, with the call's own key: the fork is the run again
+        assert len(keys) == 2 and keys[1] == keys[0]
+        assert keys[0] is not None and keys[0].startswith(f"dbos:{wid}:q1__route_billing:1:")
         assert result.output == "Refund issued: INV-7 was paid twice."
     else:  # not called again; the model is told
         assert len(keys) == 1
         assert result.output is not None and "outcome of this lookup_invoice call is unknown" in result.output
+
+
+@pytest.mark.anyio
+async def test_a_fork_that_calls_a_tool_again_gives_it_the_original_call_s_idempotency_key(dbos_app: str) -> None:
+    """A fork from before the call runs it again (DBOS re-executes from the fork's step): a refund's key stays.
+
+    The key names the workflow the forks come from, the step and its input, so the remote system
+    that honours it makes the repeated refund once; a call with other input gets a key of its own.
+    """
+    from dbos import DBOS
+
+    from jeeves_router.durable.dbos import DBOSRuntime, DurableAgents, dbos_config
+    from jeeves_router.runtime import current_idempotency_key
+
+    refunds: dict[str | None, list[str]] = {}
+
+    @tool
+    async def lookup_invoice(invoice: str) -> str:
+        """Refund an invoice's second payment (keyed: the payment system makes one refund per key)."""
+        refunds.setdefault(current_idempotency_key(), []).append(invoice)
+        return f"{invoice} was paid twice"
+
+    desk = build_desk(DBOSRuntime(), DeskModel(), tool=lookup_invoice)  # type: ignore[arg-type]
+    durable = DurableAgents([desk], workflow_name="jeeves_test.fork_keys")
+    DBOS(config=dbos_config("jeeves-sqlite-test", dbos_app, executor_id="solo"))
+    DBOS.launch()
+    await durable.register_queue(polling_interval_sec=0.1)
+    wid = await durable.enqueue(PROMPT, session_id="q1", workflow_id="wf-1")
+    first = await durable.result(wid)
+    steps = await DBOS.list_workflow_steps_async(wid)
+    mark = next(s["function_id"] for s in steps if s["function_name"] == "tool:lookup_invoice.started")
+    forked = await DBOS.fork_workflow_async(wid, mark)  # from the start mark: the call is made again
+    assert (await durable.result(forked.workflow_id)).output == first.output
+    again = await DBOS.fork_workflow_async(forked.workflow_id, mark)  # a fork of the fork, likewise
+    assert (await durable.result(again.workflow_id)).output == first.output
+    assert len(refunds) == 1, refunds  # three calls, one key: one refund
+    [(key, invoices)] = refunds.items()
+    assert invoices == ["INV-7"] * 3 and key is not None and key.startswith("dbos:wf-1:q1__route_billing:1:")
+
+    other = await durable.enqueue(PROMPT.replace("INV-7", "INV-8"), session_id="q1", workflow_id="wf-2")
+    await durable.result(other)
+    assert len(refunds) == 2  # another run's call (and another invoice): another key
 
 
 @pytest.mark.anyio

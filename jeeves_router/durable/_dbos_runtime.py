@@ -67,7 +67,6 @@ class DBOSRuntime(Runtime):
         if workflow_id is None:
             return await fn()
         d = digest({"name": key.name, "input": input})
-        idem = f"dbos:{workflow_id}:{key.session_id}:{key.index}"
         unknown = key.name.startswith("tool:") and not await self._mark_started(key, d)
 
         raised: list[Exception] = []  # this execution's own exception, raised as it is
@@ -76,6 +75,7 @@ class DBOSRuntime(Runtime):
             # Reached only when the call has no checkpoint: after a start marked by an earlier
             # execution, that execution died during the call, which may have run.
             try:
+                idem = await _idempotency_key(workflow_id, key, d)
                 skipped = unknown_outcome(self.on_unknown_tool_outcome, key, idem) if unknown else None
                 if skipped is not None:
                     result: Any = skipped
@@ -153,6 +153,44 @@ class DBOSRuntime(Runtime):
                 "checkpointed with another input; workflow code must be deterministic",
                 metadata={"workflow_id": DBOS.workflow_id, "step": key.index},
             )
+
+
+_ROOTS: dict[str, str] = {}  # workflow id -> the workflow it was forked from, first of the chain
+_ROOTS_KEPT = 4096
+
+
+async def _root_workflow(workflow_id: str) -> str:
+    """The workflow ``workflow_id`` was forked from, following forks of forks (itself when it is no fork).
+
+    Asked from inside a step (DBOS does not checkpoint a status read there), once per workflow and process.
+    """
+    root = _ROOTS.get(workflow_id)
+    if root is not None:
+        return root
+    root, seen = workflow_id, {workflow_id}
+    while True:
+        status = await DBOS.get_workflow_status_async(root)
+        parent = status.forked_from if status is not None else None
+        if not parent or parent in seen:
+            break
+        root = parent
+        seen.add(root)
+    if len(_ROOTS) >= _ROOTS_KEPT:
+        _ROOTS.clear()
+    _ROOTS[workflow_id] = root
+    return root
+
+
+async def _idempotency_key(workflow_id: str, key: StepKey, d: str) -> str:
+    """The idempotency key of step ``key`` (input digest ``d``) of a workflow: the same in every fork of it.
+
+    A fork (``DBOS.fork_workflow``) is the run again from one of its steps, under a new workflow
+    id: a tool call it makes again with the same input is the same call, so it is keyed by the
+    workflow the forks come from, the step's position and its input, as a journal keys a call
+    by its run, position and input.
+    """
+    root = await _root_workflow(workflow_id)
+    return f"dbos:{root}:{key.session_id}:{key.index}:{d[:16]}"
 
 
 def _failed(

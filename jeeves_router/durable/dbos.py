@@ -28,7 +28,9 @@ Notes:
       run that finds the mark but no checkpointed call (the worker died during the call) does
       not call the tool again by default: ``DBOSRuntime(on_unknown_tool_outcome=...)`` decides,
       as for a journal's resume (``"fail"``, ``"retry"`` with the same
-      :func:`~jeeves_router.journal.current_idempotency_key`, or ``"skip"``).
+      :func:`~jeeves_router.journal.current_idempotency_key`, or ``"skip"``). A tool call's key
+      names the workflow, the step and its input; a fork of the workflow (``DBOS.fork_workflow``)
+      that makes the call again gives it the original's key, so a keyed effect happens once.
     - Workflow code must be deterministic: a recovered run that asks for a step whose
       input digest differs from the checkpointed one raises ``ReplayDivergence``.
 """

@@ -1,6 +1,6 @@
 """Idempotency keys of tool calls, and what a resume does with a call whose outcome is unknown.
 
-The keys are stable across replays, resumes and DBOS recoveries. A ``tool.started`` entry
+The keys are stable across replays, resumes, DBOS recoveries and forks. A ``tool.started`` entry
 with no recorded result had an unknown outcome (the process died during the call), unless
 a ``step.failed`` entry names its claim (the call raised: its outcome is known, and a retry
 or a resume calls the tool again). A call that raised
