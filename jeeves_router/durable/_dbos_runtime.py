@@ -3,25 +3,32 @@
 Model calls, classifications and other steps are one DBOS step each; a tool call is two, a
 start mark and the call (an unknown outcome on recovery: ``on_unknown_tool_outcome``); a
 step that failed is checkpointed as the journal's ``step.failed`` record and raised again
-from it on recovery.
+from it on recovery, with the recovery ladders' judgement of it, which the next step (or the
+end of the run) checkpoints as ``<name>.judged`` (:mod:`._dbos_judged`).
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping, Sequence
 from contextlib import aclosing
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from dbos import DBOS
 from pydantic import TypeAdapter
 
 from ..errors import ReplayDivergence, UsageError
-from ..journal.failures import failure_record, replayed_error
+from ..journal.failures import failure_record
 from ..journal.idempotency import UnknownToolPolicy, unknown_outcome
 from ..journal.records import StepFailedRecord, digest
 from ..journal.step_results import decode_result, encode_result
 from ..models.base import Model, ModelRequest, ModelResponse, ModelStreamItem, ModelTextDelta
 from ..runtime import Runtime, StepKey, idempotency_scope
+from ._dbos_judged import Judgements
+
+if TYPE_CHECKING:
+    from ..actor import Actor
+    from ..architectures.base import RunContext
+    from ..events import Event
 
 __all__ = ["DBOSRuntime"]
 
@@ -57,6 +64,7 @@ class DBOSRuntime(Runtime):
                 f"on_unknown_tool_outcome must be 'fail', 'retry' or 'skip', got {on_unknown_tool_outcome!r}"
             )
         self.on_unknown_tool_outcome: UnknownToolPolicy = on_unknown_tool_outcome
+        self._judgements = Judgements()
 
     def __repr__(self) -> str:
         return f"DBOSRuntime(on_unknown_tool_outcome={self.on_unknown_tool_outcome!r})"
@@ -87,9 +95,9 @@ class DBOSRuntime(Runtime):
             tag, data = encode_result(result)
             return {"digest": d, "type": tag, "data": data}
 
-        out = await DBOS.run_step_async({"name": key.name}, perform)
+        out = await self._run(key.name, perform)
         self._check(key, d, out)
-        _raise_failed(out, raised)
+        await self._raise_failed(key, d, out, raised)
         value: T = decode_result(out["type"], out["data"])
         return value
 
@@ -119,13 +127,64 @@ class DBOSRuntime(Runtime):
             data = None if response is None else _RESPONSE.dump_python(response, mode="json")
             return {"digest": d, "chunks": chunks, "response": data}
 
-        out = await DBOS.run_step_async({"name": key.name}, perform)
+        out = await self._run(key.name, perform)
         self._check(key, d, out)
-        _raise_failed(out, raised)
+        await self._raise_failed(key, d, out, raised)
         for chunk in out["chunks"]:
             yield ModelTextDelta(chunk)
         if out["response"] is not None:
             yield _RESPONSE.validate_python(out["response"])
+
+    async def observe_run(
+        self, ctx: RunContext, run: Callable[[Actor, RunContext], AsyncIterator[Event]]
+    ) -> AsyncIterator[Event]:
+        """Run a root run; in a DBOS workflow, then checkpoint the judgement of a failure its last step had."""
+        if DBOS.workflow_id is None:
+            async with aclosing(run(ctx.agent, ctx)) as events:  # type: ignore[type-var]
+                async for ev in events:
+                    yield ev
+            return
+        try:
+            async with aclosing(run(ctx.agent, ctx)) as events:  # type: ignore[type-var]
+                async for ev in events:
+                    yield ev
+        except Exception:
+            await self._judgements.checkpoint()
+            raise
+        except BaseException:  # cancelled, or its stream closed early: no step may run now
+            self._judgements.forget()
+            raise
+        await self._judgements.checkpoint()
+
+    async def _run(self, name: str, perform: Callable[[], Coroutine[Any, Any, dict[str, Any]]]) -> dict[str, Any]:
+        """Run the DBOS step ``name``, after checkpointing the judgement of the failures before it.
+
+        Their ids and this step's are drawn before anything is awaited, so a step that another
+        task of the workflow starts meanwhile comes after them, in a replay as in the run.
+        """
+        judged = self._judgements.reserve()
+        if not judged:
+            out: dict[str, Any] = await DBOS.run_step_async({"name": name}, perform)
+            return out
+        at = DBOS.reserve_step()
+        await self._judgements.write(judged)
+        out = await at.run_async({"name": name}, perform)
+        return out
+
+    async def _raise_failed(self, key: StepKey, d: str, out: Mapping[str, Any], raised: list[Exception]) -> None:
+        """Raise the failure ``out`` checkpoints: this execution's own exception, else the one rebuilt from its record.
+
+        This execution's own waits for its judgement to be checkpointed; one rebuilt from its
+        record comes with the judgement the run checkpointed (:mod:`._dbos_judged`).
+        """
+        failed = out.get("failed")
+        if failed is None:
+            return
+        rec = StepFailedRecord.model_validate(failed)
+        if raised:
+            self._judgements.wait(key, d, raised[0], rec.chunks)
+            raise raised[0]
+        raise await self._judgements.replayed(key, d, rec)
 
     async def _mark_started(self, key: StepKey, d: str) -> bool:
         """Checkpoint that a tool call starts; whether this execution made the mark (not an earlier one).
@@ -141,7 +200,7 @@ class DBOSRuntime(Runtime):
             made = True
             return {"digest": d}
 
-        out = await DBOS.run_step_async({"name": f"{key.name}.started"}, mark)
+        out = await self._run(f"{key.name}.started", mark)
         self._check(key, d, out)
         return made
 
@@ -205,10 +264,3 @@ def _failed(
     raised.append(exc)
     rec = failure_record(key.name, key.index, d, 1, exc, chunks)
     return {"digest": d, "failed": rec.model_dump(mode="json")}
-
-
-def _raise_failed(out: Mapping[str, Any], raised: list[Exception]) -> None:
-    """Raise the failure ``out`` checkpoints: this execution's own exception, else the one rebuilt from its record."""
-    failed = out.get("failed")
-    if failed is not None:
-        raise raised[0] if raised else replayed_error(StepFailedRecord.model_validate(failed))

@@ -31,6 +31,14 @@ Notes:
       :func:`~jeeves_router.journal.current_idempotency_key`, or ``"skip"``). A tool call's key
       names the workflow, the step and its input; a fork of the workflow (``DBOS.fork_workflow``)
       that makes the call again gives it the original's key, so a keyed effect happens once.
+    - A failed step is checkpointed as its failure, followed by a ``<name>.judged`` step with the
+      recovery ladders' judgement of it (a ``classify_error`` hook's answer, whether the run's
+      time limit was spent): a recovered run decides on the failure as the run did, without asking
+      the hook again (:mod:`jeeves_router.durable._dbos_judged`).
+    - ``Recovery(time_limit_s=...)`` is the execution's: a recovered or forked run measures it from
+      its own start (a dead worker's downtime is not spent from it), as a journal's resume of an
+      unfinished run does. DBOS's workflow timeout (``workflow_timeout`` when enqueuing,
+      ``SetWorkflowTimeout``) is the deadline DBOS keeps across executions.
     - Workflow code must be deterministic: a recovered run that asks for a step whose
       input digest differs from the checkpointed one raises ``ReplayDivergence``.
 """

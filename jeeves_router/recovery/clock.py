@@ -8,12 +8,18 @@ ladder a replay does not reproduce; so a live run notes where the limit ended an
 (:meth:`~jeeves_router.runtime.Runtime.record_limit`, a journal writes it as a
 ``step.failed`` record), and a replay asks its runtime (``recorded_limit``) instead of
 reading the clock: until the recorded point, time is not up; from it on, it is.
+
+A failure that a durable runtime raises again from a checkpoint may carry, for each ladder
+that judged it, whether that ladder's limit was spent then (:func:`mark_recorded_limits`;
+DBOS does so, :mod:`jeeves_router.durable._dbos_judged`): the ladder that finds it so stops
+there as the run did, whatever its own clock reads. Live, :func:`remember_limit` keeps each
+ladder's answer on the failure for such a runtime to checkpoint (:func:`limits_spent`).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Literal
@@ -23,7 +29,42 @@ import anyio
 from ..runtime import LimitWhen, Runtime, StepKey
 from .classify import mark_replayed
 
-__all__ = ["LimitClock"]
+__all__ = ["LimitClock", "limits_spent", "mark_recorded_limits", "recorded_limit_spent", "remember_limit"]
+
+_SPENT_MARK = "__jeeves_limit_spent__"
+_RECORDED_SPENT_MARK = "__jeeves_recorded_limit_spent__"
+
+
+def remember_limit(exc: BaseException, spent: bool) -> None:
+    """Keep on ``exc`` whether the ladder judging it now stopped for its time limit, after earlier ladders' answers."""
+    answers = getattr(exc, _SPENT_MARK, None)
+    try:
+        if isinstance(answers, list):
+            answers.append(spent)
+        else:
+            setattr(exc, _SPENT_MARK, [spent])
+    except (AttributeError, TypeError):  # exceptions with __slots__: nothing to remember on
+        pass
+
+
+def limits_spent(exc: BaseException) -> list[bool]:
+    """For each ladder that judged ``exc``, in order, whether its time limit was spent then."""
+    answers = getattr(exc, _SPENT_MARK, None)
+    return list(answers) if isinstance(answers, list) else []
+
+
+def mark_recorded_limits(exc: BaseException, spent: Sequence[bool]) -> None:
+    """Give a failure raised again from a checkpoint the run's answers of :func:`limits_spent`."""
+    try:
+        setattr(exc, _RECORDED_SPENT_MARK, [bool(s) for s in spent])
+    except (AttributeError, TypeError):
+        pass
+
+
+def recorded_limit_spent(exc: BaseException) -> bool:
+    """The next recorded answer for ``exc`` (:func:`mark_recorded_limits`), each ladder taking its own; else False."""
+    recorded = getattr(exc, _RECORDED_SPENT_MARK, None)
+    return bool(recorded.pop(0)) if isinstance(recorded, list) and recorded else False
 
 
 @dataclass(slots=True, eq=False)
@@ -60,9 +101,13 @@ class LimitClock:
             return math.inf
         return measured if self.recorded is None else 0.0
 
-    def judged(self) -> None:
-        """The attempt's failure is being judged: on replay, the limit is spent now if it was then."""
-        if self.recorded == "after":
+    def judged(self, spent_then: bool = False) -> None:
+        """The attempt's failure is being judged: on replay, the limit is spent now if it was then.
+
+        ``spent_then``: the failure's checkpoint says this ladder's limit was spent when the run
+        judged it (:func:`recorded_limit_spent`).
+        """
+        if self.recorded == "after" or spent_then:
             self.up = True
 
     def note(self, when: LimitWhen) -> None:
