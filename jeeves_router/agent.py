@@ -169,7 +169,7 @@ class Agent:
     def _root(self, ctx: RunContext) -> Coroutine[Any, Any, None]:
         """The root run of ``ctx`` as a coroutine emitting its events (for an :class:`EventPump`)."""
         observe = getattr(ctx.runtime, "observe_run", None)
-        if observe is not None:  # a journaling runtime records root runs (and sets run_id)
+        if observe is not None:  # a durable runtime observes root runs (a journal records them and sets run_id)
             observed: AsyncIterator[Event] = observe(ctx, run_child)
             return emit_each(observed, ctx)
         return execute(self, ctx)
