@@ -42,6 +42,8 @@ __all__ = [
     "default_classification",
     "mark_fatal",
     "is_marked_fatal",
+    "append_mark",
+    "marks",
     "remember_classification",
     "judgements",
     "decided_severity",
@@ -108,22 +110,32 @@ def mark_fatal(exc: BaseException) -> None:
         pass
 
 
-def remember_classification(exc: BaseException, classification: ErrorClassification) -> None:
-    """Remember a ladder's judgement of ``exc``, after those already made (see :func:`judgements`)."""
-    judged = getattr(exc, _JUDGED_MARK, None)
+def append_mark(exc: BaseException, mark: str, value: Any) -> None:
+    """Add ``value`` to the list ``exc`` keeps under ``mark`` (one entry per ladder that judged it)."""
+    kept = getattr(exc, mark, None)
     try:
-        if isinstance(judged, list):
-            judged.append(classification)
+        if isinstance(kept, list):
+            kept.append(value)
         else:
-            setattr(exc, _JUDGED_MARK, [classification])
+            setattr(exc, mark, [value])
     except (AttributeError, TypeError):  # exceptions with __slots__: nothing to remember on
         pass
 
 
+def marks(exc: BaseException, mark: str) -> list[Any]:
+    """A copy of the list ``exc`` keeps under ``mark`` (see :func:`append_mark`); empty when none."""
+    kept = getattr(exc, mark, None)
+    return list(kept) if isinstance(kept, list) else []
+
+
+def remember_classification(exc: BaseException, classification: ErrorClassification) -> None:
+    """Remember a ladder's judgement of ``exc``, after those already made (see :func:`judgements`)."""
+    append_mark(exc, _JUDGED_MARK, classification)
+
+
 def judgements(exc: BaseException) -> list[ErrorClassification]:
     """The judgements the recovery ladders made of ``exc``, in order (a journal records them)."""
-    judged = getattr(exc, _JUDGED_MARK, None)
-    return list(judged) if isinstance(judged, list) else []
+    return marks(exc, _JUDGED_MARK)
 
 
 def decided_severity(exc: BaseException) -> ErrorSeverity | None:

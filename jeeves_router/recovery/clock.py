@@ -27,7 +27,7 @@ from typing import Literal
 import anyio
 
 from ..runtime import LimitWhen, Runtime, StepKey
-from .classify import mark_replayed
+from .classify import append_mark, mark_replayed, marks
 
 __all__ = ["LimitClock", "limits_spent", "mark_recorded_limits", "recorded_limit_spent", "remember_limit"]
 
@@ -37,20 +37,12 @@ _RECORDED_SPENT_MARK = "__jeeves_recorded_limit_spent__"
 
 def remember_limit(exc: BaseException, spent: bool) -> None:
     """Keep on ``exc`` whether the ladder judging it now stopped for its time limit, after earlier ladders' answers."""
-    answers = getattr(exc, _SPENT_MARK, None)
-    try:
-        if isinstance(answers, list):
-            answers.append(spent)
-        else:
-            setattr(exc, _SPENT_MARK, [spent])
-    except (AttributeError, TypeError):  # exceptions with __slots__: nothing to remember on
-        pass
+    append_mark(exc, _SPENT_MARK, spent)
 
 
 def limits_spent(exc: BaseException) -> list[bool]:
     """For each ladder that judged ``exc``, in order, whether its time limit was spent then."""
-    answers = getattr(exc, _SPENT_MARK, None)
-    return list(answers) if isinstance(answers, list) else []
+    return marks(exc, _SPENT_MARK)
 
 
 def mark_recorded_limits(exc: BaseException, spent: Sequence[bool]) -> None:
