@@ -14,14 +14,24 @@ It is applied where text enters: :meth:`Agent.run <jeeves_router.agent.Agent.run
 <jeeves_router.classify.embedding.EmbeddingClassifier>` (route texts, negatives, the texts
 it classifies or is fitted on) and the command line's request readers. The HTTP server
 refuses such a body instead (400), before any of these see it.
+
+Text also reaches a model or a tokenizer from elsewhere: a tool's result, a run's context
+rendered into a classifier's prompt, a model's own reply sent back as history, instructions,
+a classifier or an encoder called directly. Rather than at each of those sources, the rule is
+applied again where text leaves the library: each model adapter passes the body it sends
+through :func:`valid_json` (``OpenAIModel``, ``AnthropicModel``; ``LlamaCppModel`` the chat
+it renders), and each built-in encoder its texts through :func:`valid_texts` before its
+tokenizer.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, TypeVar, cast
 
 __all__ = ["valid_json", "valid_text", "valid_texts"]
+
+_J = TypeVar("_J")
 
 
 def valid_text(text: str) -> str:
@@ -50,16 +60,49 @@ def valid_texts(texts: Iterable[str]) -> list[str]:
     return [valid_text(t) for t in texts]
 
 
-def valid_json(value: Any) -> Any:
-    r"""Decoded JSON with every string in it (keys too) made valid Unicode by :func:`valid_text`.
+def valid_json(value: _J) -> _J:
+    r"""A JSON-like value with every string in it (keys too) made valid Unicode by :func:`valid_text`.
 
-    Only a ``\udXXX`` escape in the JSON text can leave an unpaired surrogate in the decoded
-    value; callers that hold the text may skip this when it has none.
+    Dicts, lists and tuples are walked; any other value is kept. A value whose strings are all
+    valid is returned as it is (the same object, nothing copied): the model adapters pass every
+    request body through here, nearly always to find nothing to repair. Only a ``\udXXX``
+    escape in a JSON text can leave an unpaired surrogate in its decoded value; callers that
+    hold the text may skip this when it has none.
     """
+    return value if _is_valid(value) else cast(_J, _repaired(value))
+
+
+def _is_valid(value: Any) -> bool:
+    # Exact types first, in plain loops: a long conversation's body is walked in tens of µs.
+    kind = type(value)
+    if kind is str:
+        return value.isascii() or valid_text(value) is value
+    if kind is dict:
+        for k, v in value.items():
+            if not (_is_valid(k) and _is_valid(v)):
+                return False
+        return True
+    if kind is list or kind is tuple:
+        for v in value:
+            if not _is_valid(v):
+                return False
+        return True
+    if isinstance(value, str):  # a subclass (a str enum, say)
+        return valid_text(value) is value
+    if isinstance(value, dict):
+        return all(_is_valid(k) and _is_valid(v) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return all(_is_valid(v) for v in value)
+    return True
+
+
+def _repaired(value: Any) -> Any:
     if isinstance(value, str):
         return valid_text(value)
-    if isinstance(value, list):
-        return [valid_json(v) for v in value]
     if isinstance(value, dict):
-        return {valid_text(k): valid_json(v) for k, v in value.items()}
+        return {_repaired(k): _repaired(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_repaired(v) for v in value]
+    if isinstance(value, tuple):
+        return tuple(_repaired(v) for v in value)
     return value

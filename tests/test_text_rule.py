@@ -28,6 +28,15 @@ def test_an_unpaired_surrogate_becomes_the_replacement_character_and_a_split_pai
     assert valid_json({"k\udc00": ["x\ud83d", 1, None, {"y": "ok"}]}) == {"k\ufffd": ["x\ufffd", 1, None, {"y": "ok"}]}
 
 
+def test_valid_json_walks_dicts_lists_and_tuples_and_returns_a_valid_value_itself() -> None:
+    # every model request body passes here: a valid one is neither copied nor rebuilt
+    body = {"messages": [{"role": "user", "content": "caf\u00e9 \U0001f600"}], "stop": ("x",), "n": 1.5}
+    assert valid_json(body) is body
+    broken = {"messages": [{"content": CUT}, {"content": "fine"}], "stop": ("\udc00",), "n": None}
+    assert valid_json(broken) == {"messages": [{"content": FIXED}, {"content": "fine"}], "stop": ("\ufffd",), "n": None}
+    assert broken["messages"][0]["content"] == CUT  # the caller's value is left as it was
+
+
 @settings(max_examples=300)
 @given(texts_with_surrogates)
 def test_valid_text_always_encodes_and_leaves_valid_text_as_it_is(text: str) -> None:
