@@ -39,7 +39,7 @@ from jeeves_router.classify.llm import LLMClassifier
 from jeeves_router.classify.types import ClassifyRequest, RouteSpec
 from jeeves_router.errors import ModelError, UsageError
 from jeeves_router.events import RunCompleted, TextDelta
-from jeeves_router.messages import user
+from jeeves_router.messages import assistant, user
 from jeeves_router.models._gbnf import UnsupportedSchema, schema_to_gbnf
 from jeeves_router.models.base import ModelRequest, ModelResponse, ModelTextDelta
 from jeeves_router.models.openai import OpenAIModel
@@ -250,6 +250,20 @@ async def test_in_process_max_tokens_stop_and_cached_prefix(smol: object) -> Non
     assert "," not in stopped.text
     # Same system prompt and user turn: the KV cache serves the shared prefix.
     assert stopped.usage.cached_input_tokens > 0
+
+
+@pytest.mark.anyio
+async def test_in_process_prompt_with_a_cut_emoji_is_rendered_repaired(smol: object) -> None:
+    # text from a tool or an earlier reply with an unpaired surrogate: encoding the rendered
+    # chat as UTF-8 for the tokenizer raised UnicodeEncodeError
+    from jeeves_router.models.llamacpp import LlamaCppModel
+
+    assert isinstance(smol, LlamaCppModel)
+    history = (user("Who is on file? \ud83d"), assistant("It is Zo\ud83d."), user("Say her name."))
+    broken = await smol.request(ModelRequest(history, system="You help \udc00.", max_tokens=3, temperature=0.0))
+    repaired = (user("Who is on file? \ufffd"), assistant("It is Zo\ufffd."), user("Say her name."))
+    fixed = await smol.request(ModelRequest(repaired, system="You help \ufffd.", max_tokens=3, temperature=0.0))
+    assert broken.usage.input_tokens == fixed.usage.input_tokens > 10  # the same prompt, as it was repaired
 
 
 @pytest.mark.anyio

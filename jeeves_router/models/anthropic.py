@@ -21,6 +21,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from dataclasses import replace
 from typing import Any, Literal
 
+from .._text import valid_json
 from ..errors import ModelError, UsageError
 from ..messages import Message, Part, TextPart, ToolCallPart, ToolResultPart
 from ..policies import PROVIDER_RETRY, RetryPolicy
@@ -165,7 +166,9 @@ class AnthropicModel(SdkModel):
                 params["extra_body"] = {"temperature": temperature}
         if request.stop:
             params["stop_sequences"] = list(request.stop)
-        return params
+        # Whatever it came from (a tool's result, a reply sent back, context in a prompt), text
+        # the client cannot encode as UTF-8 is repaired here, where every request leaves.
+        return valid_json(params)
 
     def _temperature_supported(self) -> bool:
         if self._send_temperature is not None:

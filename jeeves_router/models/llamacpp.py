@@ -37,6 +37,7 @@ import anyio.to_thread
 
 from .._aio import aclosing
 from .._log import get_logger
+from .._text import valid_json
 from ..errors import ModelError, UsageError
 from ..messages import Message, TextPart, ToolCallPart, ToolResultPart
 from ..tracing import traced_model_stream
@@ -264,7 +265,9 @@ class LlamaCppModel:
             messages.append({"role": "system", "content": request.system})
         messages.extend(_to_chat(m) for m in request.messages)
         assert self._formatter is not None
-        formatted = self._formatter(messages=messages)
+        # text UTF-8 cannot carry (an unpaired surrogate, from wherever it came) is repaired
+        # before the chat is rendered and tokenized, as the HTTP adapters repair their bodies
+        formatted = self._formatter(messages=valid_json(messages))
         tokens: list[int] = llama.tokenize(
             formatted.prompt.encode("utf-8"), add_bos=not formatted.added_special, special=True
         )

@@ -17,6 +17,7 @@ import random
 from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any, Literal
 
+from .._text import valid_json
 from ..errors import ModelError, UsageError
 from ..messages import Message, TextPart, ToolCallPart, ToolResultPart
 from ..policies import PROVIDER_RETRY, RetryPolicy
@@ -161,7 +162,9 @@ class OpenAIModel(SdkModel):
                     "strict": True,
                 },
             }
-        return params
+        # Whatever it came from (a tool's result, a reply sent back, context in a prompt), text
+        # the client cannot encode as UTF-8 is repaired here, where every request leaves.
+        return valid_json(params)
 
     def _is_official_api(self) -> bool:
         base_url = str(getattr(self._client, "base_url", None) or self._base_url or "https://api.openai.com/v1")
