@@ -155,7 +155,7 @@ class Capabilities:
     async def run(self, agent: Actor, ctx: RunContext) -> None:
         """Extract, select, orchestrate; emits capability and recovery events (the agents emit their own)."""
         rec = RecoveryRun(self.recovery, ctx, can_escalate=ctx.escalate)
-        st = RunState(task=ctx.prompt)
+        st = RunState(ctx.ledger, ctx.path, task=ctx.prompt)
         try:
             await self._flow(agent, ctx, rec, st)
         except RecoveryStop as stop:
@@ -287,7 +287,7 @@ class Capabilities:
                 await ctx.emit(completed(ctx, name, started, index, ok=False))
                 lost = ctx.ledger.since(mark, (*ctx.path, name))  # what the failed attempt's model calls cost
                 if lost is not NO_USAGE:
-                    st.add(name, lost, rec)
+                    st.add(name, lost, rec, entered=True)
                 f = rec.fail(
                     exc,
                     operation=operation,
@@ -306,7 +306,8 @@ class Capabilities:
                 continue
             await ctx.emit(completed(ctx, name, started, index, ok=True))
             rec.succeeded(operation)
-            st.add(name, result.usage, rec)
+            # an agent's model calls are in the ledger (its run entered them), a function's reported usage is not
+            st.add(name, result.usage, rec, entered=hasattr(cap.handler, "_events"))
             provided = {t: result.context.get(t, result.text) for t in cap.provides}
             ctx.context = {**ctx.context, **result.context, **provided}
             st.done.append((name, result.text))

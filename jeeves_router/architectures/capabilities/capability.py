@@ -15,9 +15,10 @@ from ...ids import validate_route_name
 from ...policies import DEFAULT_RETRY, RetryPolicy
 from ...recovery.classify import ErrorHook
 from ...results import RunStatus
-from ...usage import Usage, spent_usage
+from ...usage import NO_USAGE, Usage, spent_usage
 
 if TYPE_CHECKING:
+    from ...ledger import Ledger
     from ...recovery.run import RecoveryRun
 
 __all__ = [
@@ -147,8 +148,15 @@ StepDid = Literal["effects", "reads", ""]
 
 @dataclass(slots=True)
 class RunState:
-    """What one run has done so far."""
+    """What one run has done so far.
 
+    ``ledger`` and ``path`` are the run's ledger and route path: the usage counted here is
+    entered in the ledger too (:meth:`add`), so an enclosing retry of this run (a Router's
+    of its route) counts what a failed attempt of it spent (see :mod:`jeeves_router.ledger`).
+    """
+
+    ledger: Ledger | None = None
+    path: tuple[str, ...] = ()
     usage: Usage = field(default_factory=Usage)
     by_route: dict[str, Usage] = field(default_factory=dict)
     done: list[tuple[str, str]] = field(default_factory=list)
@@ -196,8 +204,14 @@ class RunState:
         self.answered[key] = (generation, n + 1)
         return done[n]
 
-    def add(self, key: str, usage: Usage, rec: RecoveryRun) -> None:
-        """Count ``usage`` under ``key`` (and in the recovery report's total)."""
+    def add(self, key: str, usage: Usage, rec: RecoveryRun, *, entered: bool = False) -> None:
+        """Count ``usage`` under ``key`` (and in the recovery report's total), and in the ledger.
+
+        ``entered``: the ledger has it already (a capability agent's model calls, entered by
+        its own run), so it is not entered again.
+        """
+        if not entered and self.ledger is not None and usage is not NO_USAGE:
+            self.ledger.spent((*self.path, key), usage)
         self.usage = self.usage + usage
         self.by_route[key] = self.by_route.get(key, Usage()) + usage
         rec.usage = self.usage

@@ -1,0 +1,72 @@
+"""The usage of a failed attempt counts in the run's usage, whichever layer retries it.
+
+Every model request sent counts once (see ``tests/test_usage_failed_requests.py``). A Router
+with recovery counts a failed dispatch from the run's ledger: what was entered under the
+route's path since the attempt started. A :class:`Capabilities` route's orchestrator and
+selection calls were counted in its own usage only, never entered in the ledger, so a
+Router that retried (or reclassified away from) a failed Capabilities route dropped them.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from jeeves_router import Agent, Router, RouterRoute
+from jeeves_router.architectures.capabilities.architecture import Capabilities, Capability
+from jeeves_router.recovery import ErrorClassification, ErrorContext, ErrorSeverity, Recovery
+from jeeves_router.testing import RecordedSleeps, ScriptedModel, StaticClassifier
+from jeeves_router.usage import Usage
+from tests.test_capabilities import Brain, plan
+
+
+def judged(severity: ErrorSeverity):  # type: ignore[no-untyped-def]
+    def hook(exc: BaseException, ctx: ErrorContext) -> ErrorClassification | None:
+        return ErrorClassification(severity) if isinstance(exc, LookupError) else None
+
+    return hook
+
+
+def ops_desk(then: str) -> tuple[Agent, Brain, ScriptedModel, ScriptedModel]:
+    """A recovering desk whose ``ops`` route is a Capabilities agent; its one capability fails once.
+
+    The capability's failure asks for a reclassification, which Capabilities cannot do (no
+    other capability to select): it escalates to the desk, whose ``ops`` route judges it
+    ``then`` (retry the route, or reclassify to ``general``).
+    """
+    refunds_model = ScriptedModel([LookupError("no invoice"), "Refund issued."])
+    refunds = Agent(
+        "Refunds.", name="refunds", model=refunds_model, classify_error=judged(ErrorSeverity.RECLASSIFICATION)
+    )
+    brain = Brain(yes={"refunds"}, plans=[plan("refunds")])
+    caps = [Capability("refunds", refunds, "refunds")]
+    ops = Agent("Ops.", name="ops", model=brain.model, architecture=Capabilities(caps, recovery=Recovery()))
+    general_model = ScriptedModel(["A person will look at it."])
+    general = Agent("General.", name="general", model=general_model)
+    severity = ErrorSeverity.RETRIABLE if then == "retry" else ErrorSeverity.RECLASSIFICATION
+    desk = Agent(
+        "Desk",
+        name="desk",
+        architecture=Router(
+            [RouterRoute("ops", ops, classify_error=judged(severity)), RouterRoute("general", general)],
+            classifier=StaticClassifier("ops"),
+            fallback_route="general",
+            recovery=Recovery(sleep=RecordedSleeps()),
+        ),
+    )
+    return desk, brain, refunds_model, general_model
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("then", ["retry", "reclassify"])
+async def test_a_routers_retry_of_a_failed_capabilities_route_counts_its_orchestrator_and_selection(then: str) -> None:
+    desk, brain, refunds_model, general_model = ops_desk(then)
+    result = await desk.run("refund INV-7")
+    if then == "retry":
+        assert (result.status, result.route, result.output) == ("ok", "ops", "Refund issued.")
+        assert brain.calls == {"select:refunds": 2, "plan": 2}  # once per attempt of the route
+    else:
+        assert (result.status, result.route, brain.calls["plan"]) == ("fallback", "general", 1)
+    # the orchestrator's and selection's requests, the refund agent's (the failed one too), general's
+    sent = len(brain.model.requests) + len(refunds_model.requests) + len(general_model.requests)
+    assert result.usage.requests == sent
+    assert sum(result.usage_by_route.values(), Usage()) == result.usage
