@@ -183,11 +183,13 @@ class RouterUnresolved(EventBase):
 
 @frozen(kw_only=True)
 class RouterCompleted(EventBase):
-    """The routed specialist finished.
+    """The routed specialist finished: the agent that answered the turn (``RunResult.route``).
 
-    ``usage`` is what its last attempt used, the one that answered. The run's
-    ``RunResult.usage`` and ``usage_by_route`` also count the attempts that failed before it
-    (retries) and the routes tried before a reclassification.
+    ``usage`` is ``RunResult.usage_by_route[route]``: everything that agent spent in the
+    turn, every attempt (the failed ones a Router with recovery retried) and every visit
+    (an agent handed the turn back to answers on a later visit) included. The run's
+    ``RunResult.usage`` also counts the classifier, the routes tried before a
+    reclassification and the agents that handed off on the way.
     """
 
     route: str

@@ -5,6 +5,9 @@ with recovery counts a failed dispatch from the run's ledger: what was entered u
 route's path since the attempt started. A :class:`Capabilities` route's orchestrator and
 selection calls were counted in its own usage only, never entered in the ledger, so a
 Router that retried (or reclassified away from) a failed Capabilities route dropped them.
+
+``RouterCompleted.usage`` is what ``usage_by_route`` has for the answering agent: every
+attempt and every visit of it in the turn (it was the last visit's result only).
 """
 
 from __future__ import annotations
@@ -13,8 +16,18 @@ import pytest
 
 from jeeves_router import Agent, Router, RouterRoute
 from jeeves_router.architectures.capabilities.architecture import Capabilities, Capability
+from jeeves_router.errors import ModelError
+from jeeves_router.events import Event, RouterCompleted
 from jeeves_router.recovery import ErrorClassification, ErrorContext, ErrorSeverity, Recovery
-from jeeves_router.testing import RecordedSleeps, ScriptedModel, StaticClassifier
+from jeeves_router.testing import (
+    DEFAULT_USAGE,
+    FAILED_USAGE,
+    Call,
+    RecordedSleeps,
+    ScriptedModel,
+    StaticClassifier,
+    capture_events,
+)
 from jeeves_router.usage import Usage
 from tests.test_capabilities import Brain, plan
 
@@ -70,3 +83,47 @@ async def test_a_routers_retry_of_a_failed_capabilities_route_counts_its_orchest
     sent = len(brain.model.requests) + len(refunds_model.requests) + len(general_model.requests)
     assert result.usage.requests == sent
     assert sum(result.usage_by_route.values(), Usage()) == result.usage
+
+
+def completed_usage(events: list[Event]) -> Usage:
+    (done,) = [e for e in events if isinstance(e, RouterCompleted)]
+    return done.usage
+
+
+@pytest.mark.anyio
+async def test_router_completed_counts_every_attempt_of_the_route_as_usage_by_route_does() -> None:
+    billing_model = ScriptedModel([ModelError("overloaded", severity="retriable"), "Refund issued."])
+    billing = Agent("Billing.", name="billing", model=billing_model)
+    desk = Agent(
+        "Desk",
+        name="desk",
+        architecture=Router(
+            [RouterRoute("billing", billing)],
+            classifier=StaticClassifier("billing"),
+            recovery=Recovery(sleep=RecordedSleeps()),
+        ),
+    )
+    events = await capture_events(desk, "refund INV-7")
+    result = events[-1].result  # type: ignore[attr-defined]
+    assert result.status == "ok" and len(billing_model.requests) == 2
+    assert completed_usage(events) == result.usage_by_route["billing"] == DEFAULT_USAGE + FAILED_USAGE
+
+
+@pytest.mark.anyio
+async def test_router_completed_counts_every_visit_of_the_answering_agent_in_the_turn() -> None:
+    # billing hands off to refunds, refunds hands the turn back, billing answers: two visits of billing
+    refunds_model = ScriptedModel([Call("transfer_to_billing", {"reason": "not a refund"})])
+    billing_model = ScriptedModel([Call("transfer_to_refunds", {"reason": "a refund"}), "Billing answers."])
+    refunds = Agent("Refunds.", name="refunds", model=refunds_model)
+    billing = Agent("Billing.", name="billing", model=billing_model, handoffs=[refunds])
+    refunds.handoffs = [billing]
+    desk = Agent(
+        "Desk",
+        name="desk",
+        architecture=Router([RouterRoute("billing", billing)], classifier=StaticClassifier("billing")),
+    )
+    events = await capture_events(desk, "refund INV-7")
+    result = events[-1].result  # type: ignore[attr-defined]
+    assert (result.status, result.route, result.output) == ("ok", "billing", "Billing answers.")
+    assert result.usage_by_route["billing"].requests == len(billing_model.requests) == 2
+    assert completed_usage(events) == result.usage_by_route["billing"]

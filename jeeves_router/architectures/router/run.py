@@ -286,4 +286,6 @@ class RouterRun(ChainRun):
         )
         if not dispatched or res is None:
             return ()
-        return (_completed(session_id=ctx.session_id, path=ctx.path, route=node, status=res.status, usage=res.usage),)
+        # the answering agent's usage_by_route entry: every visit and attempt of it in the turn, not the last one's
+        used = self.usage_by.get(node, res.usage)
+        return (_completed(session_id=ctx.session_id, path=ctx.path, route=node, status=res.status, usage=used),)
