@@ -14,8 +14,17 @@ from contextvars import ContextVar
 from typing import Any, Literal, NamedTuple, TypeVar
 
 from .models.base import Model, ModelRequest, ModelStreamItem
+from .usage import Usage
 
-__all__ = ["Runtime", "StepKey", "PASS_THROUGH", "LimitWhen", "current_idempotency_key", "idempotency_scope"]
+__all__ = [
+    "Runtime",
+    "StepKey",
+    "PASS_THROUGH",
+    "LimitWhen",
+    "RecordedLimit",
+    "current_idempotency_key",
+    "idempotency_scope",
+]
 
 T = TypeVar("T")
 
@@ -35,6 +44,19 @@ class StepKey(NamedTuple):
     run_id: str
     name: str
     index: int  # type: ignore[assignment]  # the step position; shadows tuple.index, which no key needs
+
+
+class RecordedLimit(NamedTuple):
+    """What a recorded run's time limit did to one attempt (see :meth:`Runtime.recorded_limit`).
+
+    Attributes:
+        when: ``""`` when the limit did not end the attempt, else a :data:`LimitWhen`.
+        spent: For ``"during"``: what the model calls the time box cut off had spent (their
+            requests count: they were sent), ``None`` when nothing.
+    """
+
+    when: LimitWhen | Literal[""]
+    spent: Usage | None = None
 
 
 class Runtime:
@@ -72,7 +94,7 @@ class Runtime:
         """Perform one streamed model call."""
         return model.stream(request)
 
-    async def recorded_limit(self, key: StepKey, attempt: int) -> LimitWhen | Literal[""] | None:
+    async def recorded_limit(self, key: StepKey, attempt: int) -> RecordedLimit | None:
         """Replaying a completed run: what the run's time limit did to an attempt.
 
         The wall clock is the one input of the recovery ladder a replay does not
@@ -84,13 +106,16 @@ class Runtime:
             attempt: The ladder's count of attempts, this one included.
 
         Returns:
-            ``None`` when this is no replay of a completed run (read the clock), ``""``
-            when the limit did not end this attempt, else a :data:`LimitWhen`.
+            ``None`` when this is no replay of a completed run (read the clock), else what
+            the limit did to this attempt (and what the calls it cut off had spent).
         """
         return None
 
-    def record_limit(self, key: StepKey, attempt: int, when: LimitWhen) -> None:
-        """Note that the run's time limit ended attempt ``attempt`` (see :meth:`recorded_limit`); nothing to do here."""
+    def record_limit(self, key: StepKey, attempt: int, when: LimitWhen, spent: Usage | None = None) -> None:
+        """Note that the run's time limit ended attempt ``attempt`` (see :meth:`recorded_limit`); nothing to do here.
+
+        ``spent``: for ``"during"``, what the model calls the time box cut off had spent.
+        """
 
 
 PASS_THROUGH = Runtime()

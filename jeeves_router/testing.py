@@ -28,6 +28,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mappin
 from dataclasses import dataclass, field
 from typing import Any, Union
 
+import anyio
+
 from .classify.parser import normalize_route_name
 from .classify.types import Classification, ClassifyRequest, ClassifyResult
 from .errors import ScriptExhausted
@@ -36,7 +38,7 @@ from .messages import Part, TextPart, ToolCallPart
 from .models.base import ModelRequest, ModelResponse, ModelStreamItem, ModelTextDelta
 from .settings import block_real_model_calls, real_model_calls_blocked
 from .tracing import traced_model_call, traced_model_stream
-from .usage import Usage, with_spent_usage
+from .usage import Usage, spent_when_cut, with_spent_usage
 
 __all__ = [
     "ScriptedModel",
@@ -51,12 +53,15 @@ __all__ = [
     "real_model_calls_blocked",
     "DEFAULT_USAGE",
     "FAILED_USAGE",
+    "CUT_USAGE",
 ]
 
 #: The usage a scripted reply reports unless told otherwise.
 DEFAULT_USAGE = Usage(input_tokens=10, output_tokens=5, requests=1, cost_usd=0.0)
 #: What a scripted failure spent: the request was sent, as a real adapter counts it.
 FAILED_USAGE = Usage(requests=1, cost_usd=0.0)
+#: What a request cut off by a cancellation (a run's time limit) spent: sent, its cost unknown.
+CUT_USAGE = Usage(requests=1, cost_usd=None)
 
 
 def _failed(exc: BaseException, reply: Reply | None = None) -> BaseException:
@@ -219,6 +224,8 @@ class FunctionModel:
 
     The function returns a string, a :class:`Reply` (``error=`` included: the reply fails
     part-way, as a :class:`ScriptedModel` step does) or a ``ModelResponse``, or raises.
+    An async function cut off by a cancellation (a run's time limit) counts as a request
+    sent, :data:`CUT_USAGE`, as a real adapter counts one it was waiting on.
     """
 
     def __init__(
@@ -241,6 +248,9 @@ class FunctionModel:
                 out = await out
         except Exception as exc:  # the function's failure is the request's, as a scripted exception
             _failed(exc)
+            raise
+        except anyio.get_cancelled_exc_class():  # cut off waiting for the answer: sent, as a real adapter counts it
+            spent_when_cut(CUT_USAGE)
             raise
         reply = _to_reply(out)  # type: ignore[arg-type]
         if isinstance(reply, BaseException):

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+
 from ._frozen import constructor, frozen
 
-__all__ = ["Usage", "NO_USAGE", "spent_usage", "with_spent_usage"]
+__all__ = ["Usage", "NO_USAGE", "spent_usage", "with_spent_usage", "cut_requests", "spent_when_cut"]
 
 
 @frozen
@@ -85,3 +89,36 @@ def with_spent_usage(exc: BaseException, usage: Usage, *, replace: bool = False)
     except AttributeError:  # an exception type with __slots__: nothing to attach to
         pass
     return exc
+
+
+#: Where a model call cut off by a cancellation reports what it spent (see :func:`cut_requests`).
+_CUT: ContextVar[list[Usage] | None] = ContextVar("jeeves_router_cut_requests", default=None)
+
+
+@contextmanager
+def cut_requests() -> Iterator[list[Usage]]:
+    """Collect what the model calls a cancellation cuts off inside this scope had spent.
+
+    A time box (``Recovery(time_limit_s=...)``) cuts a wait by cancelling it, so the model
+    call it cuts raises no exception of its own to carry ``spent_usage``: the call reports
+    its usage here instead (:func:`spent_when_cut`), and the box marks the ``TimeoutError``
+    it raises with the sum. Concurrent calls (tasks started inside the scope) report to the
+    same list.
+    """
+    sink: list[Usage] = []
+    token = _CUT.set(sink)
+    try:
+        yield sink
+    finally:
+        _CUT.reset(token)
+
+
+def spent_when_cut(usage: Usage) -> None:
+    """Report what a model call spent before a cancellation cut it off (see :func:`cut_requests`).
+
+    A request that was waiting for its answer was sent: it counts, with an unknown cost
+    (the provider may bill it). Nothing happens outside a :func:`cut_requests` scope.
+    """
+    sink = _CUT.get()
+    if sink is not None and usage is not NO_USAGE:
+        sink.append(usage)

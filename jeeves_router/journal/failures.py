@@ -12,8 +12,8 @@ A replayed failure keeps what the ladder read: the judgements the ladders made o
 order (severity, user message, metadata, a hook's own error; after any ``classify_error``
 hook: the record is written with the run's next entry, once the ladders have judged the
 failure), the HTTP status, ``Retry-After`` and whether the adapter had spent its retries,
-and the usage of paid replies a classifier spent before failing (``spent_usage``, counted
-again by the replay as the run counted it).
+and the usage a failed step had spent (``spent_usage``: its requests, the paid replies of a
+classifier), counted again by the replay as the run counted it.
 :class:`~jeeves_router.errors.ModelError` (and :class:`~jeeves_router.errors.StreamInterrupted`)
 and built-in exceptions come back with their type; any other exception comes back as a
 :class:`ReplayedError` subclass with the original type's name. Either way the replay's
@@ -27,7 +27,8 @@ The run's time limit (``Recovery(time_limit_s=...)``) is the one input of the la
 replay does not reproduce: the replay's clock is not the run's. Where the limit ended an
 attempt — before it started, during it (the time box cut it off, so no step recorded a
 failure) or after it failed (its failure was judged past the limit) — is written as a
-``step.failed`` record too (:func:`limit_record`, keyed by the ladder's attempt count), and
+``step.failed`` record too (:func:`limit_record`, keyed by the ladder's attempt count, with
+what the model calls the time box cut off had spent), and
 the replay's ladder asks for it instead of reading the clock
 (:meth:`~jeeves_router.runtime.Runtime.recorded_limit`): it stops where the run stopped.
 
@@ -151,8 +152,13 @@ def limit_digest(name: str, attempt: int) -> str:
     return digest({"name": name, "attempt": attempt})
 
 
-def limit_record(key: StepKey, run_attempt: int, attempt: int, when: LimitWhen) -> StepFailedRecord:
-    """The ``step.failed`` record of the run's time limit ending the ladder's attempt ``attempt`` (``when``)."""
+def limit_record(
+    key: StepKey, run_attempt: int, attempt: int, when: LimitWhen, spent: Usage | None = None
+) -> StepFailedRecord:
+    """The ``step.failed`` record of the run's time limit ending the ladder's attempt ``attempt`` (``when``).
+
+    ``spent``: what the model calls the time box cut off had spent (``spent_usage``).
+    """
     return StepFailedRecord(
         name=key.name,
         index=key.index,
@@ -162,6 +168,7 @@ def limit_record(key: StepKey, run_attempt: int, attempt: int, when: LimitWhen) 
         message=f"the run's time limit was spent {when} attempt {attempt}",
         severity="critical",
         limit=when,
+        spent_usage=asdict(spent) if spent is not None else None,
     )
 
 

@@ -174,7 +174,7 @@ class StepFailedRecord(_Rec):
     retry_after_s: float | None = None
     retries_exhausted: bool = False
     limit: Literal["before", "during", "after"] | None = None  # a time-limit record: see journal.failures
-    spent_usage: dict[str, Any] | None = None  # a failed classification's paid replies (Usage fields)
+    spent_usage: dict[str, Any] | None = None  # what the failure (or a time-box cut) spent (Usage fields)
     judgements: list[dict[str, Any]] = Field(default_factory=list)  # the ladders' classifications, in order
     claim: str | None = None  # a tool call's: the claim of its tool.started entry (its outcome is known: failed)
 

@@ -12,15 +12,15 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import aclosing
 from dataclasses import replace
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
 from pydantic import TypeAdapter
 
 from .._log import get_logger
 from ..errors import ReplayDivergence, ToolOutcomeUnknown
 from ..models.base import Model, ModelRequest, ModelResponse, ModelStreamItem, ModelTextDelta
-from ..runtime import LimitWhen, Runtime, StepKey
-from ..usage import NO_USAGE
+from ..runtime import LimitWhen, RecordedLimit, Runtime, StepKey
+from ..usage import NO_USAGE, Usage
 from .base import Journal
 from .failures import PendingFailure, limit_digest, limit_record, replayed_error
 from .idempotency import UnknownToolPolicy, idempotency_scope, unknown_outcome, won_claim
@@ -34,6 +34,7 @@ log = get_logger("jeeves_router.journal.runtime")
 T = TypeVar("T")
 
 _RESPONSE = TypeAdapter(ModelResponse)
+_NO_LIMIT = RecordedLimit("")  # the recorded run's limit did not end this attempt
 
 
 class StepRecorder(Runtime):
@@ -124,13 +125,15 @@ class StepRecorder(Runtime):
         else:
             await self.journal.append([failure.entry()])
 
-    async def recorded_limit(self, key: StepKey, attempt: int) -> LimitWhen | Literal[""] | None:
+    async def recorded_limit(self, key: StepKey, attempt: int) -> RecordedLimit | None:
         """Replaying a completed run: where its time limit ended the ladder's attempt ``attempt`` (:mod:`.failures`)."""
         index = await self._index(key)
         if index.failed.attempt is None:
             return None
         rec = self._again(key, index.failed.next(key.index, limit_digest(key.name, attempt)))
-        return rec.limit or "" if rec is not None else ""
+        if rec is None or rec.limit is None:
+            return _NO_LIMIT
+        return RecordedLimit(rec.limit, Usage(**rec.spent_usage) if rec.spent_usage is not None else None)
 
     def _again(self, key: StepKey, rec: StepFailedRecord | None) -> StepFailedRecord | None:
         """``rec``, a completed attempt's failure that this replay raises again, also kept as this attempt's.
@@ -145,11 +148,11 @@ class StepRecorder(Runtime):
             state.pending.append(self._entry(key.session_id, key.run_id, copy))
         return rec
 
-    def record_limit(self, key: StepKey, attempt: int, when: LimitWhen) -> None:
+    def record_limit(self, key: StepKey, attempt: int, when: LimitWhen, spent: Usage | None = None) -> None:
         """Record that the run's time limit ended the ladder's attempt ``attempt`` (written with the next entry)."""
         state = self._runs.get(key.run_id)
         if state is not None:
-            rec = limit_record(key, state.attempt, attempt, when)
+            rec = limit_record(key, state.attempt, attempt, when, spent)
             state.pending.append(self._entry(key.session_id, key.run_id, rec))
 
     def _attempt(self, key: StepKey) -> int:

@@ -22,6 +22,9 @@ reported, with no cost unless the provider had reported its final usage), else o
 request: with no cost when the provider answered with an error status (not billed), with
 an unknown cost (``None``) when no answer came (a timeout, a dropped connection: the
 provider may have billed it). A connection that never opened sent nothing and counts none.
+A call that a cancellation cuts off (a run's time limit) raises no error of its own: it
+reports what it spent to the scope that cut it (:func:`~jeeves_router.usage.spent_when_cut`),
+the request it was waiting on included, with an unknown cost.
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ from .._log import get_logger
 from ..errors import ModelError, StreamInterrupted
 from ..policies import RetryPolicy
 from ..tracing import traced_model_call, traced_model_stream
-from ..usage import NO_USAGE, Usage, spent_usage, with_spent_usage
+from ..usage import NO_USAGE, Usage, spent_usage, spent_when_cut, with_spent_usage
 from ._errors import never_sent
 
 __all__ = ["Retrier", "Sleep", "ErrorMapper"]
@@ -106,8 +109,12 @@ class Retrier:
             err.metadata["attempts"] = attempt
         return err
 
-    async def _backoff_or_raise(self, err: ModelError, exc: BaseException, attempt: int) -> None:
-        """Wait before the next attempt, or raise ``err`` when no attempt is left."""
+    async def _backoff_or_raise(self, err: ModelError, exc: BaseException, attempt: int, spent: Usage) -> None:
+        """Wait before the next attempt, or raise ``err`` when no attempt is left.
+
+        A wait cut off by a cancellation reports ``spent``, the failed attempts' usage (see
+        :func:`~jeeves_router.usage.spent_when_cut`).
+        """
         if err.severity != "retriable" or attempt >= self.policy.max_attempts:
             _log.warning(
                 "model.call_failed",
@@ -134,7 +141,11 @@ class Retrier:
             kind=err.metadata.get("kind"),
             retry_after_s=err.retry_after_s,
         )
-        await self._sleep(delay)
+        try:
+            await self._sleep(delay)
+        except anyio.get_cancelled_exc_class():
+            spent_when_cut(spent)
+            raise
 
     async def call(self, op: Callable[[int], Awaitable[T]]) -> T:
         """Await ``op(attempt)`` until it succeeds, fails for good, or attempts run out.
@@ -156,8 +167,11 @@ class Retrier:
                     raise
                 spent = spent + attempt_usage(exc, err)
                 with_spent_usage(err, spent, replace=True)
-                await self._backoff_or_raise(err, exc, attempt)
+                await self._backoff_or_raise(err, exc, attempt, spent)
                 continue
+            except anyio.get_cancelled_exc_class():  # cut off waiting for the answer: the request was sent
+                spent_when_cut(spent + _NO_ANSWER)
+                raise
             return _with_spent(response, spent)  # type: ignore[no-any-return]
 
     async def stream(self, open_stream: Callable[[int], AsyncIterator[T]]) -> AsyncGenerator[T, None]:
@@ -181,6 +195,9 @@ class Retrier:
                         item = await inner.__anext__()
                     except StopAsyncIteration:
                         return
+                    except anyio.get_cancelled_exc_class():  # cut off waiting for the answer: it was sent
+                        spent_when_cut(spent + _NO_ANSWER)
+                        raise
                     except Exception as exc:
                         err = self._classify(exc, attempt)
                         if err is None:  # no provider failure: the failed attempts' usage goes with it
@@ -197,7 +214,7 @@ class Retrier:
             finally:
                 await _close(inner)
             assert failure is not None  # the loop above only falls through after a failure
-            await self._backoff_or_raise(failure[0], failure[1], attempt)
+            await self._backoff_or_raise(failure[0], failure[1], attempt, spent)
 
     def _interrupted(self, err: ModelError) -> StreamInterrupted:
         _log.warning(

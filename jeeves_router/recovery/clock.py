@@ -14,6 +14,13 @@ that judged it, whether that ladder's limit was spent then (:func:`mark_recorded
 DBOS does so, :mod:`jeeves_router.durable._dbos_judged`): the ladder that finds it so stops
 there as the run did, whatever its own clock reads. Live, :func:`remember_limit` keeps each
 ladder's answer on the failure for such a runtime to checkpoint (:func:`limits_spent`).
+
+The time box is also the one place that cuts a model call off mid-wait, by cancelling it:
+no exception of the call's own then carries what it spent, so the box collects it
+(:func:`~jeeves_router.usage.cut_requests`: the request it was waiting on counts, it was
+sent) and marks the ``TimeoutError`` it raises with it (``spent_usage``, and
+:func:`take_cut` for a caller whose own counting was inside the box). A live run records
+it with the limit; a replay's ``TimeoutError`` carries it again.
 """
 
 from __future__ import annotations
@@ -27,9 +34,17 @@ from typing import Literal
 import anyio
 
 from ..runtime import LimitWhen, Runtime, StepKey
+from ..usage import NO_USAGE, Usage, cut_requests, spent_usage, spent_when_cut, with_spent_usage
 from .classify import append_mark, mark_replayed, marks
 
-__all__ = ["LimitClock", "limits_spent", "mark_recorded_limits", "recorded_limit_spent", "remember_limit"]
+__all__ = [
+    "LimitClock",
+    "limits_spent",
+    "mark_recorded_limits",
+    "recorded_limit_spent",
+    "remember_limit",
+    "take_cut",
+]
 
 _SPENT_MARK = "__jeeves_limit_spent__"
 _RECORDED_SPENT_MARK = "__jeeves_recorded_limit_spent__"
@@ -59,6 +74,30 @@ def recorded_limit_spent(exc: BaseException) -> bool:
     return bool(recorded.pop(0)) if isinstance(recorded, list) and recorded else False
 
 
+_CUT = "__jeeves_time_box_cut__"  # set on a TimeoutError the time box raised, until its usage is taken (take_cut)
+
+
+def take_cut(exc: BaseException) -> Usage | None:
+    """What the model calls a time box cut off had spent, if ``exc`` is that box's ``TimeoutError``; once.
+
+    For a caller whose own counting of failed calls sits inside the box (a retried step:
+    :meth:`~jeeves_router.recovery.run.RecoveryRun.call`), so never saw this exception.
+    Taken once: an enclosing caller does not count it again.
+    """
+    if not getattr(exc, _CUT, False):
+        return None
+    setattr(exc, _CUT, False)
+    return spent_usage(exc)
+
+
+def _mark_cut(exc: TimeoutError, spent: Usage | None) -> TimeoutError:
+    """Mark ``exc`` as a time box's cut (``spent``: what the calls it cut off had spent)."""
+    setattr(exc, _CUT, True)
+    if spent is not None:
+        with_spent_usage(exc, spent, replace=True)
+    return exc
+
+
 @dataclass(slots=True, eq=False)
 class LimitClock:
     """Where one run's time limit stands, attempt by attempt.
@@ -69,6 +108,8 @@ class LimitClock:
         attempt: The ladder's count of attempts, the current one included.
         recorded: ``None`` live; on replay, what the limit did to the current attempt
             (``""``: nothing).
+        recorded_spent: On replay of an attempt the time box cut off: what the calls it
+            cut off had spent.
         up: On replay: the recorded run's limit was spent by now.
         noted: Live: the current attempt's limit stop was recorded.
     """
@@ -77,13 +118,15 @@ class LimitClock:
     key: StepKey | None = None
     attempt: int = 0
     recorded: LimitWhen | Literal[""] | None = None
+    recorded_spent: Usage | None = None
     up: bool = False
     noted: bool = False
 
     async def begin(self, key: StepKey, attempt: int) -> None:
         """An attempt starts: on replay, learn what the recorded run's limit did to it."""
         self.key, self.attempt, self.noted = key, attempt, False
-        self.recorded = await self.runtime.recorded_limit(key, attempt)
+        found = await self.runtime.recorded_limit(key, attempt)
+        self.recorded, self.recorded_spent = (None, None) if found is None else found
         if self.recorded == "before":
             self.up = True
 
@@ -102,29 +145,49 @@ class LimitClock:
         if self.recorded == "after" or spent_then:
             self.up = True
 
-    def note(self, when: LimitWhen) -> None:
+    def note(self, when: LimitWhen, spent: Usage | None = None) -> None:
         """Live: record that the limit ended the current attempt (``when``), once."""
         if self.recorded is None and self.key is not None and not self.noted:
             self.noted = True
-            self.runtime.record_limit(self.key, self.attempt, when)
+            self.runtime.record_limit(self.key, self.attempt, when, spent)
 
     @contextmanager
     def box(self, remaining_s: float) -> Iterator[None]:
         """A scope that ends the step when ``remaining_s`` pass (``TimeoutError`` on exit).
 
-        On replay of an attempt the limit cut off, raises that ``TimeoutError`` at once,
-        before the step starts again.
+        The ``TimeoutError`` carries what the model calls it cut off had spent (see the
+        module docstring). On replay of an attempt the limit cut off, raises that
+        ``TimeoutError`` at once, before the step starts again.
         """
         if self.recorded == "during":
             self.up = True
-            cut = TimeoutError()
+            cut = _mark_cut(TimeoutError(), self.recorded_spent)
             mark_replayed(cut)
             raise cut
         scope = None
+        own = False
+        cut_off: list[Usage] = []
         try:
-            with anyio.fail_after(remaining_s) as scope:
-                yield
-        except TimeoutError:
-            if scope is not None and scope.cancelled_caught:
-                self.note("during")
-            raise
+            with cut_requests() as cut_off:
+                try:
+                    with anyio.fail_after(remaining_s) as scope:
+                        yield
+                except TimeoutError as exc:
+                    if scope is None or not scope.cancelled_caught:
+                        raise
+                    own = True
+                    spent = _total(cut_off)
+                    self.note("during", spent)
+                    _mark_cut(exc, spent)
+                    raise
+        finally:
+            if not own:  # left another way (an enclosing scope cut it): the calls are that scope's to count
+                for used in cut_off:
+                    spent_when_cut(used)
+
+
+def _total(spent: list[Usage]) -> Usage | None:
+    total = NO_USAGE
+    for used in spent:
+        total = total + used
+    return None if total is NO_USAGE else total

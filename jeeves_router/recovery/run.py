@@ -26,8 +26,6 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
-import anyio
-
 from .._aio import each_within
 from .._log import get_logger
 from ..events import RecoveryReclassify, RecoveryReplan, RecoveryReport, RecoveryRetry
@@ -36,7 +34,7 @@ from ..results import RunResult
 from ..runtime import StepKey
 from ..usage import NO_USAGE, Usage
 from .classify import ErrorContext, ErrorHook, classify_failure, is_replayed, mark_fatal, remember_classification
-from .clock import LimitClock, recorded_limit_spent, remember_limit
+from .clock import LimitClock, recorded_limit_spent, remember_limit, take_cut
 from .config import Recovery
 from .failure import Failure, RecoveryRedirect, RecoveryStop, _BudgetSpent
 from .ladder import Action, Counters, Decision, budget_exceeded, next_action
@@ -87,15 +85,17 @@ class RecoveryRun:
         """A scope that ends a step (or one wait of a streamed step) when the run's wall-clock limit passes.
 
         Raises ``TimeoutError`` on exit (RETRIABLE by default; the ladder then stops with
-        reason ``time_limit``). Never used around a ``yield``: a stream is bounded chunk by
+        reason ``time_limit``), carrying what the model calls it cut off had spent as its
+        ``spent_usage`` (see :mod:`.clock`). Never used around a ``yield``: a stream is bounded chunk by
         chunk (:meth:`bounded`). Replaying an attempt the limit cut off, raises its
         ``TimeoutError`` at once (see :mod:`.clock`).
         """
         limit = self.config.time_limit_s
         if limit is None:
             return nullcontext()
-        remaining = max(limit - self.elapsed(), 0.0)
-        return self._limit.box(remaining) if self._limit is not None else anyio.fail_after(remaining)
+        if self._limit is None:  # no attempt began: nothing recorded to replay
+            self._limit = LimitClock(self.ctx.runtime)
+        return self._limit.box(max(limit - self.elapsed(), 0.0))
 
     def bounded(self, stream: AsyncIterator[T]) -> AsyncIterator[T]:
         """``stream`` with each wait for its next item in a fresh :meth:`time_box` (as is without a limit).
@@ -217,6 +217,7 @@ class RecoveryRun:
         can_reclassify: bool = False,
         can_replan: bool = False,
         within_turn: bool = False,
+        spent: Callable[[Usage], None] | None = None,
     ) -> T | Failure:
         """One attempt of ``fn`` under the ladder: its value, or the :class:`Failure` to retry.
 
@@ -227,6 +228,8 @@ class RecoveryRun:
         :class:`RecoveryRedirect`, abort and escalate raise the original exception.
         ``policy`` defaults to the framework policy. ``within_turn``: the step is part of a
         model turn (a tool call), so only its retries count towards ``max_steps``.
+        ``spent`` counts what the model calls the time box cut off had spent (``fn`` counts
+        its own failed calls; the cut is raised around it, see :mod:`.clock`).
         """
         attempt = 1 if after is None else after.attempt + 1
         await self.begin(operation, counted=after is not None or not within_turn)
@@ -234,6 +237,10 @@ class RecoveryRun:
             with self.time_box():
                 value = await fn()
         except Exception as exc:
+            if spent is not None:
+                cut = take_cut(exc)
+                if cut is not None:
+                    spent(cut)
             f = self.fail(
                 exc,
                 operation=operation,
@@ -259,13 +266,20 @@ class RecoveryRun:
         hooks: Sequence[ErrorHook | None] = (),
         can_replan: bool = False,
         within_turn: bool = False,
+        spent: Callable[[Usage], None] | None = None,
     ) -> T:
         """:meth:`call` until ``fn`` succeeds, each retry announced (``recovery.retry``) and waited.
 
         The one retry loop of a step: a stop, redirect, abort or escalate raises as in
         :meth:`call`.
         """
-        kw: dict[str, Any] = {"policy": policy, "hooks": hooks, "can_replan": can_replan, "within_turn": within_turn}
+        kw: dict[str, Any] = {
+            "policy": policy,
+            "hooks": hooks,
+            "can_replan": can_replan,
+            "within_turn": within_turn,
+            "spent": spent,
+        }
         out = await self.call(operation, fn, **kw)
         while isinstance(out, Failure):
             await self.ctx.emit(self.retry_event(out))

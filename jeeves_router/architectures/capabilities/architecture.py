@@ -31,6 +31,7 @@ from ...events import CapabilitiesSelected, CapabilityCompleted, CapabilityStart
 from ...messages import assistant, user
 from ...models.base import Model, ModelRequest, ModelResponse
 from ...models.registry import resolve_model
+from ...recovery.clock import take_cut
 from ...recovery.config import Recovery
 from ...recovery.run import RecoveryRedirect, RecoveryRun, RecoveryStop
 from ...recovery.severity import ErrorSeverity, ExecutionError
@@ -40,6 +41,8 @@ from ..base import RunContext
 from ..base import execute as execute_agent
 from ..checks import check_unused_agent_options
 from .capability import (
+    ORCHESTRATOR_USAGE_KEY,
+    SELECTION_USAGE_KEY,
     Capability,
     CapabilityCall,
     CapabilityFunction,
@@ -68,11 +71,6 @@ __all__ = [
     "ORCHESTRATOR_USAGE_KEY",
     "SELECTION_USAGE_KEY",
 ]
-
-#: ``usage_by_route`` key of the selection calls.
-SELECTION_USAGE_KEY = "<classifier>"
-#: ``usage_by_route`` key of task extraction, planning and ReAct decisions.
-ORCHESTRATOR_USAGE_KEY = "<orchestrator>"
 
 
 class Capabilities:
@@ -189,16 +187,18 @@ class Capabilities:
     async def _flow(self, agent: Actor, ctx: RunContext, rec: RecoveryRun, st: RunState) -> None:
         orchestrator = self._model(agent, self.orchestrator_model, "orchestrator_model")
         hooks = (agent.classify_error,)
+        orchestrated = partial(st.add, ORCHESTRATOR_USAGE_KEY, rec=rec)  # what the time box cut off counts too
         if self.task_extraction:
             from .planning import extraction_request
 
             req = extraction_request(ctx.history, ctx.prompt)
             extract = partial(self.request, ctx, rec, st, orchestrator, req, "extract_task")
-            response = await rec.call_retrying("extract_task", extract, hooks=hooks)
+            response = await rec.call_retrying("extract_task", extract, hooks=hooks, spent=orchestrated)
             st.task = response.text.strip() or ctx.prompt
         bypass = bool(ctx.options.get("bypass_selection", self.bypass))
         selector = self._model(agent, self.classifier_model, "classifier_model")
         feedback: str | None = None
+        selected = partial(st.add, SELECTION_USAGE_KEY, rec=rec)
         while True:
 
             def select(fb: str | None = feedback) -> Awaitable[Selection]:
@@ -211,10 +211,10 @@ class Capabilities:
                     excluded=tuple(st.excluded),
                     feedback=fb,
                     bypass=bypass,
-                    lost=partial(st.add, SELECTION_USAGE_KEY, rec=rec),  # a failed selection's calls count too
+                    lost=selected,  # a failed selection's calls count too
                 )
 
-            sel = await rec.call_retrying("select", select, hooks=hooks)
+            sel = await rec.call_retrying("select", select, hooks=hooks, spent=selected)
             st.add(SELECTION_USAGE_KEY, sel.usage, rec)
             st.selected = sel.chosen
             await ctx.emit(
@@ -353,6 +353,12 @@ class Capabilities:
             return CapabilityOutput(value if isinstance(value, str) else str(value))
 
         key = ctx.next_key(f"capability:{cap.name}")
-        with rec.time_box():
-            got: CapabilityOutput = await ctx.runtime.step(key, {"capability": cap.name, "task": task}, perform)
+        try:
+            with rec.time_box():
+                got: CapabilityOutput = await ctx.runtime.step(key, {"capability": cap.name, "task": task}, perform)
+        except TimeoutError as exc:
+            cut = take_cut(exc)  # the model calls of the function the time box cut off (they were sent)
+            if cut is not None:
+                st.add(cap.name, cut, rec)
+            raise
         return got

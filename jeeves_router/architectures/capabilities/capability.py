@@ -141,6 +141,12 @@ class Capability:
         return self.retry_policy or default
 
 
+#: ``usage_by_route`` key of the selection calls.
+SELECTION_USAGE_KEY = "<classifier>"
+#: ``usage_by_route`` key of task extraction, planning and ReAct decisions.
+ORCHESTRATOR_USAGE_KEY = "<orchestrator>"
+
+
 #: What a completed step did: ``"effects"`` (it completed a call of a tool that is not
 #: ``repeatable``), ``"reads"`` (calls of ``repeatable`` tools only) or ``""`` (no tool call).
 StepDid = Literal["effects", "reads", ""]

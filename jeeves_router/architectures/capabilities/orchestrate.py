@@ -10,12 +10,14 @@ loop of :class:`~.capabilities.Capabilities`.
 from __future__ import annotations
 
 from collections.abc import Coroutine
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from ...models.base import Model
 from ...recovery.ladder import Action
 from ...recovery.run import RecoveryRedirect, RecoveryRun
 from ..base import RunContext
+from .capability import ORCHESTRATOR_USAGE_KEY
 from .planning import PlanStep, ReactChoice, parse_plan, parse_react_choice, plan_request, react_request
 
 if TYPE_CHECKING:
@@ -38,6 +40,7 @@ async def _plan_first(
     arch: Capabilities, agent: Actor, ctx: RunContext, rec: RecoveryRun, st: RunState, model: Model
 ) -> None:
     feedback: str | None = None
+    orchestrated = partial(st.add, ORCHESTRATOR_USAGE_KEY, rec=rec)  # what the time box cut off counts too
     while True:
         allowed = {c.name: c for c in arch.capabilities if c.name not in st.excluded}
         shown = [c for c in arch.capabilities if c.name in st.selected and c.name not in st.excluded]
@@ -49,7 +52,7 @@ async def _plan_first(
 
         try:
             hooks = (agent.classify_error,)
-            steps = await rec.call_retrying("plan", make_plan, hooks=hooks, can_replan=True)
+            steps = await rec.call_retrying("plan", make_plan, hooks=hooks, can_replan=True, spent=orchestrated)
             st.plan = tuple((s.capability, s.task) for s in steps)
             last: str | None = None  # the plan's last step answers (also when an earlier result answered it)
             for step in steps:
@@ -68,6 +71,7 @@ async def _react(
     arch: Capabilities, agent: Actor, ctx: RunContext, rec: RecoveryRun, st: RunState, model: Model
 ) -> None:
     feedback: str | None = None
+    orchestrated = partial(st.add, ORCHESTRATOR_USAGE_KEY, rec=rec)  # what the time box cut off counts too
     for _ in range(arch.max_iterations):
         allowed = {c.name: c for c in arch.capabilities if c.name not in st.excluded}
         shown = [c for c in arch.capabilities if c.name in st.selected and c.name not in st.excluded]
@@ -79,7 +83,7 @@ async def _react(
 
         try:
             hooks = (agent.classify_error,)
-            choice = await rec.call_retrying("orchestrate", choose, hooks=hooks, can_replan=True)
+            choice = await rec.call_retrying("orchestrate", choose, hooks=hooks, can_replan=True, spent=orchestrated)
             if choice.step is None:
                 st.output = choice.answer
                 return

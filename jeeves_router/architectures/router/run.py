@@ -96,7 +96,10 @@ class RouterRun(ChainRun):
                 router.classify, self.agent, ctx, exclude=self.excluded, feedback=feedback, context=self.context
             )
             cres = await rec.call_retrying(
-                "classify", partial(self._counted, classify), hooks=(self.agent.classify_error,)
+                "classify",
+                partial(self._counted, classify),
+                hooks=(self.agent.classify_error,),
+                spent=self._classifier_spent,  # the requests the time box cut off
             )
         self.steps[ctx.session_id] = ctx._step
         self._classifier_spent(cres.usage)
