@@ -3,8 +3,9 @@
 Every model request sent counts once (see ``tests/test_usage_failed_requests.py``). A Router
 with recovery counts a failed dispatch from the run's ledger: what was entered under the
 route's path since the attempt started. A :class:`Capabilities` route's orchestrator and
-selection calls were counted in its own usage only, never entered in the ledger, so a
-Router that retried (or reclassified away from) a failed Capabilities route dropped them.
+selection calls (and the usage a function capability reports) were counted in its own usage
+only, never entered in the ledger, so a Router that retried (or reclassified away from) a
+failed Capabilities route dropped them.
 
 ``RouterCompleted.usage`` is what ``usage_by_route`` has for the answering agent: every
 attempt and every visit of it in the turn (it was the last visit's result only).
@@ -15,7 +16,12 @@ from __future__ import annotations
 import pytest
 
 from jeeves_router import Agent, Router, RouterRoute
-from jeeves_router.architectures.capabilities.architecture import Capabilities, Capability
+from jeeves_router.architectures.capabilities.architecture import (
+    Capabilities,
+    Capability,
+    CapabilityCall,
+    CapabilityOutput,
+)
 from jeeves_router.errors import ModelError
 from jeeves_router.events import Event, RouterCompleted
 from jeeves_router.recovery import ErrorClassification, ErrorContext, ErrorSeverity, Recovery
@@ -30,6 +36,8 @@ from jeeves_router.testing import (
 )
 from jeeves_router.usage import Usage
 from tests.test_capabilities import Brain, plan
+
+LOOKUP = Usage(input_tokens=7, output_tokens=3, requests=1, cost_usd=0.0)  # what a function capability reports
 
 
 def judged(severity: ErrorSeverity):  # type: ignore[no-untyped-def]
@@ -127,3 +135,34 @@ async def test_router_completed_counts_every_visit_of_the_answering_agent_in_the
     assert (result.status, result.route, result.output) == ("ok", "billing", "Billing answers.")
     assert result.usage_by_route["billing"].requests == len(billing_model.requests) == 2
     assert completed_usage(events) == result.usage_by_route["billing"]
+
+
+@pytest.mark.anyio
+async def test_a_routers_retry_of_a_failed_capabilities_route_counts_what_a_function_capability_reported() -> None:
+    lookups: list[CapabilityCall] = []
+
+    async def lookup(call: CapabilityCall) -> CapabilityOutput:
+        lookups.append(call)
+        return CapabilityOutput("INV-7: paid twice", usage=LOOKUP)
+
+    refunds_model = ScriptedModel([LookupError("no invoice"), "Refund issued."])
+    refunds = Agent("Refunds.", name="refunds", model=refunds_model)
+    brain = Brain(yes={"lookup", "refunds"}, plans=[plan("lookup", "refunds")])
+    caps = [Capability("lookup", lookup, "invoice lookups"), Capability("refunds", refunds, "refunds")]
+    # reraise: the refund's critical failure leaves the Capabilities run, and the desk retries the route
+    ops = Agent("Ops.", name="ops", model=brain.model, architecture=Capabilities(caps, recovery=Recovery(reraise=True)))
+    desk = Agent(
+        "Desk",
+        name="desk",
+        architecture=Router(
+            [RouterRoute("ops", ops, classify_error=judged(ErrorSeverity.RETRIABLE))],
+            classifier=StaticClassifier("ops"),
+            recovery=Recovery(sleep=RecordedSleeps()),
+        ),
+    )
+    result = await desk.run("refund INV-7")
+    assert (result.status, result.output, len(lookups)) == ("ok", "Refund issued.", 2)  # once per attempt
+    sent = len(brain.model.requests) + len(refunds_model.requests)
+    assert result.usage.requests == sent + len(lookups) * LOOKUP.requests
+    assert result.usage.input_tokens == len(lookups) * LOOKUP.input_tokens + (sent - 1) * DEFAULT_USAGE.input_tokens
+    assert sum(result.usage_by_route.values(), Usage()) == result.usage
