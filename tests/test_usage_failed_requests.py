@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from jeeves_router import Agent, Router, RouterRoute
+from jeeves_router import Agent
 from jeeves_router.architectures.capabilities.architecture import Capabilities, Capability
 from jeeves_router.architectures.react import ToolLoop
 from jeeves_router.errors import ModelError
@@ -35,6 +35,7 @@ from jeeves_router.recovery import Recovery
 from jeeves_router.testing import FunctionModel, RecordedSleeps, ScriptedModel
 from tests.loopback import Hang, LoopbackServer, Reply, Status, loopback  # noqa: F401
 from tests.test_capabilities import Brain, plan
+from tests.test_engine_seams import recovering_desk
 
 POLICY = RetryPolicy(max_attempts=3, initial_delay_s=0.5, multiplier=2.0, max_delay_s=5.0, jitter=0.0)
 ANSWER = Reply(text=["Refund ", "issued."], input_tokens=12, output_tokens=5)
@@ -54,17 +55,7 @@ def looping(m: Any) -> Agent:
 
 
 def desk(classifier_model: Any, billing_model: Any) -> Agent:
-    billing = Agent("Billing.", name="billing", model=billing_model)
-    general = Agent("General.", name="general", model=ScriptedModel([]))
-    return Agent(
-        "Desk",
-        name="desk",
-        model=classifier_model,
-        architecture=Router(
-            [RouterRoute("billing", billing), RouterRoute("general", general)],
-            recovery=Recovery(sleep=RecordedSleeps()),
-        ),
-    )
+    return recovering_desk(classifier_model, Agent("Billing.", name="billing", model=billing_model))
 
 
 @pytest.mark.anyio
