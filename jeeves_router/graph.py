@@ -201,7 +201,7 @@ class _Builder:
                 details.append("always active")
             self.nodes.append(GraphNode(cid, cap.name, "capability", tuple(details)))
             self.edges.append(GraphEdge(nid, cid, "capability", arch.mode))
-            if hasattr(cap.handler, "_events"):
+            if cap.is_agent:
                 self.edges.append(GraphEdge(cid, self.agent(cap.handler), "handler"))
             for p in cap.provides:
                 providers.setdefault(p, []).append(cid)

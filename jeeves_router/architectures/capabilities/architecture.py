@@ -277,7 +277,7 @@ class Capabilities:
             started = time.monotonic()
             texts, calls, mark = ctx.ledger.texts, ctx.ledger.calls, ctx.ledger.mark()
             try:
-                if hasattr(cap.handler, "_events"):  # an agent: its run, events and all
+                if cap.is_agent:  # its run, events and all
                     child = self._child(ctx, st, cap, task, index)
                     await execute_agent(cap.handler, child)  # its events go straight to the consumer
                     result = self._agent_output(ctx, cap, child)
@@ -307,7 +307,7 @@ class Capabilities:
             await ctx.emit(completed(ctx, name, started, index, ok=True))
             rec.succeeded(operation)
             # an agent's model calls are in the ledger (its run entered them), a function's reported usage is not
-            st.add(name, result.usage, rec, entered=hasattr(cap.handler, "_events"))
+            st.add(name, result.usage, rec, entered=cap.is_agent)
             provided = {t: result.context.get(t, result.text) for t in cap.provides}
             ctx.context = {**ctx.context, **result.context, **provided}
             st.done.append((name, result.text))

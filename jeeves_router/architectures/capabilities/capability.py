@@ -117,9 +117,17 @@ class Capability:
     classify_error: ErrorHook | None = None
     retry_policy: RetryPolicy | None = None
 
+    @property
+    def is_agent(self) -> bool:
+        """Whether the handler is an :class:`~jeeves_router.Agent` (else an async function).
+
+        Told by what an agent has (its event emitter): this layer does not import the agent's.
+        """
+        return hasattr(self.handler, "_events")
+
     def __post_init__(self) -> None:
         validate_route_name(self.name, what="capability name")
-        is_agent = hasattr(self.handler, "_events")
+        is_agent = self.is_agent
         is_async = inspect.iscoroutinefunction(self.handler) or (
             callable(self.handler) and inspect.iscoroutinefunction(type(self.handler).__call__)
         )
