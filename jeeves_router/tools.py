@@ -23,16 +23,15 @@ from __future__ import annotations
 import inspect
 import json
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager, nullcontext
-from contextvars import ContextVar
 from dataclasses import field
 from typing import TYPE_CHECKING, Any, Protocol, get_type_hints, overload, runtime_checkable
 
-import anyio.abc
 import anyio.to_thread
 
 from ._frozen import frozen
+from ._toolset_host import ToolsetHost, current_toolset_host, toolset_host, toolsets_in_use
 from .errors import ToolOutcomeUnknown, UsageError
 from .models.base import ToolSpec
 
@@ -54,6 +53,7 @@ __all__ = [
     "toolset_host",
     "open_toolsets",
     "split_toolsets",
+    "current_toolset_host",
 ]
 
 
@@ -335,68 +335,10 @@ async def _open_toolsets(owner: _ToolOwner) -> AsyncIterator[None]:
         yield
 
 
-_HOST: ContextVar[ToolsetHost | None] = ContextVar("jeeves_toolset_host", default=None)
-_toolsets_in_use = False  # set once an agent gets a toolset: until then a host costs nothing
-
-
 def split_toolsets(items: Iterable[Any]) -> tuple[list[Any], tuple[Toolset, ...]]:
     """Split an agent's ``tools`` argument into plain tools (or functions) and toolsets."""
-    global _toolsets_in_use
     given = list(items)
     toolsets = tuple(t for t in given if isinstance(t, Toolset))
     if toolsets:
-        _toolsets_in_use = True
+        toolsets_in_use()
     return [t for t in given if not isinstance(t, Toolset)], toolsets
-
-
-def toolset_host() -> ToolsetHost | None:
-    """A new :class:`ToolsetHost`, or ``None`` while no agent has a toolset (nothing to host)."""
-    return ToolsetHost() if _toolsets_in_use else None
-
-
-def current_toolset_host() -> ToolsetHost | None:
-    """The innermost entered :class:`ToolsetHost` of this task, if any (for toolset connections)."""
-    return _HOST.get()
-
-
-class ToolsetHost:
-    """Hosts the connections toolsets open inside it (an async context manager).
-
-    A toolset connection (an MCP client) runs a task group of its own. Opened inside a run
-    that is a chain of async generators, that task group would stay entered in the
-    consumer's task between events, and a cancel scope the consumer enters around part of
-    the iteration would then exit out of order. :class:`~jeeves_router.agent.RunStream`
-    enters a host in its ``async with``, so connections opened during the stream live in a
-    task of this task group instead. Toolsets still close their connections when their run
-    ends; on exit the host cancels whatever is left and waits for it. While no agent has a
-    toolset, entering a host does nothing.
-    """
-
-    def __init__(self) -> None:
-        self._tg: anyio.abc.TaskGroup | None = None
-        self._token: Any = None
-        self._used = False
-
-    def start_soon(self, fn: Callable[..., Coroutine[Any, Any, Any]], *args: Any) -> None:
-        """Run ``fn(*args)`` in the host's task group."""
-        assert self._tg is not None, "ToolsetHost.start_soon outside its async with"
-        self._used = True
-        self._tg.start_soon(fn, *args)
-
-    async def __aenter__(self) -> ToolsetHost:
-        if _toolsets_in_use:
-            tg = anyio.create_task_group()
-            await tg.__aenter__()
-            self._tg = tg
-            self._token = _HOST.set(self)
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        tg, self._tg = self._tg, None
-        if tg is None:
-            return
-        _HOST.reset(self._token)
-        if self._used:
-            tg.cancel_scope.cancel()
-        # the body's own exception is not passed in: the task group would wrap it in a group
-        await tg.__aexit__(None, None, None)
