@@ -32,6 +32,7 @@ retry cannot answer on their own:
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from .tools import Tool, ToolOutcome
@@ -143,11 +144,18 @@ class Ledger:
     def complete_call(
         self, session_id: str, index: int, tool: Tool, arguments: Mapping[str, Any], outcome: ToolOutcome
     ) -> None:
-        """Remember a tool call that completed at this step (a ``repeatable`` tool's is not: no effect to keep)."""
+        """Remember a tool call that completed at this step (a ``repeatable`` tool's is not: no effect to keep).
+
+        The outcome is kept without its :attr:`~ToolOutcome.usage` (an agent the tool ran):
+        the call ran once, and its usage was counted then (an enclosing retry counts the
+        abandoned attempt's from :meth:`since`), so answering a retry with it adds nothing.
+        """
         if tool.repeatable:
             self.reads += 1
             return
         self.calls += 1
+        if outcome.usage is not NO_USAGE:
+            outcome = replace(outcome, usage=NO_USAGE)
         self._remember(session_id, index, (tool.name, dict(arguments), outcome))
 
     def _remember(self, session_id: str, index: int, done: tuple[str, Mapping[str, Any], ToolOutcome]) -> None:

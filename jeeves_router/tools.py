@@ -11,7 +11,10 @@ twice, e.g. a read; a framework retry runs it again, see :mod:`jeeves_router.led
 A parameter annotated :class:`ToolContext` is injected (not shown to the model). A tool may
 return :class:`Handoff` to pass the conversation to another agent, or
 :class:`ContextUpdate` to change the run's context variables (copy on write: the caller's
-mapping is never modified).
+mapping is never modified), or the :class:`~jeeves_router.results.RunResult` of an agent it
+ran (an agent as a tool): the model gets its ``output`` and the calling run counts its
+``usage`` (:attr:`ToolOutcome.usage`); so does the ``spent_usage`` of an exception a tool
+raises (:func:`~jeeves_router.usage.spent_usage`: an inner run's failed model call).
 
 A :class:`Toolset` (e.g. :class:`jeeves_router.mcp.MCPServerStdio`) is a source of tools
 that must be opened first; an agent opens its toolsets around each run with
@@ -34,6 +37,8 @@ from ._frozen import frozen
 from ._toolset_host import ToolsetHost, current_toolset_host, toolset_host, toolsets_in_use
 from .errors import ToolOutcomeUnknown, UsageError
 from .models.base import ToolSpec
+from .results import RunResult
+from .usage import NO_USAGE, Usage, spent_usage
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -98,12 +103,26 @@ class ToolContext:
 
 @frozen
 class ToolOutcome:
-    """The result of one tool call, as the tool loop sees it."""
+    """The result of one tool call, as the tool loop sees it.
+
+    Attributes:
+        content: What the model is told the tool returned.
+        is_error: The call failed (the model is told so).
+        handoff: The tool handed the conversation on.
+        context_update: Context variables the tool set.
+        usage: What model requests made by the tool cost: an agent run it returned (its
+            ``RunResult.usage``) or the ``spent_usage`` of the exception it raised. The tool
+            loop counts it in the calling run's usage and enters it in the run's ledger under
+            the calling agent's path, as its own model calls are; a journal records it with
+            the outcome (a replay counts it without calling the tool). An outcome the ledger
+            answers a retry with has none: the call ran once, its usage counted then.
+    """
 
     content: str
     is_error: bool = False
     handoff: Handoff | None = None
     context_update: Mapping[str, Any] | None = None
+    usage: Usage = NO_USAGE
 
 
 def _to_text(value: Any) -> str:
@@ -116,6 +135,15 @@ def _to_text(value: Any) -> str:
         return json.dumps(value, default=str, ensure_ascii=False)
     except (TypeError, ValueError):
         return str(value)
+
+
+def _agent_outcome(name: str, result: RunResult) -> ToolOutcome:
+    """The outcome of a tool that returned an agent's run: its ``output``, its ``usage``."""
+    if result.output is not None:
+        return ToolOutcome(result.output, usage=result.usage)
+    said = result.user_message
+    content = f"{name}: the agent gave no answer (status {result.status})" + (f": {said}" if said else "")
+    return ToolOutcome(content, is_error=True, usage=result.usage)
 
 
 #: The characters OpenAI and Anthropic accept in a tool name (ASCII only).
@@ -233,9 +261,13 @@ class Tool:
             if not self.repeatable:  # it may have run: never shown to the model, never called again on its own
                 exc.metadata.setdefault("tool", self.name)
                 raise
-            return ToolOutcome(f"{self.name} failed: {exc} (it may be called again)", is_error=True)
+            used = spent_usage(exc) or NO_USAGE
+            return ToolOutcome(f"{self.name} failed: {exc} (it may be called again)", is_error=True, usage=used)
         except Exception as exc:
-            return ToolOutcome(f"{self.name} failed: {type(exc).__name__}: {exc}", is_error=True)
+            used = spent_usage(exc) or NO_USAGE  # an inner agent run's failed model call was paid for
+            return ToolOutcome(f"{self.name} failed: {type(exc).__name__}: {exc}", is_error=True, usage=used)
+        if isinstance(value, RunResult):  # an agent as a tool: its answer for the model, its usage for the run
+            return _agent_outcome(self.name, value)
         if isinstance(value, Handoff):
             return ToolOutcome(f"handing off to {value.target}", handoff=value)
         if isinstance(value, ContextUpdate):

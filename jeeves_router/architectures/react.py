@@ -22,6 +22,10 @@ Without recovery, failures propagate unchanged, with their original type.
 A failed model call still counts: the usage its failure carries (``spent_usage``: its
 requests, failed ones included, and the tokens the provider reported) is added to the run's
 usage and entered in the run's ledger, whether the loop retries, stops or re-raises.
+So does what a tool paid for (:attr:`~jeeves_router.tools.ToolOutcome.usage`: an agent
+run the tool returned, or the ``spent_usage`` of the exception it raised): it is the calling
+agent's usage, entered in the ledger under its path (a Router's ``usage_by_route`` counts it
+under the route that called the tool, not under the inner agent's name).
 """
 
 from __future__ import annotations
@@ -182,6 +186,12 @@ class ToolLoop:
                         op, policy, hooks = f"tool:{call.name}", rec.config.retry_policy, (agent.classify_error,)
                         # part of this model turn: only a retry of the call counts as a step (max_steps)
                         outcome = await rec.call_retrying(op, call_tool, policy=policy, hooks=hooks, within_turn=True)
+                    used = outcome.usage  # an agent the tool ran (or the failed call it raised) was paid for
+                    if used is not NO_USAGE and used != NO_USAGE:
+                        ctx.ledger.spent(path, used)  # the calling agent's, as its own model calls are
+                        usage = usage + used
+                        if rec is not None:
+                            rec.usage = usage
                     if outcome.handoff is not None:
                         ctx.handoff = outcome.handoff
                     if outcome.context_update:

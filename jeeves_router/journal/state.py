@@ -19,7 +19,7 @@ class StepIndex:
     started: dict[tuple[int, str], ToolStartedRecord] = field(default_factory=dict)
     failed_claims: set[str] = field(default_factory=set)  # tool calls whose outcome is known: they raised
     failed: RecordedFailures = field(default_factory=RecordedFailures)
-    paid: set[tuple[int, str]] = field(default_factory=set)  # model calls this execution already counted
+    paid: set[tuple[int, str]] = field(default_factory=set)  # model and tool calls this execution already counted
 
     def add(self, rec: Record) -> None:
         """Index one record read from the journal or just written."""

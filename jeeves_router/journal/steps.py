@@ -20,6 +20,7 @@ from .._log import get_logger
 from ..errors import ReplayDivergence, ToolOutcomeUnknown
 from ..models.base import Model, ModelRequest, ModelResponse, ModelStreamItem, ModelTextDelta
 from ..runtime import LimitWhen, RecordedLimit, Runtime, StepKey
+from ..tools import ToolOutcome
 from ..usage import NO_USAGE, Usage
 from .base import Journal
 from .failures import PendingFailure, limit_digest, limit_record, replayed_error
@@ -35,6 +36,20 @@ T = TypeVar("T")
 
 _RESPONSE = TypeAdapter(ModelResponse)
 _NO_LIMIT = RecordedLimit("")  # the recorded run's limit did not end this attempt
+
+
+def _unpaid(index: StepIndex, position: int, d: str, result: T) -> T:
+    """A recorded tool outcome served again: its usage (an agent the tool ran) counts once per execution.
+
+    A replay (a resume) counts it, as it counts the recorded model turns; a retry of this run
+    that asks the same step again (a ``repeatable`` tool, which the ledger does not answer)
+    gets it without usage, as a model call served twice does.
+    """
+    if isinstance(result, ToolOutcome) and result.usage != NO_USAGE:
+        if (position, d) in index.paid:
+            return replace(result, usage=NO_USAGE)  # type: ignore[return-value]
+        index.paid.add((position, d))
+    return result
 
 
 class StepRecorder(Runtime):
@@ -167,12 +182,14 @@ class StepRecorder(Runtime):
         if failed is not None:
             raise replayed_error(failed)
         rec = index.done.get((key.index, d))
+        tool = key.name.startswith("tool:")
         if isinstance(rec, StepRecord):
             result: T = decode_result(rec.result_type, rec.result)
-            return result
+            return _unpaid(index, key.index, d, result) if tool else result
         self._diverged(key, index, d)
-        if key.name.startswith("tool:"):
+        if tool:
             result = await self._tool(key, index, d, fn)
+            index.paid.add((key.index, d))  # its outcome's usage (an agent it ran) is counted by this execution
         else:
             try:
                 result = await fn()
