@@ -69,7 +69,9 @@ class RunResult:
         fallback_reason: Why the fallback (or unresolved) happened.
         specialist_session_id: The session id the specialist ran under.
         usage: Usage summed over classifier calls, retries and the specialist (every
-            model request sent counts, failed ones included).
+            model request sent counts, failed ones included), and the agent runs its tools
+            returned (an agent as a tool: counted as the calling agent's, under its key in
+            ``usage_by_route``).
         usage_by_route: Usage per agent of the run, under the name :attr:`route` gives it:
             a route's name for the agent the router dispatched to, an agent's own name for
             one reached by a handoff or a sticky turn (not a declared route), so
