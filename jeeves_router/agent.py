@@ -23,6 +23,7 @@ from .models.registry import resolve_model
 from .results import RunResult
 from .runtime import PASS_THROUGH, Runtime
 from .tools import Tool, Toolset, ToolsetHost, as_tool, split_toolsets, toolset_host
+from .usage import with_spent_usage
 
 __all__ = ["Agent", "RunStream"]
 
@@ -164,7 +165,7 @@ class Agent:
 
     def _events(self, ctx: RunContext) -> EventPump[Event]:
         """All events of one root run of this agent; sets ``ctx.result``; re-raises failures."""
-        return EventPump(self._root(ctx), EventBase)  # type: ignore[arg-type]
+        return RunStream(self, ctx)
 
     def _root(self, ctx: RunContext) -> Coroutine[Any, Any, None]:
         """The root run of ``ctx`` as a coroutine emitting its events (for an :class:`EventPump`)."""
@@ -311,6 +312,19 @@ class RunStream(EventPump[Event]):
         super().__init__(agent._root(ctx), EventBase)  # type: ignore[arg-type]
         self._ctx = ctx
         self._host: ToolsetHost | None = None  # where MCP connections live under `async with`
+
+    def _failed(self, failure: BaseException) -> None:
+        """The run failed: what leaves it carries the whole run's spend (``spent_usage``).
+
+        Inside the run a failure carries what its own step spent (a failed model call's
+        requests), which the layer that catches it enters in the run's ledger. Past the root
+        nobody inside the run reads it again, so the caller gets the run's whole spend, the
+        figure its ``run.failed`` event gives: a tool that ran this agent counts it in the
+        calling run (:attr:`~jeeves_router.tools.ToolOutcome.usage`), an application can bill it.
+        """
+        super()._failed(failure)
+        if isinstance(failure, Exception):
+            with_spent_usage(failure, self._ctx.ledger.since(0, self._ctx.path), replace=True)
 
     @property
     def session_id(self) -> str:

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Literal, Union
 
 from ._frozen import frozen
 from .results import RunResult
-from .usage import Usage
+from .usage import NO_USAGE, Usage
 
 if TYPE_CHECKING:
     from pydantic import TypeAdapter
@@ -88,11 +88,23 @@ class RunCompleted(EventBase):
 
 @frozen(kw_only=True)
 class RunFailed(EventBase):
-    """An agent's run raised. ``run()`` re-raises the original exception."""
+    """An agent's run raised. ``run()`` re-raises the original exception.
+
+    Attributes:
+        error_type: The exception's class name.
+        message: Its message.
+        severity: Its recovery severity, for a :class:`~jeeves_router.errors.RunError`.
+        usage: What the run had spent when it failed: every model request it sent (failed
+            ones included, as ``RunResult.usage`` counts them) and the runs below it (a routed
+            specialist, a handoff target, a classifier). The exception ``run()`` raises
+            carries the root run's as its ``spent_usage``
+            (:func:`~jeeves_router.usage.spent_usage`).
+    """
 
     error_type: str
     message: str
     severity: str | None = None
+    usage: Usage = NO_USAGE
     kind: Literal["run.failed"] = "run.failed"
 
 

@@ -134,6 +134,7 @@ async def _run_span(tracer: Tracer, events: AsyncIterator[Event], agent: Any, ct
     current = trace.set_span_in_context(span)
     finished = False
     routed: dict[str, Any] = {}  # the decision so far, by the rule the served headers use
+    mark = ctx.ledger.mark()  # a failed run's span reports what it spent, as its run.failed event does
     try:
         while True:
             token = otel_context.attach(current)  # the run's steps (models, tools, child runs) nest under it
@@ -158,6 +159,9 @@ async def _run_span(tracer: Tracer, events: AsyncIterator[Event], agent: Any, ct
                 span.set_attribute("gen_ai.output.messages", messages("assistant", result.output))
     except Exception as exc:
         finished = True
+        spent = ctx.ledger.since(mark, ctx.path)
+        span.set_attribute("gen_ai.usage.input_tokens", spent.input_tokens)
+        span.set_attribute("gen_ai.usage.output_tokens", spent.output_tokens)
         fail(span, exc)
         raise
     finally:

@@ -462,12 +462,13 @@ async def test_a_span_ends_when_closing_what_it_wraps_raises(spans: InMemorySpan
     from types import SimpleNamespace
 
     from jeeves_router.events import RunStarted
+    from jeeves_router.ledger import Ledger
     from jeeves_router.models.base import ModelTextDelta
     from jeeves_router.tracing import traced_model_stream, traced_run
 
     ev = RunStarted(session_id="s", path=("billing",), agent="billing", prompt="hi")
     agent = SimpleNamespace(name="billing", model="test:m", architecture=None)
-    ctx = SimpleNamespace(session_id="s", path=("billing",), prompt="hi", result=None)
+    ctx = SimpleNamespace(session_id="s", path=("billing",), prompt="hi", result=None, ledger=Ledger())
     for wrapped in (
         traced_run(_CloseFails(ev), agent, ctx),
         traced_model_stream("test:m", 1, _CloseFails(ModelTextDelta("x"))),

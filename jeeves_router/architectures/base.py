@@ -283,6 +283,7 @@ async def execute(
         await emit_all(arch.run(agent, ctx), ctx)
         return
     sid, path = ctx.session_id, ctx.path
+    mark = ctx.ledger.mark()  # what the run spends is entered from here on (its RunFailed reports it)
     # the run's own events are never text: sent with the bare emit (ctx.emit only adds the text count)
     await emit(_run_started(session_id=sid, path=path, agent=agent.name, prompt=ctx.prompt))
     try:
@@ -301,8 +302,16 @@ async def execute(
         log.info("run failed", session_id=sid, path=path, error_type=type(exc).__name__)
         if closing():  # a clean-up failed as the consumer closed the stream: nobody reads events now
             raise
+        spent = ctx.ledger.since(mark, path)  # every request of the run and the runs below it, failed ones too
         await emit(
-            RunFailed(session_id=sid, path=path, error_type=type(exc).__name__, message=str(exc), severity=severity)
+            RunFailed(
+                session_id=sid,
+                path=path,
+                error_type=type(exc).__name__,
+                message=str(exc),
+                severity=severity,
+                usage=spent,
+            )
         )
         raise
     if ctx.result is None:
