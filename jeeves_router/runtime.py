@@ -98,8 +98,8 @@ class Runtime:
         """Replaying a completed run: what the run's time limit did to an attempt.
 
         The wall clock is the one input of the recovery ladder a replay does not
-        reproduce, so a journaling runtime records where the limit ended an attempt
-        (:meth:`record_limit`) and a replay asks here instead of reading the clock.
+        reproduce, so a durable runtime (a journal, DBOS) records where the limit ended an
+        attempt (:meth:`record_limit`) and a replay asks here instead of reading the clock.
 
         Args:
             key: The attempt's key (name ``limit:<operation>``, the run's step position).
@@ -113,6 +113,9 @@ class Runtime:
 
     def record_limit(self, key: StepKey, attempt: int, when: LimitWhen, spent: Usage | None = None) -> None:
         """Note that the run's time limit ended attempt ``attempt`` (see :meth:`recorded_limit`); nothing to do here.
+
+        Synchronous (the ladder decides outside any await): a durable runtime writes the note
+        with its next record, before anything that follows the stop is recorded.
 
         ``spent``: for ``"during"``, what the model calls the time box cut off had spent.
         """

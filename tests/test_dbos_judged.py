@@ -172,10 +172,11 @@ async def test_a_replayed_failure_judged_past_the_time_limit_stops_again(dbos_ap
 async def test_a_recovered_workflow_measures_its_time_limit_from_its_own_start(dbos_app: str, clock: Clock) -> None:
     """The limit is the execution's, not the workflow's: a worker's downtime is not the run's time.
 
-    The run's time ran out before its second model call, which it never made; a later execution
-    (a recovery, a fork) replays the checkpointed steps and makes that call within its own
-    limit, as a journal's resume of an unfinished run does. A deadline across executions is
-    DBOS's workflow timeout, which DBOS keeps in its database.
+    The run's time ran out before its second model call, which it never made. A worker that died
+    before that stop was checkpointed (a fork from its ``.limit`` step) leaves a later execution
+    that replays the checkpointed steps and makes that call within its own limit, as a journal's
+    resume of an unfinished run does (a stop that was checkpointed is replayed: test_dbos_limits).
+    A deadline across executions is DBOS's workflow timeout, which DBOS keeps in its database.
     """
 
     @tool
@@ -192,8 +193,13 @@ async def test_a_recovered_workflow_measures_its_time_limit_from_its_own_start(d
     assert run.status == "critical" and run.report is not None and run.report["reason"] == "time_limit"
     assert len(model.requests) == 1
 
+    from dbos import DBOS
+
     clock.skipped = 0.0
-    _, later = await replay(durable, wid)
+    steps = await DBOS.list_workflow_steps_async(wid)
+    stop = next(s["function_id"] for s in steps if s["function_name"] == "limit:model.limit")
+    lost = await DBOS.fork_workflow_async(wid, stop)  # the steps before the stop, not its checkpoint
+    later = await durable.result(lost.workflow_id)
     assert (later.status, later.output) == ("ok", "Paid.")
     assert len(model.requests) == 2  # the tool's checkpoint is replayed, the call it never made is made
 

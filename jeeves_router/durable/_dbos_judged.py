@@ -13,6 +13,8 @@ as the step ``<name>.judged`` that follows the failed step:
   step id drawn before the step's own, :meth:`Judgements.reserve`): the
   failure's ``step.failed`` record as a journal writes it (severity, the ladders' judgements),
   and, for each ladder, whether its time limit was spent when it judged the failure.
+  Where a ladder's time limit stopped the run waits there too, after the failure, and is
+  checkpointed in the same order (:mod:`._dbos_limits`).
 - Raising a failure again from its checkpoint, the runtime reads the ``.judged`` step at once
   and gives the ladders its judgements instead of asking their hooks. A worker that died
   between the failure and its judgement left no ``.judged`` checkpoint: the step then
@@ -22,7 +24,7 @@ as the step ``<name>.judged`` that follows the failed step:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,6 +35,7 @@ from ..journal.failures import failure_record, replayed_error
 from ..journal.records import StepFailedRecord
 from ..recovery.clock import limits_spent, mark_recorded_limits
 from ..runtime import StepKey
+from ._dbos_limits import LIMIT_STEP, LimitNote
 
 __all__ = ["Judgements"]
 
@@ -48,10 +51,15 @@ class _Unjudged:
 
 
 class Judgements:
-    """The failures of each running workflow whose judgement is not checkpointed yet."""
+    """The failures of each running workflow whose judgement is not checkpointed yet, and its limit stops.
 
-    def __init__(self) -> None:
-        self._waiting: dict[str, list[_Unjudged]] = {}
+    Args:
+        draw: Draws the workflow's next step id (no await).
+    """
+
+    def __init__(self, draw: Callable[[], StepReservation]) -> None:
+        self._draw = draw
+        self._waiting: dict[str, list[_Unjudged | LimitNote]] = {}
 
     def wait(self, key: StepKey, d: str, error: Exception, chunks: Sequence[str] = ()) -> None:
         """Keep ``error`` (step ``key``, input digest ``d``) for :meth:`checkpoint`, by when the ladders judged it."""
@@ -59,13 +67,19 @@ class Judgements:
         if wid is not None:
             self._waiting.setdefault(wid, []).append(_Unjudged(key, d, error, tuple(chunks)))
 
+    def hold(self, note: LimitNote) -> None:
+        """Keep a limit stop of this execution for :meth:`checkpoint`, after the failures already waiting."""
+        wid = DBOS.workflow_id
+        if wid is not None:
+            self._waiting.setdefault(wid, []).append(note)
+
     def forget(self) -> None:
         """Drop what this workflow's execution still holds (it ended without checkpointing it)."""
         wid = DBOS.workflow_id
         if wid is not None:
             self._waiting.pop(wid, None)
 
-    def reserve(self) -> list[tuple[_Unjudged, StepReservation]]:
+    def reserve(self) -> list[tuple[_Unjudged | LimitNote, StepReservation]]:
         """Draw a step id for the judgement of each failure this workflow's execution holds (no await).
 
         The ids follow the failed steps at once, before any other step's id is drawn: a replay
@@ -74,11 +88,14 @@ class Judgements:
         """
         wid = DBOS.workflow_id
         waiting = self._waiting.pop(wid, None) if wid is not None else None
-        return [(u, DBOS.reserve_step()) for u in waiting or ()]
+        return [(u, self._draw()) for u in waiting or ()]
 
-    async def write(self, reserved: list[tuple[_Unjudged, StepReservation]]) -> None:
-        """Checkpoint the judgements :meth:`reserve` drew ids for, as ``<name>.judged`` (the ladders have judged)."""
+    async def write(self, reserved: list[tuple[_Unjudged | LimitNote, StepReservation]]) -> None:
+        """Checkpoint what :meth:`reserve` drew ids for: judgements as ``<name>.judged``, stops as ``<name>.limit``."""
         for u, at in reserved:
+            if isinstance(u, LimitNote):
+                await _write_limit(u, at)
+                continue
             k = u.key
             rec = failure_record(k.name, k.index, u.digest, 1, u.error, u.chunks)
             judged = {"digest": u.digest, "failed": rec.model_dump(mode="json"), "limits": limits_spent(u.error)}
@@ -107,7 +124,7 @@ class Judgements:
                 made = True
                 return {"digest": d, "failed": None, "limits": []}
 
-            out = await DBOS.run_step_async({"name": f"{key.name}.judged"}, not_judged)
+            out = await self._draw().run_async({"name": f"{key.name}.judged"}, not_judged)
             _check(key, d, out)
             if out["failed"] is not None:
                 exc = replayed_error(StepFailedRecord.model_validate(out["failed"]))
@@ -118,6 +135,15 @@ class Judgements:
                 self.wait(key, d, exc, rec.chunks)
                 return exc
             # an earlier recovery found no judgement either; its own follows
+
+
+async def _write_limit(note: LimitNote, at: StepReservation) -> None:
+    out = note.checkpoint()
+
+    async def stop() -> dict[str, Any]:
+        return out
+
+    await at.run_async({"name": f"{note.key.name}{LIMIT_STEP}"}, stop)
 
 
 def _check(key: StepKey, d: str, out: dict[str, Any]) -> None:

@@ -4,7 +4,9 @@ Model calls, classifications and other steps are one DBOS step each; a tool call
 start mark and the call (an unknown outcome on recovery: ``on_unknown_tool_outcome``); a
 step that failed is checkpointed as the journal's ``step.failed`` record and raised again
 from it on recovery, with the recovery ladders' judgement of it, which the next step (or the
-end of the run) checkpoints as ``<name>.judged`` (:mod:`._dbos_judged`).
+end of the run) checkpoints as ``<name>.judged`` (:mod:`._dbos_judged`). Where the run's time
+limit stopped it is checkpointed the same way, as ``<limit key>.limit``, and a recovered run
+answers the ladder's ``recorded_limit`` from those checkpoints (:mod:`._dbos_limits`).
 """
 
 from __future__ import annotations
@@ -22,8 +24,10 @@ from ..journal.idempotency import UnknownToolPolicy, unknown_outcome
 from ..journal.records import StepFailedRecord, digest
 from ..journal.step_results import decode_result, encode_result
 from ..models.base import Model, ModelRequest, ModelResponse, ModelStreamItem, ModelTextDelta
-from ..runtime import Runtime, StepKey, idempotency_scope
+from ..runtime import LimitWhen, RecordedLimit, Runtime, StepKey, idempotency_scope
+from ..usage import Usage
 from ._dbos_judged import Judgements
+from ._dbos_limits import RecordedLimits
 
 if TYPE_CHECKING:
     from ..actor import Actor
@@ -64,7 +68,8 @@ class DBOSRuntime(Runtime):
                 f"on_unknown_tool_outcome must be 'fail', 'retry' or 'skip', got {on_unknown_tool_outcome!r}"
             )
         self.on_unknown_tool_outcome: UnknownToolPolicy = on_unknown_tool_outcome
-        self._judgements = Judgements()
+        self._limits = RecordedLimits()
+        self._judgements = Judgements(self._limits.draw)
 
     def __repr__(self) -> str:
         return f"DBOSRuntime(on_unknown_tool_outcome={self.on_unknown_tool_outcome!r})"
@@ -135,40 +140,54 @@ class DBOSRuntime(Runtime):
         if out["response"] is not None:
             yield _RESPONSE.validate_python(out["response"])
 
+    async def recorded_limit(self, key: StepKey, attempt: int) -> RecordedLimit | None:
+        """In a DBOS workflow: where the run's time limit ended this attempt, from the workflow's checkpoints.
+
+        ``None`` (read the clock) when they hold no stop of this attempt (see :mod:`._dbos_limits`).
+        """
+        return await self._limits.answer(key, attempt)
+
+    def record_limit(self, key: StepKey, attempt: int, when: LimitWhen, spent: Usage | None = None) -> None:
+        """Note that the run's time limit ended this attempt; checkpointed with the workflow's next step or its end."""
+        note = self._limits.note(key, attempt, when, spent)
+        if note is not None:
+            self._judgements.hold(note)
+
     async def observe_run(
         self, ctx: RunContext, run: Callable[[Actor, RunContext], AsyncIterator[Event]]
     ) -> AsyncIterator[Event]:
-        """Run a root run; in a DBOS workflow, then checkpoint the judgement of a failure its last step had."""
+        """Run a root run; in a DBOS workflow, then checkpoint what waits (a judgement, a limit stop)."""
         if DBOS.workflow_id is None:
             async with aclosing(run(ctx.agent, ctx)) as events:  # type: ignore[type-var]
                 async for ev in events:
                     yield ev
             return
         try:
-            async with aclosing(run(ctx.agent, ctx)) as events:  # type: ignore[type-var]
-                async for ev in events:
-                    yield ev
-        except Exception:
+            try:
+                async with aclosing(run(ctx.agent, ctx)) as events:  # type: ignore[type-var]
+                    async for ev in events:
+                        yield ev
+            except Exception:
+                await self._judgements.checkpoint()
+                raise
+            except BaseException:  # cancelled, or its stream closed early: no step may run now
+                self._judgements.forget()
+                raise
             await self._judgements.checkpoint()
-            raise
-        except BaseException:  # cancelled, or its stream closed early: no step may run now
-            self._judgements.forget()
-            raise
-        await self._judgements.checkpoint()
+        finally:
+            self._limits.forget()
 
     async def _run(self, name: str, perform: Callable[[], Coroutine[Any, Any, dict[str, Any]]]) -> dict[str, Any]:
-        """Run the DBOS step ``name``, after checkpointing the judgement of the failures before it.
+        """Run the DBOS step ``name``, after checkpointing what waits (judgements of failures before it, limit stops).
 
         Their ids and this step's are drawn before anything is awaited, so a step that another
         task of the workflow starts meanwhile comes after them, in a replay as in the run.
         """
         judged = self._judgements.reserve()
-        if not judged:
-            out: dict[str, Any] = await DBOS.run_step_async({"name": name}, perform)
-            return out
-        at = DBOS.reserve_step()
-        await self._judgements.write(judged)
-        out = await at.run_async({"name": name}, perform)
+        at = self._limits.draw()
+        if judged:
+            await self._judgements.write(judged)
+        out: dict[str, Any] = await at.run_async({"name": name}, perform)
         return out
 
     async def _raise_failed(self, key: StepKey, d: str, out: Mapping[str, Any], raised: list[Exception]) -> None:

@@ -32,11 +32,17 @@ Notes:
       names the workflow, the step and its input; a fork of the workflow (``DBOS.fork_workflow``)
       that makes the call again gives it the original's key, so a keyed effect happens once.
     - A failed step is checkpointed as its failure, followed by a ``<name>.judged`` step with the
-      recovery ladders' judgement of it (a ``classify_error`` hook's answer, whether the run's
-      time limit was spent): a recovered run decides on the failure as the run did, without asking
-      the hook again (:mod:`jeeves_router.durable._dbos_judged`).
-    - ``Recovery(time_limit_s=...)`` is the execution's: a recovered or forked run measures it from
-      its own start (a dead worker's downtime is not spent from it), as a journal's resume of an
+      recovery ladders' judgement of it (a ``classify_error`` hook's answer): a recovered run
+      decides on the failure as the run did, without asking the hook again
+      (:mod:`jeeves_router.durable._dbos_judged`).
+    - Where ``Recovery(time_limit_s=...)`` stopped the run — before an attempt, during one (the
+      time box cut a call off) or after a failure — is checkpointed as a ``<limit key>.limit`` step
+      (one per stop, none per attempt) through the runtime port a journal also implements
+      (``record_limit``/``recorded_limit``): a recovered or forked run that replays past it stops
+      there too, with the usage the run counted (a cut call's request included), and does not
+      make the call again (:mod:`jeeves_router.durable._dbos_limits`).
+    - Otherwise the limit is the execution's: a recovered or forked run measures it from its own
+      start (a dead worker's downtime is not spent from it), as a journal's resume of an
       unfinished run does. DBOS's workflow timeout (``workflow_timeout`` when enqueuing,
       ``SetWorkflowTimeout``) is the deadline DBOS keeps across executions.
     - Workflow code must be deterministic: a recovered run that asks for a step whose
@@ -74,6 +80,7 @@ if TYPE_CHECKING:
     from ..agent import Agent
 
 __all__ = [
+    "APPLICATION_VERSION",
     "DEFAULT_QUEUE",
     "WORKFLOW_NAME",
     "DBOSRuntime",
@@ -85,6 +92,9 @@ __all__ = [
 ]
 
 DEFAULT_QUEUE = "jeeves-runs"
+#: The default ``application_version``: "2" since time-limit stops are ``.limit`` steps (no longer
+#: a field of ``.judged``), so runs checkpointed as "1" are left to workers of the older code.
+APPLICATION_VERSION = "2"
 WORKFLOW_NAME = "jeeves_router.run"
 _RESULT = TypeAdapter(RunResult)
 _HISTORY = TypeAdapter(tuple[Message, ...])
@@ -136,7 +146,7 @@ def dbos_config(
     database_url: str,
     *,
     executor_id: str,
-    application_version: str = "1",
+    application_version: str = APPLICATION_VERSION,
     **extra: Any,
 ) -> DBOSConfig:
     """A DBOS configuration for a jeeves worker: JSON checkpoints, explicit executor id.
@@ -148,7 +158,9 @@ def dbos_config(
             one machine).
         executor_id: This worker's unique, stable id: a restarted worker with the same id
             recovers the runs it was executing.
-        application_version: Workers recover only runs started by the same version.
+        application_version: Workers recover only runs started by the same version. The
+            default, :data:`APPLICATION_VERSION`, changes with the shape of jeeves's
+            checkpoints, so a worker does not recover a run checkpointed by an older one.
         extra: Other ``DBOSConfig`` keys.
 
     Raises:

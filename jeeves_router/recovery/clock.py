@@ -136,6 +136,16 @@ class LimitClock:
             return math.inf
         return measured if self.recorded is None else 0.0
 
+    def remaining(self, limit: float, measured: float) -> float:
+        """The time the box of the current attempt allows: ``limit`` less ``measured``, live.
+
+        On replay of an attempt the recorded run's limit did not end before its failure, all of
+        ``limit``: a slow replay does not cut a step the run completed.
+        """
+        if self.recorded is not None and not self.up:
+            return limit
+        return max(limit - measured, 0.0)
+
     def judged(self, spent_then: bool = False) -> None:
         """The attempt's failure is being judged: on replay, the limit is spent now if it was then.
 

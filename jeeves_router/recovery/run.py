@@ -95,7 +95,7 @@ class RecoveryRun:
             return nullcontext()
         if self._limit is None:  # no attempt began: nothing recorded to replay
             self._limit = LimitClock(self.ctx.runtime)
-        return self._limit.box(max(limit - self.elapsed(), 0.0))
+        return self._limit.box(self._limit.remaining(limit, self.elapsed()))
 
     def bounded(self, stream: AsyncIterator[T]) -> AsyncIterator[T]:
         """``stream`` with each wait for its next item in a fresh :meth:`time_box` (as is without a limit).
