@@ -11,8 +11,7 @@ as the step ``<name>.judged`` that follows the failed step:
 - Live, the failure waits in :class:`Judgements` until the workflow's next step (or the end of
   the run), by when every ladder has judged it; that step first checkpoints the judgement (its
   step id drawn before the step's own, :meth:`Judgements.reserve`): the
-  failure's ``step.failed`` record as a journal writes it (severity, the ladders' judgements),
-  and, for each ladder, whether its time limit was spent when it judged the failure.
+  failure's ``step.failed`` record as a journal writes it (severity, the ladders' judgements).
   Where a ladder's time limit stopped the run waits there too, after the failure, and is
   checkpointed in the same order (:mod:`._dbos_limits`).
 - Raising a failure again from its checkpoint, the runtime reads the ``.judged`` step at once
@@ -33,7 +32,6 @@ from dbos import DBOS, StepReservation
 from ..errors import ReplayDivergence
 from ..journal.failures import failure_record, replayed_error
 from ..journal.records import StepFailedRecord
-from ..recovery.clock import limits_spent, mark_recorded_limits
 from ..runtime import StepKey
 from ._dbos_limits import LIMIT_STEP, LimitNote
 
@@ -98,7 +96,7 @@ class Judgements:
                 continue
             k = u.key
             rec = failure_record(k.name, k.index, u.digest, 1, u.error, u.chunks)
-            judged = {"digest": u.digest, "failed": rec.model_dump(mode="json"), "limits": limits_spent(u.error)}
+            judged = {"digest": u.digest, "failed": rec.model_dump(mode="json")}
 
             async def judgement(judged: dict[str, Any] = judged) -> dict[str, Any]:
                 return judged
@@ -122,14 +120,12 @@ class Judgements:
             async def not_judged() -> dict[str, Any]:
                 nonlocal made
                 made = True
-                return {"digest": d, "failed": None, "limits": []}
+                return {"digest": d, "failed": None}
 
             out = await self._draw().run_async({"name": f"{key.name}.judged"}, not_judged)
             _check(key, d, out)
             if out["failed"] is not None:
-                exc = replayed_error(StepFailedRecord.model_validate(out["failed"]))
-                mark_recorded_limits(exc, out["limits"])
-                return exc
+                return replayed_error(StepFailedRecord.model_validate(out["failed"]))
             if made:
                 exc = replayed_error(rec)
                 self.wait(key, d, exc, rec.chunks)

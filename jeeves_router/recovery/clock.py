@@ -9,11 +9,9 @@ ladder a replay does not reproduce; so a live run notes where the limit ended an
 ``step.failed`` record), and a replay asks its runtime (``recorded_limit``) instead of
 reading the clock: until the recorded point, time is not up; from it on, it is.
 
-A failure that a durable runtime raises again from a checkpoint may carry, for each ladder
-that judged it, whether that ladder's limit was spent then (:func:`mark_recorded_limits`;
-DBOS does so, :mod:`jeeves_router.durable._dbos_judged`): the ladder that finds it so stops
-there as the run did, whatever its own clock reads. Live, :func:`remember_limit` keeps each
-ladder's answer on the failure for such a runtime to checkpoint (:func:`limits_spent`).
+Every runtime that replays a run answers through that one port: a journal from its
+``step.failed`` records, DBOS from the checkpoints of its workflow
+(:mod:`jeeves_router.durable._dbos_limits`).
 
 The time box is also the one place that cuts a model call off mid-wait, by cancelling it:
 no exception of the call's own then carries what it spent, so the box collects it
@@ -26,7 +24,7 @@ it with the limit; a replay's ``TimeoutError`` carries it again.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Literal
@@ -35,43 +33,9 @@ import anyio
 
 from ..runtime import LimitWhen, Runtime, StepKey
 from ..usage import NO_USAGE, Usage, cut_requests, spent_usage, spent_when_cut, with_spent_usage
-from .classify import append_mark, mark_replayed, marks
+from .classify import mark_replayed
 
-__all__ = [
-    "LimitClock",
-    "limits_spent",
-    "mark_recorded_limits",
-    "recorded_limit_spent",
-    "remember_limit",
-    "take_cut",
-]
-
-_SPENT_MARK = "__jeeves_limit_spent__"
-_RECORDED_SPENT_MARK = "__jeeves_recorded_limit_spent__"
-
-
-def remember_limit(exc: BaseException, spent: bool) -> None:
-    """Keep on ``exc`` whether the ladder judging it now stopped for its time limit, after earlier ladders' answers."""
-    append_mark(exc, _SPENT_MARK, spent)
-
-
-def limits_spent(exc: BaseException) -> list[bool]:
-    """For each ladder that judged ``exc``, in order, whether its time limit was spent then."""
-    return marks(exc, _SPENT_MARK)
-
-
-def mark_recorded_limits(exc: BaseException, spent: Sequence[bool]) -> None:
-    """Give a failure raised again from a checkpoint the run's answers of :func:`limits_spent`."""
-    try:
-        setattr(exc, _RECORDED_SPENT_MARK, [bool(s) for s in spent])
-    except (AttributeError, TypeError):
-        pass
-
-
-def recorded_limit_spent(exc: BaseException) -> bool:
-    """The next recorded answer for ``exc`` (:func:`mark_recorded_limits`), each ladder taking its own; else False."""
-    recorded = getattr(exc, _RECORDED_SPENT_MARK, None)
-    return bool(recorded.pop(0)) if isinstance(recorded, list) and recorded else False
+__all__ = ["LimitClock", "take_cut"]
 
 
 _CUT = "__jeeves_time_box_cut__"  # set on a TimeoutError the time box raised, until its usage is taken (take_cut)
@@ -146,13 +110,9 @@ class LimitClock:
             return limit
         return max(limit - measured, 0.0)
 
-    def judged(self, spent_then: bool = False) -> None:
-        """The attempt's failure is being judged: on replay, the limit is spent now if it was then.
-
-        ``spent_then``: the failure's checkpoint says this ladder's limit was spent when the run
-        judged it (:func:`recorded_limit_spent`).
-        """
-        if self.recorded == "after" or spent_then:
+    def judged(self) -> None:
+        """The attempt's failure is being judged: on replay, the limit is spent now if it was then."""
+        if self.recorded == "after":
             self.up = True
 
     def note(self, when: LimitWhen, spent: Usage | None = None) -> None:

@@ -34,7 +34,7 @@ from ..results import RunResult
 from ..runtime import StepKey
 from ..usage import NO_USAGE, Usage
 from .classify import ErrorContext, ErrorHook, classify_failure, is_replayed, mark_fatal, remember_classification
-from .clock import LimitClock, recorded_limit_spent, remember_limit, take_cut
+from .clock import LimitClock, take_cut
 from .config import Recovery
 from .failure import Failure, RecoveryRedirect, RecoveryStop, _BudgetSpent
 from .ladder import Action, Counters, Decision, budget_exceeded, next_action
@@ -162,9 +162,8 @@ class RecoveryRun:
         ectx = ErrorContext(operation, attempt, self.ctx.session_id, self.ctx.path, route, capability, self.ctx.context)
         cls = classify_failure(exc, ectx, (*hooks, self.config.classify_error))
         remember_classification(exc, cls)  # a journal records the failure as judged (a replay judges so)
-        spent_then = recorded_limit_spent(exc)  # taken by every ladder, in the order the run's ladders answered
         if self._limit is not None:
-            self._limit.judged(spent_then)
+            self._limit.judged()
         decision = next_action(
             cls.severity,
             attempt=attempt,
@@ -181,7 +180,6 @@ class RecoveryRun:
         )
         if decision.reason == "time_limit" and self._limit is not None:
             self._limit.note("after")
-        remember_limit(exc, decision.reason == "time_limit")
         self.records.append(
             StepRecord(
                 operation, False, 1, time.monotonic() - self._attempt_started, type(exc).__name__, cls.severity.value
