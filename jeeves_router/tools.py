@@ -306,9 +306,6 @@ def tool(
     return wrap
 
 
-ToolLike = "Tool | Callable[..., Any]"
-
-
 def as_tool(obj: Tool | Callable[..., Any] | Callable[..., Awaitable[Any]]) -> Tool:
     """Accept a Tool or a plain function (wrapped with :func:`tool`)."""
     return obj if isinstance(obj, Tool) else Tool(obj)
