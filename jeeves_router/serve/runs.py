@@ -32,6 +32,7 @@ from ..errors import ReplayDivergence, UsageError
 from ..events import Event as RunEvent
 from ..events import RunFailed, routing_update
 from ..journal.keyed import IdempotencyConflict, RunInFlight, log_refused
+from ..usage import spent_usage
 from .guard import Drain
 from .reply import ReplyText
 from .wire import (
@@ -46,6 +47,7 @@ from .wire import (
     routing_headers,
     sse_data,
     sse_event,
+    usage_chunk,
 )
 
 __all__ = ["RunReply", "chat_reply", "events_reply"]
@@ -289,7 +291,11 @@ async def _chat_stream(agent: Agent, req: ChatRequest, stream: RunStream, send: 
         if result is None:
             error_type = type(stream.error).__name__
             log.warning("run failed mid-stream", extra={"agent": agent.name, "error_type": error_type})
-            tail = opening + sse_data(_failure(error_type).body())
+            tail = opening
+            spent = spent_usage(stream.error) if stream.error is not None else None
+            if req.include_usage and spent is not None:  # what it had spent, as a completed run's usage chunk
+                tail += sse_data(usage_chunk(cid, req.model, created, spent))
+            tail += sse_data(_failure(error_type).body())
         else:
             tail = opening
             rest = reply.end(result)  # an answer not streamed (e.g. a recovery report's message)
@@ -297,7 +303,7 @@ async def _chat_stream(agent: Agent, req: ChatRequest, stream: RunStream, send: 
                 tail += text(rest)
             tail += sse_data(chunk(cid, req.model, created, finish=True, result=result))
             if req.include_usage:
-                tail += sse_data(chunk(cid, req.model, created, result=result, usage_only=True))
+                tail += sse_data(usage_chunk(cid, req.model, created, result.usage))
         await send(_body(tail + DONE, more=False))  # one write for the end
 
 

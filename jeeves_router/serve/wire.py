@@ -19,6 +19,7 @@ from ..events import Event as RunEvent
 from ..events import event_adapter
 from ..messages import Message, assistant, user
 from ..results import RunResult
+from ..usage import Usage
 
 __all__ = [
     "ApiError",
@@ -32,6 +33,7 @@ __all__ = [
     "routing_headers",
     "completion",
     "chunk",
+    "usage_chunk",
     "content_chunks",
     "sse_data",
     "sse_event",
@@ -303,8 +305,7 @@ def routing_headers(route: str | None, confidence: float | None, fallback_reason
     return out
 
 
-def _usage(result: RunResult) -> dict[str, int]:
-    u = result.usage
+def _usage(u: Usage) -> dict[str, int]:
     return {"prompt_tokens": u.input_tokens, "completion_tokens": u.output_tokens, "total_tokens": u.total_tokens}
 
 
@@ -328,7 +329,7 @@ def completion(model: str, result: RunResult, content: str | None) -> dict[str, 
                 "logprobs": None,
             }
         ],
-        "usage": _usage(result),
+        "usage": _usage(result.usage),
         "jeeves": routing_of(result),
     }
 
@@ -341,21 +342,31 @@ def chunk(
     delta: Mapping[str, Any] | None = None,
     finish: bool = False,
     result: RunResult | None = None,
-    usage_only: bool = False,
 ) -> dict[str, Any]:
     """One ``chat.completion.chunk``; the last one carries ``finish_reason`` and ``jeeves``."""
     body: dict[str, Any] = {"id": cid, "object": "chat.completion.chunk", "created": created, "model": model}
-    if usage_only:
-        assert result is not None
-        body["choices"] = []
-        body["usage"] = _usage(result)
-        return body
     body["choices"] = [
         {"index": 0, "delta": dict(delta or {}), "finish_reason": "stop" if finish else None, "logprobs": None}
     ]
     if result is not None:
         body["jeeves"] = routing_of(result)
     return body
+
+
+def usage_chunk(cid: str, model: str, created: int, usage: Usage) -> dict[str, Any]:
+    """The chunk ``stream_options.include_usage`` asks for: no choices, the run's ``usage``.
+
+    A completed run's says what it spent; a failed run's, what it had spent when it failed
+    (sent before the error chunk).
+    """
+    return {
+        "id": cid,
+        "object": "chat.completion.chunk",
+        "created": created,
+        "model": model,
+        "choices": [],
+        "usage": _usage(usage),
+    }
 
 
 def content_chunks(cid: str, model: str, created: int) -> Callable[[str], bytes]:
