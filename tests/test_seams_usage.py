@@ -7,13 +7,38 @@ over the OpenAI wire with ``stream_options.include_usage``.
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
+import anyio
 import openai
 import pytest
 
+from jeeves_router import Agent, tool
+from jeeves_router.architectures.react import ToolLoop
+from jeeves_router.errors import ModelError
+from jeeves_router.journal import JournalRuntime, SQLiteJournal
+from jeeves_router.recovery import Recovery
+from jeeves_router.results import RunResult
 from jeeves_router.serve import create_app
-from jeeves_router.testing import DEFAULT_USAGE, Chunks, FunctionModel, Reply
-from jeeves_router.usage import Usage
+from jeeves_router.testing import (
+    CUT_USAGE,
+    DEFAULT_USAGE,
+    FAILED_USAGE,
+    Call,
+    Chunks,
+    FunctionModel,
+    RecordedSleeps,
+    Reply,
+    ScriptedModel,
+)
+from jeeves_router.usage import Usage, spent_usage
+from tests.recovery_clock import Clock
 from tests.serve_apps import desk_with, running
+
+INNER = Usage(input_tokens=100, output_tokens=40, requests=1, cost_usd=0.25)  # the billing agent's one reply
+LIMIT = 0.3  # real seconds the hung inner call waits before the caller's limit cuts it
+GUARD = 10.0  # only so that a regression fails instead of hanging the suite
 
 SPECIALIST = Usage(input_tokens=50, output_tokens=3, requests=1)  # what the provider reported before the drop
 
@@ -41,3 +66,103 @@ def test_a_streamed_chat_run_that_fails_mid_answer_still_sends_the_usage_it_aske
     # the classifier's request (DEFAULT_USAGE) and the specialist's dropped one: the run's spent_usage
     spent = DEFAULT_USAGE + SPECIALIST
     assert (usage[0].prompt_tokens, usage[0].completion_tokens) == (spent.input_tokens, spent.output_tokens)
+
+
+# --- an agent as a tool under recovery -------------------------------------------------------------------
+
+
+def _inner(model: Any, recovery: Recovery | None = None) -> Agent:
+    arch = ToolLoop(recovery=recovery) if recovery is not None else None
+    return Agent("You know the balances.", name="billing", model=model, architecture=arch)
+
+
+def _caller(billing: Agent, model: Any, recovery: Recovery | None = None, **kw: Any) -> Agent:
+    @tool
+    async def ask_billing(question: str) -> RunResult:
+        """Ask the billing specialist."""
+        return await billing.run(question)
+
+    arch = ToolLoop(recovery=recovery) if recovery is not None else None
+    return Agent("You help.", name="desk", model=model, tools=[ask_billing], architecture=arch, **kw)
+
+
+def _asks_billing(*then: Any) -> ScriptedModel:
+    return ScriptedModel([Call("ask_billing", {"question": "balance of ACME?"}, id="c1"), *then])
+
+
+@pytest.mark.anyio
+async def test_an_inner_agents_own_retry_counts_its_failed_request_once_in_the_caller() -> None:
+    inner = ScriptedModel([ModelError("overloaded", severity="retriable"), Reply("Balance: 0 EUR.", usage=INNER)])
+    billing = _inner(inner, Recovery(sleep=RecordedSleeps()))
+    result = await _caller(billing, _asks_billing("ACME owes nothing.")).run("Does ACME owe us?")
+    assert (result.status, result.output) == ("ok", "ACME owes nothing.")
+    assert len(inner.requests) == 2  # the failed request and its retry
+    assert result.usage == DEFAULT_USAGE + FAILED_USAGE + INNER + DEFAULT_USAGE  # the failed one once
+
+
+@pytest.mark.anyio
+async def test_the_callers_time_limit_cutting_an_inner_agent_mid_call_counts_the_cut_request_once(
+    clock: Clock,
+) -> None:
+    async def hung(request: object) -> str:
+        clock.release()  # the caller's time passes from here on
+        await anyio.sleep_forever()
+        raise AssertionError("unreachable")
+
+    inner = FunctionModel(hung, name="hung")
+    outer = _asks_billing("never asked")
+    desk = _caller(_inner(inner), outer, Recovery(time_limit_s=LIMIT, sleep=RecordedSleeps()))
+    clock.hold()
+    with anyio.fail_after(GUARD):
+        result = await desk.run("Does ACME owe us?")
+    report = result.report or {}
+    assert result.status == "critical" and report["reason"] == "time_limit"
+    assert report["operation"] == "tool:ask_billing"
+    assert len(inner.requests) == 1 and len(outer.requests) == 1
+    # the caller's turn, and the inner request the limit cut off (sent: it counts, its cost unknown)
+    assert result.usage == DEFAULT_USAGE + CUT_USAGE
+    assert result.usage.requests == 2
+
+
+@pytest.mark.anyio
+async def test_a_cut_inner_request_counts_once_in_the_failed_runs_spend_when_recovery_reraises(
+    clock: Clock,
+) -> None:
+    async def hung(request: object) -> str:
+        clock.release()
+        await anyio.sleep_forever()
+        raise AssertionError("unreachable")
+
+    desk = _caller(
+        _inner(FunctionModel(hung, name="hung")),
+        _asks_billing("never asked"),
+        Recovery(time_limit_s=LIMIT, reraise=True, sleep=RecordedSleeps()),
+    )
+    clock.hold()
+    with anyio.fail_after(GUARD), pytest.raises(Exception) as info:
+        await desk.run("Does ACME owe us?")
+    assert spent_usage(info.value) == DEFAULT_USAGE + CUT_USAGE
+
+
+@pytest.mark.anyio
+async def test_a_journaled_run_whose_inner_agent_was_cut_resumes_to_the_same_usage_without_a_call(
+    tmp_path: Path, clock: Clock
+) -> None:
+    async def hung(request: object) -> str:
+        clock.release()
+        await anyio.sleep_forever()
+        raise AssertionError("unreachable")
+
+    inner = FunctionModel(hung, name="hung")
+    outer = _asks_billing("never asked")
+    async with SQLiteJournal(tmp_path / "j.db") as journal:
+        recovery = Recovery(time_limit_s=LIMIT, sleep=RecordedSleeps())
+        desk = _caller(_inner(inner), outer, recovery, runtime=JournalRuntime(journal))
+        clock.hold()
+        with anyio.fail_after(GUARD):
+            first = await desk.run("Does ACME owe us?", session_id="s")
+        with anyio.fail_after(GUARD):
+            again = await desk.resume("s")
+    assert first.usage == DEFAULT_USAGE + CUT_USAGE
+    assert (again.status, (again.report or {})["reason"], again.usage) == ("critical", "time_limit", first.usage)
+    assert len(inner.requests) == 1 and len(outer.requests) == 1  # the replay called neither model

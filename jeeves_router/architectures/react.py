@@ -25,7 +25,9 @@ usage and entered in the run's ledger, whether the loop retries, stops or re-rai
 So does what a tool paid for (:attr:`~jeeves_router.tools.ToolOutcome.usage`: an agent
 run the tool returned, or the ``spent_usage`` of the exception it raised): it is the calling
 agent's usage, entered in the ledger under its path (a Router's ``usage_by_route`` counts it
-under the route that called the tool, not under the inner agent's name).
+under the route that called the tool, not under the inner agent's name). A tool call the
+run's time limit cut off counts the model requests it cut (an agent the tool ran was waiting
+on one; :mod:`jeeves_router.recovery.clock`), the same way.
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ from ..recovery.ladder import Action
 from ..recovery.run import RecoveryRun, RecoveryStop, recovery_for
 from ..results import RunResult
 from ..tools import ToolOutcome
-from ..usage import NO_USAGE, spent_usage
+from ..usage import NO_USAGE, Usage, spent_usage
 from .base import RunContext
 
 if TYPE_CHECKING:
@@ -94,6 +96,16 @@ class ToolLoop:
         first_new = len(ctx.history)  # the messages this run adds start here
         usage = NO_USAGE
         sid, path = ctx.session_id, ctx.path
+
+        def tool_spent(used: Usage) -> None:
+            """What a tool's run spent, or the calls the time box cut off in it: the calling agent's usage."""
+            nonlocal usage
+            if used is not NO_USAGE and used != NO_USAGE:
+                ctx.ledger.spent(path, used)  # as its own model calls are
+                usage = usage + used
+                if rec is not None:
+                    rec.usage = usage
+
         for _turn in range(agent.max_turns):
             request = _model_request(
                 messages=messages,
@@ -184,14 +196,12 @@ class ToolLoop:
                         outcome = await call_tool()
                     else:
                         op, policy, hooks = f"tool:{call.name}", rec.config.retry_policy, (agent.classify_error,)
-                        # part of this model turn: only a retry of the call counts as a step (max_steps)
-                        outcome = await rec.call_retrying(op, call_tool, policy=policy, hooks=hooks, within_turn=True)
-                    used = outcome.usage  # an agent the tool ran (or the failed call it raised) was paid for
-                    if used is not NO_USAGE and used != NO_USAGE:
-                        ctx.ledger.spent(path, used)  # the calling agent's, as its own model calls are
-                        usage = usage + used
-                        if rec is not None:
-                            rec.usage = usage
+                        # part of this model turn: only a retry of the call counts as a step (max_steps);
+                        # an agent the tool ran that the time limit cut off mid-call spent its cut request
+                        outcome = await rec.call_retrying(
+                            op, call_tool, policy=policy, hooks=hooks, within_turn=True, spent=tool_spent
+                        )
+                    tool_spent(outcome.usage)  # an agent the tool ran (or the failed call it raised) was paid for
                     if outcome.handoff is not None:
                         ctx.handoff = outcome.handoff
                     if outcome.context_update:
