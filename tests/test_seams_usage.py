@@ -7,6 +7,9 @@ over the OpenAI wire with ``stream_options.include_usage``.
 
 from __future__ import annotations
 
+import gc
+import warnings
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -14,10 +17,14 @@ import anyio
 import openai
 import pytest
 
-from jeeves_router import Agent, tool
+from jeeves_router import Agent, Router, RouterRoute, tool
 from jeeves_router.architectures.react import ToolLoop
+from jeeves_router.classify.types import Classification, ClassifyRequest, ClassifyResult
 from jeeves_router.errors import ModelError
+from jeeves_router.events import RunFailed
 from jeeves_router.journal import JournalRuntime, SQLiteJournal
+from jeeves_router.messages import TextPart
+from jeeves_router.models.base import ModelRequest, ModelResponse, ModelStreamItem, ModelTextDelta
 from jeeves_router.recovery import Recovery
 from jeeves_router.results import RunResult
 from jeeves_router.serve import create_app
@@ -166,3 +173,94 @@ async def test_a_journaled_run_whose_inner_agent_was_cut_resumes_to_the_same_usa
     assert first.usage == DEFAULT_USAGE + CUT_USAGE
     assert (again.status, (again.report or {})["reason"], again.usage) == ("critical", "time_limit", first.usage)
     assert len(inner.requests) == 1 and len(outer.requests) == 1  # the replay called neither model
+
+
+# --- a failed run's spend with an agent as a tool -----------------------------------------------------------
+
+
+CLASSIFIER = Usage(input_tokens=30, output_tokens=5, requests=1)
+
+
+class PaidClassifier:
+    """Always ``accounts``, at the cost of one request."""
+
+    async def classify(self, request: ClassifyRequest) -> ClassifyResult:
+        return ClassifyResult(Classification("accounts", 1.0, "ok", "route: accounts"), usage=CLASSIFIER)
+
+
+@pytest.mark.anyio
+async def test_a_specialist_failing_after_asking_an_agent_counts_it_in_the_routers_spend_and_its_own() -> None:
+    billing = _inner(ScriptedModel([Reply("Balance: 0 EUR.", usage=INNER)]))
+    accounts = _caller(billing, _asks_billing(ModelError("overloaded")))
+    other = Agent("Other.", name="other", model=ScriptedModel([]))
+    desk = Agent(
+        "Desk",
+        name="front",
+        architecture=Router(
+            [RouterRoute("accounts", accounts), RouterRoute("other", other)], classifier=PaidClassifier()
+        ),
+    )
+    failed: list[RunFailed] = []
+    with pytest.raises(ModelError) as info:
+        async with desk.stream("Does ACME owe us?") as events:
+            async for ev in events:
+                if isinstance(ev, RunFailed):
+                    failed.append(ev)
+    by_path = {ev.path: ev.usage for ev in failed}
+    specialist = DEFAULT_USAGE + INNER + FAILED_USAGE  # its tool call turn, the agent it asked, its failed call
+    assert by_path == {("front", "accounts"): specialist, ("front",): CLASSIFIER + specialist}
+    assert spent_usage(info.value) == CLASSIFIER + specialist
+
+
+# --- a stream closed while an agent used as a tool runs ----------------------------------------------------
+
+
+class HungStream:
+    """Streams ``Balance`` then waits forever; ``started`` once waiting, ``closed`` counts closed streams."""
+
+    def __init__(self) -> None:
+        self.started = anyio.Event()
+        self.closed = 0
+
+    @property
+    def name(self) -> str:
+        return "test:hung"
+
+    async def request(self, request: ModelRequest) -> ModelResponse:
+        raise AssertionError("the tool loop streams")
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelStreamItem]:
+        try:
+            yield ModelTextDelta("Balance")
+            self.started.set()
+            await anyio.sleep_forever()
+            yield ModelResponse((TextPart("never"),))
+        finally:
+            self.closed += 1
+
+
+@pytest.mark.anyio
+async def test_a_consumer_cancelled_while_an_agent_used_as_a_tool_runs_closes_the_inner_models_stream() -> None:
+    """A consumer that stops waiting mid-tool (a served client that disconnected): the stream closes cleanly."""
+    inner = HungStream()
+    desk = _caller(_inner(inner), _asks_billing("never asked"))
+    seen: list[str] = []
+
+    async def cancel_when_mid_call(scope: anyio.CancelScope) -> None:
+        await inner.started.wait()  # the inner agent is waiting on its model
+        scope.cancel()
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with anyio.fail_after(GUARD):
+            async with desk.stream("Does ACME owe us?") as stream:
+                with anyio.CancelScope() as scope:
+                    async with anyio.create_task_group() as tg:
+                        tg.start_soon(cancel_when_mid_call, scope)
+                        async for ev in stream:
+                            seen.append(ev.kind)
+            assert scope.cancelled_caught
+        gc.collect()
+    assert [str(w.message) for w in caught] == []
+    assert seen[-1] == "tool.called" and "run.failed" not in seen
+    assert inner.closed == 1  # the inner run's model stream was closed, not left to the garbage collector
