@@ -8,12 +8,14 @@ over the OpenAI wire with ``stream_options.include_usage``.
 from __future__ import annotations
 
 import gc
+import json
 import warnings
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx2 as httpx
 import openai
 import pytest
 
@@ -73,6 +75,28 @@ def test_a_streamed_chat_run_that_fails_mid_answer_still_sends_the_usage_it_aske
     # the classifier's request (DEFAULT_USAGE) and the specialist's dropped one: the run's spent_usage
     spent = DEFAULT_USAGE + SPECIALIST
     assert (usage[0].prompt_tokens, usage[0].completion_tokens) == (spent.input_tokens, spent.output_tokens)
+
+
+def test_the_run_failed_events_of_a_served_run_say_what_each_run_spent() -> None:
+    with running(create_app(desk_with(FunctionModel(_drops_mid_answer)))) as server:
+        body = httpx.post(server.url + "/v1/runs", json={"model": "desk", "input": "refund"}).text
+    failed = {}
+    for frame in body.split("\n\n"):
+        fields = dict(line.split(": ", 1) for line in frame.splitlines() if ": " in line)
+        if fields.get("event") == "run.failed":
+            data = json.loads(fields["data"])
+            failed[tuple(data["path"])] = data["usage"]
+    root, specialist = failed[("desk",)], failed[("desk", "billing")]
+    assert (specialist["input_tokens"], specialist["output_tokens"]) == (
+        SPECIALIST.input_tokens,
+        SPECIALIST.output_tokens,
+    )
+    spent = DEFAULT_USAGE + SPECIALIST  # the classifier's request too
+    assert (root["input_tokens"], root["output_tokens"], root["requests"]) == (
+        spent.input_tokens,
+        spent.output_tokens,
+        spent.requests,
+    )
 
 
 # --- an agent as a tool under recovery -------------------------------------------------------------------
@@ -264,3 +288,27 @@ async def test_a_consumer_cancelled_while_an_agent_used_as_a_tool_runs_closes_th
     assert [str(w.message) for w in caught] == []
     assert seen[-1] == "tool.called" and "run.failed" not in seen
     assert inner.closed == 1  # the inner run's model stream was closed, not left to the garbage collector
+
+
+@pytest.mark.anyio
+async def test_a_keyed_retry_of_a_run_that_failed_after_asking_an_agent_reports_the_same_spend(
+    tmp_path: Path,
+) -> None:
+    inner = ScriptedModel([Reply("Balance: 0 EUR.", usage=INNER)])
+    async with SQLiteJournal(tmp_path / "j.db") as journal:
+        first = _caller(_inner(inner), _asks_billing(ModelError("overloaded")), runtime=JournalRuntime(journal))
+        with pytest.raises(ModelError) as failed:
+            await first.run("Does ACME owe us?", idempotency_key="req-1")
+        # the retry of the same request: the recorded turn and tool call are served, the failed call made again
+        retry_model = ScriptedModel([ModelError("still overloaded")])
+        retry = _caller(_inner(inner), retry_model, runtime=JournalRuntime(journal))
+        events: list[RunFailed] = []
+        with pytest.raises(ModelError) as again:
+            async with retry.stream("Does ACME owe us?", idempotency_key="req-1") as stream:
+                async for ev in stream:
+                    if isinstance(ev, RunFailed):
+                        events.append(ev)
+    spent = DEFAULT_USAGE + INNER + FAILED_USAGE
+    assert spent_usage(failed.value) == spent
+    assert spent_usage(again.value) == spent and [ev.usage for ev in events] == [spent]
+    assert len(inner.requests) == 1 and len(retry_model.requests) == 1  # the inner agent did not run again
