@@ -176,6 +176,28 @@ async def test_a_cut_inner_request_counts_once_in_the_failed_runs_spend_when_rec
 
 
 @pytest.mark.anyio
+async def test_an_inner_agent_cut_by_its_own_time_limit_inside_the_callers_counts_the_cut_request_once(
+    clock: Clock,
+) -> None:
+    async def hung(request: object) -> str:
+        clock.release()
+        await anyio.sleep_forever()
+        raise AssertionError("unreachable")
+
+    inner = FunctionModel(hung, name="hung")
+    billing = _inner(inner, Recovery(time_limit_s=LIMIT, sleep=RecordedSleeps()))
+    outer = _asks_billing("Billing did not answer in time.")
+    desk = _caller(billing, outer, Recovery(time_limit_s=GUARD * 10, sleep=RecordedSleeps()))
+    clock.hold()
+    with anyio.fail_after(GUARD):
+        result = await desk.run("Does ACME owe us?")
+    assert (result.status, result.output) == ("ok", "Billing did not answer in time.")
+    assert len(inner.requests) == 1
+    # the inner run's own box took its cut request (its RunResult counts it): the caller's box does not again
+    assert result.usage == DEFAULT_USAGE + CUT_USAGE + DEFAULT_USAGE
+
+
+@pytest.mark.anyio
 async def test_a_journaled_run_whose_inner_agent_was_cut_resumes_to_the_same_usage_without_a_call(
     tmp_path: Path, clock: Clock
 ) -> None:
