@@ -22,7 +22,7 @@ import pytest
 from jeeves_router import Agent, Router, RouterRoute, tool
 from jeeves_router.architectures.react import ToolLoop
 from jeeves_router.classify.types import Classification, ClassifyRequest, ClassifyResult
-from jeeves_router.errors import ModelError
+from jeeves_router.errors import ModelError, ToolOutcomeUnknown
 from jeeves_router.events import RunFailed
 from jeeves_router.journal import JournalRuntime, SQLiteJournal
 from jeeves_router.messages import TextPart
@@ -41,7 +41,7 @@ from jeeves_router.testing import (
     Reply,
     ScriptedModel,
 )
-from jeeves_router.usage import Usage, spent_usage
+from jeeves_router.usage import Usage, spent_usage, with_spent_usage
 from tests.recovery_clock import Clock
 from tests.serve_apps import desk_with, running
 
@@ -334,3 +334,16 @@ async def test_a_keyed_retry_of_a_run_that_failed_after_asking_an_agent_reports_
     assert spent_usage(failed.value) == spent
     assert spent_usage(again.value) == spent and [ev.usage for ev in events] == [spent]
     assert len(inner.requests) == 1 and len(retry_model.requests) == 1  # the inner agent did not run again
+
+
+@pytest.mark.anyio
+async def test_a_tool_that_cannot_say_whether_it_ran_still_counts_what_its_agent_spent_in_the_failed_run() -> None:
+    @tool
+    async def ask_billing(question: str) -> str:
+        """Ask the billing specialist (whose run lost track of a refund it may have issued)."""
+        raise with_spent_usage(ToolOutcomeUnknown("the refund's outcome is unknown"), INNER)
+
+    desk = Agent("You help.", name="desk", model=_asks_billing("never asked"), tools=[ask_billing])
+    with pytest.raises(ToolOutcomeUnknown) as info:
+        await desk.run("Refund ACME")
+    assert spent_usage(info.value) == DEFAULT_USAGE + INNER  # the caller's turn and the agent the tool ran

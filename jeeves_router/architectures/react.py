@@ -32,7 +32,7 @@ on one; :mod:`jeeves_router.recovery.clock`), the same way.
 
 from __future__ import annotations
 
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -191,7 +191,7 @@ class ToolLoop:
                     await ctx.emit(
                         ToolCalled(session_id=sid, path=path, call_id=call.id, tool=call.name, arguments=call.arguments)
                     )
-                    call_tool = partial(self._call, agent, ctx, call)
+                    call_tool = partial(self._call, agent, ctx, call, tool_spent)
                     if rec is None:
                         outcome = await call_tool()
                     else:
@@ -241,7 +241,7 @@ class ToolLoop:
         )
 
     @staticmethod
-    async def _call(agent: Actor, ctx: RunContext, call: ToolCallPart) -> ToolOutcome:
+    async def _call(agent: Actor, ctx: RunContext, call: ToolCallPart, spent: Callable[[Usage], None]) -> ToolOutcome:
         if call.argument_error is not None:
             return ToolOutcome(
                 f"the arguments of {call.name} were not a valid JSON object ({call.argument_error}); "
@@ -252,4 +252,10 @@ class ToolLoop:
         if tool is None:
             known = ", ".join(agent.tool_map) or "none"
             return ToolOutcome(f"unknown tool {call.name!r}; available tools: {known}", is_error=True)
-        return await ctx.call_tool(tool, call)
+        try:
+            return await ctx.call_tool(tool, call)
+        except Exception as exc:  # a tool that cannot say whether it ran (ToolOutcomeUnknown) raises: its spend counts
+            used = spent_usage(exc)
+            if used is not None:
+                spent(used)
+            raise
