@@ -13,8 +13,6 @@ SQLite system database, one process: no server needed.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import anyio
@@ -27,26 +25,11 @@ from jeeves_router.recovery import Recovery
 from jeeves_router.results import RunResult
 from jeeves_router.testing import CUT_USAGE, Call, FunctionModel, RecordedSleeps, Reply, ScriptedModel
 from tests.recovery_clock import Clock
-from tests.test_dbos_judged import billing, decided, launch, step_names
+from tests.test_dbos_judged import anyio_backend, billing, dbos_app, decided, launch, step_names
+
+__all__ = ["anyio_backend", "dbos_app"]  # the fixtures, used by name
 
 LIMIT = 0.3  # real seconds a hung call waits before the run's limit cuts it
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
-def dbos_app(tmp_path: Path) -> Iterator[str]:
-    from dbos import DBOS
-
-    from jeeves_router.durable.dbos import _sqlite_timestamps_work
-
-    if not _sqlite_timestamps_work():
-        pytest.skip("DBOS cannot write a SQLite system database with this Python's SQLite")
-    yield f"sqlite:///{tmp_path / 'dbos.sqlite'}"
-    DBOS.destroy(destroy_registry=True)
 
 
 async def replay(durable: Any, workflow_id: str) -> RunResult:
