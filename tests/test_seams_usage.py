@@ -102,6 +102,17 @@ def test_the_run_failed_events_of_a_served_run_say_what_each_run_spent() -> None
 # --- an agent as a tool under recovery -------------------------------------------------------------------
 
 
+def hung_model(clock: Clock) -> FunctionModel:
+    """A model whose call never answers; the caller's time passes from the call on (``clock.release``)."""
+
+    async def hung(request: object) -> str:
+        clock.release()
+        await anyio.sleep_forever()
+        raise AssertionError("unreachable")
+
+    return FunctionModel(hung, name="hung")
+
+
 def _inner(model: Any, recovery: Recovery | None = None) -> Agent:
     arch = ToolLoop(recovery=recovery) if recovery is not None else None
     return Agent("You know the balances.", name="billing", model=model, architecture=arch)
@@ -135,12 +146,7 @@ async def test_an_inner_agents_own_retry_counts_its_failed_request_once_in_the_c
 async def test_the_callers_time_limit_cutting_an_inner_agent_mid_call_counts_the_cut_request_once(
     clock: Clock,
 ) -> None:
-    async def hung(request: object) -> str:
-        clock.release()  # the caller's time passes from here on
-        await anyio.sleep_forever()
-        raise AssertionError("unreachable")
-
-    inner = FunctionModel(hung, name="hung")
+    inner = hung_model(clock)
     outer = _asks_billing("never asked")
     desk = _caller(_inner(inner), outer, Recovery(time_limit_s=LIMIT, sleep=RecordedSleeps()))
     clock.hold()
@@ -159,13 +165,8 @@ async def test_the_callers_time_limit_cutting_an_inner_agent_mid_call_counts_the
 async def test_a_cut_inner_request_counts_once_in_the_failed_runs_spend_when_recovery_reraises(
     clock: Clock,
 ) -> None:
-    async def hung(request: object) -> str:
-        clock.release()
-        await anyio.sleep_forever()
-        raise AssertionError("unreachable")
-
     desk = _caller(
-        _inner(FunctionModel(hung, name="hung")),
+        _inner(hung_model(clock)),
         _asks_billing("never asked"),
         Recovery(time_limit_s=LIMIT, reraise=True, sleep=RecordedSleeps()),
     )
@@ -179,12 +180,7 @@ async def test_a_cut_inner_request_counts_once_in_the_failed_runs_spend_when_rec
 async def test_an_inner_agent_cut_by_its_own_time_limit_inside_the_callers_counts_the_cut_request_once(
     clock: Clock,
 ) -> None:
-    async def hung(request: object) -> str:
-        clock.release()
-        await anyio.sleep_forever()
-        raise AssertionError("unreachable")
-
-    inner = FunctionModel(hung, name="hung")
+    inner = hung_model(clock)
     billing = _inner(inner, Recovery(time_limit_s=LIMIT, sleep=RecordedSleeps()))
     outer = _asks_billing("Billing did not answer in time.")
     desk = _caller(billing, outer, Recovery(time_limit_s=GUARD * 10, sleep=RecordedSleeps()))
@@ -201,12 +197,7 @@ async def test_an_inner_agent_cut_by_its_own_time_limit_inside_the_callers_count
 async def test_a_journaled_run_whose_inner_agent_was_cut_resumes_to_the_same_usage_without_a_call(
     tmp_path: Path, clock: Clock
 ) -> None:
-    async def hung(request: object) -> str:
-        clock.release()
-        await anyio.sleep_forever()
-        raise AssertionError("unreachable")
-
-    inner = FunctionModel(hung, name="hung")
+    inner = hung_model(clock)
     outer = _asks_billing("never asked")
     async with SQLiteJournal(tmp_path / "j.db") as journal:
         recovery = Recovery(time_limit_s=LIMIT, sleep=RecordedSleeps())
