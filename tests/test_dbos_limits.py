@@ -18,14 +18,14 @@ from typing import Any
 import anyio
 import pytest
 
-from jeeves_router import tool
 from jeeves_router.models.base import ModelRequest
 from jeeves_router.policies import RetryPolicy
 from jeeves_router.recovery import Recovery
 from jeeves_router.results import RunResult
-from jeeves_router.testing import CUT_USAGE, Call, FunctionModel, RecordedSleeps, Reply, ScriptedModel
+from jeeves_router.testing import CUT_USAGE, FunctionModel, RecordedSleeps
 from tests.recovery_clock import Clock
-from tests.test_dbos_judged import anyio_backend, billing, dbos_app, decided, launch, step_names
+from tests.test_dbos_judged import anyio_backend, billing, dbos_app, decided, invoice_run, launch, step_names
+from tests.test_dbos_judged import replay as fork_past_the_end
 
 __all__ = ["anyio_backend", "dbos_app"]  # the fixtures, used by name
 
@@ -33,15 +33,8 @@ LIMIT = 0.3  # real seconds a hung call waits before the run's limit cuts it
 
 
 async def replay(durable: Any, workflow_id: str) -> RunResult:
-    """Fork ``workflow_id`` from past its last step (every step from its checkpoint) and return the fork's result.
-
-    Past its last step id: a call the time box cut off left no checkpoint, so the ids have a gap.
-    """
-    from dbos import DBOS
-
-    last = max((s["function_id"] for s in await DBOS.list_workflow_steps_async(workflow_id)), default=0)
-    forked = await DBOS.fork_workflow_async(workflow_id, last + 1)
-    result: RunResult = await durable.result(forked.workflow_id)
+    """The result of a fork of ``workflow_id`` from past its last step (every step from its checkpoint)."""
+    result: RunResult = (await fork_past_the_end(durable, workflow_id))[1]
     return result
 
 
@@ -51,17 +44,7 @@ def stopped_by_the_limit(result: RunResult) -> None:
 
 @pytest.mark.anyio
 async def test_a_workflow_stopped_before_a_step_stops_there_again_when_recovered(dbos_app: str, clock: Clock) -> None:
-    @tool
-    def lookup(invoice: str) -> str:
-        """Look an invoice up (slowly: the run's time passes)."""
-        clock.skipped += 60.0
-        return f"{invoice}: paid"
-
-    model = ScriptedModel([Reply(calls=[Call("lookup", {"invoice": "INV-7"})]), "Paid."])
-    agent = billing(model, Recovery(time_limit_s=30.0, sleep=RecordedSleeps()), [lookup])
-    durable = await launch(agent, "jeeves_test.limit_before", dbos_app)
-    wid = await durable.enqueue("is INV-7 paid?", session_id="q1", workflow_id="wf-1")
-    run = await durable.result(wid)
+    durable, wid, run, model = await invoice_run(dbos_app, clock, "jeeves_test.limit_before", slow=True)
     stopped_by_the_limit(run)
     assert len(model.requests) == 1
     assert (await step_names(wid))[-1] == "limit:model.limit"  # written once, when the limit ended an attempt
@@ -76,17 +59,7 @@ async def test_a_workflow_stopped_before_a_step_stops_there_again_when_recovered
 @pytest.mark.anyio
 async def test_a_slow_recovery_does_not_stop_before_the_run_did(dbos_app: str, clock: Clock) -> None:
     """The run went on past its checkpointed attempts: the limit did not end them, whatever the new clock says."""
-
-    @tool
-    def lookup(invoice: str) -> str:
-        """Look an invoice up."""
-        return f"{invoice}: paid"
-
-    model = ScriptedModel([Reply(calls=[Call("lookup", {"invoice": "INV-7"})]), "Paid."])
-    agent = billing(model, Recovery(time_limit_s=30.0, sleep=RecordedSleeps()), [lookup])
-    durable = await launch(agent, "jeeves_test.limit_slow", dbos_app)
-    wid = await durable.enqueue("is INV-7 paid?", session_id="q1", workflow_id="wf-1")
-    run = await durable.result(wid)
+    durable, wid, run, model = await invoice_run(dbos_app, clock, "jeeves_test.limit_slow", slow=False)
     assert (run.status, run.output, len(model.requests)) == ("ok", "Paid.", 2)
 
     clock.skipped = 60.0  # the recovery's own clock is past the limit from its start
