@@ -25,6 +25,7 @@ from jeeves_router.journal.records import Entry, EventRecord, JournalError, RunE
 from jeeves_router.messages import TextPart
 from jeeves_router.models.base import ModelRequest, ModelResponse, ModelStreamItem, ModelTextDelta
 from tests.journal_helpers import Wrapped, strip_ts
+from tests.task_helpers import pending_tasks, settled_tasks
 
 SEEN_KINDS = ["run.started", "router.classified", "router.dispatched", "run.started", "text.delta", "text.delta"]
 
@@ -147,9 +148,9 @@ async def end_statuses(journal: Journal, session_id: str) -> list[str]:
 @pytest.mark.anyio
 async def test_a_stream_closed_early_keeps_the_events_its_consumer_saw(journal: Journal) -> None:
     model = HangOnce()
-    before = asyncio.all_tasks()
+    before = await settled_tasks()
     seen = await close_after_first_text(desk(journal, model), "s")
-    assert asyncio.all_tasks() <= before  # no task left behind
+    assert pending_tasks() <= before  # no task left behind
     assert [ev.kind for ev in seen] == SEEN_KINDS[:5]
     assert strip_ts(await recorded_events(journal, "s")) == strip_ts(seen)  # in order, once each
     kinds = [t for t, _ in await attempts(journal, "s")]

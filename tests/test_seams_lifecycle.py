@@ -15,7 +15,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import gc
 import subprocess
 import sys
@@ -42,6 +41,7 @@ from jeeves_router.recovery import Recovery
 from jeeves_router.testing import Call, Chunks, FunctionModel, Reply, ScriptedModel, StaticClassifier
 from jeeves_router.tools import ContextUpdate, ToolContext
 from jeeves_router.usage import Usage
+from tests.task_helpers import pending_tasks, settled_tasks
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -123,18 +123,6 @@ async def cancelled_once(reached: anyio.Event, body: Callable[[], Awaitable[obje
     return scope
 
 
-def other_tasks() -> set[asyncio.Task[object]]:
-    """The tasks besides the test's own (compare with a reading taken before the run)."""
-    return {t for t in asyncio.all_tasks() if t is not asyncio.current_task()}
-
-
-async def settled_tasks() -> set[asyncio.Task[object]]:
-    """:func:`other_tasks` once earlier tests' garbage (e.g. HTTP clients closing) has been collected."""
-    gc.collect()
-    await anyio.lowlevel.checkpoint()
-    return other_tasks()
-
-
 async def run_ends(journal: SQLiteJournal, session_id: str) -> list[str]:
     return [e.record.status for e in await journal.read(session_id, types=("run.end",))]  # type: ignore[union-attr]
 
@@ -178,7 +166,7 @@ async def test_closing_a_journaled_stream_at_each_stage_is_clean_and_resumable(
         await stream.aclose()
         gc.collect()
     assert seen == nth
-    assert other_tasks() <= before
+    assert pending_tasks() <= before
     assert await run_ends(journal, "s") == ["cut"]  # recorded as unfinished
     result = await build().resume("s")  # a new process: its own models
     assert (result.status, result.output) == ("ok", "Refund done.")
@@ -220,7 +208,7 @@ async def test_a_cancel_scope_stops_a_journaled_run_at_once(tmp_path: Path, how:
         gc.collect()
     assert scope.cancelled_caught  # the run did not go on to finish the 30 s wait
     assert model.closed == model.calls == 1  # the model stream was closed, nothing retried
-    assert other_tasks() <= before
+    assert pending_tasks() <= before
     assert await run_ends(journal, "s") == ["cut"]
     if how == "stream" and where == "recovery backoff":
         assert isinstance(events[-1], RecoveryRetry)

@@ -14,6 +14,7 @@ from jeeves_router.events import Event
 from jeeves_router.messages import user
 from jeeves_router.models.base import ModelRequest
 from jeeves_router.testing import Chunks, FunctionModel, Reply, ScriptedModel
+from tests.task_helpers import pending_tasks, settled_tasks
 
 pytestmark = pytest.mark.anyio
 
@@ -34,26 +35,9 @@ def make_desk(specialist_step: object) -> tuple[Agent, ScriptedModel]:
     return desk, spec_model
 
 
-def other_tasks() -> set[asyncio.Task[object]]:
-    """Pending tasks running jeeves_router code (other libraries' cleanup tasks, e.g. an HTTP
-    client closed by the garbage collector after an earlier test, are not ours)."""
-    out = set()
-    for t in asyncio.all_tasks():
-        if t is asyncio.current_task() or t.done():
-            continue
-        coro = t.get_coro()
-        frames = []
-        while coro is not None:
-            frames.append(getattr(getattr(coro, "cr_code", None), "co_filename", ""))
-            coro = getattr(coro, "cr_await", None)
-        if any("jeeves_router" in f for f in frames):
-            out.add(t)
-    return out
-
-
 async def test_break_then_aclose() -> None:
     desk, _ = make_desk(Chunks(*[f"w{i} " for i in range(50)]))
-    before = other_tasks()
+    before = await settled_tasks()
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         stream = desk.stream("x")
@@ -66,7 +50,7 @@ async def test_break_then_aclose() -> None:
         await stream.aclose()
         gc.collect()
     assert seen == 3
-    assert other_tasks() == before == set()
+    assert pending_tasks() <= before
     assert stream.result is None  # not finished
 
 
@@ -91,6 +75,7 @@ async def test_async_with_form_and_result() -> None:
 
 async def test_break_without_aclose_leaves_nothing_running() -> None:
     desk, _ = make_desk(Chunks("a", "b", "c"))
+    before = await settled_tasks()
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         async for ev in desk.stream("x"):
@@ -99,7 +84,7 @@ async def test_break_without_aclose_leaves_nothing_running() -> None:
         gc.collect()
         await asyncio.sleep(0)
         await asyncio.sleep(0)
-    assert other_tasks() == set()
+    assert pending_tasks() <= before
 
 
 async def test_specialist_exception_reaches_run_caller_as_original_type() -> None:
