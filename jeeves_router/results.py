@@ -56,7 +56,7 @@ class RunResult:
             it is not everything the run said: :meth:`~jeeves_router.Agent.stream` also sends, as
             ``text.delta`` events, the text of an agent that then handed the turn on and the
             text a tool loop wrote before a tool call. The served chat reply says all of it,
-            streamed or whole (:class:`jeeves_router.serve.reply.ReplyText`).
+            streamed or whole (:class:`jeeves_router.reply.ReplyText`).
         status: See :data:`RunStatus`.
         session_id: The session id this agent ran under.
         path: Route path of this agent, e.g. ``("desk",)``.

@@ -18,11 +18,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from ..errors import UsageError
 from ..events import ROUTING_KINDS, event_adapter, routing_update
 from ..messages import Message, assistant, user
+from ..reply import ReplyText
+from ..results import RunResult, RunStatus
 from .base import Journal
 from .records import EventRecord, RunEndRecord, RunStartRecord
 from .resume import RecordedRuns
@@ -59,7 +61,8 @@ class Turn:
         run_id: The run's id in the journal.
         agent: The agent that ran it.
         prompt: The request text.
-        output: The answer (``None`` when the run gave none).
+        output: The answering agent's last reply (``RunResult.output``; ``None`` when the run
+            gave none): what a later turn's history holds as the assistant's message.
         status: The run's status (``ok``, ``fallback``, ``unresolved``, ...), ``failed``
             when it raised, ``cut`` when its attempt was cut off (cancelled: its server shut
             down, its client left, its stream was closed early; ``Agent.resume()`` can finish
@@ -69,6 +72,11 @@ class Turn:
         confidence: The classifier's confidence for that route.
         fallback_reason: Why the fallback route answered, if it did.
         ts: When the run started (seconds since the epoch).
+        reply: What the run said to its user, by the rule of every front door
+            (:class:`~jeeves_router.reply.ReplyText`: every agent's text in order, then the
+            answer if it was not streamed, or a stopped run's message for the end user),
+            rebuilt from the run's journaled events; ``None`` where ``output`` is (a failed,
+            cut or incomplete turn) unless the run stopped with a message for the end user.
     """
 
     run_id: str
@@ -80,6 +88,7 @@ class Turn:
     confidence: float | None = None
     fallback_reason: str | None = None
     ts: float = 0.0
+    reply: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """The turn as JSON-ready data."""
@@ -87,6 +96,7 @@ class Turn:
             "run_id": self.run_id,
             "agent": self.agent,
             "prompt": self.prompt,
+            "reply": self.reply,
             "output": self.output,
             "status": self.status,
             "route": self.route,
@@ -106,6 +116,7 @@ async def session_turns(journal: Journal, session_id: str, *, agent: str | None 
     runs = RecordedRuns.of(entries)
     starts: dict[str, tuple[RunStartRecord, float]] = {}
     results: dict[str, Mapping[str, Any]] = {}
+    replies: dict[str, ReplyText] = {}  # the text each run said, event by event
     routed: dict[str, dict[str, Any]] = {}  # what the root's routing events tell, latest last
     ends: dict[str, RunEndRecord] = {}
     adapter = event_adapter()
@@ -117,11 +128,15 @@ async def session_turns(journal: Journal, session_id: str, *, agent: str | None 
             continue  # another attempt's end or events
         elif isinstance(rec, RunEndRecord):
             ends[e.run_id] = rec
-        elif isinstance(rec, EventRecord) and rec.event.get("kind") in _ROOT_KINDS:
+        elif isinstance(rec, EventRecord):
+            kind = rec.event.get("kind")
+            text = rec.event.get("text") if kind == "text.delta" else None
+            said = (text if isinstance(text, str) else "") if kind == "text.delta" else None
+            replies.setdefault(e.run_id, ReplyText()).add(said)
             first = starts.get(e.run_id)
-            if first is None or list(rec.event.get("path", ())) != [first[0].agent]:
+            if kind not in _ROOT_KINDS or first is None or list(rec.event.get("path", ())) != [first[0].agent]:
                 continue
-            if rec.event["kind"] == "run.completed":
+            if kind == "run.completed":
                 results[e.run_id] = rec.event.get("result") or {}
                 continue
             update = routing_update(adapter.validate_python(rec.event))
@@ -140,12 +155,14 @@ async def session_turns(journal: Journal, session_id: str, *, agent: str | None 
         else:
             status = str(result.get("status", "ok"))
         confidence = result.get("confidence")
+        output = result.get("output") if status not in ("failed", "cut", "incomplete") else None
         turns.append(
             Turn(
                 run_id=run_id,
                 agent=start.agent,
                 prompt=start.prompt,
-                output=result.get("output") if status not in ("failed", "cut", "incomplete") else None,
+                output=output,
+                reply=_said(replies.get(run_id), result, output) if run_id in results else None,
                 status=status,
                 route=result.get("route"),
                 confidence=float(confidence) if isinstance(confidence, (int, float)) else None,
@@ -157,6 +174,17 @@ async def session_turns(journal: Journal, session_id: str, *, agent: str | None 
 
 
 _ROOT_KINDS = ROUTING_KINDS | {"run.completed"}
+
+
+def _said(reply: ReplyText | None, result: Mapping[str, Any], output: str | None) -> str | None:
+    """The text a completed run said: its events' text, then its answer (:meth:`ReplyText.end`)."""
+    report = result.get("report")
+    status = cast(RunStatus, str(result.get("status", "ok")))
+    report = report if isinstance(report, Mapping) else None
+    ended = RunResult(output=output, status=status, session_id="", report=report)
+    reply = reply if reply is not None else ReplyText()
+    reply.end(ended)
+    return reply.text
 
 
 def history_from_turns(turns: list[Turn], limits: SessionHistory) -> tuple[Message, ...]:

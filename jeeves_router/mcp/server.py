@@ -1,8 +1,13 @@
 """Serve an agent (typically a router desk) as an MCP server, so MCP clients can call it.
 
-The server has one tool, ``ask``: the request (and an optional session id) in; the answer
+The server has one tool, ``ask``: the request (and an optional session id) in; the reply
 out as text, and the routing decision (route, confidence, fallback, status, session ids,
-usage) as structured content. A run that ends without an answer (``unresolved``,
+usage) as structured content (:class:`RoutedAnswer`). The text is the one the HTTP server's
+chat reply says for the same run (:class:`~jeeves_router.reply.ReplyText`): every agent's
+text in order, also that of an agent that handed the turn on or wrote before a tool call,
+then the answer if it was not streamed; ``output`` in the structured content is the
+answering agent's last reply alone (:attr:`~jeeves_router.results.RunResult.output`). A run
+that ends without an answer (``unresolved``,
 ``max_turns``, ...) or fails is an error result, so the client's model sees that no answer
 came; a failed run is named by its error type only, as over HTTP (an exception's text may
 quote a secret). From the command line: ``jeeves-router mcp module:attr`` (stdio) or
@@ -59,6 +64,7 @@ from ..ids import check_idempotency_key
 from ..journal.attach import DEFAULT_HISTORY, JournalSpec, journal_agents
 from ..journal.keyed import IdempotencyConflict, RunInFlight, log_refused
 from ..journal.sessions import SessionHistory
+from ..reply import ReplyText
 from ..results import RunResult
 from ._link import IDEMPOTENCY_META_KEY
 
@@ -76,7 +82,20 @@ Transport = Literal["stdio", "http"]
 class RoutedAnswer(BaseModel):
     """The structured content of an ``ask`` result: the answer and how it was routed."""
 
-    output: str | None = Field(description="The answer, or null when the run ended without one.")
+    reply: str | None = Field(
+        default=None,
+        description=(
+            "The text of the reply, as the text content says it: every agent's text in order (also an agent's that "
+            "handed the turn on, or wrote before a tool call), then the answer if it was not streamed; null when the "
+            "run said nothing."
+        ),
+    )
+    output: str | None = Field(
+        description=(
+            "The answering agent's last reply alone (after a handoff, the last agent's), or null when the run ended "
+            "without one."
+        )
+    )
     status: str = Field(description="ok, fallback, unresolved, max_turns, critical, ...")
     user_message: str | None = Field(
         default=None, description="For a run that recovery stopped (critical, fatal): the message for the end user."
@@ -92,8 +111,9 @@ class RoutedAnswer(BaseModel):
     cost_usd: float | None = None
 
 
-def _answer(result: RunResult) -> RoutedAnswer:
+def _answer(result: RunResult, reply: str | None) -> RoutedAnswer:
     return RoutedAnswer(
+        reply=reply,
         output=result.output,
         status=result.status,
         user_message=result.user_message,
@@ -158,9 +178,9 @@ def router_server(agent: Agent, *, name: str | None = None, tool_name: str = "as
             key = _client_key(meta.get(IDEMPOTENCY_META_KEY), agent)
         try:
             if key is not None and hosts:
-                result = await _outliving(hosts[-1], agent, request, session_id or None, key)
+                result, reply = await _outliving(hosts[-1], agent, request, session_id or None, key)
             else:
-                result = await agent.run(request, session_id=session_id or None, idempotency_key=key)
+                result, reply = await _replied(agent, request, session_id or None, key)
         except IdempotencyConflict as exc:
             log_refused(exc, "conflict", tool=tool_name)
             return refused(f"the {IDEMPOTENCY_META} was already used with other arguments; nothing was run")
@@ -177,10 +197,10 @@ def router_server(agent: Agent, *, name: str | None = None, tool_name: str = "as
             )
         except Exception as exc:  # its type only, as over HTTP: an exception's text may quote a secret
             return refused(f"the run failed ({type(exc).__name__}); see the server log")
-        answer = _answer(result)
-        text = result.output
+        answer = _answer(result, reply)
+        text = reply if result.output is not None and reply is not None else None
         if text is None:
-            told = f": {result.user_message}" if result.user_message else ""
+            told = f": {reply}" if reply else ""
             text = f"no answer (status: {result.status}){told}"
         return types.CallToolResult(
             content=[types.TextContent(text=text)],
@@ -206,16 +226,32 @@ def router_server(agent: Agent, *, name: str | None = None, tool_name: str = "as
     return server
 
 
+async def _replied(agent: Agent, request: str, session_id: str | None, key: str | None) -> tuple[RunResult, str | None]:
+    """Run ``agent`` as ``agent.run`` does: its result, and the text of its reply (:class:`ReplyText`).
+
+    Raises what ``agent.run`` raises (the run's own exception after its ``run.failed``).
+    """
+    reply = ReplyText()
+    async with agent.stream(request, session_id=session_id, idempotency_key=key) as stream:
+        async for ev in stream:
+            reply.feed(ev)
+    result = stream.result
+    if result is None:  # pragma: no cover - a stream consumed to its end without raising has a result
+        raise RuntimeError("the run ended without a result")
+    reply.end(result)
+    return result, reply.text
+
+
 async def _outliving(
     host: anyio.abc.TaskGroup, agent: Agent, request: str, session_id: str | None, key: str
-) -> RunResult:
-    """The keyed run's result; the run goes on in ``host`` if this wait is cancelled (its retry gets it)."""
+) -> tuple[RunResult, str | None]:
+    """The keyed run's result and reply; the run goes on in ``host`` if this wait is cancelled (its retry gets it)."""
     done = anyio.Event()
-    outcome: list[RunResult | Exception] = []
+    outcome: list[tuple[RunResult, str | None] | Exception] = []
 
     async def run() -> None:
         try:
-            outcome.append(await agent.run(request, session_id=session_id, idempotency_key=key))
+            outcome.append(await _replied(agent, request, session_id, key))
         except Exception as exc:  # raised again to the caller, if it still waits
             outcome.append(exc)
         finally:

@@ -4,7 +4,7 @@ Endpoints (all JSON errors in OpenAI's shape ``{"error": {"message", "type", "pa
 
 - ``POST /v1/chat/completions`` — OpenAI chat completions, whole or streamed (SSE).
   ``model`` names the served agent; the reply is the text of its run, the same whole or
-  streamed (:class:`~.reply.ReplyText`: every agent's text, then the answer if it was not
+  streamed (:class:`~jeeves_router.reply.ReplyText`: every agent's text, then the answer if it was not
   streamed, or a stopped run's message for the end user). The routing decision travels
   in the ``jeeves`` extension object of the completion (and of the last streamed chunk):
   ``{"route", "confidence", "fallback_reason", "used_fallback", "status", "session_id"}``,

@@ -32,9 +32,9 @@ from ..errors import ReplayDivergence, UsageError
 from ..events import Event as RunEvent
 from ..events import RunFailed, routing_update
 from ..journal.keyed import IdempotencyConflict, RunInFlight, log_refused
+from ..reply import ReplyText
 from ..usage import spent_usage
 from .guard import Drain
-from .reply import ReplyText
 from .wire import (
     DONE,
     ApiError,
