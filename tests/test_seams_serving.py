@@ -43,6 +43,7 @@ def test_a_run_whose_journal_cannot_be_written_answers_an_error_not_an_empty_eve
         "type": "server_error",
         "param": None,
         "code": "run_failed",
+        "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},  # no request was sent
     }
     for text in (events.text, whole.text, caplog.text):
         assert "s3cret-pw" not in text

@@ -48,7 +48,9 @@ def test_the_openai_client_does_not_run_a_failed_run_again(stream: bool) -> None
     assert broken.calls == 1  # was 3: the first run and two retries
     assert caught.value.response.headers["x-should-retry"] == "false"
     assert caught.value.body == {"message": "the run failed (RuntimeError); see the server log",
-                                 "type": "server_error", "param": None, "code": "run_failed"}  # fmt: skip
+                                 "type": "server_error", "param": None, "code": "run_failed",
+                                 "usage": {"prompt_tokens": 10, "completion_tokens": 5,
+                                           "total_tokens": 15}}  # fmt: skip  # the classifier's request
 
 
 def test_a_keyed_failed_run_leaves_the_retry_to_the_client_and_answers_are_unmarked(tmp_path: Any) -> None:

@@ -8,6 +8,8 @@ so the run goes on unseen to its end (a refund cut mid-call would leave its outc
 and every retry would fail), and the retry gets its answer. The run's slot of the
 concurrency limit is released when the reply ends, however it ends. A failed run is
 reported by its error type only: exception messages and tracebacks stay out of replies and logs.
+Its error (a 500 before the first token, whole or streamed; an error chunk after it) says what
+the run had spent as the error object's ``usage`` (a completion's ``usage`` shape).
 
 A 5xx reply to a request without an ``Idempotency-Key`` says ``X-Should-Retry: false``: its run
 started (it may have refunded before it failed or was cut), so the openai SDK must not run it
@@ -33,7 +35,7 @@ from ..events import Event as RunEvent
 from ..events import RunFailed, routing_update
 from ..journal.keyed import IdempotencyConflict, RunInFlight, log_refused
 from ..reply import ReplyText
-from ..usage import spent_usage
+from ..usage import Usage, spent_usage
 from .guard import Drain
 from .wire import (
     DONE,
@@ -48,6 +50,7 @@ from .wire import (
     sse_data,
     sse_event,
     usage_chunk,
+    usage_object,
 )
 
 __all__ = ["RunReply", "chat_reply", "events_reply"]
@@ -60,8 +63,30 @@ _SSE_HEADERS = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no
 _NO_RETRY = (b"x-should-retry", b"false")
 
 
-def _failure(error_type: str) -> ApiError:
-    return ApiError(500, f"the run failed ({error_type}); see the server log", code="run_failed", type="server_error")
+class _RunFailed(ApiError):
+    """A run that failed: a 500 ``run_failed`` naming its error type, with what it had spent.
+
+    ``spent`` (the failure's :func:`~jeeves_router.usage.spent_usage`: every request the run
+    sent, failed ones included) is the error's ``usage`` member, in a completion's ``usage``
+    shape; an extension of OpenAI's error object, which the ``openai`` SDK gives as
+    ``APIStatusError.body["usage"]``.
+    """
+
+    def __init__(self, error_type: str, spent: Usage | None = None) -> None:
+        msg = f"the run failed ({error_type}); see the server log"
+        super().__init__(500, msg, code="run_failed", type="server_error")
+        self.spent = spent
+
+    def body(self) -> dict[str, Any]:
+        """The error body, with ``usage`` when the run's spend is known."""
+        out = super().body()
+        if self.spent is not None:
+            out["error"]["usage"] = usage_object(self.spent)
+        return out
+
+
+def _failure(error_type: str, error: BaseException | None = None) -> ApiError:
+    return _RunFailed(error_type, spent_usage(error) if error is not None else None)
 
 
 def _refusal(agent: Agent, error: BaseException | None, retry_after_s: int) -> ApiError:
@@ -88,7 +113,7 @@ def _refusal(agent: Agent, error: BaseException | None, retry_after_s: int) -> A
         )
     error_type = type(error).__name__
     log.warning("run failed", extra={"agent": agent.name, "error_type": error_type})
-    return _failure(error_type)
+    return _failure(error_type, error)
 
 
 def _replay_mark(stream: RunStream, headers: dict[str, str]) -> dict[str, str]:
@@ -295,7 +320,7 @@ async def _chat_stream(agent: Agent, req: ChatRequest, stream: RunStream, send: 
             spent = spent_usage(stream.error) if stream.error is not None else None
             if req.include_usage and spent is not None:  # what it had spent, as a completed run's usage chunk
                 tail += sse_data(usage_chunk(cid, req.model, created, spent))
-            tail += sse_data(_failure(error_type).body())
+            tail += sse_data(_failure(error_type, stream.error).body())
         else:
             tail = opening
             rest = reply.end(result)  # an answer not streamed (e.g. a recovery report's message)

@@ -34,6 +34,7 @@ __all__ = [
     "completion",
     "chunk",
     "usage_chunk",
+    "usage_object",
     "content_chunks",
     "sse_data",
     "sse_event",
@@ -305,7 +306,8 @@ def routing_headers(route: str | None, confidence: float | None, fallback_reason
     return out
 
 
-def _usage(u: Usage) -> dict[str, int]:
+def usage_object(u: Usage) -> dict[str, int]:
+    """``usage`` as OpenAI's wire says it: prompt, completion and total tokens."""
     return {"prompt_tokens": u.input_tokens, "completion_tokens": u.output_tokens, "total_tokens": u.total_tokens}
 
 
@@ -329,7 +331,7 @@ def completion(model: str, result: RunResult, content: str | None) -> dict[str, 
                 "logprobs": None,
             }
         ],
-        "usage": _usage(result.usage),
+        "usage": usage_object(result.usage),
         "jeeves": routing_of(result),
     }
 
@@ -365,7 +367,7 @@ def usage_chunk(cid: str, model: str, created: int, usage: Usage) -> dict[str, A
         "created": created,
         "model": model,
         "choices": [],
-        "usage": _usage(usage),
+        "usage": usage_object(usage),
     }
 
 

@@ -89,7 +89,11 @@ class RouterRun(ChainRun):
             )
         if rec is None:  # Router.classify inline: no coroutine layer between this run and the runtime's step
             request = router.classify_request(ctx, exclude=self.excluded, feedback=feedback, context=self.context)
-            cres: ClassifyResult = await ctx.classify(router.classifier_for(self.agent), request)
+            try:
+                cres: ClassifyResult = await ctx.classify(router.classifier_for(self.agent), request)
+            except Exception as exc:  # the run fails: the requests it sent still count (its run.failed says them)
+                self._failed_spent(exc)
+                raise
             cres = router.checked(cres, request, self.excluded)
         else:
             classify = partial(
@@ -228,10 +232,14 @@ class RouterRun(ChainRun):
         try:
             return await classify()
         except Exception as exc:
-            spent = getattr(exc, "spent_usage", None)
-            if isinstance(spent, Usage):
-                self._classifier_spent(spent)
+            self._failed_spent(exc)
             raise
+
+    def _failed_spent(self, failure: Exception) -> None:
+        """Count what a failed classification spent (its ``spent_usage``: the requests it sent)."""
+        spent = getattr(failure, "spent_usage", None)
+        if isinstance(spent, Usage):
+            self._classifier_spent(spent)
 
     def _classifier_spent(self, used: Usage) -> None:
         self.classifier_usage = used if self.classifier_usage is None else self.classifier_usage + used
