@@ -23,7 +23,7 @@ from .models.registry import resolve_model
 from .results import RunResult
 from .runtime import PASS_THROUGH, Runtime
 from .tools import Tool, Toolset, ToolsetHost, as_tool, split_toolsets, toolset_host
-from .usage import with_spent_usage
+from .usage import Usage, with_spent_usage
 
 __all__ = ["Agent", "RunStream"]
 
@@ -330,6 +330,17 @@ class RunStream(EventPump[Event]):
     def session_id(self) -> str:
         """The session id of the run."""
         return self._ctx.session_id
+
+    @property
+    def spent(self) -> Usage:
+        """What the run has spent so far: every model request whose answer (or failure) came back.
+
+        The run's and the runs' below it (a routed specialist, a handoff target, a classifier),
+        failed requests included, as its ``run.failed`` would say. A request a cancellation cuts
+        off while it waits for its answer is reported to :func:`~jeeves_router.usage.cut_requests`
+        instead: whoever cancels the run adds it (as the HTTP server does for a run it cuts).
+        """
+        return self._ctx.ledger.since(0, self._ctx.path)
 
     @property
     def replayed(self) -> bool:

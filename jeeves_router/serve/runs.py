@@ -30,12 +30,12 @@ from starlette.responses import Response
 from starlette.types import Message, Receive, Scope, Send
 
 from ..agent import Agent, RunStream
-from ..errors import ReplayDivergence, UsageError
+from ..errors import UsageError
 from ..events import Event as RunEvent
 from ..events import RunFailed, routing_update
-from ..journal.keyed import IdempotencyConflict, RunInFlight, log_refused
 from ..reply import ReplyText
-from ..usage import Usage, spent_usage
+from ..usage import Usage, cut_requests, spent_usage
+from ._unfinished import failure, log_cut, refusal
 from .guard import Drain
 from .wire import (
     DONE,
@@ -50,7 +50,6 @@ from .wire import (
     sse_data,
     sse_event,
     usage_chunk,
-    usage_object,
 )
 
 __all__ = ["RunReply", "chat_reply", "events_reply"]
@@ -61,59 +60,6 @@ Produce = Callable[[Send], Awaitable[None]]
 _SSE_HEADERS = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache"), (b"x-accel-buffering", b"no")]
 #: Honoured by the openai Python SDK, which otherwise retries any 5xx twice (by default).
 _NO_RETRY = (b"x-should-retry", b"false")
-
-
-class _RunFailed(ApiError):
-    """A run that failed: a 500 ``run_failed`` naming its error type, with what it had spent.
-
-    ``spent`` (the failure's :func:`~jeeves_router.usage.spent_usage`: every request the run
-    sent, failed ones included) is the error's ``usage`` member, in a completion's ``usage``
-    shape; an extension of OpenAI's error object, which the ``openai`` SDK gives as
-    ``APIStatusError.body["usage"]``.
-    """
-
-    def __init__(self, error_type: str, spent: Usage | None = None) -> None:
-        msg = f"the run failed ({error_type}); see the server log"
-        super().__init__(500, msg, code="run_failed", type="server_error")
-        self.spent = spent
-
-    def body(self) -> dict[str, Any]:
-        """The error body, with ``usage`` when the run's spend is known."""
-        out = super().body()
-        if self.spent is not None:
-            out["error"]["usage"] = usage_object(self.spent)
-        return out
-
-
-def _failure(error_type: str, error: BaseException | None = None) -> ApiError:
-    return _RunFailed(error_type, spent_usage(error) if error is not None else None)
-
-
-def _refusal(agent: Agent, error: BaseException | None, retry_after_s: int) -> ApiError:
-    """The reply to a run that ended before its first event: a refused idempotency key, or a failure."""
-    if isinstance(error, IdempotencyConflict):
-        log_refused(error, "conflict", 422)
-        msg = "the Idempotency-Key was already used for another request; send that request again, or use a new key"
-        return ApiError(422, msg, param="Idempotency-Key", code="idempotency_key_conflict")
-    if isinstance(error, ReplayDivergence):  # only a keyed replay replays strictly here
-        log_refused(error, "replay_diverged", 422)
-        msg = (
-            "the run of this Idempotency-Key completed under an agent that has changed since (its instructions, "
-            "tools or model), so its answer cannot be replayed; nothing was run: use a new key"
-        )
-        return ApiError(422, msg, param="Idempotency-Key", code="idempotency_key_replay_diverged")
-    if isinstance(error, RunInFlight):
-        log_refused(error, "in_flight", 409)
-        return ApiError(
-            409,
-            f"the run of this Idempotency-Key is still in flight; retry after {retry_after_s} s for its result",
-            param="Idempotency-Key",
-            code="idempotency_key_in_flight",
-            headers={"retry-after": str(retry_after_s)},
-        )
-    error_type = type(error).__name__
-    log.warning("run failed", extra={"agent": agent.name, "error_type": error_type})
-    return _failure(error_type, error)
 
 
 def _replay_mark(stream: RunStream, headers: dict[str, str]) -> dict[str, str]:
@@ -138,10 +84,19 @@ class RunReply(Response):
             shutdown (an error chunk in the stream's format).
         keyed: The request has an idempotency key: a client that disconnects does not cancel
             the run, which goes on to its end unseen (a shutdown still cancels it).
+        run: The run ``produce`` streams: a run this reply cuts (its client left, the server
+            shut down) is logged with what it had spent (:func:`._unfinished.log_cut`).
     """
 
     def __init__(
-        self, produce: Produce, release: Callable[[], None], drain: Drain, cut: bytes, *, keyed: bool = False
+        self,
+        produce: Produce,
+        release: Callable[[], None],
+        drain: Drain,
+        cut: bytes,
+        *,
+        keyed: bool = False,
+        run: RunStream | None = None,
     ) -> None:
         super().__init__()
         self._produce = produce
@@ -149,10 +104,11 @@ class RunReply(Response):
         self._drain = drain
         self._cut = cut
         self._keyed = keyed
+        self._run = run
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Run the reply; cancel it if the client disconnects; release the slot at the end."""
-        sent = {"started": False, "done": False, "gone": False}
+        sent = {"started": False, "done": False, "gone": False, "left": False}
 
         async def tracked(message: Message) -> None:
             if sent["gone"]:
@@ -167,8 +123,9 @@ class RunReply(Response):
 
         shutdown = anyio.CancelScope()
         self._drain.add(shutdown)
+        cut_off: list[Usage] = []  # the model requests a cancellation cut off (sent: they count)
         try:
-            with shutdown:
+            with shutdown, cut_requests() as cut_off:
                 async with anyio.create_task_group() as tg:
 
                     async def watch() -> None:
@@ -180,13 +137,18 @@ class RunReply(Response):
                             return
                         if not tg.cancel_scope.cancel_called:
                             log.info("client disconnected; cancelling its run")
+                            sent["left"] = True
                         tg.cancel_scope.cancel()
 
                     tg.start_soon(watch)
                     await self._guarded(tracked, sent)
                     tg.cancel_scope.cancel()
+            if sent.get("left") and self._run is not None:
+                log_cut(self._run, "client_disconnected", cut_off)
             if shutdown.cancelled_caught:
                 log.info("run cancelled by the server's shutdown")
+                if self._run is not None:
+                    log_cut(self._run, "server_shutdown", cut_off)
                 if not sent["started"]:
                     err = ApiError(503, "the server shut down before the run ended", code="shutting_down")
                     await _send_json(tracked, err.status, err.body())
@@ -235,7 +197,7 @@ def _open(agent: Agent, prompt: str, req: ChatRequest | RunRequest, force_route:
         raise ApiError(400, str(exc)) from None
 
 
-_CUT = _failure("ServerShutdown").body()
+_CUT = failure("ServerShutdown").body()
 
 
 def chat_reply(
@@ -249,7 +211,9 @@ def chat_reply(
     produce = _chat_stream if req.stream else _chat_whole
     cut = sse_data(_CUT) + DONE
     keyed = req.idempotency_key is not None
-    return RunReply(lambda send: produce(agent, req, stream, send, retry_after_s), release, drain, cut, keyed=keyed)
+    return RunReply(
+        lambda send: produce(agent, req, stream, send, retry_after_s), release, drain, cut, keyed=keyed, run=stream
+    )
 
 
 async def _chat_whole(agent: Agent, req: ChatRequest, stream: RunStream, send: Send, retry_after_s: int) -> None:
@@ -263,7 +227,7 @@ async def _chat_whole(agent: Agent, req: ChatRequest, stream: RunStream, send: S
                 raise
     result = stream.result
     if result is None:
-        err = _refusal(agent, stream.error, retry_after_s)
+        err = refusal(agent, stream.error, retry_after_s)
         await _send_json(send, err.status, err.body(), err.headers)
         return
     headers = routing_headers(result.route, result.confidence, result.fallback_reason)
@@ -289,7 +253,7 @@ async def _chat_stream(agent: Agent, req: ChatRequest, stream: RunStream, send: 
             if stream.error is None:
                 raise
         if first is None and stream.error is not None:
-            err = _refusal(agent, stream.error, retry_after_s)
+            err = refusal(agent, stream.error, retry_after_s)
             await _send_json(send, err.status, err.body(), err.headers)
             return
         done = stream.result
@@ -320,7 +284,7 @@ async def _chat_stream(agent: Agent, req: ChatRequest, stream: RunStream, send: 
             spent = spent_usage(stream.error) if stream.error is not None else None
             if req.include_usage and spent is not None:  # what it had spent, as a completed run's usage chunk
                 tail += sse_data(usage_chunk(cid, req.model, created, spent))
-            tail += sse_data(_failure(error_type, stream.error).body())
+            tail += sse_data(failure(error_type, stream.error).body())
         else:
             tail = opening
             rest = reply.end(result)  # an answer not streamed (e.g. a recovery report's message)
@@ -359,7 +323,7 @@ def events_reply(
             except Exception:
                 if stream.error is None:
                     raise
-                err = _refusal(agent, stream.error, retry_after_s)
+                err = refusal(agent, stream.error, retry_after_s)
                 await _send_json(send, err.status, err.body(), err.headers)
                 return
             head = _replay_mark(stream, {"x-jeeves-session-id": stream.session_id})
@@ -375,4 +339,4 @@ def events_reply(
             await send(_body(b"", more=False))
 
     cut = b"event: error\ndata: " + json.dumps(_CUT).encode() + b"\n\n"
-    return RunReply(produce, release, drain, cut, keyed=req.idempotency_key is not None)
+    return RunReply(produce, release, drain, cut, keyed=req.idempotency_key is not None, run=stream)
