@@ -7,6 +7,8 @@ or a tool loop that wrote before its tool call, the two front doors said differe
 Now the MCP text content (and its structured ``reply``) is the HTTP reply's text, and a session
 read over HTTP shows each turn's ``reply`` by the same rule, rebuilt from the journaled events,
 next to its ``output`` (what later turns are given as the assistant's message).
+
+Also here: a ``force_route`` naming a handoff target (no route) is refused with a message saying so.
 """
 
 from __future__ import annotations
@@ -70,3 +72,18 @@ def test_a_session_read_shows_each_turns_reply_as_the_chat_reply_said_it(tmp_pat
     assert again.status_code == 200
     assert [t["reply"] for t in turns] == [said, said] == [HANDED_ON, HANDED_ON]
     assert [t["output"] for t in turns] == [REFUNDED, REFUNDED]  # what the next turn's history holds
+
+
+def test_force_route_naming_a_handoff_target_says_so_and_names_the_declared_routes() -> None:
+    request = {"model": "desk", "input": "refund my order", "force_route": "refunds"}
+    with running(create_app(handing_off_desk())) as server:
+        refused = httpx.post(server.url + "/v1/runs", json=request)
+        unknown = httpx.post(server.url + "/v1/runs", json={**request, "force_route": "nope"})
+    assert refused.status_code == unknown.status_code == 400
+    assert refused.json()["error"]["message"] == (  # was: "force_route 'refunds' is not a route; routes: ..."
+        "force_route 'refunds' is not a declared route but a handoff target (a route's agent hands the turn to it; "
+        "force_route picks a route); pass one of the declared routes of 'desk': billing, general"
+    )
+    assert unknown.json()["error"]["message"] == (
+        "force_route 'nope' is not a declared route; pass one of the declared routes of 'desk': billing, general"
+    )

@@ -264,13 +264,23 @@ class Router:
     def prepare(self, agent: Actor, ctx: RunContext) -> None:
         """Check the per-run options and the context before the run starts."""
         if ctx.force_route is not None and ctx.force_route not in self._by_name:
-            raise UsageError(f"force_route {ctx.force_route!r} is not a route; routes: {', '.join(self._by_name)}")
+            raise UsageError(self._not_a_route(agent, ctx.force_route))
         if self.context_schema is not None:
             try:
                 self.context_schema.model_validate(dict(ctx.context))
             except Exception as exc:  # pydantic's ValidationError
                 raise UsageError(f"context does not match {self.context_schema.__name__}: {exc}") from exc
         self.graph(agent)
+
+    def _not_a_route(self, agent: Actor, name: str) -> str:
+        """Why ``force_route=name`` is refused, and what to pass instead (the declared routes)."""
+        node = self.graph(agent).nodes.get(name)
+        why = "is not a declared route"
+        if node is not None and not node.is_router:  # reachable only through a transfer
+            why += " but a handoff target (a route's agent hands the turn to it; force_route picks a route)"
+        return (
+            f"force_route {name!r} {why}; pass one of the declared routes of {agent.name!r}: {', '.join(self._by_name)}"
+        )
 
     async def reset(self, session_id: str) -> None:
         """Forget the sticky agent of ``session_id``: its next turn is classified afresh."""
