@@ -26,7 +26,7 @@ from .architectures.router import Router
 if TYPE_CHECKING:
     from .actor import Actor
 
-__all__ = ["AgentGraph", "GraphEdge", "GraphNode", "agent_graph"]
+__all__ = ["AgentGraph", "GraphEdge", "GraphNode", "agent_graph", "tree_agents"]
 
 NodeKind = Literal["agent", "router", "capability", "function", "unknown"]
 EdgeKind = Literal["route", "fallback", "handoff", "hand_back", "capability", "handler", "data"]
@@ -131,6 +131,7 @@ class _Builder:
     by_name: dict[str, str] = field(default_factory=dict)  # agent name -> node id
     named: list[tuple[str, str, EdgeKind, str]] = field(default_factory=list)  # edges to agents given by name
     taken: set[str] = field(default_factory=set)
+    seen: list[Actor] = field(default_factory=list)  # every agent visited, in order
 
     def new_id(self, name: str) -> str:
         base = re.sub(r"\W", "_", name) or "node"
@@ -146,6 +147,7 @@ class _Builder:
             return known
         nid = self.new_id(agent.name)
         self.ids[id(agent)] = nid
+        self.seen.append(agent)
         self.by_name.setdefault(agent.name, nid)
         arch = agent.architecture
         details: list[str] = [type(arch).__name__]
@@ -254,3 +256,11 @@ def agent_graph(agent: Actor) -> AgentGraph:
     root = builder.agent(agent)
     builder.resolve_named()
     return AgentGraph(root, tuple(builder.nodes), tuple(builder.edges))
+
+
+def tree_agents(*agents: Actor) -> tuple[Actor, ...]:
+    """Every agent reachable from ``agents`` (the ones :func:`agent_graph` draws), each once, in order."""
+    builder = _Builder()
+    for agent in agents:
+        builder.agent(agent)
+    return tuple(builder.seen)

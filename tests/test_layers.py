@@ -40,6 +40,7 @@ LAYERS: list[tuple[str, int]] = [
     ("recovery", 3),
     ("agent", 4),
     ("graph", 4),
+    ("_models_held", 4),  # the models an agent tree holds (closed by the servers)
     ("architectures", 4),
     ("journal", 5),
     ("durable", 5),

@@ -57,6 +57,7 @@ import anyio
 import anyio.abc
 from pydantic import BaseModel, Field
 
+from .._models_held import aclose_models
 from .._targets import import_target
 from ..agent import Agent
 from ..errors import ReplayDivergence, UsageError
@@ -331,7 +332,8 @@ async def serve(
         journal: A journal, a SQLite file path or a ``postgresql://`` URL: an agent without a
             runtime gets ``JournalRuntime(journal, session_history=session_history)``, as
             :func:`jeeves_router.serve.create_app` gives it (idempotency keys and sessions
-            then work). The journals in use are closed when serving stops.
+            then work). The journals in use, and the HTTP clients the agent tree's models
+            built, are closed when serving stops (a client passed as ``client=`` stays open).
         session_history: History limits for the runtime this creates (``None``: a request
             sees only its own text).
 
@@ -349,9 +351,10 @@ async def serve(
 
         check_token(token)
         check_host(host, token, command="mcp --transport http")
-    async with AsyncExitStack() as closing:  # every journal in use, however serving ends
+    async with AsyncExitStack() as closing:  # every journal in use and the models' clients, however serving ends
         for used in journal_agents({agent.name: agent}, journal, session_history):
             closing.push_async_callback(used.aclose)
+        closing.push_async_callback(aclose_models, [agent])
         if transport == "stdio":
             await router_server(agent).run_stdio_async()
         else:

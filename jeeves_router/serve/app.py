@@ -51,6 +51,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp
 
+from .._models_held import aclose_models
 from ..agent import Agent
 from ..errors import UsageError
 from ..journal import Journal
@@ -133,6 +134,10 @@ def create_app(
         drain: Shutdown control shared with the server (:func:`~jeeves_router.serve.serve`
             passes one; by default the app makes its own).
 
+    When the app stops (its lifespan ends), it closes the journals in use and the HTTP
+    clients the served agents' models built (:func:`jeeves_router._models_held.aclose_models`;
+    a client passed to a model as ``client=`` stays open).
+
     Raises:
         UsageError: for bad arguments.
     """
@@ -198,9 +203,10 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        async with AsyncExitStack() as closing:  # every journal, also when the server stops on an error
+        async with AsyncExitStack() as closing:  # journals, model clients: also when the server stops on an error
             for j in journals:
                 closing.push_async_callback(j.aclose)
+            closing.push_async_callback(aclose_models, table.values())  # the clients built on this server's loop
             yield
 
     app = Starlette(

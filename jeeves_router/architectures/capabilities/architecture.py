@@ -129,6 +129,7 @@ class Capabilities:
         self.bypass = bypass
         self.max_iterations = max_iterations
         self.recovery = recovery if recovery is not None else Recovery()
+        self.resolved_models: dict[str, Model] = {}  # "provider:model" -> the adapter built for it, on first use
 
     def validate(self, agent: Actor) -> None:
         """The agent needs a model unless both models are given; its tools and handoffs, never used, are refused."""
@@ -148,7 +149,15 @@ class Capabilities:
             )
 
     def _model(self, agent: Actor, which: Model | str | None, what: str) -> Model:
-        return agent.resolved_model() if which is None else resolve_model(which, what=what)
+        """The agent's model, or ``which``: a string is resolved once and its adapter kept for every run."""
+        if which is None:
+            return agent.resolved_model()
+        if not isinstance(which, str):
+            return resolve_model(which, what=what)
+        model = self.resolved_models.get(which)
+        if model is None:
+            model = self.resolved_models[which] = resolve_model(which, what=what)
+        return model
 
     async def run(self, agent: Actor, ctx: RunContext) -> None:
         """Extract, select, orchestrate; emits capability and recovery events (the agents emit their own)."""

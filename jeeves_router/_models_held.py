@@ -1,0 +1,71 @@
+"""The models an agent tree holds, and closing them when whatever serves the tree stops.
+
+A model adapter builds its HTTP client on its first call, on the event loop of that call,
+and keeps it (:class:`~jeeves_router.models._sdk.SdkModel`). The HTTP server and the MCP
+server run their agents on their own loop, so when they stop they close what the served
+trees' models built (:func:`aclose_models`): left open, such a client is finalised later by
+the garbage collector, on whatever loop is running then. ``aclose()`` closes only a client
+the model built itself (a client passed as ``client=`` stays open), and a later call builds
+a new one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from .actor import Actor
+from .architectures.capabilities import Capabilities
+from .architectures.router import Router
+from .graph import tree_agents
+from .models.base import Model
+
+__all__ = ["aclose_models", "held_models"]
+
+
+def _resolved(owner: Any) -> Model | None:
+    """``owner.model`` if it is a model; the adapter resolved from its string, if resolved yet."""
+    model = owner.model
+    return getattr(owner, "_model", None) if isinstance(model, str) else model
+
+
+def _classifier_models(classifier: Any) -> list[Model | None]:
+    from .classify.cascade import CascadeClassifier  # imported by routers only when they classify with a model
+    from .classify.llm import LLMClassifier
+    from .classify.toolcall import ToolCallClassifier
+
+    if isinstance(classifier, (LLMClassifier, ToolCallClassifier)):
+        return [_resolved(classifier)]
+    if isinstance(classifier, CascadeClassifier):
+        return [*_classifier_models(classifier.first), *_classifier_models(classifier.second)]
+    return []
+
+
+def held_models(agents: Iterable[Actor]) -> list[Model]:
+    """The models the trees of ``agents`` hold now, each once (a string not resolved yet holds none).
+
+    That is each agent's model, a router's classifier model(s) and a
+    :class:`~jeeves_router.architectures.capabilities.Capabilities`' classifier and orchestrator models.
+    """
+    found: list[Model | None] = []
+    for agent in tree_agents(*agents):
+        found.append(_resolved(agent))
+        arch = agent.architecture
+        if isinstance(arch, Router):
+            found.extend(_classifier_models(getattr(arch, "_classifier", None)))
+        elif isinstance(arch, Capabilities):
+            found.extend(m for m in (arch.classifier_model, arch.orchestrator_model) if not isinstance(m, str))
+            found.extend(arch.resolved_models.values())
+    unique: dict[int, Model] = {}
+    for model in found:
+        if model is not None:
+            unique.setdefault(id(model), model)
+    return list(unique.values())
+
+
+async def aclose_models(agents: Iterable[Actor]) -> None:
+    """Close the HTTP clients the models of ``agents``' trees built (``aclose()``, where a model has one)."""
+    for model in held_models(agents):
+        close = getattr(model, "aclose", None)
+        if close is not None:
+            await close()
