@@ -18,7 +18,9 @@ and on :class:`Reply`: ``disconnect_after`` (drop the connection after N events)
 event), and tool-call arguments that are not valid JSON.
 
 The server runs its own asyncio loop in a daemon thread, so it serves tests on any event
-loop (or none) and outlives nothing: :meth:`LoopbackServer.stop` ends it.
+loop (or none) and outlives nothing: :meth:`LoopbackServer.stop` ends it. The SDK clients it
+hands out are its to close (:meth:`LoopbackServer.aclose_clients`; the fixture, an async one,
+closes them after the test, on the test's loop).
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ import socket
 import struct
 import threading
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Union
 
@@ -132,6 +134,7 @@ class LoopbackServer:
         self._server: asyncio.AbstractServer | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._ids = itertools.count(1)
+        self._clients: list[Any] = []  # the SDK clients handed out, closed by aclose_clients()
         self.port = 0
 
     # -- lifecycle ------------------------------------------------------------------------
@@ -202,17 +205,32 @@ class LoopbackServer:
         """A real ``openai.AsyncOpenAI`` pointed here, with the SDK's retries off."""
         import openai
 
-        return openai.AsyncOpenAI(
+        client = openai.AsyncOpenAI(
             api_key=api_key, base_url=self.openai_base_url, timeout=timeout, max_retries=0, **kwargs
         )
+        self._clients.append(client)
+        return client
 
     def anthropic_client(self, *, timeout: float = 10.0, api_key: str = FAKE_ANTHROPIC_KEY, **kwargs: Any) -> Any:
         """A real ``anthropic.AsyncAnthropic`` pointed here, with the SDK's retries off."""
         import anthropic
 
-        return anthropic.AsyncAnthropic(
+        client = anthropic.AsyncAnthropic(
             api_key=api_key, base_url=self.anthropic_base_url, timeout=timeout, max_retries=0, **kwargs
         )
+        self._clients.append(client)
+        return client
+
+    async def aclose_clients(self) -> None:
+        """Close every client :meth:`openai_client` / :meth:`anthropic_client` handed out.
+
+        Call it on the test's event loop, the one their connections belong to (the
+        :func:`loopback` fixture does): a client left open is finalised by the garbage
+        collector later, and the SDK then schedules its ``aclose()`` on whatever loop runs.
+        """
+        clients, self._clients = self._clients, []
+        for client in clients:
+            await client.close()
 
     def _next_action(self, request: RecordedRequest) -> Action:
         refused = wire.refused(request.provider or "openai", request.body)
@@ -331,10 +349,13 @@ async def _write_head(
 
 
 @pytest.fixture
-def loopback() -> Iterator[LoopbackServer]:
-    """A started :class:`LoopbackServer`, stopped after the test."""
+async def loopback() -> AsyncIterator[LoopbackServer]:
+    """A started :class:`LoopbackServer`, its clients closed and the server stopped after the (async) test."""
     with LoopbackServer() as server:
-        yield server
+        try:
+            yield server
+        finally:
+            await server.aclose_clients()
 
 
 def text_chunks(text: str, size: int) -> Sequence[str]:

@@ -415,8 +415,8 @@ async def test_client_built_from_the_environment(loopback: LoopbackServer, monke
     monkeypatch.setenv("ANTHROPIC_API_KEY", FAKE_ANTHROPIC_KEY)
     monkeypatch.setenv("ANTHROPIC_BASE_URL", loopback.anthropic_base_url)
     loopback.script(Reply(text="from env"))
-    model = AnthropicModel("claude-haiku-4-5")
-    assert (await model.request(HELLO)).text == "from env"
+    async with AnthropicModel("claude-haiku-4-5") as model:
+        assert (await model.request(HELLO)).text == "from env"
     assert sent_key(loopback.requests[0].headers) == FAKE_ANTHROPIC_KEY
     assert FAKE_ANTHROPIC_KEY not in repr(model)
 
@@ -430,12 +430,14 @@ async def test_missing_key_is_a_usage_error(monkeypatch: pytest.MonkeyPatch) -> 
 
 @pytest.mark.anyio
 async def test_real_endpoint_is_blocked_in_tests() -> None:
-    client = anthropic.AsyncAnthropic(api_key=FAKE_ANTHROPIC_KEY, base_url="https://api.anthropic.com", max_retries=0)
-    model = AnthropicModel("claude-haiku-4-5", client=client)
-    with pytest.raises(RealModelCallBlocked):
-        await model.request(HELLO)
-    with pytest.raises(RealModelCallBlocked):
-        await drain(model, HELLO)
+    async with anthropic.AsyncAnthropic(
+        api_key=FAKE_ANTHROPIC_KEY, base_url="https://api.anthropic.com", max_retries=0
+    ) as client:
+        model = AnthropicModel("claude-haiku-4-5", client=client)
+        with pytest.raises(RealModelCallBlocked):
+            await model.request(HELLO)
+        with pytest.raises(RealModelCallBlocked):
+            await drain(model, HELLO)
 
 
 def test_missing_sdk_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:

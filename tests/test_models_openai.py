@@ -236,10 +236,10 @@ async def test_read_timeout_error_chains_the_sdk_timeout(loopback: LoopbackServe
 @pytest.mark.anyio
 async def test_sdk_retries_are_off_even_on_an_injected_client(loopback: LoopbackServer, make: Factory) -> None:  # noqa: F811
     loopback.script(*[Status(503)] * 9)
-    sdk_retrying = openai.AsyncOpenAI(api_key=FAKE_OPENAI_KEY, base_url=loopback.openai_base_url, max_retries=3)
-    model, _ = make(client=sdk_retrying)
-    with pytest.raises(ModelError):
-        await model.request(HELLO)
+    async with openai.AsyncOpenAI(api_key=FAKE_OPENAI_KEY, base_url=loopback.openai_base_url, max_retries=3) as sdk:
+        model, _ = make(client=sdk)
+        with pytest.raises(ModelError):
+            await model.request(HELLO)
     assert len(loopback.requests) == POLICY.max_attempts  # not 3 x 4
 
 
@@ -457,8 +457,8 @@ async def test_client_built_from_the_environment(loopback: LoopbackServer, monke
     monkeypatch.setenv("OPENAI_API_KEY", FAKE_OPENAI_KEY)
     monkeypatch.setenv("OPENAI_BASE_URL", loopback.openai_base_url)
     loopback.script(Reply(text="from env"))
-    model = OpenAIModel("gpt-4.1-mini")
-    assert (await model.request(HELLO)).text == "from env"
+    async with OpenAIModel("gpt-4.1-mini") as model:
+        assert (await model.request(HELLO)).text == "from env"
     assert loopback.requests[0].headers["authorization"] == f"Bearer {FAKE_OPENAI_KEY}"
     assert FAKE_OPENAI_KEY not in repr(model)
 
@@ -467,9 +467,9 @@ async def test_client_built_from_the_environment(loopback: LoopbackServer, monke
 async def test_local_server_needs_no_key(loopback: LoopbackServer, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     loopback.script(Reply(text="local"))
-    model = OpenAIModel("llama3.1:8b", base_url=loopback.openai_base_url, provider="ollama")
-    assert model.name == "ollama:llama3.1:8b"
-    assert (await model.request(HELLO)).text == "local"
+    async with OpenAIModel("llama3.1:8b", base_url=loopback.openai_base_url, provider="ollama") as model:
+        assert model.name == "ollama:llama3.1:8b"
+        assert (await model.request(HELLO)).text == "local"
 
 
 @pytest.mark.anyio
@@ -483,12 +483,13 @@ async def test_missing_key_is_a_usage_error(monkeypatch: pytest.MonkeyPatch) -> 
 
 @pytest.mark.anyio
 async def test_real_endpoint_is_blocked_in_tests() -> None:
-    client = openai.AsyncOpenAI(api_key=FAKE_OPENAI_KEY, base_url="https://api.openai.com/v1", max_retries=0)
-    model = OpenAIModel("gpt-4.1-mini", client=client)
-    with pytest.raises(RealModelCallBlocked):
-        await model.request(HELLO)
-    with pytest.raises(RealModelCallBlocked):
-        await drain(model, HELLO)
+    real = "https://api.openai.com/v1"
+    async with openai.AsyncOpenAI(api_key=FAKE_OPENAI_KEY, base_url=real, max_retries=0) as client:
+        model = OpenAIModel("gpt-4.1-mini", client=client)
+        with pytest.raises(RealModelCallBlocked):
+            await model.request(HELLO)
+        with pytest.raises(RealModelCallBlocked):
+            await drain(model, HELLO)
 
 
 @pytest.mark.anyio
@@ -508,7 +509,8 @@ async def test_env_base_url_decides_the_max_tokens_field(
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.setenv("OPENAI_BASE_URL", loopback.openai_base_url)
     loopback.script(Reply(text="x"))
-    await OpenAIModel("llama3.1:8b").request(ModelRequest((user("hi"),), max_tokens=7))
+    async with OpenAIModel("llama3.1:8b") as model:
+        await model.request(ModelRequest((user("hi"),), max_tokens=7))
     assert loopback.requests[0].body["max_tokens"] == 7
 
 
