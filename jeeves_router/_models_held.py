@@ -1,12 +1,12 @@
-"""The models an agent tree holds, and closing them when whatever serves the tree stops.
+"""The models an agent tree (or a classifier) holds, and closing them when whatever runs it stops.
 
 A model adapter builds its HTTP client on its first call, on the event loop of that call,
 and keeps it (:class:`~jeeves_router.models._sdk.SdkModel`). The HTTP server and the MCP
-server run their agents on their own loop, so when they stop they close what the served
-trees' models built (:func:`aclose_models`): left open, such a client is finalised later by
-the garbage collector, on whatever loop is running then. ``aclose()`` closes only a client
-the model built itself (a client passed as ``client=`` stays open), and a later call builds
-a new one.
+server run their agents on their own loop, and the CLI runs an imported classifier on one,
+so when they stop they close what those models built (:func:`aclose_models`): left open,
+such a client is finalised later by the garbage collector, on whatever loop is running then.
+``aclose()`` closes only a client the model built itself (a client passed as ``client=``
+stays open), and a later call builds a new one.
 """
 
 from __future__ import annotations
@@ -41,13 +41,16 @@ def _classifier_models(classifier: Any) -> list[Model | None]:
     return []
 
 
-def held_models(agents: Iterable[Actor]) -> list[Model]:
-    """The models the trees of ``agents`` hold now, each once (a string not resolved yet holds none).
+def held_models(agents: Iterable[Actor] = (), *, classifiers: Iterable[Any] = ()) -> list[Model]:
+    """The models the trees of ``agents`` and ``classifiers`` hold now, each once (an unresolved string holds none).
 
-    That is each agent's model, a router's classifier model(s) and a
-    :class:`~jeeves_router.architectures.capabilities.Capabilities`' classifier and orchestrator models.
+    That is each agent's model, a router's classifier model(s), a
+    :class:`~jeeves_router.architectures.capabilities.Capabilities`' classifier and orchestrator
+    models, and the model of an LLM or tool-call classifier (both stages of a cascade).
     """
     found: list[Model | None] = []
+    for classifier in classifiers:
+        found.extend(_classifier_models(classifier))
     for agent in tree_agents(*agents):
         found.append(_resolved(agent))
         arch = agent.architecture
@@ -63,9 +66,9 @@ def held_models(agents: Iterable[Actor]) -> list[Model]:
     return list(unique.values())
 
 
-async def aclose_models(agents: Iterable[Actor]) -> None:
-    """Close the HTTP clients the models of ``agents``' trees built (``aclose()``, where a model has one)."""
-    for model in held_models(agents):
+async def aclose_models(agents: Iterable[Actor] = (), *, classifiers: Iterable[Any] = ()) -> None:
+    """Close the HTTP clients the models of :func:`held_models` built (``aclose()``, where a model has one)."""
+    for model in held_models(agents, classifiers=classifiers):
         close = getattr(model, "aclose", None)
         if close is not None:
             await close()

@@ -11,6 +11,7 @@ import httpx2
 import pytest
 
 from jeeves_router import Agent, Router, RouterRoute
+from jeeves_router._models_held import aclose_models
 from jeeves_router.architectures.capabilities.architecture import Capabilities, Capability
 from jeeves_router.mcp import server as mcp_server
 from jeeves_router.models import registry
@@ -144,3 +145,47 @@ async def test_capabilities_resolve_a_model_string_once_for_all_their_runs(
         assert (await agent.run("find it")).output == "found"
     # one adapter per string, kept: a new one per run would build (and leave open) a client per run
     assert sorted(m.name for m in built) == ["test:planner", "test:selector"]
+
+
+class ClosableModel(FunctionModel):
+    """A test model that counts its ``aclose()`` calls, as an adapter's would close its client."""
+
+    def __init__(self, reply: str, *, name: str) -> None:
+        super().__init__(lambda request: reply, name=name)
+        self.closed = 0
+
+    async def aclose(self) -> None:
+        self.closed += 1
+
+
+@pytest.mark.anyio
+async def test_closing_a_tree_reaches_each_model_it_resolved_from_a_string_once(
+    provider: Callable[[Callable[[str], Model]], list[Model]],
+) -> None:
+    replies = {
+        "classifier": json.dumps({"route": "caps", "confidence": 0.9}),
+        "selector": "yes",
+        "planner": json.dumps({"steps": [{"capability": "leaf", "task": "do it"}]}),
+        "leaf": "done",
+    }
+    built = provider(lambda name: ClosableModel(replies[name], name=name))
+    leaf = Agent("You do it.", name="leaf", model="loop:leaf")
+    caps = Agent(
+        "Orchestrator",
+        name="caps",
+        architecture=Capabilities(
+            [Capability("leaf", leaf, "does it")],
+            classifier_model="loop:selector",
+            orchestrator_model="loop:planner",
+            recovery=Recovery(sleep=RecordedSleeps()),
+        ),
+    )
+    desk = Agent(
+        "Desk",
+        name="desk",
+        architecture=Router([RouterRoute("caps", caps, "everything")], classifier_model="loop:classifier"),
+    )
+    assert (await desk.run("go")).output == "done"
+    assert sorted(m.name for m in built) == ["test:classifier", "test:leaf", "test:planner", "test:selector"]
+    await aclose_models([desk, caps])  # caps twice (served on its own too): still closed once
+    assert [m.closed for m in built] == [1, 1, 1, 1]  # type: ignore[attr-defined]

@@ -290,9 +290,9 @@ def eval_(
                 err.print(warning, highlight=False, soft_wrap=True, markup=False)
         check_labels(rows, [r.name for r in route_specs], oos_label=oos_label, path=data)
         with emb.progress(err, len(rows), "classifying") as bar:
-            report = anyio.run(
-                lambda: evaluate(clf, route_specs, rows, oos_label=oos_label, on_progress=lambda n: bar.advance(0, n))
-            )
+            advance = lambda n: bar.advance(0, n)  # noqa: E731
+            evaluating = lambda: evaluate(clf, route_specs, rows, oos_label=oos_label, on_progress=advance)  # noqa: E731
+            report = anyio.run(emb.closing_models, clf, evaluating)  # closes what the classifier's model built
         show.eval_report(out, report)
         if misrouted is not None:
             out.print(f"misrouted rows -> {write_misrouted(report, misrouted)}")

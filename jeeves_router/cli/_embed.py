@@ -10,10 +10,11 @@ import importlib
 import json
 import os
 import sys
+from collections.abc import Awaitable, Callable
 from enum import Enum
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._files import write_whole
 from ..errors import UsageError
@@ -32,6 +33,7 @@ __all__ = [
     "ObjectiveName",
     "data_file",
     "load_embedding",
+    "closing_models",
     "import_classifier",
     "calibration_warning",
     "check_unit",
@@ -41,6 +43,8 @@ __all__ = [
     "DESK_ROUTES",
     "DESK_CLASSIFIER",
 ]
+
+T = TypeVar("T")
 
 DESK_ROUTES = "desk_routes.json"
 DESK_CLASSIFIER = "desk_classifier.json"
@@ -188,6 +192,16 @@ def load_embedding(
     return clf
 
 
+async def closing_models(clf: Classifier, work: Callable[[], Awaitable[T]]) -> T:
+    """Await ``work()``, then close the HTTP clients ``clf``'s model built on this command's event loop."""
+    from .._models_held import aclose_models
+
+    try:
+        return await work()
+    finally:
+        await aclose_models(classifiers=[clf])
+
+
 def import_classifier(spec: str, routes: tuple[RouteSpec, ...]) -> Classifier:
     """``module:attribute`` naming a Classifier, or a factory called with the routes."""
     from ..classify.types import Classifier
@@ -304,7 +318,8 @@ def certify_classifier(
     rows = load_labelled(data)
     check_labels(rows, [r.name for r in specs], oos_label=oos_label, path=data)
     with progress(err, len(rows), "classifying") as bar:
-        preds = anyio.run(lambda: predict(clf, specs, rows, on_progress=lambda n: bar.advance(0, n)))
+        advance = lambda n: bar.advance(0, n)  # noqa: E731
+        preds = anyio.run(closing_models, clf, lambda: predict(clf, specs, rows, on_progress=advance))
     correct = [p.top_route == r.label and r.label != oos_label for p, r in zip(preds, rows, strict=True)]
     risk = choose_risk_threshold(
         [p.top_confidence for p in preds], correct, max_misroute=max_misroute, confidence=risk_confidence,
