@@ -39,7 +39,7 @@ class Agent:
             The adapter resolved from a string is the agent's; it builds its HTTP client on
             its first call, on that call's event loop. ``jeeves-router serve`` / ``mcp`` close
             it when they stop; in your own program, close it when you are done with the agent
-            on that loop: ``await agent.resolved_model().aclose()`` (OpenAI/Anthropic adapters).
+            on that loop: the OpenAI and Anthropic adapters of :meth:`resolved_model` have ``aclose()``.
         tools: Tools the model may call (functions are wrapped with ``@tool``), and
             toolsets such as MCP servers (:mod:`jeeves_router.mcp`), opened for each run.
         architecture: How requests are handled; default: :class:`ToolLoop`.
