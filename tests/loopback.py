@@ -5,7 +5,7 @@ incoming request takes the next scripted reply (or asks ``responder``), is recor
 is answered as JSON or as a server-sent event stream, depending on the request's
 ``"stream"`` flag and path (``/v1/chat/completions`` or ``/v1/messages``)::
 
-    def test_something(loopback):                     # the fixture below
+    async def test_something(loopback):               # the fixture below (an async one)
         loopback.script(Status(429, headers={"retry-after": "2"}), Reply(text=["Hel", "lo"]))
         client = loopback.openai_client()
         ...

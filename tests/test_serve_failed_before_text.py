@@ -26,7 +26,7 @@ from jeeves_router.policies import RetryPolicy
 from jeeves_router.serve import create_app
 from jeeves_router.testing import DEFAULT_USAGE, Chunks, FunctionModel, RecordedSleeps, Reply
 from jeeves_router.usage import Usage, spent_usage
-from tests.loopback import LoopbackServer, Status, loopback  # noqa: F401  (fixture)
+from tests.loopback import FAKE_OPENAI_KEY, LoopbackServer, Status, loopback  # noqa: F401  (fixture)
 from tests.serve_apps import desk_with, running
 
 FAILED = Usage(input_tokens=50, output_tokens=0, requests=1)  # what the provider reported for the failed request
@@ -84,10 +84,18 @@ def test_an_error_chunk_after_the_first_token_says_what_the_run_spent_too() -> N
 
 
 def failing_classifier_desk(server: LoopbackServer) -> Agent:
-    """A router (no recovery, a fallback route) whose classifier's provider answers 503 to every request."""
+    """A router (no recovery, a fallback route) whose classifier's provider answers 503 to every request.
+
+    The classifier's model builds its own client (on the loop of its first call): a served app closes it when it
+    stops, a test that runs the desk itself closes it (``async with``).
+    """
     server.responder = lambda req: Status(503)
     classifier = OpenAIModel(
-        "gpt-4.1-mini", client=server.openai_client(), retry=RetryPolicy(max_attempts=2), sleep=RecordedSleeps()
+        "gpt-4.1-mini",
+        base_url=server.openai_base_url,
+        api_key=FAKE_OPENAI_KEY,
+        retry=RetryPolicy(max_attempts=2),
+        sleep=RecordedSleeps(),
     )
     billing = Agent("Billing.", name="billing", model=FunctionModel(lambda r: "billing answer"))
     general = Agent("The rest.", name="general", model=FunctionModel(lambda r: "general answer"))
@@ -95,10 +103,8 @@ def failing_classifier_desk(server: LoopbackServer) -> Agent:
     return Agent("Desk.", name="desk", model=classifier, architecture=Router(routes=routes, fallback_route="general"))
 
 
-def test_a_classifier_that_failed_after_its_retries_counts_its_requests_in_the_served_run_failed(
-    loopback: LoopbackServer,  # noqa: F811
-) -> None:
-    with running(create_app(failing_classifier_desk(loopback))) as server:
+def test_a_classifier_that_failed_after_its_retries_counts_its_requests_in_the_served_run_failed() -> None:
+    with LoopbackServer() as provider, running(create_app(failing_classifier_desk(provider))) as server:
         body = httpx.post(server.url + "/v1/runs", json={"model": "desk", "input": "refund my order"}).text
         whole = httpx.post(
             server.url + "/v1/chat/completions",
@@ -106,7 +112,7 @@ def test_a_classifier_that_failed_after_its_retries_counts_its_requests_in_the_s
         )
     failed = [json.loads(f.split("data: ", 1)[1]) for f in body.split("\n\n") if f.startswith("event: run.failed")]
     assert [(f["path"], f["error_type"], f["usage"]["requests"]) for f in failed] == [(["desk"], "ModelError", 2)]
-    assert len(loopback.requests) == 4  # the adapter's two attempts, for each request
+    assert len(provider.requests) == 4  # the adapter's two attempts, for each request
     assert whole.status_code == 500 and whole.json()["error"]["usage"]["total_tokens"] == 0  # a 503 bills no token
 
 
@@ -114,7 +120,10 @@ def test_a_classifier_that_failed_after_its_retries_counts_its_requests_in_the_s
 async def test_the_exception_of_a_failed_classification_carries_its_requests(
     loopback: LoopbackServer,  # noqa: F811
 ) -> None:
-    with pytest.raises(Exception) as info:
-        await failing_classifier_desk(loopback).run("refund my order")
+    desk = failing_classifier_desk(loopback)
+    assert isinstance(desk.model, OpenAIModel)
+    async with desk.model:
+        with pytest.raises(Exception) as info:
+            await desk.run("refund my order")
     spent = spent_usage(info.value)
     assert spent is not None and spent.requests == 2  # was 0: the run's ledger never had them
