@@ -11,8 +11,11 @@ stays open), and a later call builds a new one.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 from typing import Any
+
+import anyio
 
 from .actor import Actor
 from .architectures.capabilities import Capabilities
@@ -21,6 +24,8 @@ from .graph import tree_agents
 from .models.base import Model
 
 __all__ = ["aclose_models", "held_models"]
+
+log = logging.getLogger("jeeves_router.models")
 
 
 def _resolved(owner: Any) -> Model | None:
@@ -67,8 +72,21 @@ def held_models(agents: Iterable[Actor] = (), *, classifiers: Iterable[Any] = ()
 
 
 async def aclose_models(agents: Iterable[Actor] = (), *, classifiers: Iterable[Any] = ()) -> None:
-    """Close the HTTP clients the models of :func:`held_models` built (``aclose()``, where a model has one)."""
+    """Close the HTTP clients the models of :func:`held_models` built (``aclose()``, where a model has one).
+
+    Every model is closed: one whose ``aclose()`` fails is logged (a warning naming the model
+    and the error's type) and the others are still closed. A cancellation stops the walk.
+    """
     for model in held_models(agents, classifiers=classifiers):
         close = getattr(model, "aclose", None)
-        if close is not None:
+        if close is None:
+            continue
+        try:
             await close()
+        except anyio.get_cancelled_exc_class():
+            raise
+        except Exception as exc:  # one model's failure must not leave the rest open
+            log.warning(
+                "closing a model failed",
+                extra={"model": getattr(model, "name", type(model).__name__), "error_type": type(exc).__name__},
+            )

@@ -189,3 +189,29 @@ async def test_closing_a_tree_reaches_each_model_it_resolved_from_a_string_once(
     assert sorted(m.name for m in built) == ["test:classifier", "test:leaf", "test:planner", "test:selector"]
     await aclose_models([desk, caps])  # caps twice (served on its own too): still closed once
     assert [m.closed for m in built] == [1, 1, 1, 1]  # type: ignore[attr-defined]
+
+
+class BrokenClose(ClosableModel):
+    """A model whose ``aclose()`` fails (a transport that errors while closing)."""
+
+    async def aclose(self) -> None:
+        await super().aclose()
+        raise OSError("connection reset while closing")
+
+
+@pytest.mark.anyio
+async def test_a_model_that_fails_to_close_does_not_leave_the_others_open(caplog: pytest.LogCaptureFixture) -> None:
+    broken = BrokenClose("a", name="broken")
+    others = [ClosableModel("b", name="spec"), ClosableModel("c", name="other")]
+    spec = Agent("Specialist", name="spec", model=others[0])
+    desk = Agent(
+        "Desk",
+        name="desk",
+        model=others[1],
+        architecture=Router([RouterRoute("spec", spec, "everything")], classifier_model=broken),
+    )
+    with caplog.at_level("WARNING", logger="jeeves_router.models"):
+        await aclose_models([desk])
+    assert (broken.closed, [m.closed for m in others]) == (1, [1, 1])
+    [record] = [r for r in caplog.records if r.message == "closing a model failed"]
+    assert (record.model, record.error_type) == ("test:broken", "OSError")  # type: ignore[attr-defined]
