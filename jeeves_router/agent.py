@@ -37,9 +37,9 @@ class Agent:
         model: A :class:`~jeeves_router.models.Model` or a ``"provider:model"`` string,
             resolved at first use. A router agent's model is its classifier's model.
             The adapter resolved from a string is the agent's; it builds its HTTP client on
-            its first call, on that call's event loop. ``jeeves-router serve`` / ``mcp`` close
-            it when they stop; in your own program, close it when you are done with the agent
-            on that loop: the OpenAI and Anthropic adapters of :meth:`resolved_model` have ``aclose()``.
+            its first call, on that call's event loop, and closes it when that loop shuts down
+            (a call on another loop builds a new one). ``jeeves-router serve`` / ``mcp`` close
+            it when they stop; to close it earlier, call ``aclose()`` of :meth:`resolved_model`.
         tools: Tools the model may call (functions are wrapped with ``@tool``), and
             toolsets such as MCP servers (:mod:`jeeves_router.mcp`), opened for each run.
         architecture: How requests are handled; default: :class:`ToolLoop`.

@@ -1,9 +1,20 @@
-"""What the SDK-backed adapters share: client handling, secrets, the retrier, ``repr``."""
+"""What the SDK-backed adapters share: client handling, secrets, the retrier, ``repr``.
+
+A client the adapter builds belongs to the asyncio event loop of the call that built it: its
+pooled connections can be used, and closed, only there. So it is closed when that loop shuts
+down (``asyncio.run`` / ``anyio.run`` finalise the loop's async generators, and one of ours,
+started with the client, closes it), and a call on another loop builds a new client: an agent
+used by two ``asyncio.run`` calls in turn works in both, and a script that never closes its
+models leaves nothing open at exit. :meth:`SdkModel.aclose` closes it earlier.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 import random
+from collections.abc import AsyncGenerator
 from typing import Any, TypeVar
 
 from ..errors import ModelError, UsageError
@@ -15,6 +26,35 @@ from ._wire import import_sdk, secret_repr
 from .prices import Price
 
 __all__ = ["SdkModel"]
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    """The running asyncio event loop; ``None`` outside one (or under another event loop library)."""
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
+async def _closed_with_its_loop(client: Any) -> AsyncGenerator[None, None]:
+    """Closes ``client`` when closed: by :meth:`SdkModel.aclose`, or by its loop's shutdown."""
+    try:
+        yield
+    finally:
+        with contextlib.suppress(Exception):  # a loop's shutdown has no one to report to
+            await client.close()
+
+
+def _keeper(client: Any) -> AsyncGenerator[None, None]:
+    """An async generator, started (so the running loop tracks it), that closes ``client`` when closed."""
+    gen = _closed_with_its_loop(client)
+    step = gen.__anext__()  # the loop's first-iteration hook registers the generator here
+    try:
+        step.send(None)  # runs to its ``yield``: nothing in between awaits
+    except StopIteration:
+        pass
+    return gen
+
 
 _M = TypeVar("_M", bound="SdkModel")
 
@@ -57,6 +97,8 @@ class SdkModel:
         self._price = price
         self._client: Any | None = None if client is None else client.with_options(max_retries=0)
         self._owns_client = client is None  # built here, on the first call: closed by :meth:`aclose`
+        self._client_loop: asyncio.AbstractEventLoop | None = None  # where the client was built
+        self._keeper: AsyncGenerator[None, None] | None = None  # closes it with that loop
         self._retrier = Retrier(retry, model_name=self._name, map_error=self._map_error, sleep=sleep, rng=rng)
 
     @property
@@ -83,7 +125,10 @@ class SdkModel:
         client. ``async with model:`` closes it on the way out.
         """
         client, self._client = (self._client, None) if self._owns_client else (None, self._client)
-        if client is not None:
+        keeper, self._keeper = self._keeper, None
+        if keeper is not None:
+            await keeper.aclose()  # closes the client
+        elif client is not None:
             await client.close()
 
     async def __aenter__(self: _M) -> _M:
@@ -93,8 +138,14 @@ class SdkModel:
         await self.aclose()
 
     def _get_client(self) -> Any:
+        loop = _running_loop()
+        if self._owns_client and self._client is not None and self._client_loop is not loop:
+            # built on a loop that has ended: closed by its shutdown, or unusable from this one
+            self._client = self._keeper = None
         if self._client is None:
             self._client = self._build_client(import_sdk(self.sdk_module, self.extra))
+            self._client_loop = loop
+            self._keeper = _keeper(self._client) if loop is not None else None
         return self._client
 
     def _client_for_call(self) -> Any:
