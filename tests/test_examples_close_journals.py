@@ -12,16 +12,15 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
-import urllib.error
 import urllib.request
 from pathlib import Path
 
 import pytest
 
+from tests.mcp_helpers import listening_ports
 from tests.test_readme import python_blocks
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -78,18 +77,11 @@ def test_the_runner_sees_a_journal_left_open(tmp_path: Path) -> None:
     assert "unclosed connections: 1" in done.stderr, done.stderr[-3000:]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 def test_the_served_example_closes_its_journal_when_stopped(tmp_path: Path) -> None:
     pytest.importorskip("uvicorn")
-    port = _free_port()
     journal = tmp_path / "runs.db"
-    args = [str(ROOT / "examples" / "serve_desk.py"), "--port", str(port), "--journal", str(journal)]
+    # port 0, found in /proc: a port picked free and released first could be taken in between
+    args = [str(ROOT / "examples" / "serve_desk.py"), "--port", "0", "--journal", str(journal)]
     child = subprocess.Popen(
         [sys.executable, "-W", "error::ResourceWarning", str(RUNNER), "script", *args],
         cwd=tmp_path,
@@ -101,6 +93,12 @@ def test_the_served_example_closes_its_journal_when_stopped(tmp_path: Path) -> N
     try:
         assert child.stdout is not None
         assert "serving model 'desk'" in child.stdout.readline()
+        deadline = time.monotonic() + 120  # a hang guard: a loaded machine starts Python slowly
+        while not (ports := listening_ports(child.pid)):
+            assert child.poll() is None, f"the served example exited with {child.returncode}"
+            assert time.monotonic() < deadline, "the served example never listened"
+            time.sleep(0.05)
+        (port,) = ports
         body = {"model": "desk", "messages": [{"role": "user", "content": "I was charged twice"}], "session_id": "s1"}
         request = urllib.request.Request(
             f"http://127.0.0.1:{port}/v1/chat/completions",
@@ -108,15 +106,8 @@ def test_the_served_example_closes_its_journal_when_stopped(tmp_path: Path) -> N
             headers={"Content-Type": "application/json"},
         )
         direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopback, whatever *_PROXY says
-        for _ in range(600):  # until the server listens (a guard, not a timing)
-            try:
-                with direct.open(request, timeout=30) as reply:
-                    answer = json.loads(reply.read())
-                break
-            except (ConnectionError, urllib.error.URLError):
-                time.sleep(0.1)
-        else:
-            pytest.fail("the served example never answered")
+        with direct.open(request, timeout=120) as reply:
+            answer = json.loads(reply.read())
         assert "[billing]" in answer["choices"][0]["message"]["content"]
         child.send_signal(signal.SIGINT)
         _, stderr = child.communicate(timeout=120)
