@@ -131,22 +131,24 @@ async def test_a_request_that_timed_out_counts_with_an_unknown_cost(loopback: Lo
 
 @pytest.mark.anyio
 async def test_a_connection_that_never_opened_counts_no_request() -> None:
-    with socket.socket() as s:  # a port nothing listens on
+    # A port nothing listens on: kept bound (not listening) for the whole test, so that no other
+    # process can take it and answer; a bound port refuses connections.
+    with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    m = OpenAIModel(
-        "gpt-4.1-mini",
-        base_url=f"http://127.0.0.1:{port}/v1",
-        api_key="sk-none",
-        retry=POLICY,
-        sleep=RecordedSleeps(),
-        rng=random.Random(0),
-    )
-    try:
-        with pytest.raises(ModelError) as caught:
-            await m.request(REQUEST)
-    finally:
-        await m.aclose()
+        m = OpenAIModel(
+            "gpt-4.1-mini",
+            base_url=f"http://127.0.0.1:{port}/v1",
+            api_key="sk-none",
+            retry=POLICY,
+            sleep=RecordedSleeps(),
+            rng=random.Random(0),
+        )
+        try:
+            with pytest.raises(ModelError) as caught:
+                await m.request(REQUEST)
+        finally:
+            await m.aclose()
     assert caught.value.metadata["kind"] == "connection" and caught.value.attempt == POLICY.max_attempts
     spent = getattr(caught.value, "spent_usage", None)
     assert spent is None or spent.requests == 0
