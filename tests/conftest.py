@@ -87,6 +87,7 @@ def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
     """The recovery ladder's clock, under the test's control (see :class:`tests.recovery_clock.Clock`)."""
     c = Clock()
     monkeypatch.setattr("jeeves_router.recovery.run.time", c)
+    monkeypatch.setattr("jeeves_router.recovery.clock.anyio", c.box_anyio)  # the time box, held with it
     return c
 
 
