@@ -19,16 +19,19 @@ from jeeves_router.events import RecoveryReport, RecoveryRetry
 from jeeves_router.journal import JournalRuntime, SQLiteJournal
 from jeeves_router.mcp import MCPServerStdio
 from jeeves_router.recovery import ErrorClassification, ErrorSeverity
-from jeeves_router.testing import Call, RecordedSleeps, ScriptedModel, capture_events
+from jeeves_router.testing import Call, RecordedSleeps, ScriptedModel
 from tests.mcp_helpers import ENV, TOOLBOX
 
 pytest.importorskip("mcp")
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("no_process_left")]
 
 
-def toolbox(log: Path) -> MCPServerStdio:
-    """The test server, answering each call within 1 s or not at all (a hang guard for its start)."""
-    return MCPServerStdio(sys.executable, [TOOLBOX, "--log", str(log)], env=ENV, timeout=1.0, connect_timeout=120.0)
+def toolbox(log: Path, timeout: float = 1.0) -> MCPServerStdio:
+    """The test server, answering each call within ``timeout`` or not at all (a hang guard for its start).
+
+    Calls that must be answered get a hang guard as their bound (120 s): a loaded machine answers late.
+    """
+    return MCPServerStdio(sys.executable, [TOOLBOX, "--log", str(log)], env=ENV, timeout=timeout, connect_timeout=120.0)
 
 
 def refund_keys(log: Path, invoice: str) -> list[str]:
@@ -43,10 +46,10 @@ async def test_a_journaled_call_without_an_answer_in_time_stays_unknown_and_foll
     log, db = tmp_path / "calls.log", str(tmp_path / "runs.db")
     journals: list[SQLiteJournal] = []
 
-    def build(steps: list[object], **options: object) -> Agent:
+    def build(steps: list[object], timeout: float = 1.0, **options: object) -> Agent:
         journals.append(SQLiteJournal(db))
         runtime = JournalRuntime(journals[-1], **options)  # type: ignore[arg-type]
-        server = toolbox(log)
+        server = toolbox(log, timeout)
         return Agent("x", name="billing", model=ScriptedModel(steps), tools=[server], runtime=runtime)  # type: ignore[arg-type]
 
     try:
@@ -56,7 +59,7 @@ async def test_a_journaled_call_without_an_answer_in_time_stays_unknown_and_foll
         with pytest.raises(ToolOutcomeUnknown, match="on_unknown_tool_outcome='retry'"):
             await build(["unused"]).resume("s-1")  # "fail", the default: the refund is not made again
         assert len(refund_keys(log, "HANG-7")) == 1
-        result = await build(["Refunded."], on_unknown_tool_outcome="retry").resume("s-1")
+        result = await build(["Refunded."], 120.0, on_unknown_tool_outcome="retry").resume("s-1")  # answered
     finally:
         for journal in journals:
             await journal.aclose()
@@ -76,16 +79,22 @@ async def test_a_retry_a_hook_asks_for_after_an_unknown_outcome_follows_the_jour
 
     log = tmp_path / "calls.log"
     journal = SQLiteJournal(tmp_path / "runs.db")
+    server = toolbox(log)
     agent = Agent(
         "x",
         model=ScriptedModel([Call("refund", {"invoice": "HANG-8"}), "Refunded."]),
-        tools=[toolbox(log)],
+        tools=[server],
         architecture=ToolLoop(recovery=Recovery(sleep=RecordedSleeps())),
         classify_error=retry_unknown,
         runtime=JournalRuntime(journal, on_unknown_tool_outcome=policy),  # type: ignore[arg-type]
     )
+    events: list[object] = []
     try:
-        events = await capture_events(agent, "refund HANG-8")
+        async with agent.stream("refund HANG-8") as stream:
+            async for ev in stream:
+                events.append(ev)
+                if isinstance(ev, RecoveryRetry):
+                    server.timeout = 120.0  # a retried call is answered: its bound is a hang guard
     finally:
         await journal.aclose()
     retries = [ev.operation for ev in events if isinstance(ev, RecoveryRetry)]
