@@ -76,6 +76,21 @@ Action = Union[Reply, Status, Reset, Hang]
 Script = Union[Action, Callable[["RecordedRequest"], Action]]
 
 
+def hang_once(client: Any, guard: float = 120.0) -> Callable[[RecordedRequest], Action]:
+    """A :class:`Hang` for the request it takes; the SDK ``client``'s later requests get ``guard`` as timeout.
+
+    A test sets a short timeout for the hanging request to time out; a reply scripted after
+    it must not be bound by it too (a loaded machine answers late): its timeout becomes a
+    hang guard as the server takes the hanging request, before that request times out.
+    """
+
+    def hang(request: RecordedRequest) -> Action:
+        client.timeout = guard  # read by the SDK as it builds each request
+        return Hang()
+
+    return hang
+
+
 @dataclass
 class RecordedRequest:
     """One request as the server received it.

@@ -29,6 +29,7 @@ from tests.loopback import (
     Reset,
     Status,
     ToolCall,
+    hang_once,
     loopback,  # noqa: F401  (fixture)
 )
 
@@ -177,8 +178,8 @@ async def test_prompt_too_long_is_a_context_length_error(loopback: LoopbackServe
 
 @pytest.mark.anyio
 async def test_reset_and_timeout_are_retried(loopback: LoopbackServer, make: Factory) -> None:  # noqa: F811
-    loopback.script(Reset(), Hang(), Reply(text="third time"))
     model, sleep = make(timeout=0.5)
+    loopback.script(Reset(), hang_once(model._client), Reply(text="third time"))  # the adapter's copy of the client
     assert (await model.request(HELLO)).text == "third time"
     assert len(loopback.requests) == 3 and sleep.delays == [0.5, 1.0]
 

@@ -33,7 +33,7 @@ from jeeves_router.models.openai import OpenAIModel
 from jeeves_router.policies import RetryPolicy
 from jeeves_router.recovery import Recovery
 from jeeves_router.testing import FunctionModel, RecordedSleeps, ScriptedModel
-from tests.loopback import Hang, LoopbackServer, Reply, Status, loopback  # noqa: F401
+from tests.loopback import Hang, LoopbackServer, Reply, Status, hang_once, loopback  # noqa: F401
 from tests.test_capabilities import Brain, plan
 from tests.test_engine_seams import recovering_desk
 
@@ -122,8 +122,9 @@ async def test_a_stream_broken_after_its_text_counts_its_request_and_reported_to
 
 @pytest.mark.anyio
 async def test_a_request_that_timed_out_counts_with_an_unknown_cost(loopback: LoopbackServer) -> None:  # noqa: F811
-    loopback.script(Hang(), ANSWER)
-    result = await looping(model(loopback, timeout=0.5)).run("charged twice")
+    m = model(loopback, timeout=0.5)
+    loopback.script(hang_once(m._client), ANSWER)  # the adapter's copy of the client
+    result = await looping(m).run("charged twice")
     assert (result.status, len(loopback.requests)) == ("ok", 2)
     assert (result.usage.requests, result.usage.input_tokens) == (2, 12)
     assert result.usage.cost_usd is None  # the provider may have billed the request it never answered
