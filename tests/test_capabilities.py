@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import gc
 import json
-import warnings
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
@@ -38,6 +37,7 @@ from jeeves_router.policies import RetryPolicy
 from jeeves_router.recovery import ErrorClassification, ErrorContext, ErrorSeverity, ExecutionError, Recovery
 from jeeves_router.testing import Chunks, FunctionModel, RecordedSleeps, ScriptedModel, capture_events
 from tests.recovery_clock import Clock
+from tests.task_helpers import warnings_of_this_test
 
 
 def plan(*steps: str) -> str:
@@ -517,8 +517,7 @@ async def test_closing_the_stream_mid_step_stops_the_capability_agent_cleanly() 
     writer = Agent("Writes.", name="writer", model=ScriptedModel([Chunks(*[f"w{i} " for i in range(50)])]))
     brain = Brain(yes={"writer"}, plans=[plan("writer")])
     desk = agent(brain, [Capability("writer", writer, "writes")])
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
+    with warnings_of_this_test("error"):
         stream = desk.stream("x")
         seen = 0
         async for ev in stream:

@@ -20,6 +20,7 @@ from jeeves_router.models.base import ModelRequest
 from jeeves_router.serve import create_app
 from jeeves_router.testing import FunctionModel, ScriptedModel
 from tests.serve_apps import build_desk, running
+from tests.task_helpers import warnings_of_this_test
 
 pytestmark = pytest.mark.postgres
 
@@ -204,15 +205,13 @@ async def test_a_resume_whose_start_commits_late_still_loses_the_attempt_to_the_
 @pytest.mark.anyio
 async def test_a_failed_table_setup_closes_its_connection(pg_url: str, table: str) -> None:
     import gc
-    import warnings
 
     import psycopg
 
     async with await psycopg.AsyncConnection.connect(pg_url, autocommit=True) as admin:
         await admin.execute(f"CREATE VIEW {table} AS SELECT 1 AS x")  # the table's index cannot be made on a view
         try:
-            with warnings.catch_warnings(record=True) as caught:
-                warnings.simplefilter("always")
+            with warnings_of_this_test() as caught:
                 with pytest.raises(JournalError, match="cannot connect or create the table"):
                     await PostgresJournal(pg_url, table=table).sessions()
                 gc.collect()  # an unclosed connection warns when it is collected

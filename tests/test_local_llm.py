@@ -20,7 +20,6 @@ import subprocess
 import sys
 import time
 import urllib.request
-import warnings
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -46,6 +45,7 @@ from jeeves_router.models.openai import OpenAIModel
 from jeeves_router.settings import real_model_calls_blocked
 from jeeves_router.testing import FunctionModel
 from tests.mcp_helpers import listening_ports
+from tests.task_helpers import collect_earlier_garbage, warnings_of_this_test
 
 ROUTES = (
     RouteSpec("billing", "payments, invoices, refunds, charges", ("I was charged twice", "where is my invoice")),
@@ -193,12 +193,12 @@ def test_a_build_with_amx_kernels_warns_before_loading(local_extra: None, monkey
     monkeypatch.setattr(llama_cpp, "Llama", lambda **kwargs: loaded.append(kwargs["model_path"]) or object())
     model = LlamaCppModel("smollm2", n_ctx=256, n_threads=1)
     monkeypatch.setattr(llama_cpp, "llama_print_system_info", lambda: b"CPU : AVX2 = 1 | AMX_INT8 = 1 | OPENMP = 1 | ")
+    collect_earlier_garbage()
     with pytest.warns(RuntimeWarning, match=r"AMX kernels.*GGML_NATIVE=OFF"):
         model._load()
     assert loaded == [str(model.path)]
     monkeypatch.setattr(llama_cpp, "llama_print_system_info", lambda: b"CPU : AVX2 = 1 | AVX512 = 1 | OPENMP = 1 | ")
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
+    with warnings_of_this_test("error"):
         model._load()
     assert len(loaded) == 2
 
@@ -206,8 +206,7 @@ def test_a_build_with_amx_kernels_warns_before_loading(local_extra: None, monkey
         raise AttributeError("an older binding without llama_print_system_info")
 
     monkeypatch.setattr(llama_cpp, "llama_print_system_info", no_info)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
+    with warnings_of_this_test("error"):
         model._load()  # nothing to check: loads without a warning
     assert len(loaded) == 3
 

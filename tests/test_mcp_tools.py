@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-import warnings
 from functools import partial
 from pathlib import Path
 
@@ -17,6 +16,7 @@ from jeeves_router.mcp import MCPServerHTTP, MCPServerStdio
 from jeeves_router.testing import Call, FunctionModel, ScriptedModel, capture_events
 from jeeves_router.tools import tool
 from tests.mcp_helpers import ENV, TOOLBOX, alive, child_pids, http_process, wait_for_text
+from tests.task_helpers import warnings_of_this_test
 
 pytest.importorskip("mcp")
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("no_process_left")]
@@ -218,8 +218,7 @@ async def test_tool_prefix_allowed_tools_and_name_clashes() -> None:
 async def test_closing_a_stream_early_stops_the_server_without_warnings() -> None:
     model = ScriptedModel([Call("pid"), "never reached"])
     agent = Agent("x", model=model, tools=[toolbox()])
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
+    with warnings_of_this_test("error"):
         async with agent.stream("go") as events:
             async for ev in events:
                 if isinstance(ev, ToolResult):
@@ -407,8 +406,7 @@ async def test_a_stream_iterated_under_the_consumers_own_cancel_scope() -> None:
     import anyio
 
     agent = Agent("x", model=ScriptedModel([Call("pid"), "never reached"]), tools=[toolbox()])
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
+    with warnings_of_this_test("error"):
         async with agent.stream("go") as events:
             with anyio.fail_after(120):
                 async for ev in events:

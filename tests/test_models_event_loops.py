@@ -21,6 +21,7 @@ from jeeves_router.journal import MemoryJournal
 from jeeves_router.models.openai import OpenAIModel
 from jeeves_router.serve import create_app
 from tests.serve_apps import ServerThread, build_desk, running
+from tests.task_helpers import warnings_of_this_test
 
 ANSWER = "[billing] Happy to help (I see 0 earlier messages)."
 
@@ -43,8 +44,7 @@ def resource_warnings(caught: list[warnings.WarningMessage]) -> list[str]:
 
 def test_an_agent_run_by_two_asyncio_runs_in_turn_answers_in_both(served: ServerThread) -> None:
     agent, model = relay(served)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
+    with warnings_of_this_test() as caught:
         first = asyncio.run(agent.run("refund me"))
         second = asyncio.run(agent.run("refund me"))  # the first loop's connection is gone with it
         asyncio.run(model.aclose())
@@ -57,8 +57,7 @@ def test_an_agent_run_by_two_asyncio_runs_in_turn_answers_in_both(served: Server
 
 def test_a_script_that_never_closes_its_model_leaves_no_connection_open(served: ServerThread) -> None:
     agent, model = relay(served)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
+    with warnings_of_this_test() as caught:
         result = asyncio.run(agent.run("refund me"))
         del agent, model  # never closed: the loop's shutdown closed its client
         gc.collect()

@@ -10,7 +10,6 @@ time; what is asserted is that the run stopped and how, never how long it took.
 from __future__ import annotations
 
 import gc
-import warnings
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
@@ -27,6 +26,7 @@ from jeeves_router.recovery import Recovery
 from jeeves_router.testing import RecordedSleeps, capture_events
 from jeeves_router.usage import Usage
 from tests.recovery_clock import Clock
+from tests.task_helpers import warnings_of_this_test
 
 LIMIT = 0.3  # real seconds the stalled stream waits before the run's limit cuts it
 GUARD = 10.0  # only so that a regression fails instead of hanging the suite
@@ -109,8 +109,7 @@ async def test_a_stream_within_the_limit_runs_to_its_end() -> None:
 @pytest.mark.parametrize("how", ["break", "aclose"])
 async def test_closing_a_time_limited_stream_early_is_clean(how: str) -> None:
     model = StallingModel("Your invoice ", stall=True)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
+    with warnings_of_this_test() as caught:
         with anyio.fail_after(GUARD):
             if how == "break":
                 async with agent(model).stream("is INV-7 paid?") as events:
@@ -168,8 +167,7 @@ async def test_a_specialists_own_time_limit_stops_its_stalled_stream_behind_a_ro
 async def test_a_scope_around_the_whole_stream_stops_a_stalled_specialist_cleanly() -> None:
     """What a Router's own time limit cannot do (see README): bound the request from outside."""
     texts: list[str] = []
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
+    with warnings_of_this_test() as caught:
         with anyio.move_on_after(GUARD) as scope:
             # the deadline is set where the provider stalls, so a slow machine cannot pass it sooner
             model = StallingModel("Your invoice ", on_stall=lambda: setattr(scope, "deadline", anyio.current_time()))

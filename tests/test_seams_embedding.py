@@ -18,7 +18,6 @@ import subprocess
 import sys
 import textwrap
 import threading
-import warnings
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -30,6 +29,7 @@ import pytest
 
 from jeeves_router.classify.embedding import EmbeddingClassifier, HashingEncoder
 from jeeves_router.classify.types import ClassifyRequest, ClassifyResult
+from tests.task_helpers import warnings_of_this_test
 from tests.test_embedding_router import SPECS, desk
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -190,8 +190,7 @@ async def test_a_run_cancelled_while_its_classification_runs_in_a_thread_ends_cl
     clf = EmbeddingClassifier(SPECS, encoder=enc, offload=True)
     started, release = threading.Event(), threading.Event()
     enc.gate = (started, release)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
+    with warnings_of_this_test() as caught:
         with anyio.CancelScope() as scope:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(desk(clf).run, "I was charged twice")

@@ -19,7 +19,6 @@ import gc
 import subprocess
 import sys
 import textwrap
-import warnings
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
@@ -41,7 +40,7 @@ from jeeves_router.recovery import Recovery
 from jeeves_router.testing import Call, Chunks, FunctionModel, Reply, ScriptedModel, StaticClassifier
 from jeeves_router.tools import ContextUpdate, ToolContext
 from jeeves_router.usage import Usage
-from tests.task_helpers import pending_tasks, settled_tasks
+from tests.task_helpers import pending_tasks, settled_tasks, warnings_of_this_test
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -155,8 +154,7 @@ async def test_closing_a_journaled_stream_at_each_stage_is_clean_and_resumable(
 
     agent = build()
     before = await settled_tasks()
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
+    with warnings_of_this_test("error"):
         stream = agent.stream("refund me", session_id="s")
         seen = 0
         async for ev in stream:
@@ -201,8 +199,7 @@ async def test_a_cancel_scope_stops_a_journaled_run_at_once(tmp_path: Path, how:
                 async for ev in stream:
                     events.append(ev)
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
+    with warnings_of_this_test("error"):
         # cancelled once the run waits (30 s) in the model's stream or in the backoff
         scope = await cancelled_once(reached, body)
         gc.collect()

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import gc
 import json
-import warnings
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -44,6 +43,7 @@ from jeeves_router.testing import (
 from jeeves_router.usage import Usage, spent_usage, with_spent_usage
 from tests.recovery_clock import Clock
 from tests.serve_apps import desk_with, running
+from tests.task_helpers import warnings_of_this_test
 
 INNER = Usage(input_tokens=100, output_tokens=40, requests=1, cost_usd=0.25)  # the billing agent's one reply
 LIMIT = 0.3  # real seconds the hung inner call waits before the caller's limit cuts it
@@ -287,8 +287,7 @@ async def test_a_consumer_cancelled_while_an_agent_used_as_a_tool_runs_closes_th
         await inner.started.wait()  # the inner agent is waiting on its model
         scope.cancel()
 
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
+    with warnings_of_this_test() as caught:
         with anyio.fail_after(GUARD):
             async with desk.stream("Does ACME owe us?") as stream:
                 with anyio.CancelScope() as scope:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
-import warnings
 
 import pytest
 
@@ -14,7 +13,7 @@ from jeeves_router.events import Event
 from jeeves_router.messages import user
 from jeeves_router.models.base import ModelRequest
 from jeeves_router.testing import Chunks, FunctionModel, Reply, ScriptedModel
-from tests.task_helpers import pending_tasks, settled_tasks
+from tests.task_helpers import pending_tasks, settled_tasks, warnings_of_this_test
 
 pytestmark = pytest.mark.anyio
 
@@ -38,8 +37,7 @@ def make_desk(specialist_step: object) -> tuple[Agent, ScriptedModel]:
 async def test_break_then_aclose() -> None:
     desk, _ = make_desk(Chunks(*[f"w{i} " for i in range(50)]))
     before = await settled_tasks()
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
+    with warnings_of_this_test("error"):
         stream = desk.stream("x")
         seen = 0
         async for ev in stream:
@@ -56,8 +54,7 @@ async def test_break_then_aclose() -> None:
 
 async def test_contextlib_aclosing() -> None:
     desk, _ = make_desk(Chunks("a", "b", "c"))
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
+    with warnings_of_this_test("error"):
         async with contextlib.aclosing(desk.stream("x")) as stream:
             async for ev in stream:
                 if ev.kind == "router.dispatched":
@@ -76,8 +73,7 @@ async def test_async_with_form_and_result() -> None:
 async def test_break_without_aclose_leaves_nothing_running() -> None:
     desk, _ = make_desk(Chunks("a", "b", "c"))
     before = await settled_tasks()
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
+    with warnings_of_this_test("error"):
         async for ev in desk.stream("x"):
             if ev.kind == "text.delta":
                 break
