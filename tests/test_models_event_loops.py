@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import threading
 import warnings
 from collections.abc import Iterator
 
@@ -79,3 +80,33 @@ def test_a_client_passed_in_is_left_to_its_owner_on_every_loop(served: ServerThr
             return outputs
 
     assert asyncio.run(run_twice()) == [ANSWER] * 3
+
+
+def test_an_agent_run_by_two_threads_each_on_its_own_loop_answers_in_both() -> None:
+    # a slow desk (its classifier waits 0.3 s), so both threads' requests are in flight at once:
+    # each loop's client is its own, and one thread's new client does not close the other's
+    with running(create_app(build_desk(latency_s=0.3), journal=MemoryJournal())) as server:
+        held = [relay(server)[0]]  # the one agent both threads run
+        started = threading.Barrier(2)
+        outputs: dict[int, object] = {}
+
+        def worker(n: int) -> None:
+            async def main() -> None:
+                started.wait(timeout=30)  # both loops are running before either calls the model
+                try:
+                    outputs[n] = (await held[0].run("refund me")).output
+                except Exception as exc:
+                    outputs[n] = exc
+
+            asyncio.run(main())
+
+        with warnings_of_this_test() as caught:
+            threads = [threading.Thread(target=worker, args=(n,)) for n in range(2)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(timeout=60)
+            held.clear()  # never closed: each loop's shutdown closed its client
+            gc.collect()
+    assert outputs == {0: ANSWER, 1: ANSWER}
+    assert resource_warnings(caught) == []

@@ -1,11 +1,12 @@
 """What the SDK-backed adapters share: client handling, secrets, the retrier, ``repr``.
 
 A client the adapter builds belongs to the asyncio event loop of the call that built it: its
-pooled connections can be used, and closed, only there. So it is closed when that loop shuts
-down (``asyncio.run`` / ``anyio.run`` finalise the loop's async generators, and one of ours,
-started with the client, closes it), and a call on another loop builds a new client: an agent
-used by two ``asyncio.run`` calls in turn works in both, and a script that never closes its
-models leaves nothing open at exit. :meth:`SdkModel.aclose` closes it earlier.
+pooled connections can be used, and closed, only there. So the adapter keeps one client per
+loop, closed when that loop shuts down (``asyncio.run`` / ``anyio.run`` finalise the loop's
+async generators, and one of ours, started with the client, closes it): an agent used by two
+``asyncio.run`` calls in turn, or by two threads each running its own loop, works in all of
+them, and a script that never closes its models leaves nothing open at exit.
+:meth:`SdkModel.aclose` closes the running loop's client earlier.
 """
 
 from __future__ import annotations
@@ -95,10 +96,11 @@ class SdkModel:
         self._base_url = base_url
         self._timeout_s = timeout_s
         self._price = price
-        self._client: Any | None = None if client is None else client.with_options(max_retries=0)
+        self._given: Any | None = None if client is None else client.with_options(max_retries=0)
         self._owns_client = client is None  # built here, on the first call: closed by :meth:`aclose`
-        self._client_loop: asyncio.AbstractEventLoop | None = None  # where the client was built
-        self._keeper: AsyncGenerator[None, None] | None = None  # closes it with that loop
+        # the clients built here, one per event loop, each with the generator that closes it with its loop
+        self._built: dict[asyncio.AbstractEventLoop | None, tuple[Any, AsyncGenerator[None, None] | None]] = {}
+        self._client: Any | None = self._given  # the client of the latest call (its base URL, its key)
         self._retrier = Retrier(retry, model_name=self._name, map_error=self._map_error, sleep=sleep, rng=rng)
 
     @property
@@ -121,15 +123,21 @@ class SdkModel:
     async def aclose(self) -> None:
         """Close the HTTP client this model built, and its pooled connections (a no-op otherwise).
 
-        A client given as ``client=`` is the caller's to close. A later call builds a new
-        client. ``async with model:`` closes it on the way out.
+        That is the client of the running event loop (one built on a loop that has ended was
+        closed by its shutdown; one another thread's loop still uses is closed by that loop's
+        shutdown). A client given as ``client=`` is the caller's to close. A later call builds
+        a new client. ``async with model:`` closes it on the way out.
         """
-        client, self._client = (self._client, None) if self._owns_client else (None, self._client)
-        keeper, self._keeper = self._keeper, None
-        if keeper is not None:
-            await keeper.aclose()  # closes the client
-        elif client is not None:
-            await client.close()
+        if not self._owns_client:
+            return
+        self._client = None
+        loop = _running_loop()
+        for owner in [owner for owner in self._built if owner is loop or owner is None or owner.is_closed()]:
+            client, keeper = self._built.pop(owner)
+            if keeper is not None:
+                await keeper.aclose()  # closes the client (a no-op if its loop's shutdown did)
+            else:
+                await client.close()
 
     async def __aenter__(self: _M) -> _M:
         return self
@@ -138,15 +146,18 @@ class SdkModel:
         await self.aclose()
 
     def _get_client(self) -> Any:
+        if self._given is not None:
+            self._client = self._given
+            return self._given
         loop = _running_loop()
-        if self._owns_client and self._client is not None and self._client_loop is not loop:
-            # built on a loop that has ended: closed by its shutdown, or unusable from this one
-            self._client = self._keeper = None
-        if self._client is None:
-            self._client = self._build_client(import_sdk(self.sdk_module, self.extra))
-            self._client_loop = loop
-            self._keeper = _keeper(self._client) if loop is not None else None
-        return self._client
+        built = self._built.get(loop)
+        if built is None:
+            for ended in [owner for owner in self._built if owner is not None and owner.is_closed()]:
+                del self._built[ended]  # closed by its loop's shutdown (or unusable without its loop)
+            client = self._build_client(import_sdk(self.sdk_module, self.extra))
+            built = self._built[loop] = (client, _keeper(client) if loop is not None else None)
+        self._client = built[0]
+        return built[0]
 
     def _client_for_call(self) -> Any:
         client = self._get_client()
