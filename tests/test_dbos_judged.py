@@ -114,6 +114,23 @@ async def invoice_run(dbos_app: str, clock: Clock, workflow_name: str, *, slow: 
     return durable, wid, await durable.result(wid), model
 
 
+def reselecting_desk(capabilities: list[Any]) -> tuple[Agent, Any]:
+    """A Capabilities desk on DBOS selecting ``a`` and ``b``, planning ``a`` then (reselected) ``b``; and its brain."""
+    from jeeves_router.architectures.capabilities.architecture import Capabilities
+    from jeeves_router.durable.dbos import DBOSRuntime
+    from tests.test_capabilities import Brain, plan
+
+    brain = Brain(yes={"a", "b"}, plans=[plan("a"), plan("b")])
+    desk = Agent(
+        "Orchestrator",
+        name="desk",
+        model=brain.model,
+        runtime=DBOSRuntime(),
+        architecture=Capabilities(capabilities, recovery=Recovery(sleep=RecordedSleeps())),
+    )
+    return desk, brain
+
+
 def billing(model: Any, recovery: Recovery, tools: list[Any] | None = None) -> Agent:
     from jeeves_router.durable.dbos import DBOSRuntime
 
@@ -220,9 +237,7 @@ async def test_a_recovered_workflow_measures_its_time_limit_from_its_own_start(d
 @pytest.mark.anyio
 async def test_a_judgement_checkpointed_before_parallel_steps_keeps_their_order_on_replay(dbos_app: str) -> None:
     """After a failed capability, the reselection asks its capabilities in parallel: the judgement comes first."""
-    from jeeves_router.architectures.capabilities.architecture import Capabilities, Capability, CapabilityCall
-    from jeeves_router.durable.dbos import DBOSRuntime
-    from tests.test_capabilities import Brain, plan
+    from jeeves_router.architectures.capabilities.architecture import Capability, CapabilityCall
 
     def wrong_tool(exc: BaseException, ctx: ErrorContext) -> ErrorClassification:
         return ErrorClassification(ErrorSeverity.RECLASSIFICATION, "wrong tool")
@@ -243,14 +258,7 @@ async def test_a_judgement_checkpointed_before_parallel_steps_keeps_their_order_
         Capability("b", handler("b"), "b"),
         Capability("c", handler("c"), "c"),
     ]
-    brain = Brain(yes={"a", "b"}, plans=[plan("a"), plan("b")])
-    desk = Agent(
-        "Orchestrator",
-        name="desk",
-        model=brain.model,
-        runtime=DBOSRuntime(),
-        architecture=Capabilities(caps, recovery=Recovery(sleep=RecordedSleeps())),
-    )
+    desk, brain = reselecting_desk(caps)
     durable = await launch(desk, "jeeves_test.judged_parallel", dbos_app)
     wid = await durable.enqueue("refund INV-7", session_id="q1", workflow_id="wf-1")
     run = await durable.result(wid)

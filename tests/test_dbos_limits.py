@@ -24,7 +24,16 @@ from jeeves_router.recovery import Recovery
 from jeeves_router.results import RunResult
 from jeeves_router.testing import CUT_USAGE, FunctionModel, RecordedSleeps
 from tests.recovery_clock import Clock
-from tests.test_dbos_judged import anyio_backend, billing, dbos_app, decided, invoice_run, launch, step_names
+from tests.test_dbos_judged import (
+    anyio_backend,
+    billing,
+    dbos_app,
+    decided,
+    invoice_run,
+    launch,
+    reselecting_desk,
+    step_names,
+)
 from tests.test_dbos_judged import replay as fork_past_the_end
 
 __all__ = ["anyio_backend", "dbos_app"]  # the fixtures, used by name
@@ -130,11 +139,9 @@ async def test_the_steps_after_a_replayed_cut_are_replayed_at_their_own_checkpoi
     replays its own checkpoint (else one would run live, or DBOS would find another step there).
     """
     from jeeves_router import Agent
-    from jeeves_router.architectures.capabilities.architecture import Capabilities, Capability, CapabilityCall
+    from jeeves_router.architectures.capabilities.architecture import Capability, CapabilityCall
     from jeeves_router.architectures.react import ToolLoop
-    from jeeves_router.durable.dbos import DBOSRuntime
     from jeeves_router.recovery import ErrorClassification, ErrorSeverity
-    from tests.test_capabilities import Brain, plan
 
     async def hang(request: ModelRequest) -> str:
         clock.release()
@@ -153,14 +160,7 @@ async def test_the_steps_after_a_replayed_cut_are_replayed_at_their_own_checkpoi
         return ErrorClassification(ErrorSeverity.RECLASSIFICATION, "try another capability")
 
     caps = [Capability("a", slow, "a", classify_error=elsewhere), Capability("b", b, "b"), Capability("c", b, "c")]
-    brain = Brain(yes={"a", "b"}, plans=[plan("a"), plan("b")])
-    desk = Agent(
-        "Orchestrator",
-        name="desk",
-        model=brain.model,
-        runtime=DBOSRuntime(),
-        architecture=Capabilities(caps, recovery=Recovery(sleep=RecordedSleeps())),
-    )
+    desk, brain = reselecting_desk(caps)
     durable = await launch(desk, "jeeves_test.limit_then_steps", dbos_app)
     clock.hold()
     wid = await durable.enqueue("refund INV-7", session_id="q1", workflow_id="wf-1")
