@@ -2,8 +2,9 @@
 
 A run refused (its idempotency key) or failed gets an OpenAI-shaped error; a failed run's names
 its error type only and says what the run had spent (``usage``). A run the server cut (its
-client left, the server shut down) has no one to reply to: one INFO line on
-``jeeves_router.serve`` says why and what it had spent.
+client left, the server shut down) is told by one INFO line on ``jeeves_router.serve``: why,
+and what it had spent (:func:`cut_spend`); a started stream a shutdown cuts also ends with a
+failed run's error (:func:`cut_failure`), whose ``usage`` is that same spend.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from ..journal.keyed import IdempotencyConflict, RunInFlight, log_refused
 from ..usage import Usage, spent_usage
 from .wire import ApiError, usage_object
 
-__all__ = ["failure", "log_cut", "refusal"]
+__all__ = ["cut_failure", "cut_spend", "failure", "log_cut", "refusal"]
 
 log = logging.getLogger("jeeves_router.serve")
 
@@ -49,6 +50,11 @@ def failure(error_type: str, error: BaseException | None = None) -> ApiError:
     return _RunFailed(error_type, spent_usage(error) if error is not None else None)
 
 
+def cut_failure(spent: Usage | None) -> ApiError:
+    """The error that ends a started stream a shutdown cut: a failed run's (``ServerShutdown``), with ``spent``."""
+    return _RunFailed("ServerShutdown", spent)
+
+
 def refusal(agent: Agent, error: BaseException | None, retry_after_s: int) -> ApiError:
     """The reply to a run that ended before its first event: a refused idempotency key, or a failure."""
     if isinstance(error, IdempotencyConflict):
@@ -76,16 +82,22 @@ def refusal(agent: Agent, error: BaseException | None, retry_after_s: int) -> Ap
     return failure(error_type, error)
 
 
-def log_cut(run: RunStream, reason: str, cut_off: list[Usage]) -> None:
-    """Log a run this server cut (INFO, ``run cut``): why, its session, and what it had spent.
+def cut_spend(run: RunStream, cut_off: list[Usage]) -> Usage:
+    """What a run the server cut had spent: its requests and the ones the cut left waiting.
 
-    The spend is the run's requests (:attr:`RunStream.spent`) and the ones the cut left waiting
-    for their answers (sent: they count, their cost unknown); the journal records the run as
-    ``cut`` but keeps no figure of its spend.
+    The run's requests are :attr:`RunStream.spent`; those the cut left waiting for their
+    answers (``cut_off``, from :func:`~jeeves_router.usage.cut_requests`) were sent: they
+    count, their cost unknown. A journaled run's ``run.end`` ``cut`` record says the same
+    (its ``usage``).
     """
     spent = run.spent
     for used in cut_off:
         spent = spent + used
+    return spent
+
+
+def log_cut(run: RunStream, reason: str, spent: Usage) -> None:
+    """Log a run this server cut (INFO, ``run cut``): why, its session, and what it had spent (:func:`cut_spend`)."""
     log.info(
         "run cut: %s",
         reason.replace("_", " "),

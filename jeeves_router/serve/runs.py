@@ -9,7 +9,8 @@ and every retry would fail), and the retry gets its answer. The run's slot of th
 concurrency limit is released when the reply ends, however it ends. A failed run is
 reported by its error type only: exception messages and tracebacks stay out of replies and logs.
 Its error (a 500 before the first token, whole or streamed; an error chunk after it) says what
-the run had spent as the error object's ``usage`` (a completion's ``usage`` shape).
+the run had spent as the error object's ``usage`` (a completion's ``usage`` shape), as does the
+error that ends a started stream a shutdown cuts.
 
 A 5xx reply to a request without an ``Idempotency-Key`` says ``X-Should-Retry: false``: its run
 started (it may have refunded before it failed or was cut), so the openai SDK must not run it
@@ -35,7 +36,7 @@ from ..events import Event as RunEvent
 from ..events import RunFailed, routing_update
 from ..reply import ReplyText
 from ..usage import Usage, cut_requests, spent_usage
-from ._unfinished import failure, log_cut, refusal
+from ._unfinished import cut_failure, cut_spend, failure, log_cut, refusal
 from .guard import Drain
 from .wire import (
     DONE,
@@ -80,8 +81,9 @@ class RunReply(Response):
         produce: Runs the agent and sends the whole response.
         release: Called once the reply is over (gives the concurrency slot back).
         drain: Where the reply registers itself, so a shutdown can cancel it.
-        cut: What ends a response that was started when its run is cancelled by a
-            shutdown (an error chunk in the stream's format).
+        cut: Frames the error that ends a response that was started when its run is
+            cancelled by a shutdown (:func:`._unfinished.cut_failure`'s body, with what the run
+            had spent) in the stream's format.
         keyed: The request has an idempotency key: a client that disconnects does not cancel
             the run, which goes on to its end unseen (a shutdown still cancels it).
         run: The run ``produce`` streams: a run this reply cuts (its client left, the server
@@ -93,7 +95,7 @@ class RunReply(Response):
         produce: Produce,
         release: Callable[[], None],
         drain: Drain,
-        cut: bytes,
+        cut: Callable[[dict[str, Any]], bytes],
         *,
         keyed: bool = False,
         run: RunStream | None = None,
@@ -143,17 +145,18 @@ class RunReply(Response):
                     tg.start_soon(watch)
                     await self._guarded(tracked, sent)
                     tg.cancel_scope.cancel()
-            if sent.get("left") and self._run is not None:
-                log_cut(self._run, "client_disconnected", cut_off)
+            spent = cut_spend(self._run, cut_off) if self._run is not None else None
+            if sent.get("left") and self._run is not None and spent is not None:
+                log_cut(self._run, "client_disconnected", spent)
             if shutdown.cancelled_caught:
                 log.info("run cancelled by the server's shutdown")
-                if self._run is not None:
-                    log_cut(self._run, "server_shutdown", cut_off)
+                if self._run is not None and spent is not None:
+                    log_cut(self._run, "server_shutdown", spent)
                 if not sent["started"]:
                     err = ApiError(503, "the server shut down before the run ended", code="shutting_down")
                     await _send_json(tracked, err.status, err.body())
                 elif not sent["done"]:
-                    await send(_body(self._cut, more=False))
+                    await send(_body(self._cut(cut_failure(spent).body()), more=False))
         finally:
             self._drain.discard(shutdown)
             self._release()
@@ -197,9 +200,6 @@ def _open(agent: Agent, prompt: str, req: ChatRequest | RunRequest, force_route:
         raise ApiError(400, str(exc)) from None
 
 
-_CUT = failure("ServerShutdown").body()
-
-
 def chat_reply(
     agent: Agent, req: ChatRequest, release: Callable[[], None], drain: Drain, retry_after_s: int = 1
 ) -> RunReply:
@@ -209,10 +209,14 @@ def chat_reply(
     """
     stream = _open(agent, req.prompt, req)
     produce = _chat_stream if req.stream else _chat_whole
-    cut = sse_data(_CUT) + DONE
     keyed = req.idempotency_key is not None
     return RunReply(
-        lambda send: produce(agent, req, stream, send, retry_after_s), release, drain, cut, keyed=keyed, run=stream
+        lambda send: produce(agent, req, stream, send, retry_after_s),
+        release,
+        drain,
+        _cut_chunk,
+        keyed=keyed,
+        run=stream,
     )
 
 
@@ -338,5 +342,14 @@ def events_reply(
                     raise
             await send(_body(b"", more=False))
 
-    cut = b"event: error\ndata: " + json.dumps(_CUT).encode() + b"\n\n"
-    return RunReply(produce, release, drain, cut, keyed=req.idempotency_key is not None, run=stream)
+    return RunReply(produce, release, drain, _cut_event, keyed=req.idempotency_key is not None, run=stream)
+
+
+def _cut_chunk(error: dict[str, Any]) -> bytes:
+    """A chat stream's end when a shutdown cut it: the error chunk, then ``[DONE]``."""
+    return sse_data(error) + DONE
+
+
+def _cut_event(error: dict[str, Any]) -> bytes:
+    """A run event stream's end when a shutdown cut it: an ``error`` event."""
+    return b"event: error\ndata: " + json.dumps(error).encode() + b"\n\n"
