@@ -75,8 +75,10 @@ class Turn:
         reply: What the run said to its user, by the rule of every front door
             (:class:`~jeeves_router.reply.ReplyText`: every agent's text in order, then the
             answer if it was not streamed, or a stopped run's message for the end user),
-            rebuilt from the run's journaled events; ``None`` where ``output`` is (a failed,
-            cut or incomplete turn) unless the run stopped with a message for the end user.
+            rebuilt from the run's journaled events. A run without a result (``failed``,
+            ``cut``, ``incomplete``) has said the text it streamed before it stopped (what its
+            streaming client was sent; a whole reply's client got an error instead): that text,
+            ``None`` if there was none. ``output`` stays ``None`` for such a turn.
     """
 
     run_id: str
@@ -162,7 +164,7 @@ async def session_turns(journal: Journal, session_id: str, *, agent: str | None 
                 agent=start.agent,
                 prompt=start.prompt,
                 output=output,
-                reply=_said(replies.get(run_id), result, output) if run_id in results else None,
+                reply=_said(replies.get(run_id), result if run_id in results else None, output),
                 status=status,
                 route=result.get("route"),
                 confidence=float(confidence) if isinstance(confidence, (int, float)) else None,
@@ -176,8 +178,14 @@ async def session_turns(journal: Journal, session_id: str, *, agent: str | None 
 _ROOT_KINDS = ROUTING_KINDS | {"run.completed"}
 
 
-def _said(reply: ReplyText | None, result: Mapping[str, Any], output: str | None) -> str | None:
-    """The text a completed run said: its events' text, then its answer (:meth:`ReplyText.end`)."""
+def _said(reply: ReplyText | None, result: Mapping[str, Any] | None, output: str | None) -> str | None:
+    """The text a run said: its events' text, then, for a completed run, its answer (:meth:`ReplyText.end`).
+
+    A run without a result (``result`` is ``None``: it failed, was cut or has not ended) said
+    only the text it streamed.
+    """
+    if result is None:
+        return reply.text if reply is not None else None
     report = result.get("report")
     status = cast(RunStatus, str(result.get("status", "ok")))
     report = report if isinstance(report, Mapping) else None
