@@ -19,6 +19,11 @@ record, told apart by its ``type``:
   off by the process running it, which wrote this as it stopped; a process that died wrote
   no ``run.end``).
 
+Readers ignore fields they do not know, in an entry and in its record: a release that adds an
+optional field writes entries an older release still reads (one journal shared by both during
+a rolling upgrade); only a change an older reader would misread raises ``SCHEMA_VERSION``.
+Code building a record is still checked (the type checker knows the fields).
+
 Step results are stored with a type tag and decoded through pydantic (see
 ``step_results``); only types registered with ``register_step_type`` or defined inside
 ``jeeves_router`` are accepted when reading, so a tampered journal cannot make the reader
@@ -74,7 +79,7 @@ class JournalCorrupt(JournalError):
 
 
 class _Rec(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="ignore")  # a newer writer's field: see the module docs
 
 
 class RunStartRecord(_Rec):
@@ -199,7 +204,7 @@ class Entry(BaseModel):
     ``seq`` is the entry's position in the journal, assigned by the storage on write.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="ignore")  # a newer writer's field: see the module docs
 
     v: int = SCHEMA_VERSION
     session_id: str
