@@ -342,7 +342,8 @@ class RunStream(EventPump[Event]):
         The run's and the runs' below it (a routed specialist, a handoff target, a classifier),
         failed requests included, as its ``run.failed`` would say. A request a cancellation cuts
         off while it waits for its answer is reported to :func:`~jeeves_router.usage.cut_requests`
-        instead: whoever cancels the run adds it (as the HTTP server does for a run it cuts).
+        instead: whoever cancels the run adds it (as the HTTP server does for a run it cuts, and
+        a journaling runtime for the ``run.end`` ``cut`` it records).
         """
         return self._ctx.ledger.since(0, self._ctx.path)
 

@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 
 from ._frozen import constructor, frozen
 
-__all__ = ["Usage", "NO_USAGE", "spent_usage", "with_spent_usage", "cut_requests", "spent_when_cut"]
+__all__ = [
+    "Usage",
+    "NO_USAGE",
+    "spent_usage",
+    "with_spent_usage",
+    "cut_requests",
+    "spent_when_cut",
+    "cut_requests_from_now",
+]
 
 
 @frozen
@@ -122,3 +130,24 @@ def spent_when_cut(usage: Usage) -> None:
     sink = _CUT.get()
     if sink is not None and usage is not NO_USAGE:
         sink.append(usage)
+
+
+def cut_requests_from_now() -> Callable[[], Usage]:
+    """What the model calls cut off from now on, in the current :func:`cut_requests` scope, had spent.
+
+    Returns a function that sums the calls reported to the scope (:func:`spent_when_cut`)
+    since this call, without collecting them (the scope's owner still counts them): how a
+    journaled run that is cut off tells what it had spent (its ``run.end`` ``cut``), as the
+    HTTP server that cut it does. Outside a scope it sums to :data:`NO_USAGE`. The calls of
+    concurrent runs under one scope would all be counted.
+    """
+    sink = _CUT.get()
+    start = len(sink) if sink is not None else 0
+
+    def spent() -> Usage:
+        total = NO_USAGE
+        for used in sink[start:] if sink is not None else ():
+            total = total + used
+        return total
+
+    return spent

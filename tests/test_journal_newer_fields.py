@@ -27,7 +27,7 @@ from jeeves_router.journal import (
     recorded_events,
     session_turns,
 )
-from jeeves_router.journal.records import Entry
+from jeeves_router.journal.records import Entry, RunEndRecord
 from jeeves_router.testing import Call, Reply, ScriptedModel
 
 
@@ -93,10 +93,24 @@ async def test_entries_a_newer_release_wrote_with_more_fields_are_read(
         read = await reader.read("s")  # raised JournalCorrupt ("Extra inputs are not permitted")
         assert [e.record for e in read] == [e.record for e in entries]
         [turn] = await session_turns(reader, "s")
-        assert (turn.status, turn.output) == ("ok", result.output)
+        assert (turn.status, turn.output, turn.usage) == ("ok", result.output, result.usage)
         assert await recorded_events(reader, "s") == await recorded_events(source, "s")
         silent = ScriptedModel([])  # any call raises: the answer must come from the journal
         replayed = await desk(reader, silent).resume("s")
         assert replayed.output == result.output and silent.requests == []
     finally:
         await reader.aclose()
+
+
+def test_an_end_without_usage_is_written_as_before() -> None:
+    """An end with no ``usage`` (every completed or failed run's) is written without the field: any release reads it."""
+    end = Entry(session_id="s", run_id="r", ts=1.0, record=RunEndRecord(attempt=1, status="completed"))
+    assert json.loads(end.body())["record"] == {
+        "type": "run.end",
+        "attempt": 1,
+        "status": "completed",
+        "error_type": None,
+        "message": None,
+    }
+    cut = RunEndRecord(attempt=1, status="cut", usage={"input_tokens": 3, "requests": 1})
+    assert Entry.from_body(Entry(session_id="s", run_id="r", record=cut).body()).record == cut

@@ -16,8 +16,8 @@ record, told apart by its ``type``:
   also where the run's time limit ended an attempt (``limit``).
 - ``event`` — one event of the run's stream, as the consumer saw it.
 - ``run.end`` — how an attempt of the run ended (``completed``, ``failed``, or ``cut``: cut
-  off by the process running it, which wrote this as it stopped; a process that died wrote
-  no ``run.end``).
+  off by the process running it, which wrote this as it stopped, with what the attempt had
+  spent; a process that died wrote no ``run.end``).
 
 Readers ignore fields they do not know, in an entry and in its record: a release that adds an
 optional field writes entries an older release still reads (one journal shared by both during
@@ -39,7 +39,7 @@ from collections.abc import Mapping
 from dataclasses import MISSING, fields, is_dataclass
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
 from ..errors import JeevesError, ToolOutcomeUnknown, UsageError  # ToolOutcomeUnknown: re-exported here
@@ -113,7 +113,12 @@ class RunEndRecord(_Rec):
 
     ``cut``: the attempt was cut off (cancelled, e.g. by its server's shutdown, or its stream
     closed early) by the process running it, which wrote this as it stopped: the run is
-    unfinished (resumable) and no longer running there.
+    unfinished (resumable) and no longer running there. Its ``usage`` (``Usage`` fields) is
+    what the attempt had spent: every request whose answer or failure came back and those
+    the cut left waiting (sent: they count, their cost unknown), as the served run's
+    ``run cut`` log line says; ``None`` in journals written before it was recorded, and
+    left out of the entry then (an end written without it reads the same in any release).
+    A completed or failed run's spend is in its ``run.completed`` / ``run.failed`` event.
     """
 
     type: Literal["run.end"] = "run.end"
@@ -121,6 +126,14 @@ class RunEndRecord(_Rec):
     status: Literal["completed", "failed", "cut"]
     error_type: str | None = None
     message: str | None = None
+    usage: dict[str, Any] | None = None
+
+    @model_serializer(mode="wrap")
+    def _without_unknown_usage(self, write: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        out: dict[str, Any] = write(self)
+        if out.get("usage") is None:
+            out.pop("usage", None)
+        return out
 
 
 class StepRecord(_Rec):

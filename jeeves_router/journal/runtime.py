@@ -46,6 +46,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import aclosing
+from dataclasses import asdict
 from typing import TYPE_CHECKING
 
 import anyio
@@ -54,6 +55,7 @@ from .._log import get_logger
 from ..errors import UsageError
 from ..events import Event, event_adapter
 from ..ids import keyed_run_id
+from ..usage import Usage, cut_requests_from_now
 from .base import Journal
 from .idempotency import UnknownToolPolicy, current_idempotency_key
 from .keyed import claim_keyed_run
@@ -149,6 +151,7 @@ class JournalRuntime(StepRecorder):
 
         Called by :class:`~jeeves_router.Agent` for root runs; sets ``ctx.run_id``.
         """
+        cut_off = cut_requests_from_now()  # the requests a cancellation leaves unanswered (see _write_cut)
         if ctx.idempotency_key is not None and ctx.resume_run is None:
             state = await self._begin_keyed(ctx, ctx.idempotency_key)
         else:
@@ -176,7 +179,7 @@ class JournalRuntime(StepRecorder):
         finally:
             try:
                 if not ended:  # cut off (cancelled, or its stream closed early): keep what it produced
-                    await self._write_cut(state)
+                    await self._write_cut(state, ctx.ledger.since(0, ctx.path) + cut_off())
             finally:
                 self._forget(state.run_id)
 
@@ -243,8 +246,13 @@ class JournalRuntime(StepRecorder):
     async def _finish(self, state: RunState, end: RunEndRecord) -> None:
         await self.journal.append(self._flush(state, self._entry(state.session_id, state.run_id, end)))
 
-    async def _write_cut(self, state: RunState) -> None:
+    async def _write_cut(self, state: RunState, spent: Usage) -> None:
         """Write what a run cut off between two steps left pending, and a ``run.end`` ``cut`` (it stays resumable).
+
+        The end records ``spent``: the run's requests (its ledger, as ``RunStream.spent``
+        counts them) and those the cut left waiting for their answers, reported to the
+        enclosing :func:`~jeeves_router.usage.cut_requests` scope (the HTTP server's, whose
+        ``run cut`` log line says the same figure).
 
         The ``cut`` end tells a keyed retry in another process that this attempt runs no
         more, so it resumes the run at once (:mod:`.keyed`). Runs while the run is being
@@ -252,9 +260,8 @@ class JournalRuntime(StepRecorder):
         :attr:`flush_timeout_s`; a write that fails or times out is logged, never raised
         (the run ends as it was ending).
         """
-        entries = self._flush(
-            state, self._entry(state.session_id, state.run_id, RunEndRecord(attempt=state.attempt, status="cut"))
-        )
+        end = RunEndRecord(attempt=state.attempt, status="cut", usage=asdict(spent))
+        entries = self._flush(state, self._entry(state.session_id, state.run_id, end))
         error = "timed out"
         with anyio.move_on_after(self.flush_timeout_s, shield=True):
             try:

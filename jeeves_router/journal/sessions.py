@@ -17,7 +17,7 @@ need the run's events in the journal (``record_events=True``, the default).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, fields
 from typing import Any, cast
 
 from ..errors import UsageError
@@ -25,6 +25,7 @@ from ..events import ROUTING_KINDS, event_adapter, routing_update
 from ..messages import Message, assistant, user
 from ..reply import ReplyText
 from ..results import RunResult, RunStatus
+from ..usage import Usage
 from .base import Journal
 from .records import EventRecord, RunEndRecord, RunStartRecord
 from .resume import RecordedRuns
@@ -79,6 +80,11 @@ class Turn:
             ``cut``, ``incomplete``) has said the text it streamed before it stopped (what its
             streaming client was sent; a whole reply's client got an error instead): that text,
             ``None`` if there was none. ``output`` stays ``None`` for such a turn.
+        usage: What the turn's attempt spent, failed requests included: a completed run's
+            ``RunResult.usage``, a failed run's ``run.failed`` usage, a cut run's ``run.end``
+            usage (also the requests the cut left unanswered: the served ``run cut`` log
+            line's figure); ``None`` when the journal has none (an incomplete turn, a cut
+            recorded by an older release, or events not recorded).
     """
 
     run_id: str
@@ -91,6 +97,7 @@ class Turn:
     fallback_reason: str | None = None
     ts: float = 0.0
     reply: str | None = None
+    usage: Usage | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """The turn as JSON-ready data."""
@@ -105,6 +112,7 @@ class Turn:
             "confidence": self.confidence,
             "fallback_reason": self.fallback_reason,
             "ts": self.ts,
+            "usage": asdict(self.usage) if self.usage is not None else None,
         }
 
 
@@ -118,6 +126,7 @@ async def session_turns(journal: Journal, session_id: str, *, agent: str | None 
     runs = RecordedRuns.of(entries)
     starts: dict[str, tuple[RunStartRecord, float]] = {}
     results: dict[str, Mapping[str, Any]] = {}
+    failed: dict[str, Any] = {}  # the usage of each failed run's root run.failed
     replies: dict[str, ReplyText] = {}  # the text each run said, event by event
     routed: dict[str, dict[str, Any]] = {}  # what the root's routing events tell, latest last
     ends: dict[str, RunEndRecord] = {}
@@ -141,6 +150,9 @@ async def session_turns(journal: Journal, session_id: str, *, agent: str | None 
             if kind == "run.completed":
                 results[e.run_id] = rec.event.get("result") or {}
                 continue
+            if kind == "run.failed":
+                failed[e.run_id] = rec.event.get("usage")
+                continue
             update = routing_update(adapter.validate_python(rec.event))
             if update is not None:
                 routed.setdefault(e.run_id, {}).update(update)
@@ -158,6 +170,10 @@ async def session_turns(journal: Journal, session_id: str, *, agent: str | None 
             status = str(result.get("status", "ok"))
         confidence = result.get("confidence")
         output = result.get("output") if status not in ("failed", "cut", "incomplete") else None
+        if end is not None and end.status == "cut":
+            spent = end.usage
+        else:
+            spent = failed.get(run_id) if status == "failed" else results.get(run_id, {}).get("usage")
         turns.append(
             Turn(
                 run_id=run_id,
@@ -170,12 +186,21 @@ async def session_turns(journal: Journal, session_id: str, *, agent: str | None 
                 confidence=float(confidence) if isinstance(confidence, (int, float)) else None,
                 fallback_reason=result.get("fallback_reason"),
                 ts=ts,
+                usage=_usage(spent),
             )
         )
     return turns
 
 
-_ROOT_KINDS = ROUTING_KINDS | {"run.completed"}
+_ROOT_KINDS = ROUTING_KINDS | {"run.completed", "run.failed"}
+_USAGE_FIELDS = frozenset(f.name for f in fields(Usage))
+
+
+def _usage(data: Any) -> Usage | None:
+    """The ``Usage`` a journaled record or event holds (``Usage`` fields; a newer field is ignored)."""
+    if not isinstance(data, Mapping):
+        return None
+    return Usage(**{k: v for k, v in data.items() if k in _USAGE_FIELDS})
 
 
 def _said(reply: ReplyText | None, result: Mapping[str, Any] | None, output: str | None) -> str | None:
