@@ -32,7 +32,7 @@ def import_target(spec: str, *, option: str, example: str) -> Any:
 
     Raises:
         UsageError: naming ``option`` and ``spec``: a malformed spec, an import that failed, a
-            function that needs arguments.
+            function that needs arguments or raises.
     """
     from .agent import Agent  # an Agent is not called; imported here: this module stays light
 
@@ -56,4 +56,7 @@ def import_target(spec: str, *, option: str, example: str) -> Any:
         raise UsageError(f"{option} {spec!r} needs arguments: name an agent or a function of no arguments") from None
     except ValueError:  # no signature (a builtin): let the call decide
         pass
-    return obj()
+    try:
+        return obj()
+    except Exception as exc:  # the user's factory failed: one message naming it, not a traceback
+        raise UsageError(f"{option} {spec!r}: calling it failed ({type(exc).__name__}: {exc})") from exc

@@ -43,3 +43,10 @@ def test_replay_reports_a_missing_file_or_session(tmp_path: Path) -> None:
     assert not (tmp_path / "nope.db").exists()
     unknown = CliRunner().invoke(app, ["replay", str(_copy(tmp_path)), "--session", "no-such-session"])
     assert unknown.exit_code == 2 and "no recorded events" in unknown.output
+
+
+def test_trace_into_a_missing_folder_is_one_error_line(tmp_path: Path) -> None:
+    out = tmp_path / "nope" / "t.html"
+    result = CliRunner().invoke(app, ["trace", str(_copy(tmp_path)), "-s", "golden-1", "-o", str(out)])
+    assert result.exit_code == 2, result.output
+    assert result.output == f"error: --out {out}: the folder {out.parent} does not exist\n"

@@ -74,3 +74,28 @@ def test_the_console_commands_import_a_module_of_the_current_directory(tmp_path:
                          text=True, timeout=120)  # fmt: skip
     assert run.returncode == 0, run.stderr
     assert "front" in run.stdout
+
+
+RAISING = """
+def make_desk():
+    raise RuntimeError("no API key for the desk")
+"""
+
+
+@pytest.mark.parametrize("load", LOADERS)
+def test_a_factory_that_raises_is_a_usage_error_naming_the_target(load, here: Path) -> None:  # type: ignore[no-untyped-def]
+    (here / "user_raising_mod.py").write_text(RAISING)
+    with pytest.raises(UsageError, match=r"'user_raising_mod:make_desk': calling it failed \(RuntimeError: no API"):
+        load("user_raising_mod:make_desk")
+
+
+def test_graph_of_a_factory_that_raises_is_one_error_line(here: Path) -> None:
+    from typer.testing import CliRunner
+
+    from jeeves_router.cli import app
+
+    (here / "user_raising_mod.py").write_text(RAISING)
+    result = CliRunner().invoke(app, ["graph", "user_raising_mod:make_desk"])
+    assert result.exit_code == 2, result.output
+    expected = "error: AGENT 'user_raising_mod:make_desk': calling it failed (RuntimeError: no API key for the desk)"
+    assert result.output == expected + "\n"

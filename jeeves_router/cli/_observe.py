@@ -8,7 +8,9 @@ from typing import TYPE_CHECKING, Annotated
 import anyio
 import typer
 
+from .._files import check_output
 from ..errors import UsageError
+from ._errors import bad_input
 
 if TYPE_CHECKING:
     from ..agent import Agent
@@ -35,12 +37,10 @@ def graph_command(
     agent: Annotated[str, typer.Argument(help="The agent as module:attribute (an Agent or a function returning one).")],
 ) -> None:
     """Print the agent tree as a Mermaid flowchart (routes, thresholds, fallbacks, handoffs, capabilities)."""
-    try:
+    with bad_input():  # a factory that raises, too, is one error line
         found = import_agent(agent)
-    except UsageError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from None
-    typer.echo(found.graph(), nl=False)
+        text = found.graph()
+    typer.echo(text, nl=False)
 
 
 def trace_command(
@@ -64,16 +64,18 @@ def trace_command(
         finally:
             await store.aclose()
 
-    try:
+    with bad_input():  # any failure, an unwritable --out too, is one error line
+        check_output(out, "--out")
         graph = None
         if agent is not None:
             from ..graph import agent_graph
 
             graph = agent_graph(import_agent(agent, option="--agent"))
-        trace = anyio.run(read)
-    except (UsageError, JournalError) as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from None
-    out.write_text(render_trace_html(trace, graph), encoding="utf-8", errors="backslashreplace")  # a cut emoji: \ud83d
+        try:
+            trace = anyio.run(read)
+        except JournalError as exc:
+            raise UsageError(str(exc)) from None
+        page = render_trace_html(trace, graph)
+        out.write_text(page, encoding="utf-8", errors="backslashreplace")  # a cut emoji: \ud83d
     steps = sum(len(run.root.walk()) for run in trace.runs)
     typer.echo(f"wrote {out} ({len(trace.runs)} run(s), {steps} steps)")

@@ -11,6 +11,9 @@ from typing import Annotated
 
 import typer
 
+from ..errors import UsageError
+from ._errors import bad_input
+
 __all__ = ["replay_command"]
 
 
@@ -38,11 +41,11 @@ def replay_command(
             return [json_text(adapter.dump_python(ev, mode="json")) for ev in events]
         return [format_event(ev) for ev in events]
 
-    try:
-        lines = anyio.run(read)
-    except JournalError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from exc
+    with bad_input():  # any failure is one error line
+        try:
+            lines = anyio.run(read)
+        except JournalError as exc:
+            raise UsageError(str(exc)) from None
     if not lines:
         typer.echo(f"error: session {session!r} has no recorded events in {journal}", err=True)
         raise typer.Exit(2)
