@@ -45,6 +45,30 @@ def test_replay_reports_a_missing_file_or_session(tmp_path: Path) -> None:
     assert unknown.exit_code == 2 and "no recorded events" in unknown.output
 
 
+def test_replay_and_trace_leave_a_file_that_is_no_journal_unchanged(tmp_path: Path) -> None:
+    """An empty file, or another application's SQLite database, is refused, not given a journal's tables."""
+    import sqlite3
+
+    empty = tmp_path / "empty.db"
+    empty.write_bytes(b"")
+    other = tmp_path / "app.db"
+    conn = sqlite3.connect(other)
+    conn.execute("CREATE TABLE users (name TEXT)")
+    conn.commit()
+    conn.close()
+    before = other.read_bytes()
+    for path in (empty, other):
+        for args in (["replay", str(path), "-s", "x"], ["trace", str(path), "-s", "x", "-o", str(tmp_path / "t.html")]):
+            result = CliRunner().invoke(app, args)
+            assert result.exit_code == 2, result.output
+            assert result.output == (
+                f"error: journal {path} is not a jeeves-router journal (no journal tables in it): "
+                "give the file a JournalRuntime(SQLiteJournal(path)) wrote\n"
+            )
+    assert empty.read_bytes() == b"" and other.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["app.db", "empty.db"]  # no -wal, no page written
+
+
 def test_trace_into_a_missing_folder_is_one_error_line(tmp_path: Path) -> None:
     out = tmp_path / "nope" / "t.html"
     result = CliRunner().invoke(app, ["trace", str(_copy(tmp_path)), "-s", "golden-1", "-o", str(out)])

@@ -71,6 +71,13 @@ def _is_busy(exc: BaseException) -> bool:
     return code & 0xFF in (5, 6) if code is not None else "is locked" in str(exc)
 
 
+def _has_journal_tables(conn: sqlite3.Connection) -> bool:
+    """Whether the file holds a journal's tables (an empty file, or another application's database, does not)."""
+    query = "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN ('meta', 'entries')"
+    found: int = conn.execute(query).fetchone()[0]
+    return found == 2
+
+
 _HEAD = "SELECT checksum FROM entries WHERE session_id = ? AND run_id = ? ORDER BY seq DESC LIMIT 1"
 
 
@@ -79,7 +86,8 @@ class SQLiteJournal:
 
     Args:
         path: The database file; created (0600) when missing unless ``create=False``.
-        create: Create the file when it does not exist (``False``: raise JournalError).
+        create: Create the file when it does not exist (``False``: raise JournalError, and
+            also for a file that holds no journal, which is then left unchanged).
         key: HMAC key of the entry checksums (default: a fixed key, see module docs).
         synchronous: SQLite ``synchronous`` pragma: ``"NORMAL"`` (default) survives a
             process crash; ``"FULL"`` also survives power loss, at a cost per write.
@@ -126,6 +134,12 @@ class SQLiteJournal:
         # Opens lazily: the file is first read by the statements below.
         conn = sqlite3.connect(self.path, timeout=_BUSY_TIMEOUT, check_same_thread=False, isolation_level=None)
         try:
+            if not self._create and not _has_journal_tables(conn):
+                # a reader (replay, trace) given another file: leave it as it is, no schema written into it
+                raise JournalError(
+                    f"journal {self.path} is not a jeeves-router journal (no journal tables in it): "
+                    "give the file a JournalRuntime(SQLiteJournal(path)) wrote"
+                )
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute(f"PRAGMA synchronous={self._synchronous}")
             conn.executescript(_SCHEMA)
