@@ -1,8 +1,8 @@
 """Importing what a command names as ``module:attribute``: an agent, or a function that makes one.
 
 ``jeeves-router serve``, ``mcp`` and ``graph`` and their Python counterparts all read their
-target through :func:`import_target`, so they accept the same forms and fail with the same
-messages.
+target through :func:`import_target` (and ``fit``/``eval --classifier`` theirs through
+:func:`import_object`), so they accept the same forms and fail with the same messages.
 """
 
 from __future__ import annotations
@@ -15,7 +15,30 @@ from typing import Any
 
 from .errors import UsageError
 
-__all__ = ["import_target"]
+__all__ = ["import_object", "import_target"]
+
+
+def import_object(spec: str, *, option: str, example: str) -> Any:
+    """The object ``spec`` (``module:attribute``, the attribute dotted if nested) names, not called.
+
+    Modules of the current directory are importable, as under ``python -m``.
+
+    Raises:
+        UsageError: naming ``option`` and ``spec``: a malformed spec or an import that failed.
+    """
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        raise UsageError(f"{option} {spec!r}: expected module:attribute, e.g. {example}")
+    here = os.getcwd()
+    if here not in sys.path and "" not in sys.path:
+        sys.path.insert(0, here)
+    try:
+        obj: Any = importlib.import_module(module_name)
+        for part in attr.split("."):
+            obj = getattr(obj, part)
+    except (ImportError, AttributeError, ValueError) as exc:
+        raise UsageError(f"{option} {spec!r}: cannot import it ({exc})") from None
+    return obj
 
 
 def import_target(spec: str, *, option: str, example: str) -> Any:
@@ -36,18 +59,7 @@ def import_target(spec: str, *, option: str, example: str) -> Any:
     """
     from .agent import Agent  # an Agent is not called; imported here: this module stays light
 
-    module_name, sep, attr = spec.partition(":")
-    if not sep or not module_name or not attr:
-        raise UsageError(f"{option} {spec!r}: expected module:attribute, e.g. {example}")
-    here = os.getcwd()
-    if here not in sys.path and "" not in sys.path:
-        sys.path.insert(0, here)
-    try:
-        obj: Any = importlib.import_module(module_name)
-        for part in attr.split("."):
-            obj = getattr(obj, part)
-    except (ImportError, AttributeError) as exc:
-        raise UsageError(f"{option} {spec!r}: cannot import it ({exc})") from None
+    obj = import_object(spec, option=option, example=example)
     if isinstance(obj, Agent) or not callable(obj):
         return obj
     try:

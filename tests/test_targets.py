@@ -99,3 +99,17 @@ def test_graph_of_a_factory_that_raises_is_one_error_line(here: Path) -> None:
     assert result.exit_code == 2, result.output
     expected = "error: AGENT 'user_raising_mod:make_desk': calling it failed (RuntimeError: no API key for the desk)"
     assert result.output == expected + "\n"
+
+
+def test_a_classifier_of_the_current_directory_is_importable_as_the_commands_targets_are(here: Path) -> None:
+    """``jeeves-router eval/fit --classifier my_mod:clf`` reads a module next to the user, as ``graph`` does."""
+    from jeeves_router.classify.types import RouteSpec
+    from jeeves_router.cli._embed import import_classifier
+    from jeeves_router.testing import StaticClassifier
+
+    (here / "user_clf_mod.py").write_text("from jeeves_router.testing import StaticClassifier\n"
+                                          "clf = StaticClassifier('billing', 0.9)\n")  # fmt: skip
+    clf = import_classifier("user_clf_mod:clf", (RouteSpec("billing", "payments", ()),))
+    assert isinstance(clf, StaticClassifier)
+    with pytest.raises(UsageError, match=r"--classifier 'user_clf_mod': expected module:attribute"):
+        import_classifier("user_clf_mod", ())

@@ -6,7 +6,6 @@ Nothing here imports numpy or onnxruntime at module level: ``--help`` stays fast
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 import sys
@@ -204,13 +203,10 @@ async def closing_models(clf: Classifier, work: Callable[[], Awaitable[T]]) -> T
 
 def import_classifier(spec: str, routes: tuple[RouteSpec, ...]) -> Classifier:
     """``module:attribute`` naming a Classifier, or a factory called with the routes."""
+    from .._targets import import_object
     from ..classify.types import Classifier
 
-    module_name, _, attr = spec.partition(":")
-    try:
-        obj: Any = getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError, ValueError) as exc:
-        raise UsageError(f"--classifier {spec!r}: cannot import it ({exc})") from None
+    obj: Any = import_object(spec, option="--classifier", example="my_classifiers:llm")
     if isinstance(obj, type) or (not isinstance(obj, Classifier) and callable(obj)):
         try:
             obj = obj(list(routes))
