@@ -88,6 +88,19 @@ def test_load_labelled_reports_file_and_line(tmp_path: Path) -> None:
         load_labelled(tmp_path / "missing.jsonl")
 
 
+def test_a_file_that_is_not_utf8_is_refused_with_its_line_and_byte(tmp_path: Path) -> None:
+    """A Latin-1 export is named as such (where, and what to do), for labelled data and route files alike."""
+    data = tmp_path / "d.jsonl"
+    data.write_bytes('{"text": "a", "route": "x"}\n{"text": "caf\u00e9", "route": "x"}\n'.encode("latin-1"))
+    with pytest.raises(DataFileError) as info:
+        load_labelled(data)
+    assert str(info.value) == f"{data}:2: not UTF-8 text (byte 0xe9 at offset 41): save the file as UTF-8"
+    routes = tmp_path / "r.json"
+    routes.write_bytes(b"\xff\xfe[]")
+    with pytest.raises(DataFileError, match=r"r\.json:1: not UTF-8 text \(byte 0xff at offset 0\): save the file as"):
+        load_routes(routes)
+
+
 def test_load_labelled_skips_blank_lines_and_keeps_line_numbers(tmp_path: Path) -> None:
     p = tmp_path / "d.jsonl"
     p.write_text('\n{"text": "a", "route": "x"}\n\n{"text": "b", "route": "oos"}\n')

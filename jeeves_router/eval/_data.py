@@ -83,8 +83,18 @@ def read_text(path: str | Path) -> str:
         return p.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise DataFileError(p, "file not found") from None
-    except (IsADirectoryError, UnicodeDecodeError, PermissionError) as exc:
+    except UnicodeDecodeError as exc:
+        byte = exc.object[exc.start : exc.start + 1].hex()
+        raise DataFileError(
+            p, f"not UTF-8 text (byte 0x{byte} at offset {exc.start}): save the file as UTF-8", line=_line_of(exc)
+        ) from None
+    except (IsADirectoryError, PermissionError) as exc:
         raise DataFileError(p, f"cannot read the file ({exc.__class__.__name__})") from None
+
+
+def _line_of(exc: UnicodeDecodeError) -> int:
+    """The 1-based line of the byte that is not UTF-8."""
+    return bytes(exc.object[: exc.start]).count(b"\n") + 1
 
 
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
