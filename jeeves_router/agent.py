@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import functools
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Mapping, Sequence
@@ -249,8 +250,20 @@ class Agent:
         return RunStream(self, ctx)
 
     def run_sync(self, prompt: str, **kwargs: Any) -> RunResult:
-        """:meth:`run` from synchronous code (starts an event loop; not from inside one)."""
-        return anyio.run(functools.partial(self.run, prompt, **kwargs))
+        """:meth:`run` from synchronous code (starts an event loop; not from inside one).
+
+        Raises:
+            UsageError: when called while an event loop runs in this thread (an ``async def``,
+                a notebook): ``await agent.run(...)`` there instead.
+        """
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:  # no loop running here: the one case run_sync is for
+            return anyio.run(functools.partial(self.run, prompt, **kwargs))
+        raise UsageError(
+            f"agent {self.name!r}: run_sync() cannot start an event loop inside the one already running "
+            "in this thread (an async function, a notebook); use `await agent.run(...)` there"
+        )
 
     async def resume(self, session_id: str, *, run_id: str | None = None) -> RunResult:
         """Finish or replay a recorded run of ``session_id`` from this agent's journal.

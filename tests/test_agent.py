@@ -95,6 +95,13 @@ def test_run_sync() -> None:
     assert r.output == "ab"
 
 
+async def test_run_sync_inside_a_running_event_loop_says_to_await_run() -> None:
+    agent = Agent("t", name="t", model=ScriptedModel(["answer"]))
+    with pytest.raises(UsageError, match=r"agent 't': run_sync\(\) cannot start an event loop .*`await agent\.run"):
+        agent.run_sync("x")
+    assert (await agent.run("x")).output == "answer"  # the refused call took no step of the script
+
+
 async def test_function_model() -> None:
     fm = FunctionModel(lambda req: Reply(text=f"echo {req.messages[-1].text}"))
     assert (await Agent("t", name="t", model=fm).run("hi")).output == "echo hi"
