@@ -20,7 +20,7 @@ from .events import Event, EventBase
 from .ids import check_idempotency_key, keyed_session_id, new_session_id, validate_route_name
 from .messages import Message, Part, TextPart
 from .models.base import Model
-from .models.registry import resolve_model
+from .models.registry import check_model, resolve_model
 from .results import RunResult
 from .runtime import PASS_THROUGH, Runtime
 from .tools import Tool, Toolset, ToolsetHost, as_tool, split_toolsets, toolset_host
@@ -36,7 +36,7 @@ class Agent:
         instructions: The system prompt (for a router agent: a description of the desk).
         name: A name used in route paths and events (letters/digits joined by '-' or '_').
         model: A :class:`~jeeves_router.models.Model` or a ``"provider:model"`` string,
-            resolved at first use. A router agent's model is its classifier's model.
+            its form checked here and resolved at first use. A router agent's model is its classifier's model.
             The adapter resolved from a string is the agent's; it builds its HTTP client on
             its first call, on that call's event loop, and closes it when that loop shuts down
             (a call on another loop builds a new one). ``jeeves-router serve`` / ``mcp`` close
@@ -89,6 +89,7 @@ class Agent:
         self.instructions = instructions
         self.name = name
         self.model = model
+        check_model(model, what=f"model of agent {name!r}")  # a typo fails here; the SDK loads at first use
         self._model: Model | None = None if isinstance(model, str) or model is None else resolve_model(model)
         plain, self.toolsets = split_toolsets(tools)  # toolsets: MCP servers, opened per run
         tool_list = [as_tool(t) for t in plain]

@@ -127,6 +127,32 @@ async def test_bad_model_values(model: object, match: str) -> None:
         await Agent("t", name="t", model=model).run("x")  # type: ignore[arg-type]
 
 
+def test_a_model_string_with_a_typo_fails_where_it_is_built() -> None:
+    """A misspelt provider or a missing one is refused by the constructor, before any request (no SDK import)."""
+    from jeeves_router import Capabilities, Capability, LLMClassifier, Router, RouterRoute
+    from jeeves_router.classify.toolcall import ToolCallClassifier
+
+    typo = r"unknown model provider 'anthropc' in 'anthropc:claude-haiku-4-5'; known providers: anthropic, "
+    bare = r"'gpt-4o-mini' must look like 'provider:model', e.g. 'openai:gpt-4\.1-mini'"
+    spec = Agent("s", name="spec", model=ScriptedModel([]))
+    builds = [
+        lambda m: Agent("t", name="t", model=m),
+        lambda m: LLMClassifier(m),
+        lambda m: ToolCallClassifier(m),
+        lambda m: Router([RouterRoute("spec", spec, "all")], classifier_model=m),
+        lambda m: Capabilities([Capability("spec", spec, "all")], classifier_model=m),
+        lambda m: Capabilities([Capability("spec", spec, "all")], orchestrator_model=m),
+    ]
+    for build in builds:
+        with pytest.raises(UsageError, match=typo):
+            build("anthropc:claude-haiku-4-5")
+        with pytest.raises(UsageError, match=bare):
+            build("gpt-4o-mini")
+    with pytest.raises(UsageError, match=r"model of agent 't' must be a Model or a 'provider:model' string, got int"):
+        Agent("t", name="t", model=42)  # type: ignore[arg-type]
+    assert Agent("t", name="t", model="openai:gpt-4.1-mini").model == "openai:gpt-4.1-mini"  # still lazy
+
+
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [

@@ -13,7 +13,7 @@ from .._log import get_logger
 from ..errors import ModelError, UsageError
 from ..messages import Message, assistant, text_of, user
 from ..models.base import Model, ModelRequest
-from ..models.registry import resolve_model
+from ..models.registry import check_model, resolve_model
 from ..usage import NO_USAGE
 from .constrained import CONSTRAINED_CLASSIFIER_PROMPT, classification_format, few_shot_turns, supports_constrained
 from .parser import parse_classification
@@ -86,6 +86,7 @@ class LLMClassifier:
         if not 0.0 <= few_shot_confidence <= 1.0:
             raise UsageError(f"few_shot_confidence must be within [0, 1], got {few_shot_confidence}")
         self.model = model
+        check_model(model, what="classifier model")
         self._model: Model | None = None if isinstance(model, str) else resolve_model(model)
         self._custom_prompt = prompt is not None
         self.prompt = validate_prompt_template(prompt) if prompt is not None else DEFAULT_CLASSIFIER_PROMPT

@@ -30,7 +30,7 @@ from typing import Any
 from ..errors import UsageError
 from ..messages import Message, ToolCallPart, ToolResultPart, user
 from ..models.base import Model, ModelRequest, ToolSpec
-from ..models.registry import resolve_model
+from ..models.registry import check_model, resolve_model
 from ..usage import NO_USAGE
 from .confidence import read_confidence
 from .parser import normalize_route_name
@@ -112,6 +112,7 @@ class ToolCallClassifier:
         if on_missing_confidence is not None and not 0.0 <= on_missing_confidence <= 1.0:
             raise UsageError(f"on_missing_confidence must be None or within [0, 1], got {on_missing_confidence}")
         self.model = model
+        check_model(model, what="classifier model")
         self._model: Model | None = None if isinstance(model, str) else resolve_model(model)
         self.instructions = instructions
         self.max_format_retries = max_format_retries

@@ -1,7 +1,7 @@
 """Model port and adapters."""
 
 from .base import Model, ModelRequest, ModelResponse, ModelStreamItem, ModelTextDelta, ResponseFormat, ToolSpec
-from .registry import register_provider, resolve_model
+from .registry import check_model, register_provider, resolve_model
 
 __all__ = [
     "Model",
@@ -11,6 +11,7 @@ __all__ = [
     "ModelTextDelta",
     "ResponseFormat",
     "ToolSpec",
+    "check_model",
     "register_provider",
     "resolve_model",
 ]

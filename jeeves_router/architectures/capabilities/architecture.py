@@ -30,7 +30,7 @@ from ...errors import UsageError
 from ...events import CapabilitiesSelected, CapabilityCompleted, CapabilityStarted
 from ...messages import assistant, user
 from ...models.base import Model, ModelRequest, ModelResponse
-from ...models.registry import resolve_model
+from ...models.registry import check_model, resolve_model
 from ...recovery.clock import take_cut
 from ...recovery.config import Recovery
 from ...recovery.run import RecoveryRedirect, RecoveryRun, RecoveryStop
@@ -122,6 +122,8 @@ class Capabilities:
         self.capabilities: tuple[Capability, ...] = tuple(caps)
         self.by_name = {c.name: c for c in caps}
         self.mode = mode
+        check_model(classifier_model, what="classifier_model")
+        check_model(orchestrator_model, what="orchestrator_model")
         self.classifier_model = classifier_model
         self.orchestrator_model = orchestrator_model
         self.max_concurrent_classifications = max_concurrent_classifications
