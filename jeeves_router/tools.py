@@ -28,7 +28,7 @@ import json
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager, nullcontext
-from dataclasses import field
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, get_type_hints, overload, runtime_checkable
 
 import anyio.to_thread
@@ -62,21 +62,31 @@ __all__ = [
 ]
 
 
-@frozen
+@dataclass(frozen=True, slots=True)
 class Handoff:
     """A tool result that hands the conversation to ``target``.
 
     Attributes:
-        target: The route or agent name to hand off to.
+        target: The route or agent name to hand off to (a string: ``billing.name``, not the agent).
         reason: Why (shown in events and to the target).
         payload: Optional JSON-ready data for the target.
         confidence: Optional confidence of a classification handoff, in [0, 1].
+
+    Raises:
+        UsageError: for a target that is not a non-empty string (an ``Agent`` given in its name's place).
     """
 
     target: str
     reason: str | None = None
     payload: Mapping[str, Any] | None = None
     confidence: float | None = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.target, str) and self.target:
+            return
+        name = getattr(self.target, "name", None)
+        hint = f": pass its name, Handoff(target={name!r})" if isinstance(name, str) else ""
+        raise UsageError(f"Handoff target must be an agent or route name (a string), got {self.target!r}{hint}")
 
 
 @frozen
