@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -10,7 +11,39 @@ from .errors import UsageError
 if TYPE_CHECKING:
     import random
 
-__all__ = ["RetryPolicy", "DEFAULT_RETRY", "FRAMEWORK_RETRY", "PROVIDER_RETRY"]
+__all__ = ["RetryPolicy", "DEFAULT_RETRY", "FRAMEWORK_RETRY", "PROVIDER_RETRY", "check_count", "check_number"]
+
+
+def check_count(name: str, value: object, minimum: int) -> None:
+    """Refuse ``value`` unless it is an integer (not a bool) of at least ``minimum``.
+
+    Raises:
+        UsageError: naming ``name`` and the value given (``'3'``, ``2.5``, ``-1``).
+    """
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise UsageError(f"{name} must be an integer >= {minimum}, got {value!r}")
+
+
+def check_number(name: str, value: object, *, low: float, high: float = math.inf, open_low: bool = False) -> None:
+    """Refuse ``value`` unless it is a real number (not a bool, not NaN) within its bounds.
+
+    Args:
+        name: What the value is, for the message.
+        value: The value given.
+        low: The lowest value allowed (excluded with ``open_low``).
+        high: The highest value allowed.
+        open_low: Whether ``low`` itself is refused.
+
+    Raises:
+        UsageError: naming ``name``, the bounds and the value given (``'10'``, ``nan``).
+    """
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if number and (low < value if open_low else low <= value) and value <= high:  # type: ignore[operator]
+        return
+    bounds = f"> {low:g}" if open_low else f">= {low:g}"
+    if high != math.inf:
+        bounds = f"within {'(' if open_low else '['}{low:g}, {high:g}]"
+    raise UsageError(f"{name} must be a number {bounds}, got {value!r}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,14 +66,11 @@ class RetryPolicy:
     jitter: float = 0.0
 
     def __post_init__(self) -> None:
-        if self.max_attempts < 1:
-            raise UsageError(f"RetryPolicy.max_attempts must be >= 1, got {self.max_attempts}")
-        if self.initial_delay_s < 0 or self.max_delay_s < 0:
-            raise UsageError("RetryPolicy delays must be >= 0")
-        if self.multiplier < 1:
-            raise UsageError(f"RetryPolicy.multiplier must be >= 1, got {self.multiplier}")
-        if not 0 <= self.jitter <= 1:
-            raise UsageError(f"RetryPolicy.jitter must be within [0, 1], got {self.jitter}")
+        check_count("RetryPolicy.max_attempts", self.max_attempts, 1)
+        check_number("RetryPolicy.initial_delay_s", self.initial_delay_s, low=0)
+        check_number("RetryPolicy.max_delay_s", self.max_delay_s, low=0)
+        check_number("RetryPolicy.multiplier", self.multiplier, low=1)
+        check_number("RetryPolicy.jitter", self.jitter, low=0, high=1)
 
     def delay_s(self, attempt: int, *, retry_after_s: float | None = None, rng: random.Random | None = None) -> float:
         """The delay to wait after failed attempt number ``attempt`` (1-based).

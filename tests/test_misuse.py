@@ -17,3 +17,39 @@ def test_a_handoff_to_an_agent_object_names_the_agent_to_pass_instead() -> None:
     with pytest.raises(UsageError, match=r"got ''"):
         Handoff("")
     assert Handoff("billing", reason="refund") == Handoff(target="billing", reason="refund")
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"time_limit_s": "10"}, r"time_limit_s \(seconds, or None\) must be a number > 0, got '10'"),
+        ({"time_limit_s": float("nan")}, r"time_limit_s \(seconds, or None\) must be a number > 0, got nan"),
+        ({"time_limit_s": 0}, r"time_limit_s \(seconds, or None\) must be a number > 0, got 0"),
+        ({"max_replans": "2"}, r"max_replans must be an integer >= 0, got '2'"),
+        ({"max_reclassifications": 1.5}, r"max_reclassifications must be an integer >= 0, got 1\.5"),
+        ({"max_steps": True}, r"max_steps must be an integer >= 1, got True"),
+        ({"explain_timeout_s": "5"}, r"explain_timeout_s must be a number > 0, got '5'"),
+    ],
+)
+def test_recovery_bounds_of_the_wrong_type_are_named(kwargs: dict[str, object], match: str) -> None:
+    from jeeves_router import Recovery
+
+    with pytest.raises(UsageError, match=match):
+        Recovery(**kwargs)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"max_attempts": "3"}, r"RetryPolicy\.max_attempts must be an integer >= 1, got '3'"),
+        ({"initial_delay_s": float("nan")}, r"RetryPolicy\.initial_delay_s must be a number >= 0, got nan"),
+        ({"max_delay_s": -1}, r"RetryPolicy\.max_delay_s must be a number >= 0, got -1"),
+        ({"multiplier": "2"}, r"RetryPolicy\.multiplier must be a number >= 1, got '2'"),
+        ({"jitter": 1.5}, r"RetryPolicy\.jitter must be a number within \[0, 1\], got 1\.5"),
+    ],
+)
+def test_retry_policy_values_of_the_wrong_type_are_named(kwargs: dict[str, object], match: str) -> None:
+    from jeeves_router import RetryPolicy
+
+    with pytest.raises(UsageError, match=match):
+        RetryPolicy(**kwargs)  # type: ignore[arg-type]

@@ -9,7 +9,7 @@ import anyio
 
 from ..errors import UsageError
 from ..models.base import Model
-from ..policies import DEFAULT_RETRY, FRAMEWORK_RETRY, RetryPolicy
+from ..policies import DEFAULT_RETRY, FRAMEWORK_RETRY, RetryPolicy, check_number
 from .classify import ErrorHook
 from .ladder import Limits
 
@@ -72,8 +72,7 @@ class Recovery:
         self.limits  # noqa: B018 - validates the bounds now, at construction
         if not isinstance(self.retry_policy, RetryPolicy) or not isinstance(self.framework_retry, RetryPolicy):
             raise UsageError("retry_policy and framework_retry must be RetryPolicy objects")
-        if self.explain_timeout_s <= 0:
-            raise UsageError(f"explain_timeout_s must be > 0, got {self.explain_timeout_s}")
+        check_number("explain_timeout_s", self.explain_timeout_s, low=0, open_low=True)
 
     @property
     def limits(self) -> Limits:

@@ -37,8 +37,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
-from ..errors import UsageError
-from ..policies import RetryPolicy
+from ..policies import RetryPolicy, check_count, check_number
 from .severity import ErrorSeverity
 
 __all__ = ["Action", "Decision", "Limits", "Counters", "next_action", "budget_exceeded"]
@@ -75,12 +74,12 @@ class Limits:
     time_limit_s: float | None = None
 
     def __post_init__(self) -> None:
-        if self.max_reclassifications < 0 or self.max_replans < 0:
-            raise UsageError("max_reclassifications and max_replans must be >= 0")
-        if self.max_steps is not None and self.max_steps < 1:
-            raise UsageError(f"max_steps must be >= 1, got {self.max_steps}")
-        if self.time_limit_s is not None and self.time_limit_s <= 0:
-            raise UsageError(f"time_limit_s must be > 0 or None, got {self.time_limit_s}")
+        check_count("max_reclassifications", self.max_reclassifications, 0)
+        check_count("max_replans", self.max_replans, 0)
+        if self.max_steps is not None:
+            check_count("max_steps", self.max_steps, 1)
+        if self.time_limit_s is not None:
+            check_number("time_limit_s (seconds, or None)", self.time_limit_s, low=0, open_low=True)
 
 
 @dataclass(frozen=True, slots=True)
