@@ -12,6 +12,7 @@ from typing import Any
 import anyio
 
 from ._aio import EventPump
+from ._args import listed
 from ._text import valid_text
 from .architectures.base import Architecture, RunContext, emit_each, execute, new_context, run_child
 from .architectures.react import ToolLoop
@@ -109,7 +110,7 @@ class Agent:
         self.temperature = temperature
         self.max_tokens = max_tokens
         self.runtime = runtime or PASS_THROUGH
-        self.handoffs = tuple(handoffs)
+        self.handoffs = tuple(listed(handoffs, what="handoffs", example="handoffs=[billing]"))
         self.classify_error = classify_error
         self.architecture.validate(self)
 

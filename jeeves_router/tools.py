@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, Protocol, get_type_hints, overload, runti
 
 import anyio.to_thread
 
+from ._args import listed
 from ._frozen import frozen
 from ._toolset_host import ToolsetHost, current_toolset_host, toolset_host, toolsets_in_use
 from .errors import ToolOutcomeUnknown, UsageError
@@ -376,7 +377,7 @@ async def _open_toolsets(owner: _ToolOwner) -> AsyncIterator[None]:
 
 def split_toolsets(items: Iterable[Any]) -> tuple[list[Any], tuple[Toolset, ...]]:
     """Split an agent's ``tools`` argument into plain tools (or functions) and toolsets."""
-    given = list(items)
+    given = listed(items, what="tools", example="tools=[lookup_invoice]")
     toolsets = tuple(t for t in given if isinstance(t, Toolset))
     if toolsets:
         toolsets_in_use()

@@ -25,6 +25,7 @@ LAYERS: list[tuple[str, int]] = [
     ("_frozen", 1),
     ("_files", 1),
     ("_text", 1),
+    ("_args", 1),
     ("reply", 1),  # what a run says to its user: the one rule of every front door
     ("_toolset_host", 2),  # where toolset connections live (tools.py re-exports it)
     ("tracing", 2),

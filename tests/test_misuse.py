@@ -53,3 +53,32 @@ def test_retry_policy_values_of_the_wrong_type_are_named(kwargs: dict[str, objec
 
     with pytest.raises(UsageError, match=match):
         RetryPolicy(**kwargs)  # type: ignore[arg-type]
+
+
+def test_one_tool_route_capability_or_handoff_in_a_lists_place_is_named() -> None:
+    from jeeves_router import Capabilities, Capability, HandoffRouter, Router, RouterRoute, tool
+
+    @tool
+    def lookup_invoice(invoice_id: str) -> str:
+        """Look up an invoice."""
+        return invoice_id
+
+    billing = Agent("You resolve payments.", name="billing", model=ScriptedModel([]))
+    route = RouterRoute("billing", billing, "payments")
+    cases = [
+        (lambda: Agent("x", name="a", model=ScriptedModel([]), tools=lookup_invoice),
+         r"tools must be a list, got Tool 'lookup_invoice': pass a list even of one, tools=\[lookup_invoice\]"),
+        (lambda: Agent("x", name="a", model=ScriptedModel([]), handoffs=billing),
+         r"handoffs must be a list, got Agent 'billing': pass a list even of one, handoffs=\[billing\]"),
+        (lambda: Agent("x", name="a", model=ScriptedModel([]), handoffs="billing"),  # not seven agents b, i, l, ...
+         r"handoffs must be a list, got 'billing'"),
+        (lambda: Router(route), r"routes must be a list, got RouterRoute 'billing': pass a list even of one"),
+        (lambda: HandoffRouter(route), r"routes must be a list, got RouterRoute 'billing'"),
+        (lambda: Capabilities(Capability("billing", billing)), r"capabilities must be a list, got Capability 'bil"),
+    ]  # fmt: skip
+    for build, match in cases:
+        with pytest.raises(UsageError, match=match):
+            build()
+    assert Agent("x", name="a", model=ScriptedModel([]), tools=(t for t in [lookup_invoice])).tools[0].name == (
+        "lookup_invoice"
+    )

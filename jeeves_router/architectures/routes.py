@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from .._args import listed
 from ..classify.cascade import CascadeClassifier
 from ..classify.types import RouteSpec
 from ..errors import UsageError
@@ -54,7 +55,7 @@ def check_route_table(routes: Sequence[RouterRoute], *, owner: str) -> tuple[Rou
     Checks: at least one route, RouterRoute objects, names in the safe pattern, no duplicate
     names (compared case-insensitively, with ``-``, ``_`` and spaces alike), Agent handlers.
     """
-    table = tuple(routes)
+    table = tuple(listed(routes, what="routes", example="routes=[RouterRoute('billing', billing_agent, 'payments')]"))
     if not table:
         raise UsageError(f"{owner} needs at least one route: {owner}(routes=[RouterRoute('billing', billing_agent)])")
     for r in table:

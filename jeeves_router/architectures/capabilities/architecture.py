@@ -26,6 +26,7 @@ from collections.abc import Awaitable, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Literal
 
+from ..._args import listed
 from ...errors import UsageError
 from ...events import CapabilitiesSelected, CapabilityCompleted, CapabilityStarted
 from ...messages import assistant, user
@@ -103,7 +104,7 @@ class Capabilities:
         max_iterations: int = 100,
         recovery: Recovery | None = None,
     ) -> None:
-        caps = list(capabilities)
+        caps = listed(capabilities, what="capabilities", example="Capabilities([Capability('billing', billing_agent)])")
         if not caps:
             raise UsageError("Capabilities needs at least one Capability(name, handler, description)")
         names: set[str] = set()
