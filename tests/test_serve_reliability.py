@@ -259,3 +259,25 @@ def test_the_example_desk_served_by_the_cli_with_a_token(tmp_path: Path) -> None
     assert token not in (tmp_path / "stderr.txt").read_text()
     turns = anyio.run(session_turns, SQLiteJournal(tmp_path / "runs.db"), "ex-1")
     assert [t.route for t in turns] == ["billing", "technical"]
+
+
+@pytest.mark.parametrize("command", [["serve"], ["mcp", "--transport", "http"]], ids=["serve", "mcp"])
+def test_an_address_that_cannot_be_listened_on_is_one_error_line(command: list[str]) -> None:
+    """A port in use or out of range: one ``error:`` line and exit 2, not uvicorn's log and traceback."""
+    import socket
+
+    from typer.testing import CliRunner
+
+    from jeeves_router.cli import app
+
+    with socket.socket() as held:  # a port another server has: bound and listening for the whole test
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        for given, message in (
+            (str(port), f"error: cannot listen on 127.0.0.1:{port}: Address already in use"),
+            ("70000", "error: port must be an integer within 0-65535 (0: any free port), got 70000"),
+        ):
+            result = CliRunner().invoke(app, [*command, "tests.serve_apps:slow_desk", "--port", given])
+            assert result.exit_code == 2, result.output
+            assert result.output == message + "\n"

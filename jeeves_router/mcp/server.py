@@ -347,10 +347,11 @@ async def serve(
     if transport == "stdio" and token is not None:
         raise UsageError("a token guards the HTTP transport only; stdio is reached through its process")
     if transport == "http":
-        from ..serve.guard import check_host, check_token
+        from ..serve.guard import check_host, check_listen, check_token
 
         check_token(token)
         check_host(host, token, command="mcp --transport http")
+        check_listen(host, port)
     async with AsyncExitStack() as closing:  # every journal in use and the models' clients, however serving ends
         for used in journal_agents({agent.name: agent}, journal, session_history):
             closing.push_async_callback(used.aclose)

@@ -14,6 +14,7 @@ import ipaddress
 import json
 import logging
 import os
+import socket
 
 import anyio
 from starlette.requests import Request
@@ -29,6 +30,7 @@ __all__ = [
     "Drain",
     "Slots",
     "check_host",
+    "check_listen",
     "check_token",
     "idempotency_key",
     "is_loopback",
@@ -67,6 +69,29 @@ def check_token(token: str | None) -> None:
     """
     if token is not None and (not isinstance(token, str) or len(token) < 8):
         raise UsageError("token must be a string of at least 8 characters")
+
+
+def check_listen(host: str, port: object) -> None:
+    """Refuse, in one line, an address the server could not listen on, before uvicorn starts.
+
+    uvicorn reports a port in use (or out of range, or a host that is no local address) with
+    its own log lines and a traceback or exit status 3; the address is bound here once first,
+    as uvicorn binds it (``SO_REUSEADDR``), and released.
+
+    Raises:
+        UsageError: for a port that is not an integer in 0-65535, or an address that cannot be bound.
+    """
+    if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
+        raise UsageError(f"port must be an integer within 0-65535 (0: any free port), got {port!r}")
+    if port == 0:
+        return
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind((host, port))
+    except OSError as exc:
+        raise UsageError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
 
 
 def check_host(host: str, token: str | None, *, command: str) -> None:

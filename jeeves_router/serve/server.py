@@ -17,7 +17,7 @@ from .._targets import import_target
 from ..agent import Agent
 from ..errors import UsageError
 from .app import create_app
-from .guard import Drain, check_host, is_loopback, token_from_env
+from .guard import Drain, check_host, check_listen, is_loopback, token_from_env
 
 __all__ = ["serve", "is_loopback", "load_agents", "token_from_env"]
 
@@ -60,11 +60,13 @@ def serve(
             ``max_concurrency``, ``max_body_bytes``, ...).
 
     Raises:
-        UsageError: for a non-loopback host without a token, or bad options.
+        UsageError: for a non-loopback host without a token, an address that cannot be listened
+            on (a port in use or out of range), or bad options.
     """
     import uvicorn
 
     check_host(host, token, command="serve")
+    check_listen(host, port)
     if not isinstance(grace_s, int) or grace_s < 0:
         raise UsageError(f"grace_s must be a whole number of seconds >= 0, got {grace_s!r}")
     drain = Drain()
