@@ -30,6 +30,7 @@ LAZY_PACKAGES = (
     "jeeves_router.classify",
     "jeeves_router.classify.embedding",
     "jeeves_router.journal",
+    "jeeves_router.models",
     "jeeves_router.recovery",
 )
 
@@ -174,6 +175,17 @@ def test_the_package_spells_out_its_public_names_for_type_checkers() -> None:
     import jeeves_router
 
     assert set(jeeves_router.__all__) <= type_checking_names(PKG / "__init__.py")
+
+
+def test_the_imports_the_package_docstring_shows_work() -> None:
+    """``from jeeves_router.models import OpenAIModel`` (the docstring's and the CHANGELOG's migration line) imports."""
+    import jeeves_router
+
+    lines = [line.strip() for line in (jeeves_router.__doc__ or "").splitlines()]
+    shown = [line.split("#")[0] for line in lines if line.startswith("from jeeves_router")]
+    assert len(shown) >= 5
+    for line in shown:
+        exec(line, {})  # our own docstring's import lines
 
 
 def test_lazy_exports_refuses_a_name_listed_twice() -> None:
