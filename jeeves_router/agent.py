@@ -153,6 +153,9 @@ class Agent:
                     f"agent {self.name!r} cannot honour an idempotency key: {_without_journal(self.runtime)}"
                 )
             session_id = session_id or keyed_session_id(idempotency_key)
+        for name, given in (("context", context), ("options", options)):
+            if given is not None and not isinstance(given, Mapping):
+                raise UsageError(f"{name} must be a mapping (a dict of names to values), got {type(given).__name__}")
         ctx = new_context(
             agent=self,
             session_id=session_id or new_session_id(),
@@ -295,11 +298,21 @@ class Agent:
         return await self._drain(ctx)
 
 
+_MESSAGES_HINT = (
+    "build them with jeeves_router.messages.user(...) and assistant(...), e.g. history=[user('hi'), assistant('hello')]"
+)
+
+
 def _valid_history(history: Sequence[Message] | None) -> tuple[Message, ...]:
     """``history`` as a tuple, the text of its text parts made valid Unicode (:func:`valid_text`)."""
+    if isinstance(history, (str, bytes, Mapping)):  # one message's text or dict where the list goes
+        raise UsageError(f"history must be a list of Message objects, got {type(history).__name__}; {_MESSAGES_HINT}")
     if not history:
         return ()
     messages = tuple(history)
+    for m in messages:
+        if not isinstance(m, Message):
+            raise UsageError(f"history must hold Message objects, got {type(m).__name__} {m!r:.60}; {_MESSAGES_HINT}")
     if all(valid_text(p.text) is p.text for m in messages for p in m.parts if isinstance(p, TextPart)):
         return messages  # nearly always: no unpaired surrogate anywhere
     return tuple(dataclasses.replace(m, parts=tuple(_valid_part(p) for p in m.parts)) for m in messages)

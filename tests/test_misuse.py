@@ -82,3 +82,25 @@ def test_one_tool_route_capability_or_handoff_in_a_lists_place_is_named() -> Non
     assert Agent("x", name="a", model=ScriptedModel([]), tools=(t for t in [lookup_invoice])).tools[0].name == (
         "lookup_invoice"
     )
+
+
+@pytest.mark.anyio
+async def test_history_context_and_options_of_the_wrong_shape_are_named() -> None:
+    from jeeves_router.messages import assistant, user
+
+    agent = Agent("t", name="t", model=ScriptedModel(["answer"]))
+    hint = r"build them with jeeves_router\.messages\.user\(\.\.\.\) and assistant\(\.\.\.\)"
+    wrong: list[tuple[dict[str, object], str]] = [
+        (
+            {"history": [{"role": "user", "content": "hi"}]},
+            r"history must hold Message objects, got dict \{'role'.*; " + hint,
+        ),
+        ({"history": "hi"}, r"history must be a list of Message objects, got str; " + hint),
+        ({"context": ["plan"]}, r"context must be a mapping \(a dict of names to values\), got list"),
+        ({"options": "fast"}, r"options must be a mapping \(a dict of names to values\), got str"),
+    ]
+    for kwargs, match in wrong:
+        with pytest.raises(UsageError, match=match):
+            await agent.run("x", **kwargs)  # type: ignore[arg-type]
+    result = await agent.run("x", history=[user("hi"), assistant("hello")], context={"plan": "gold"})
+    assert result.output == "answer"  # the refused calls took no step of the script
