@@ -7,7 +7,7 @@ from typing import Any
 
 from .errors import UsageError
 
-__all__ = ["listed"]
+__all__ = ["check_agent_options", "check_text_and_examples", "listed"]
 
 
 def listed(items: object, *, what: str, example: str) -> list[Any]:
@@ -27,3 +27,47 @@ def listed(items: object, *, what: str, example: str) -> list[Any]:
         shown = f"{type(items).__name__} {name!r}" if isinstance(name, str) else repr(items)
         raise UsageError(f"{what} must be a list, got {shown[:120]}: pass a list even of one, {example}")
     return list(items)
+
+
+def check_text_and_examples(owner: str, description: object, examples: object = ()) -> None:
+    """Refuse a description that is not a string and examples that are not a list of strings.
+
+    A string given as ``examples`` (``RouterRoute("billing", agent, "payments", "I was charged twice")``)
+    would otherwise be read one character at a time.
+
+    Raises:
+        UsageError: naming ``owner`` and what to pass.
+    """
+    if not isinstance(description, str):
+        raise UsageError(f"{owner}: description must be a string, got {type(description).__name__} {description!r:.60}")
+    if isinstance(examples, str) or not all(isinstance(e, str) for e in listed(examples, what="examples", example="")):
+        shown = f"{examples!r:.60}"
+        raise UsageError(f"{owner}: examples must be a list of strings, e.g. ['I was charged twice'], got {shown}")
+
+
+def check_agent_options(
+    name: str, architecture: object, temperature: object, max_tokens: object, runtime: object, hook: object
+) -> None:
+    """Refuse ``Agent`` options of the wrong kind, naming the agent and the option.
+
+    Raises:
+        UsageError: for an architecture that is a class or no architecture, a temperature
+            that is no number in [0, 2], ``max_tokens`` that is no positive integer, a runtime
+            without ``step``/``model_stream``, or a ``classify_error`` that cannot be called.
+    """
+    where = f"agent {name!r}"
+    if isinstance(architecture, type):
+        raise UsageError(f"{where}: architecture must be an instance, e.g. {architecture.__name__}(...), not the class")
+    if architecture is not None and not callable(getattr(architecture, "validate", None)):
+        shown = f"{architecture!r:.60}"
+        raise UsageError(f"{where}: architecture must be a Router, ToolLoop, Capabilities, ..., got {shown}")
+    number = isinstance(temperature, (int, float)) and not isinstance(temperature, bool)
+    if temperature is not None and not (number and 0.0 <= temperature <= 2.0):  # type: ignore[operator]
+        raise UsageError(f"{where}: temperature must be a number within [0, 2], got {temperature!r}")
+    if max_tokens is not None and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1):
+        raise UsageError(f"{where}: max_tokens must be a positive integer or None, got {max_tokens!r}")
+    if runtime is not None and not all(callable(getattr(runtime, m, None)) for m in ("step", "model_stream")):
+        shown = f"{runtime!r:.60}"
+        raise UsageError(f"{where}: runtime must be a Runtime (e.g. JournalRuntime(SQLiteJournal(path))), got {shown}")
+    if hook is not None and not callable(hook):
+        raise UsageError(f"{where}: classify_error must be a function (exc, context) -> ErrorClassification | None")

@@ -12,7 +12,7 @@ from typing import Any
 import anyio
 
 from ._aio import EventPump
-from ._args import listed
+from ._args import check_agent_options, listed
 from ._text import valid_text
 from .architectures.base import Architecture, RunContext, emit_each, execute, new_context, run_child
 from .architectures.react import ToolLoop
@@ -85,8 +85,7 @@ class Agent:
         validate_route_name(name, what="agent name")
         if not isinstance(max_turns, int) or max_turns < 1:
             raise UsageError(f"max_turns must be a positive integer, got {max_turns!r}")
-        if temperature is not None and not 0.0 <= temperature <= 2.0:
-            raise UsageError(f"temperature must be within [0, 2], got {temperature}")
+        check_agent_options(name, architecture, temperature, max_tokens, runtime, classify_error)
         self.instructions = instructions
         self.name = name
         self.model = model

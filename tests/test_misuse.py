@@ -104,3 +104,54 @@ async def test_history_context_and_options_of_the_wrong_shape_are_named() -> Non
             await agent.run("x", **kwargs)  # type: ignore[arg-type]
     result = await agent.run("x", history=[user("hi"), assistant("hello")], context={"plan": "gold"})
     assert result.output == "answer"  # the refused calls took no step of the script
+
+
+def test_a_route_or_capability_description_and_examples_of_the_wrong_kind_are_named() -> None:
+    from jeeves_router import Capability, RouterRoute
+
+    billing = Agent("You resolve payments.", name="billing", model=ScriptedModel([]))
+    cases = [  # a string as examples would be read one character at a time: 'I', ' ', 'w', ...
+        (lambda: RouterRoute("billing", billing, "payments", "I was charged twice"),
+         r"route 'billing': examples must be a list of strings, e\.g\. \['I was charged twice'\], got 'I was"),
+        (lambda: RouterRoute("billing", billing, ["refund me", "charged twice"]),
+         r"route 'billing': description must be a string, got list \['refund me'"),
+        (lambda: RouterRoute("billing", billing, "payments", [1, 2]), r"examples must be a list of strings"),
+        (lambda: Capability("billing", billing, 5), r"capability 'billing': description must be a string, got int 5"),
+    ]  # fmt: skip
+    for build, match in cases:
+        with pytest.raises(UsageError, match=match):
+            build()
+    assert RouterRoute("billing", billing, "payments", ("I was charged twice",)).spec.examples == (
+        "I was charged twice",
+    )
+
+
+def test_agent_options_of_the_wrong_kind_are_named_at_construction() -> None:
+    from jeeves_router import Router, RouterRoute
+
+    def agent(**kwargs: object) -> Agent:
+        return Agent("x", name="a", model=ScriptedModel([]), **kwargs)  # type: ignore[arg-type]
+
+    cases = [
+        (
+            {"architecture": Router},
+            r"agent 'a': architecture must be an instance, e\.g\. Router\(\.\.\.\), not the class",
+        ),
+        (
+            {"architecture": "router"},
+            r"agent 'a': architecture must be a Router, ToolLoop, Capabilities, \.\.\., got 'router'",
+        ),
+        ({"temperature": "0.5"}, r"agent 'a': temperature must be a number within \[0, 2\], got '0\.5'"),
+        ({"max_tokens": -1}, r"agent 'a': max_tokens must be a positive integer or None, got -1"),
+        ({"max_tokens": "100"}, r"agent 'a': max_tokens must be a positive integer or None, got '100'"),
+        (
+            {"runtime": "runs.db"},
+            r"agent 'a': runtime must be a Runtime \(e\.g\. JournalRuntime\(SQLiteJournal\(path\)\)\)",
+        ),
+        ({"classify_error": "retry"}, r"agent 'a': classify_error must be a function \(exc, context\)"),
+    ]
+    for kwargs, match in cases:
+        with pytest.raises(UsageError, match=match):
+            agent(**kwargs)
+    billing = Agent("b", name="billing", model=ScriptedModel([]))
+    assert agent(architecture=Router([RouterRoute("billing", billing)]), temperature=0, max_tokens=64).max_tokens == 64

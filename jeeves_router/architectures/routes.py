@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from .._args import listed
+from .._args import check_text_and_examples, listed
 from ..classify.cascade import CascadeClassifier
 from ..classify.types import RouteSpec
 from ..errors import UsageError
@@ -42,6 +42,9 @@ class RouterRoute:
     examples: Sequence[str] = field(default=())
     classify_error: ErrorHook | None = None
     retry_policy: RetryPolicy | None = None
+
+    def __post_init__(self) -> None:
+        check_text_and_examples(f"route {self.name!r}", self.description, self.examples)
 
     @property
     def spec(self) -> RouteSpec:

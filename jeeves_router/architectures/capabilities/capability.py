@@ -10,6 +10,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Union
 
+from ..._args import check_text_and_examples
 from ...errors import UsageError
 from ...ids import validate_route_name
 from ...policies import DEFAULT_RETRY, RetryPolicy
@@ -127,6 +128,7 @@ class Capability:
 
     def __post_init__(self) -> None:
         validate_route_name(self.name, what="capability name")
+        check_text_and_examples(f"capability {self.name!r}", self.description)
         is_agent = self.is_agent
         is_async = inspect.iscoroutinefunction(self.handler) or (
             callable(self.handler) and inspect.iscoroutinefunction(type(self.handler).__call__)
