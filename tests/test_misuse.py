@@ -155,3 +155,25 @@ def test_agent_options_of_the_wrong_kind_are_named_at_construction() -> None:
             agent(**kwargs)
     billing = Agent("b", name="billing", model=ScriptedModel([]))
     assert agent(architecture=Router([RouterRoute("billing", billing)]), temperature=0, max_tokens=64).max_tokens == 64
+
+
+def test_router_options_of_the_wrong_kind_are_named_at_construction() -> None:
+    from jeeves_router import HandoffRouter, Recovery, Router, RouterRoute, ToolLoop
+
+    routes = [RouterRoute("billing", Agent("b", name="billing", model=ScriptedModel([])), "payments")]
+    cases = [
+        (lambda: Router(routes, max_format_retries="1"), r"max_format_retries must be an integer >= 0, got '1'"),
+        (lambda: Router(routes, max_format_retries=-1), r"max_format_retries must be an integer >= 0, got -1"),
+        (lambda: Router(routes, classifier_max_tokens=0), r"classifier_max_tokens must be an integer >= 1, got 0"),
+        (lambda: Router(routes, on_bad_confidence=2), r"on_bad_confidence must be within \[0, 1\], got 2"),
+        (lambda: Router(routes, on_bad_confidence="0.5"), r"on_bad_confidence must be within \[0, 1\], got '0\.5'"),
+        (lambda: Router(routes, sticky="yes"), r"sticky must be True or False, got 'yes'"),
+        (lambda: HandoffRouter(routes, hand_back="no"), r"hand_back must be True or False, got 'no'"),
+        (lambda: HandoffRouter(routes, router_prompt=5), r"router_prompt must be a string, got int"),
+        (lambda: ToolLoop(recovery={"max_steps": 5}), r"recovery must be a Recovery\(\.\.\.\) object, got dict"),
+    ]
+    for build, match in cases:
+        with pytest.raises(UsageError, match=match):
+            build()  # type: ignore[no-untyped-call]
+    assert Router(routes, on_bad_confidence=0.5, max_format_retries=0).on_bad_confidence == 0.5
+    assert ToolLoop(recovery=Recovery()).recovery == Recovery()

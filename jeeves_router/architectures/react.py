@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._aio import aclose
 from .._frozen import constructor
-from ..errors import ModelError
+from ..errors import ModelError, UsageError
 from ..events import ToolCalled, ToolResult
 from ..messages import Message, ToolCallPart, ToolResultPart, user
 from ..models.base import ModelRequest, ModelResponse, ModelTextDelta
@@ -69,6 +69,8 @@ class ToolLoop:
     """
 
     def __init__(self, *, recovery: Recovery | None = None) -> None:
+        if recovery is not None and not isinstance(recovery, Recovery):
+            raise UsageError(f"recovery must be a Recovery(...) object, got {type(recovery).__name__}")
         self.recovery = recovery
 
     def validate(self, agent: Actor) -> None:

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from ...classify.toolcall import ToolCallClassifier
 from ...classify.types import Classifier
+from ...errors import UsageError
 from ...recovery.config import Recovery
 from ..handoffs.chain import Detector
 from ..handoffs.session import SessionStore
@@ -97,6 +98,8 @@ class HandoffRouter(Router):
             detect_announced=detect_announced,
         )
         self.on_missing_confidence = on_missing_confidence
+        if router_prompt is not None and not isinstance(router_prompt, str):
+            raise UsageError(f"router_prompt must be a string, got {type(router_prompt).__name__}")
         self.router_prompt = router_prompt
 
     def classifier_for(self, agent: Actor) -> Classifier:

@@ -46,6 +46,7 @@ from ...errors import UsageError
 from ...events import RouterClassified
 from ...messages import Message, TextPart
 from ...models.base import Model
+from ...policies import check_count
 from ...recovery.config import Recovery
 from ...recovery.run import RecoveryRun, RecoveryStop, recovery_for
 from ..base import RunContext
@@ -169,6 +170,13 @@ class Router:
         self.threshold = float(require_confidence_above)
         self.classifier_prompt = validate_prompt_template(classifier_prompt) if classifier_prompt is not None else None
         self.classifier_model = classifier_model
+        check_count("max_format_retries", max_format_retries, 0)
+        check_count("classifier_max_tokens", classifier_max_tokens, 1)
+        if on_bad_confidence is not None:
+            check_unit_interval("on_bad_confidence", on_bad_confidence)
+        for flag, value in (("sticky", sticky), ("hand_back", hand_back)):
+            if not isinstance(value, bool):
+                raise UsageError(f"{flag} must be True or False, got {value!r}")
         self.max_format_retries = max_format_retries
         self.on_bad_confidence = on_bad_confidence
         self.history_turns = history_turns
