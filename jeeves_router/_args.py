@@ -7,7 +7,7 @@ from typing import Any
 
 from .errors import UsageError
 
-__all__ = ["check_agent_options", "check_text_and_examples", "listed"]
+__all__ = ["check_agent_options", "check_text_and_examples", "listed", "route_specs"]
 
 
 def listed(items: object, *, what: str, example: str) -> list[Any]:
@@ -71,3 +71,20 @@ def check_agent_options(
         raise UsageError(f"{where}: runtime must be a Runtime (e.g. JournalRuntime(SQLiteJournal(path))), got {shown}")
     if hook is not None and not callable(hook):
         raise UsageError(f"{where}: classify_error must be a function (exc, context) -> ErrorClassification | None")
+
+
+def route_specs(routes: object, *, owner: str) -> tuple[Any, ...]:
+    """The routes a classifier is built on: objects with a ``name``, ``description`` and ``examples``.
+
+    Raises:
+        UsageError: for a route given as a bare name (``["billing", "technical"]``) or another
+            object, or a description or examples of the wrong kind, naming ``owner``.
+    """
+    spec = "RouteSpec('billing', 'payments', ('I was charged twice',))"
+    items = listed(routes, what=f"{owner} routes", example=f"[{spec}]")
+    for r in items:
+        if not isinstance(getattr(r, "name", None), str):
+            shown = f"{r!r:.40}"
+            raise UsageError(f"{owner}: routes must be RouteSpec (or RouterRoute) objects, got {shown}: e.g. {spec}")
+        check_text_and_examples(f"route {r.name!r}", getattr(r, "description", ""), getattr(r, "examples", ()))
+    return tuple(items)

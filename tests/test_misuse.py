@@ -177,3 +177,19 @@ def test_router_options_of_the_wrong_kind_are_named_at_construction() -> None:
             build()  # type: ignore[no-untyped-call]
     assert Router(routes, on_bad_confidence=0.5, max_format_retries=0).on_bad_confidence == 0.5
     assert ToolLoop(recovery=Recovery()).recovery == Recovery()
+
+
+def test_embedded_and_cascade_classifier_arguments_of_the_wrong_kind_are_named() -> None:
+    pytest.importorskip("onnxruntime")  # the embedded classifier's default encoder (embed extra)
+    from jeeves_router.classify import LLMClassifier, RouteSpec
+    from jeeves_router.classify.cascade import CascadeClassifier
+    from jeeves_router.classify.embedding import EmbeddingClassifier
+
+    with pytest.raises(UsageError, match=r"EmbeddingClassifier: routes must be RouteSpec \(or RouterRoute\) objects, "
+                                         r"got 'billing': e\.g\. RouteSpec\('billing', 'payments'"):  # fmt: skip
+        EmbeddingClassifier(["billing", "technical"])  # type: ignore[list-item]
+    with pytest.raises(UsageError, match=r"route 'billing': examples must be a list of strings"):
+        EmbeddingClassifier([RouteSpec("billing", "payments", "I was charged twice"), RouteSpec("tech", "bugs")])  # type: ignore[arg-type]
+    specs = [RouteSpec("billing", "payments", ("I was charged twice",)), RouteSpec("tech", "bugs", ("error 500",))]
+    with pytest.raises(UsageError, match=r"accept_above must be a number within \[0, 1\], got '0\.8'"):
+        CascadeClassifier(EmbeddingClassifier(specs), LLMClassifier(ScriptedModel([])), accept_above="0.8")  # type: ignore[arg-type]

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from ..errors import UsageError
+from ..policies import check_number
 from ..usage import NO_USAGE
 from .resolve import valid_confidence
 from .types import Classifier, ClassifyRequest, ClassifyResult, with_spent_usage
@@ -64,8 +65,7 @@ class CascadeClassifier:
         first_stage_name: str = "embedding",
         second_stage_name: str = "llm",
     ) -> None:
-        if not 0.0 <= accept_above <= 1.0:
-            raise UsageError(f"accept_above must be within [0, 1], got {accept_above!r}")
+        check_number("accept_above", accept_above, low=0, high=1)
         for label, clf in (("first", first), ("second", second)):
             if not isinstance(clf, Classifier):
                 raise UsageError(f"the {label} stage must implement `async classify(request)`; got {clf!r}")

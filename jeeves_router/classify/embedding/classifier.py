@@ -16,6 +16,7 @@ import numpy as np
 from anyio.lowlevel import RunVar
 from numpy.typing import NDArray
 
+from ..._args import route_specs
 from ..._files import write_whole
 from ..._log import get_logger
 from ..._text import valid_texts
@@ -101,7 +102,7 @@ class EmbeddingClassifier:
         blas_one_thread: bool = True,
         _fitted_scorer: Scorer | None = None,
     ) -> None:
-        self.routes = tuple(routes)
+        self.routes = route_specs(routes, owner="EmbeddingClassifier")
         names = validate_route_names([r.name for r in self.routes], owner="EmbeddingClassifier")
         if offload not in (True, False, "auto"):
             raise UsageError("offload must be True, False or 'auto'")
