@@ -26,6 +26,8 @@ import anyio
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from _cli import runs_arg
+
 from jeeves_router import Agent
 from jeeves_router.mcp import MCPServer, MCPServerHTTP, MCPServerStdio
 from jeeves_router.testing import Call, ScriptedModel
@@ -103,4 +105,4 @@ async def main(n: int) -> None:
 
 
 if __name__ == "__main__":
-    anyio.run(main, int(sys.argv[1]) if len(sys.argv) > 1 else 100)
+    anyio.run(main, runs_arg(__doc__, default=100))

@@ -11,7 +11,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.mark.parametrize("script", ["overhead.py", "journal_overhead.py"])
+@pytest.mark.parametrize("script", ["overhead.py", "journal_overhead.py", "mcp_tools.py"])
 def test_help_prints_usage(script: str) -> None:
     proc = subprocess.run(
         [sys.executable, str(ROOT / "bench" / script), "--help"], capture_output=True, text=True, timeout=120
