@@ -108,7 +108,7 @@ def emit(item: Any) -> Generator[Any, None, None]:
     The item travels up the coroutine chain as a yielded value; the pump recognises it by
     its type (the pump's ``kind``) and hands it over. The await returns once the consumer
     asks for the next item. Only valid in a coroutine driven by an :class:`EventPump`; an
-    exception thrown into the pump (cancellation, or ``GeneratorExit`` from
+    exception thrown into the pump (cancellation, or :class:`RunClosed` from
     :meth:`EventPump.aclose`) is raised at this await.
     """
     yield item
@@ -290,12 +290,24 @@ class EventPump(Generic[T]):
             self._coro.close()
 
 
+class RunClosed(BaseException):
+    """Raised at a run's await point when its consumer closes it (:meth:`EventPump.aclose`).
+
+    Not ``GeneratorExit``: thrown into a coroutine that awaits another, ``GeneratorExit`` makes
+    Python *close* the inner one (``coroutine.close()``), and a clean-up there that awaits (an
+    HTTP stream closing its response) then fails with ``RuntimeError: coroutine ignored
+    GeneratorExit``. This exception is thrown down the chain like any other, so every
+    ``finally`` block may await; async generators the run iterates still get ``GeneratorExit``
+    from their ``aclose()``.
+    """
+
+
 @types.coroutine
 def _finish(coro: Coroutine[Any, Any, None], kind: type) -> Generator[Any, Any, None]:
-    """Throw ``GeneratorExit`` into ``coro`` and drive it to its end, passing its waits through."""
+    """Throw :class:`RunClosed` into ``coro`` and drive it to its end, passing its waits through."""
     token = _CLOSING.set(True)
     try:
-        out = coro.throw(GeneratorExit())
+        out = coro.throw(RunClosed())
         while True:
             if isinstance(out, kind):
                 coro.close()
@@ -306,7 +318,7 @@ def _finish(coro: Coroutine[Any, Any, None], kind: type) -> Generator[Any, Any, 
                 out = coro.throw(exc)
             else:
                 out = coro.send(value)
-    except (GeneratorExit, StopIteration):
+    except (RunClosed, GeneratorExit, StopIteration):
         return
     finally:
         _CLOSING.reset(token)
