@@ -25,7 +25,7 @@ from .models.registry import check_model, resolve_model
 from .results import RunResult
 from .runtime import PASS_THROUGH, Runtime
 from .tools import Tool, Toolset, ToolsetHost, as_tool, split_toolsets, toolset_host
-from .usage import Usage, with_spent_usage
+from .usage import NO_USAGE, Usage, collecting_cut_requests, cut_requests, with_spent_usage
 
 __all__ = ["Agent", "RunStream"]
 
@@ -337,12 +337,30 @@ class RunStream(EventPump[Event]):
     ``run.failed`` event, then raises; the exception is also kept in :attr:`error`.
     """
 
-    __slots__ = ("_ctx", "_host")
+    __slots__ = ("_ctx", "_host", "_left")
 
     def __init__(self, agent: Agent, ctx: RunContext) -> None:
         super().__init__(agent._root(ctx), EventBase)  # type: ignore[arg-type]
         self._ctx = ctx
         self._host: ToolsetHost | None = None  # where MCP connections live under `async with`
+        self._left = NO_USAGE  # the requests closing the run cut off mid-answer
+
+    async def aclose(self) -> None:
+        """Stop the run at its current await point (see the class docstring).
+
+        A model request whose answer was streaming when the run was closed was sent: its
+        adapter reports it (:func:`~jeeves_router.usage.spent_when_cut`) and :attr:`spent`
+        counts it, with an unknown cost — unless a :func:`~jeeves_router.usage.cut_requests`
+        scope is open (the HTTP server's): its owner counts it then, as it counts a request a
+        cancellation cut.
+        """
+        if collecting_cut_requests():
+            await super().aclose()
+            return
+        with cut_requests() as cut_off:
+            await super().aclose()
+        for used in cut_off:
+            self._left = self._left + used
 
     def _failed(self, failure: BaseException) -> None:
         """The run failed: what leaves it carries the whole run's spend (``spent_usage``).
@@ -367,12 +385,14 @@ class RunStream(EventPump[Event]):
         """What the run has spent so far: every model request whose answer (or failure) came back.
 
         The run's and the runs' below it (a routed specialist, a handoff target, a classifier),
-        failed requests included, as its ``run.failed`` would say. A request a cancellation cuts
-        off while it waits for its answer is reported to :func:`~jeeves_router.usage.cut_requests`
+        failed requests included, as its ``run.failed`` would say, and once the stream is closed
+        (:meth:`aclose`) the request it left mid-answer (cost unknown). A request a cancellation
+        cuts off while it waits for its answer is reported to :func:`~jeeves_router.usage.cut_requests`
         instead: whoever cancels the run adds it (as the HTTP server does for a run it cuts, and
-        a journaling runtime for the ``run.end`` ``cut`` it records).
+        a journaling runtime for the ``run.end`` ``cut`` it records); so is the one a close
+        leaves when such a scope is open (the server's).
         """
-        return self._ctx.ledger.since(0, self._ctx.path)
+        return self._ctx.ledger.since(0, self._ctx.path) + self._left
 
     @property
     def replayed(self) -> bool:

@@ -30,6 +30,7 @@ from typing import Any, Union
 
 import anyio
 
+from ._aio import aclosing
 from .classify.parser import normalize_route_name
 from .classify.types import Classification, ClassifyRequest, ClassifyResult
 from .errors import ScriptExhausted
@@ -200,7 +201,7 @@ class ScriptedModel:
 
     def stream(self, request: ModelRequest) -> AsyncIterator[ModelStreamItem]:
         """Stream the next step (chunks one by one), then the full response."""
-        return traced_model_stream(self.name, 1, self._stream(request))
+        return traced_model_stream(self.name, 1, _counted_when_left(self._stream(request)))
 
     async def _stream(self, request: ModelRequest) -> AsyncIterator[ModelStreamItem]:
         reply = self._take(request, streaming=True)
@@ -269,7 +270,7 @@ class FunctionModel:
 
     def stream(self, request: ModelRequest) -> AsyncIterator[ModelStreamItem]:
         """Stream the function's reply."""
-        return traced_model_stream(self.name, 1, self._stream(request))
+        return traced_model_stream(self.name, 1, _counted_when_left(self._stream(request)))
 
     async def _stream(self, request: ModelRequest) -> AsyncIterator[ModelStreamItem]:
         reply = await self._call(request, streaming=True)
@@ -284,6 +285,22 @@ class FunctionModel:
             if resp.text:
                 yield ModelTextDelta(resp.text)
         yield ScriptedModel._response(reply, len(self.requests))
+
+
+async def _counted_when_left(items: AsyncIterator[ModelStreamItem]) -> AsyncIterator[ModelStreamItem]:
+    """``items``; closed by its consumer mid-answer, the request counts as sent, as an adapter counts it.
+
+    The stream of a real adapter reports a request its consumer left at a text delta (its
+    response never read) as one a cancellation cut off: :data:`CUT_USAGE`.
+    """
+    async with aclosing(items):
+        async for item in items:
+            try:
+                yield item
+            except GeneratorExit:
+                if isinstance(item, ModelTextDelta):
+                    spent_when_cut(CUT_USAGE)
+                raise
 
 
 class RecordedSleeps:

@@ -16,6 +16,7 @@ __all__ = [
     "cut_requests",
     "spent_when_cut",
     "cut_requests_from_now",
+    "collecting_cut_requests",
 ]
 
 
@@ -138,16 +139,24 @@ def cut_requests_from_now() -> Callable[[], Usage]:
     Returns a function that sums the calls reported to the scope (:func:`spent_when_cut`)
     since this call, without collecting them (the scope's owner still counts them): how a
     journaled run that is cut off tells what it had spent (its ``run.end`` ``cut``), as the
-    HTTP server that cut it does. Outside a scope it sums to :data:`NO_USAGE`. The calls of
-    concurrent runs under one scope would all be counted.
+    HTTP server that cut it does. Called outside a scope, it sums the scope open when it is
+    summed, if any (the one :meth:`RunStream.aclose` opens to close the run), else
+    :data:`NO_USAGE`. The calls of concurrent runs under one scope would all be counted.
     """
     sink = _CUT.get()
     start = len(sink) if sink is not None else 0
 
     def spent() -> Usage:
+        # no scope when the run started: the one opened since, if any (RunStream.aclose's, closing it)
+        kept = sink if sink is not None else _CUT.get()
         total = NO_USAGE
-        for used in sink[start:] if sink is not None else ():
+        for used in kept[start:] if kept is not None else ():
             total = total + used
         return total
 
     return spent
+
+
+def collecting_cut_requests() -> bool:
+    """Whether a :func:`cut_requests` scope is open here (its owner counts what is cut)."""
+    return _CUT.get() is not None

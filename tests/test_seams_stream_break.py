@@ -6,6 +6,14 @@ with``) closes the run cleanly. It used to raise ``RuntimeError: coroutine ignor
 GeneratorExit`` from ``aclose()``: the run was closed by throwing ``GeneratorExit`` into it,
 which Python turns into ``coroutine.close()`` down the chain of awaits, where no clean-up may
 await.
+
+With a specialist retried (its first model call times out; the Router's recovery, or its own
+tool loop's, runs it again) the consumer leaves at each point of the run — before the
+failure, at the retry, while the retried call streams, after it: no warning, no task left,
+the refund made once, and :attr:`RunStream.spent` counts every request the run sent once. A
+request whose answer was streaming when the consumer left was sent (its text was read): it
+counts, its cost unknown, as a request a cancellation cuts off counts. It used to be counted
+nowhere, so leaving mid-answer reported one request fewer than leaving just after it.
 """
 
 from __future__ import annotations
@@ -15,16 +23,50 @@ import gc
 import anyio.lowlevel
 import pytest
 
-from jeeves_router import Agent, Router, RouterRoute
+from jeeves_router import Agent, Router, RouterRoute, tool
 from jeeves_router.agent import RunStream
+from jeeves_router.architectures.react import ToolLoop
 from jeeves_router.models.anthropic import AnthropicModel
 from jeeves_router.models.openai import OpenAIModel
 from jeeves_router.policies import RetryPolicy
 from jeeves_router.recovery import Recovery
-from jeeves_router.testing import RecordedSleeps, StaticClassifier
+from jeeves_router.testing import Call, Chunks, FunctionModel, RecordedSleeps, Reply, ScriptedModel, StaticClassifier
+from jeeves_router.usage import Usage
 from tests.loopback import LoopbackServer, Status, loopback  # noqa: F401  (fixture)
 from tests.loopback import Reply as WireReply
 from tests.task_helpers import pending_tasks, settled_tasks, warnings_of_this_test
+
+USAGE = Usage(input_tokens=10, output_tokens=5, requests=1, cost_usd=0.0)
+
+
+def desk(retried_by: str, refunds: list[str]) -> tuple[Agent, FunctionModel]:
+    """billing refunds, its next model call times out once, then it streams "Refund done."."""
+
+    @tool
+    def refund(invoice: str) -> str:
+        """Refund an invoice."""
+        refunds.append(invoice)
+        return "refunded"
+
+    timeouts = [TimeoutError("read timed out")]
+
+    def answer(request: object) -> Reply:
+        if request.messages[-1].role != "tool":  # type: ignore[attr-defined]
+            return Reply(calls=[Call("refund", {"invoice": "INV-7"})], usage=USAGE)
+        if timeouts:
+            raise timeouts.pop()
+        return Reply(text=Chunks("Refund ", "done."), usage=USAGE)
+
+    model = FunctionModel(answer, name="billing")
+    loop = ToolLoop(recovery=Recovery(sleep=RecordedSleeps())) if retried_by == "tool loop" else None
+    billing = Agent("Billing.", name="billing", model=model, tools=[refund], architecture=loop)
+    general = Agent("General.", name="general", model=ScriptedModel([]))
+    router = Router(
+        [RouterRoute("billing", billing), RouterRoute("general", general)],
+        classifier=StaticClassifier("billing"),
+        recovery=Recovery(sleep=RecordedSleeps()),
+    )
+    return Agent("Desk", name="desk", architecture=router), model
 
 
 async def leave_after(stream: RunStream, kind: str, nth: int, how: str) -> list[str]:
@@ -46,6 +88,38 @@ async def leave_after(stream: RunStream, kind: str, nth: int, how: str) -> list[
     return kinds
 
 
+STOPS = [
+    ("tool.result", 1),  # before the failure
+    ("recovery.retry", 1),  # at the retry, before its backoff
+    ("text.delta", 1),  # the retried call streams
+    ("text.delta", 2),  # its last chunk, before its response
+    ("run.completed", 1),  # the specialist answered
+]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("how", ["aclose", "async with"])
+@pytest.mark.parametrize("retried_by", ["router", "tool loop"])
+@pytest.mark.parametrize(("kind", "nth"), STOPS)
+async def test_leaving_a_retried_routed_stream_is_clean_and_counts_each_request_once(
+    retried_by: str, kind: str, nth: int, how: str
+) -> None:
+    refunds: list[str] = []
+    agent, model = desk(retried_by, refunds)
+    before = await settled_tasks()
+    with warnings_of_this_test("error"):
+        stream = agent.stream("refund INV-7", session_id="s")
+        kinds = await leave_after(stream, kind, nth, how)
+        gc.collect()
+        await anyio.lowlevel.checkpoint()
+    assert kinds.count(kind) == nth and stream.error is None
+    assert pending_tasks() <= before
+    assert refunds == ["INV-7"]
+    assert stream.spent.requests == len(model.requests)  # each request sent, once
+    answered = len(model.requests) - (len(model.requests) > 1) - (kind == "text.delta")  # not the timeout, not the cut
+    assert stream.spent.input_tokens == answered * USAGE.input_tokens
+
+
 def wire_model(server: LoopbackServer, provider: str) -> OpenAIModel | AnthropicModel:
     """The provider's adapter on the loopback server; it retries a 503 once itself."""
     policy = RetryPolicy(max_attempts=2, initial_delay_s=0.5, jitter=0.0)
@@ -57,7 +131,7 @@ def wire_model(server: LoopbackServer, provider: str) -> OpenAIModel | Anthropic
 @pytest.mark.anyio
 @pytest.mark.parametrize("how", ["aclose", "async with"])
 @pytest.mark.parametrize("provider", ["openai", "anthropic"])
-async def test_leaving_a_routed_wire_stream_mid_answer_closes_it_cleanly(
+async def test_leaving_a_routed_wire_stream_mid_answer_closes_it_cleanly_and_counts_both_requests(
     loopback: LoopbackServer,  # noqa: F811
     provider: str,
     how: str,
@@ -77,3 +151,5 @@ async def test_leaving_a_routed_wire_stream_mid_answer_closes_it_cleanly(
     assert pending_tasks() <= before
     assert len(loopback.requests) == 2  # the adapter's retry of the 503; the ladder saw no failure
     assert "recovery.retry" not in kinds
+    # both count: the refused one (no cost) and the one left mid-answer (its cost unknown)
+    assert (stream.spent.requests, stream.spent.cost_usd) == (2, None)

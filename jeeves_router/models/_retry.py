@@ -24,7 +24,8 @@ an unknown cost (``None``) when no answer came (a timeout, a dropped connection:
 provider may have billed it). A connection that never opened sent nothing and counts none.
 A call that a cancellation cuts off (a run's time limit) raises no error of its own: it
 reports what it spent to the scope that cut it (:func:`~jeeves_router.usage.spent_when_cut`),
-the request it was waiting on included, with an unknown cost.
+the request it was waiting on included, with an unknown cost. So does a stream its consumer
+closes mid-answer (``break`` out of a run's stream): the request was sent and partly answered.
 """
 
 from __future__ import annotations
@@ -209,7 +210,12 @@ class Retrier:
                         with_spent_usage(err, spent, replace=True)
                         failure = (err, exc)
                         break
-                    yield item if spent is NO_USAGE else _with_spent(item, spent)
+                    try:
+                        yield item if spent is NO_USAGE else _with_spent(item, spent)
+                    except GeneratorExit:  # the consumer left mid-answer: the request was sent
+                        if not hasattr(item, "usage"):  # a text delta: its response (and usage) never came
+                            spent_when_cut(spent + _NO_ANSWER)
+                        raise
                     yielded = True
             finally:
                 await _close(inner)
