@@ -7,9 +7,11 @@ writers. A ``seq`` is taken at insert and transactions may commit out of that or
 append first takes a transaction-level advisory lock per session (keyed by table and
 session id): the appends of one session commit one at a time, and a reader that sees an
 entry sees every earlier entry of its session — what the claims of ``tool.started`` and
-``run.start`` rely on. Every process holds one connection, used by one query at a time; an
-append is one transaction and is shielded from cancellation, so a step that completed is
-recorded even if its run is cancelled right after.
+``run.start`` rely on. The journal holds one connection per event loop (a connection and its
+lock belong to the loop that made them: an agent run by two threads, each running its own
+loop, or by two ``asyncio.run`` calls in turn, uses one in each), used by one query at a
+time and closed when its loop shuts down; an append is one transaction and is shielded from
+cancellation, so a step that completed is recorded even if its run is cancelled right after.
 
 Integrity rests on the database's access control: unlike :class:`SQLiteJournal`, entries
 carry no checksum chain.
@@ -25,8 +27,10 @@ Example:
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import re
-from collections.abc import Collection, Sequence
+from collections.abc import AsyncGenerator, Collection, Sequence
 from types import TracebackType
 from typing import Any
 
@@ -38,6 +42,47 @@ from .records import _READABLE_VERSIONS, Entry, JournalCorrupt, JournalError
 __all__ = ["PostgresJournal"]
 
 _TABLE = re.compile(r"[a-z_][a-z0-9_]{0,62}")
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    """The running asyncio event loop; ``None`` under another event loop library (one link for all)."""
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
+async def _closed_with_its_loop(conn: Any) -> AsyncGenerator[None, None]:
+    """Closes ``conn`` when closed: by :meth:`PostgresJournal.aclose`, or by its loop's shutdown."""
+    try:
+        yield
+    finally:
+        with contextlib.suppress(Exception):  # a loop's shutdown has no one to report to
+            await conn.close()
+
+
+class _Link:
+    """One event loop's connection (made on its first query), its lock, and what closes it with the loop."""
+
+    __slots__ = ("conn", "keeper", "lock")
+
+    def __init__(self) -> None:
+        self.lock = anyio.Lock()
+        self.conn: Any = None
+        self.keeper: AsyncGenerator[None, None] | None = None
+
+    def keep(self, conn: Any) -> None:
+        """Use ``conn``, closed when the running loop shuts down (an async generator it finalises)."""
+        self.conn = conn
+        self.keeper = _closed_with_its_loop(conn)
+        step = self.keeper.__anext__()  # the loop's first-iteration hook registers the generator here
+        with contextlib.suppress(StopIteration):
+            step.send(None)  # runs to its ``yield``: nothing in between awaits
+
+    async def aclose(self) -> None:
+        if self.keeper is not None:
+            await self.keeper.aclose()  # closes the connection (a no-op if its loop's shutdown did)
+        self.conn = self.keeper = None
 
 
 class PostgresJournal:
@@ -56,15 +101,24 @@ class PostgresJournal:
             raise JournalError(f"table must be lower-case letters, digits and '_' (at most 63), got {table!r}")
         self._url = url
         self.table = table
-        self._conn: Any = None
-        self._lock = anyio.Lock()
+        self._links: dict[asyncio.AbstractEventLoop | None, _Link] = {}  # one per event loop
 
     def __repr__(self) -> str:
         return f"PostgresJournal(table={self.table!r})"
 
-    async def _connection(self) -> Any:
-        if self._conn is not None and not self._conn.closed:
-            return self._conn
+    def _link(self) -> _Link:
+        """The running loop's link; the links of loops that have ended are forgotten (their shutdown closed them)."""
+        loop = _running_loop()
+        link = self._links.get(loop)
+        if link is None:
+            for ended in [owner for owner in list(self._links) if owner is not None and owner.is_closed()]:
+                self._links.pop(ended, None)
+            link = self._links[loop] = _Link()
+        return link
+
+    async def _connection(self, link: _Link) -> Any:
+        if link.conn is not None and not link.conn.closed:
+            return link.conn
         try:
             import psycopg
         except ImportError as exc:
@@ -92,14 +146,15 @@ class PostgresJournal:
                 f"{self!r}: cannot connect or create the table ({type(exc).__name__}); check that the server in the "
                 "URL is running and the user may create tables"
             ) from None
-        self._conn = conn
+        link.keep(conn)
         return conn
 
     async def _query(self, sql: str, args: Sequence[Any]) -> list[tuple[Any, ...]]:
         import psycopg
 
-        async with self._lock:
-            conn = await self._connection()
+        link = self._link()
+        async with link.lock:
+            conn = await self._connection(link)
             try:
                 cur = await conn.execute(sql, args)
                 return list(await cur.fetchall()) if cur.description is not None else []
@@ -114,8 +169,9 @@ class PostgresJournal:
 
         rows = [(e.session_id, e.run_id, e.record.type, e.body()) for e in entries]
         with anyio.CancelScope(shield=True):
-            async with self._lock:
-                conn = await self._connection()
+            link = self._link()
+            async with link.lock:
+                conn = await self._connection(link)
                 try:
                     async with conn.transaction(), conn.cursor() as cur:
                         for sid in sorted({e.session_id for e in entries}):  # in one order: no deadlock
@@ -161,11 +217,13 @@ class PostgresJournal:
         return [r[0] for r in rows]
 
     async def aclose(self) -> None:
-        """Close the connection (a later call reopens it)."""
-        async with self._lock:
-            if self._conn is not None:
-                await self._conn.close()
-                self._conn = None
+        """Close the running event loop's connection (a later call reopens it).
+
+        One another thread's loop still uses is closed by that loop's shutdown.
+        """
+        link = self._link()
+        async with link.lock:
+            await link.aclose()
 
     async def __aenter__(self) -> PostgresJournal:
         return self
