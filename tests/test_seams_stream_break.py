@@ -19,6 +19,8 @@ nowhere, so leaving mid-answer reported one request fewer than leaving just afte
 from __future__ import annotations
 
 import gc
+from dataclasses import asdict
+from pathlib import Path
 
 import anyio.lowlevel
 import pytest
@@ -26,6 +28,8 @@ import pytest
 from jeeves_router import Agent, Router, RouterRoute, tool
 from jeeves_router.agent import RunStream
 from jeeves_router.architectures.react import ToolLoop
+from jeeves_router.journal import JournalRuntime, SQLiteJournal
+from jeeves_router.journal.records import RunEndRecord
 from jeeves_router.models.anthropic import AnthropicModel
 from jeeves_router.models.openai import OpenAIModel
 from jeeves_router.policies import RetryPolicy
@@ -39,7 +43,7 @@ from tests.task_helpers import pending_tasks, settled_tasks, warnings_of_this_te
 USAGE = Usage(input_tokens=10, output_tokens=5, requests=1, cost_usd=0.0)
 
 
-def desk(retried_by: str, refunds: list[str]) -> tuple[Agent, FunctionModel]:
+def desk(retried_by: str, refunds: list[str], journal: SQLiteJournal | None = None) -> tuple[Agent, FunctionModel]:
     """billing refunds, its next model call times out once, then it streams "Refund done."."""
 
     @tool
@@ -66,7 +70,8 @@ def desk(retried_by: str, refunds: list[str]) -> tuple[Agent, FunctionModel]:
         classifier=StaticClassifier("billing"),
         recovery=Recovery(sleep=RecordedSleeps()),
     )
-    return Agent("Desk", name="desk", architecture=router), model
+    runtime = JournalRuntime(journal) if journal is not None else None
+    return Agent("Desk", name="desk", runtime=runtime, architecture=router), model
 
 
 async def leave_after(stream: RunStream, kind: str, nth: int, how: str) -> list[str]:
@@ -118,6 +123,19 @@ async def test_leaving_a_retried_routed_stream_is_clean_and_counts_each_request_
     assert stream.spent.requests == len(model.requests)  # each request sent, once
     answered = len(model.requests) - (len(model.requests) > 1) - (kind == "text.delta")  # not the timeout, not the cut
     assert stream.spent.input_tokens == answered * USAGE.input_tokens
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("how", ["aclose", "async with"])
+async def test_a_journaled_run_left_mid_answer_records_the_spend_the_stream_says(tmp_path: Path, how: str) -> None:
+    journal = SQLiteJournal(tmp_path / "j.db")
+    agent, model = desk("router", [], journal)
+    stream = agent.stream("refund INV-7", session_id="s")
+    await leave_after(stream, "text.delta", 1, how)
+    [end] = [e.record for e in await journal.read("s", types=("run.end",))]
+    assert isinstance(end, RunEndRecord) and end.status == "cut"
+    assert stream.spent.requests == len(model.requests)
+    assert end.usage == asdict(stream.spent)  # the journal's figure is the stream's
 
 
 def wire_model(server: LoopbackServer, provider: str) -> OpenAIModel | AnthropicModel:
