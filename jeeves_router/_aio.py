@@ -249,6 +249,11 @@ class EventPump(Generic[T]):
             except BaseException as failure:
                 self._failed(failure)
                 raise
+            # The run took it (a cancel scope inside it caught it). Its traceback holds this frame,
+            # and so the pump and the run's coroutine: kept by the run (the context of a later
+            # exception), it would make a cycle that only the collector frees — which closes the
+            # run's coroutines with GeneratorExit instead of letting :meth:`__del__` close it.
+            exc.__traceback__ = None
             while not isinstance(out, kind):
                 try:
                     value = yield out

@@ -18,10 +18,12 @@ nowhere, so leaving mid-answer reported one request fewer than leaving just afte
 
 from __future__ import annotations
 
+import asyncio
 import gc
 from dataclasses import asdict
 from pathlib import Path
 
+import anyio
 import anyio.lowlevel
 import pytest
 
@@ -40,6 +42,7 @@ from tests.loopback import LoopbackServer, Status, loopback  # noqa: F401  (fixt
 from tests.loopback import Reply as WireReply
 from tests.task_helpers import pending_tasks, settled_tasks, warnings_of_this_test
 
+GUARD_S = 30.0
 USAGE = Usage(input_tokens=10, output_tokens=5, requests=1, cost_usd=0.0)
 
 
@@ -171,3 +174,34 @@ async def test_leaving_a_routed_wire_stream_mid_answer_closes_it_cleanly_and_cou
     assert "recovery.retry" not in kinds
     # both count: the refused one (no cost) and the one left mid-answer (its cost unknown)
     assert (stream.spent.requests, stream.spent.cost_usd) == (2, None)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+async def test_a_wire_stream_left_by_break_alone_is_closed_by_the_loop_without_an_error(
+    loopback: LoopbackServer,  # noqa: F811
+    provider: str,
+) -> None:
+    # No aclose(): the stream is dropped at the break, and the loop closes it in a task of its own, as it
+    # closes an abandoned async generator. A cancellation the run had caught (happy eyeballs cancels the
+    # losing connection attempt) kept the pump in its traceback: a cycle, freed only by the collector,
+    # which closed the run's coroutines with GeneratorExit ("coroutine ignored GeneratorExit").
+    loopback.script(WireReply(text=["Refund ", "done."]))
+    billing = Agent("Billing.", name="billing", model=wire_model(loopback, provider))
+    router = Router([RouterRoute("billing", billing)], classifier=StaticClassifier("billing"), recovery=Recovery())
+    agent = Agent("Desk", name="desk", architecture=router)
+    before = await settled_tasks()
+    with warnings_of_this_test("error"):
+        async for ev in agent.stream("refund INV-7"):
+            if ev.kind == "text.delta":
+                break
+        await anyio.lowlevel.checkpoint()  # the loop starts its aclose() of the dropped stream as a task
+        closing = pending_tasks() - before
+        assert closing  # it was dropped at the break (not left to the collector)
+        with anyio.fail_after(GUARD_S):  # only so that a regression fails instead of hanging
+            while closing:
+                await asyncio.gather(*closing)
+                closing = pending_tasks() - before
+        await loopback.aclose_clients()
+        gc.collect()
+    assert pending_tasks() <= before and len(loopback.requests) == 1
