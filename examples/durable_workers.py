@@ -10,6 +10,7 @@ calls, tool calls) are not repeated.
     python examples/durable_workers.py worker --executor-id "$(hostname)-2" &
     python examples/durable_workers.py enqueue "I was charged twice" "The API returns 500" "hi!"
 
+It needs the ``dbos`` extra (``pip install 'jeeves-router[dbos]'``; ``[dbos,openai]`` for real models).
 With OPENAI_API_KEY set the desk uses OpenAI models; without it, offline stand-ins.
 """
 
@@ -20,8 +21,6 @@ import asyncio
 import logging
 import os
 import uuid
-
-from dbos import DBOS
 
 from jeeves_router import Agent
 from jeeves_router.architectures.router.router import Router, RouterRoute
@@ -79,6 +78,8 @@ DURABLE = DurableAgents([build_desk()])
 
 
 async def worker(executor_id: str, concurrency: int) -> None:
+    from dbos import DBOS  # after jeeves_router.durable.dbos, which names the extra when DBOS is missing
+
     DBOS(config=dbos_config(APP, URL, executor_id=executor_id))
     DBOS.launch()  # also recovers runs this executor id left unfinished
     await DURABLE.register_queue(worker_concurrency=concurrency)
@@ -87,6 +88,8 @@ async def worker(executor_id: str, concurrency: int) -> None:
 
 
 async def enqueue(prompts: list[str]) -> None:
+    from dbos import DBOS
+
     DBOS.migrate(URL)  # the client needs the schema; a no-op once it exists
     client = dbos_client(URL)
     try:
