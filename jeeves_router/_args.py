@@ -1,13 +1,16 @@
-"""Checks of constructor arguments that take several things: a list given a single one is named."""
+"""Checks of arguments users often get wrong: a list given a single thing, a run's history, an agent's options."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import dataclasses
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from ._text import valid_text
 from .errors import UsageError
+from .messages import Message, Part, TextPart
 
-__all__ = ["check_agent_options", "check_text_and_examples", "listed", "route_specs"]
+__all__ = ["check_agent_options", "check_text_and_examples", "history_messages", "listed", "route_specs"]
 
 
 def listed(items: object, *, what: str, example: str) -> list[Any]:
@@ -88,3 +91,32 @@ def route_specs(routes: object, *, owner: str) -> tuple[Any, ...]:
             raise UsageError(f"{owner}: routes must be RouteSpec (or RouterRoute) objects, got {shown}: e.g. {spec}")
         check_text_and_examples(f"route {r.name!r}", getattr(r, "description", ""), getattr(r, "examples", ()))
     return tuple(items)
+
+
+_MESSAGES_HINT = (
+    "build them with jeeves_router.messages.user(...) and assistant(...), e.g. history=[user('hi'), assistant('hello')]"
+)
+
+
+def history_messages(history: Sequence[Message] | None) -> tuple[Message, ...]:
+    """``history`` as a tuple of messages, the text of their text parts made valid Unicode (:func:`valid_text`).
+
+    Raises:
+        UsageError: for a string, a dict or anything but :class:`~jeeves_router.messages.Message`
+            objects, with how to build them.
+    """
+    if isinstance(history, (str, bytes, Mapping)):  # one message's text or dict where the list goes
+        raise UsageError(f"history must be a list of Message objects, got {type(history).__name__}; {_MESSAGES_HINT}")
+    if not history:
+        return ()
+    messages = tuple(history)
+    for m in messages:
+        if not isinstance(m, Message):
+            raise UsageError(f"history must hold Message objects, got {type(m).__name__} {m!r:.60}; {_MESSAGES_HINT}")
+    if all(valid_text(p.text) is p.text for m in messages for p in m.parts if isinstance(p, TextPart)):
+        return messages  # nearly always: no unpaired surrogate anywhere
+    return tuple(dataclasses.replace(m, parts=tuple(_valid_part(p) for p in m.parts)) for m in messages)
+
+
+def _valid_part(part: Part) -> Part:
+    return dataclasses.replace(part, text=valid_text(part.text)) if isinstance(part, TextPart) else part

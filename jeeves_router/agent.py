@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import functools
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Mapping, Sequence
 from types import TracebackType
@@ -12,14 +11,14 @@ from typing import Any
 import anyio
 
 from ._aio import EventPump
-from ._args import check_agent_options, listed
+from ._args import check_agent_options, history_messages, listed
 from ._text import valid_text
 from .architectures.base import Architecture, RunContext, emit_each, execute, new_context, run_child
 from .architectures.react import ToolLoop
 from .errors import UsageError
 from .events import Event, EventBase
 from .ids import check_idempotency_key, keyed_session_id, new_session_id, validate_route_name
-from .messages import Message, Part, TextPart
+from .messages import Message
 from .models.base import Model
 from .models.registry import check_model, resolve_model
 from .results import RunResult
@@ -160,7 +159,7 @@ class Agent:
             session_id=session_id or new_session_id(),
             path=(self.name,),
             prompt=valid_text(prompt),  # a cut emoji's half becomes U+FFFD (see _text)
-            history=_valid_history(history),
+            history=history_messages(history),
             context=dict(context) if context else {},
             runtime=self.runtime,
             force_route=force_route,
@@ -295,30 +294,6 @@ class Agent:
         ctx = self._context(point.prompt, session_id, point.history, point.context, point.force_route, point.options)
         ctx.resume_run = point.run_id
         return await self._drain(ctx)
-
-
-_MESSAGES_HINT = (
-    "build them with jeeves_router.messages.user(...) and assistant(...), e.g. history=[user('hi'), assistant('hello')]"
-)
-
-
-def _valid_history(history: Sequence[Message] | None) -> tuple[Message, ...]:
-    """``history`` as a tuple, the text of its text parts made valid Unicode (:func:`valid_text`)."""
-    if isinstance(history, (str, bytes, Mapping)):  # one message's text or dict where the list goes
-        raise UsageError(f"history must be a list of Message objects, got {type(history).__name__}; {_MESSAGES_HINT}")
-    if not history:
-        return ()
-    messages = tuple(history)
-    for m in messages:
-        if not isinstance(m, Message):
-            raise UsageError(f"history must hold Message objects, got {type(m).__name__} {m!r:.60}; {_MESSAGES_HINT}")
-    if all(valid_text(p.text) is p.text for m in messages for p in m.parts if isinstance(p, TextPart)):
-        return messages  # nearly always: no unpaired surrogate anywhere
-    return tuple(dataclasses.replace(m, parts=tuple(_valid_part(p) for p in m.parts)) for m in messages)
-
-
-def _valid_part(part: Part) -> Part:
-    return dataclasses.replace(part, text=valid_text(part.text)) if isinstance(part, TextPart) else part
 
 
 def _without_journal(runtime: object) -> str:
