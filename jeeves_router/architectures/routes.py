@@ -33,7 +33,11 @@ class RouterRoute:
     """One route: a name, the agent that handles it, a description and example requests.
 
     ``classify_error`` (``(exc, context) -> ErrorClassification | None``) and
-    ``retry_policy`` tune recovery of this route's specialist failures.
+    ``retry_policy`` tune recovery of this route's specialist failures: a failure of
+    ``agent`` itself, asked before that agent's own ``classify_error`` and the router agent's.
+    A failure of an agent ``agent`` handed the turn to is judged by that agent's
+    ``classify_error``, then the router agent's, under the ``Recovery``'s ``retry_policy``
+    (a reclassification after it still leaves this route out).
     """
 
     name: str
