@@ -20,6 +20,7 @@ LAYERS: list[tuple[str, int]] = [
     ("results", 1),
     ("events", 1),
     ("_aio", 1),
+    ("_loops", 1),  # what is kept per event loop, and closed with it
     ("_log", 1),
     ("_lazy", 1),
     ("_frozen", 1),

@@ -27,8 +27,6 @@ Example:
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import re
 from collections.abc import AsyncGenerator, Collection, Sequence
 from types import TracebackType
@@ -37,28 +35,12 @@ from typing import Any
 import anyio
 from pydantic import ValidationError
 
+from .._loops import PerLoop, closed_with_loop
 from .records import _READABLE_VERSIONS, Entry, JournalCorrupt, JournalError
 
 __all__ = ["PostgresJournal"]
 
 _TABLE = re.compile(r"[a-z_][a-z0-9_]{0,62}")
-
-
-def _running_loop() -> asyncio.AbstractEventLoop | None:
-    """The running asyncio event loop; ``None`` under another event loop library (one link for all)."""
-    try:
-        return asyncio.get_running_loop()
-    except RuntimeError:
-        return None
-
-
-async def _closed_with_its_loop(conn: Any) -> AsyncGenerator[None, None]:
-    """Closes ``conn`` when closed: by :meth:`PostgresJournal.aclose`, or by its loop's shutdown."""
-    try:
-        yield
-    finally:
-        with contextlib.suppress(Exception):  # a loop's shutdown has no one to report to
-            await conn.close()
 
 
 class _Link:
@@ -74,10 +56,7 @@ class _Link:
     def keep(self, conn: Any) -> None:
         """Use ``conn``, closed when the running loop shuts down (an async generator it finalises)."""
         self.conn = conn
-        self.keeper = _closed_with_its_loop(conn)
-        step = self.keeper.__anext__()  # the loop's first-iteration hook registers the generator here
-        with contextlib.suppress(StopIteration):
-            step.send(None)  # runs to its ``yield``: nothing in between awaits
+        self.keeper = closed_with_loop(conn.close)
 
     async def aclose(self) -> None:
         if self.keeper is not None:
@@ -101,20 +80,14 @@ class PostgresJournal:
             raise JournalError(f"table must be lower-case letters, digits and '_' (at most 63), got {table!r}")
         self._url = url
         self.table = table
-        self._links: dict[asyncio.AbstractEventLoop | None, _Link] = {}  # one per event loop
+        self._links: PerLoop[_Link] = PerLoop(_Link)  # one per event loop
 
     def __repr__(self) -> str:
         return f"PostgresJournal(table={self.table!r})"
 
     def _link(self) -> _Link:
         """The running loop's link; the links of loops that have ended are forgotten (their shutdown closed them)."""
-        loop = _running_loop()
-        link = self._links.get(loop)
-        if link is None:
-            for ended in [owner for owner in list(self._links) if owner is not None and owner.is_closed()]:
-                self._links.pop(ended, None)
-            link = self._links[loop] = _Link()
-        return link
+        return self._links.get()
 
     async def _connection(self, link: _Link) -> Any:
         if link.conn is not None and not link.conn.closed:

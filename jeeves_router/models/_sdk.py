@@ -11,13 +11,12 @@ them, and a script that never closes its models leaves nothing open at exit.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import os
 import random
 from collections.abc import AsyncGenerator
 from typing import Any, TypeVar
 
+from .._loops import PerLoop, closed_with_loop, running_loop
 from ..errors import ModelError, UsageError
 from ..policies import RetryPolicy
 from ..settings import check_real_call_allowed
@@ -27,34 +26,6 @@ from ._wire import import_sdk, secret_repr
 from .prices import Price
 
 __all__ = ["SdkModel"]
-
-
-def _running_loop() -> asyncio.AbstractEventLoop | None:
-    """The running asyncio event loop; ``None`` outside one (or under another event loop library)."""
-    try:
-        return asyncio.get_running_loop()
-    except RuntimeError:
-        return None
-
-
-async def _closed_with_its_loop(client: Any) -> AsyncGenerator[None, None]:
-    """Closes ``client`` when closed: by :meth:`SdkModel.aclose`, or by its loop's shutdown."""
-    try:
-        yield
-    finally:
-        with contextlib.suppress(Exception):  # a loop's shutdown has no one to report to
-            await client.close()
-
-
-def _keeper(client: Any) -> AsyncGenerator[None, None]:
-    """An async generator, started (so the running loop tracks it), that closes ``client`` when closed."""
-    gen = _closed_with_its_loop(client)
-    step = gen.__anext__()  # the loop's first-iteration hook registers the generator here
-    try:
-        step.send(None)  # runs to its ``yield``: nothing in between awaits
-    except StopIteration:
-        pass
-    return gen
 
 
 _M = TypeVar("_M", bound="SdkModel")
@@ -99,7 +70,7 @@ class SdkModel:
         self._given: Any | None = None if client is None else client.with_options(max_retries=0)
         self._owns_client = client is None  # built here, on the first call: closed by :meth:`aclose`
         # the clients built here, one per event loop, each with the generator that closes it with its loop
-        self._built: dict[asyncio.AbstractEventLoop | None, tuple[Any, AsyncGenerator[None, None] | None]] = {}
+        self._built: PerLoop[tuple[Any, AsyncGenerator[None, None] | None]] = PerLoop(self._build_for_loop)
         self._client: Any | None = self._given  # the client of the latest call (its base URL, its key)
         self._retrier = Retrier(retry, model_name=self._name, map_error=self._map_error, sleep=sleep, rng=rng)
 
@@ -131,9 +102,7 @@ class SdkModel:
         if not self._owns_client:
             return
         self._client = None
-        loop = _running_loop()
-        for owner in [owner for owner in self._built if owner is loop or owner is None or owner.is_closed()]:
-            client, keeper = self._built.pop(owner)
+        for client, keeper in self._built.take_closable():
             if keeper is not None:
                 await keeper.aclose()  # closes the client (a no-op if its loop's shutdown did)
             else:
@@ -149,15 +118,14 @@ class SdkModel:
         if self._given is not None:
             self._client = self._given
             return self._given
-        loop = _running_loop()
-        built = self._built.get(loop)
-        if built is None:
-            for ended in [owner for owner in self._built if owner is not None and owner.is_closed()]:
-                del self._built[ended]  # closed by its loop's shutdown (or unusable without its loop)
-            client = self._build_client(import_sdk(self.sdk_module, self.extra))
-            built = self._built[loop] = (client, _keeper(client) if loop is not None else None)
-        self._client = built[0]
-        return built[0]
+        client = self._built.get()[0]
+        self._client = client
+        return client
+
+    def _build_for_loop(self) -> tuple[Any, AsyncGenerator[None, None] | None]:
+        """A client for the running loop, with the generator that closes it when that loop shuts down."""
+        client = self._build_client(import_sdk(self.sdk_module, self.extra))
+        return client, (closed_with_loop(client.close) if running_loop() is not None else None)
 
     def _client_for_call(self) -> Any:
         client = self._get_client()
