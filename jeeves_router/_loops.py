@@ -16,10 +16,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
 from collections.abc import AsyncGenerator, Awaitable, Callable
+from types import TracebackType
 from typing import Generic, TypeVar
 
-__all__ = ["PerLoop", "closed_with_loop", "running_loop"]
+import anyio
+import anyio.to_thread
+
+__all__ = ["PerLoop", "SharedLock", "closed_with_loop", "running_loop"]
 
 T = TypeVar("T")
 Loop = asyncio.AbstractEventLoop
@@ -98,3 +103,61 @@ class PerLoop(Generic[T]):
         loop = running_loop()
         owners = [owner for owner in list(self._values) if owner is loop or owner is None or owner.is_closed()]
         return [value for owner in owners if (value := self._values.pop(owner, None)) is not None]
+
+
+class SharedLock:
+    """A lock held by one task at a time among the tasks of every event loop (threads each running one).
+
+    An anyio or asyncio lock wakes its next waiter through the releaser's loop, so a waiter of
+    another thread's loop is never woken (its loop sleeps on) and waits forever. Here the
+    tasks of one loop queue on a lock of that loop (:class:`PerLoop`), and the first of each
+    loop takes a :class:`threading.Lock`, waiting for it in a worker thread while another
+    loop's task holds it. The wait stays cancellable: a wait given up leaves its worker to
+    release the lock as soon as it gets it. ``async with lock:`` holds it.
+    """
+
+    __slots__ = ("_held", "_here")
+
+    def __init__(self) -> None:
+        self._held = threading.Lock()
+        self._here: PerLoop[anyio.Lock] = PerLoop(anyio.Lock)
+
+    async def __aenter__(self) -> None:
+        here = self._here.get()
+        await here.acquire()
+        try:
+            if not self._held.acquire(blocking=False):
+                await _take_in_a_thread(self._held)
+        except BaseException:
+            here.release()
+            raise
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self._held.release()
+        self._here.get().release()
+
+
+async def _take_in_a_thread(lock: threading.Lock) -> None:
+    """Acquire ``lock`` in a worker thread; given up (cancelled), the worker releases it once it gets it."""
+    guard = threading.Lock()
+    state = {"taken": False, "given_up": False}
+
+    def take() -> None:
+        lock.acquire()
+        with guard:
+            if state["given_up"]:
+                lock.release()
+            else:
+                state["taken"] = True
+
+    try:
+        await anyio.to_thread.run_sync(take, abandon_on_cancel=True)
+    except BaseException:
+        with guard:
+            state["given_up"] = True
+            taken = state["taken"]
+        if taken:  # taken for us just as we gave up
+            lock.release()
+        raise

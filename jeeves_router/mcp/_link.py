@@ -15,7 +15,7 @@ carries (its idempotency key).
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -30,10 +30,20 @@ from ..runtime import current_idempotency_key
 if TYPE_CHECKING:
     from mcp import Client
 
-    from ..tools import ToolsetHost
+    from ..tools import Tool, ToolsetHost
     from ._tool import MCPTool
 
-__all__ = ["IDEMPOTENCY_META_KEY", "Connection", "Sending", "Outbox", "call_meta", "refused", "sending", "watched"]
+__all__ = [
+    "IDEMPOTENCY_META_KEY",
+    "Connection",
+    "Here",
+    "Sending",
+    "Outbox",
+    "call_meta",
+    "refused",
+    "sending",
+    "watched",
+]
 
 
 @dataclass(eq=False)
@@ -59,6 +69,22 @@ class Connection:
         self.scope, self.ready, self.stop, self.done = anyio.CancelScope(), anyio.Event(), anyio.Event(), anyio.Event()
         self.client, self.error, self.closed, self.lost = None, None, False, None
         self.generation += 1
+
+
+class Here:
+    """What one event loop has of a server: its connection, the runs using it, its ``async with`` blocks.
+
+    A connection's streams and events belong to the loop that opened it, so a server used by
+    two threads, each running its own loop, opens one connection in each.
+    """
+
+    __slots__ = ("cond", "conn", "entered", "users")
+
+    def __init__(self) -> None:
+        self.conn: Connection | None = None
+        self.users = 0
+        self.cond = anyio.Condition()  # the users wait on it for each other to leave
+        self.entered: list[AbstractAsyncContextManager[Sequence[Tool]]] = []
 
 
 @dataclass

@@ -4,7 +4,8 @@
 stdin/stdout; :class:`MCPServerHTTP` connects to a streamable-HTTP endpoint. Pass either in
 ``Agent(tools=[...])``: the agent opens it around each run, lists its tools, and closes it
 when the run ends. ``async with server:`` keeps one connection (one process) open across many
-runs instead; runs inside it, concurrent ones too, share it.
+runs instead; runs inside it, concurrent ones too, share it. A connection belongs to the event
+loop that opened it: used by threads each running their own loop, a server has one in each.
 
 The ``mcp`` SDK's client runs in a task of its own: in the task group of the stream's
 :class:`~jeeves_router.tools.ToolsetHost` under ``async with agent.stream(...)``, else in a
@@ -42,10 +43,11 @@ import anyio
 import anyio.abc
 
 from .._log import get_logger
+from .._loops import PerLoop
 from ..errors import ToolError, UsageError
 from ..tools import Tool, ToolOutcome, ToolsetHost, current_toolset_host
 from ._content import content_text, describe, failure, unknown, unreached
-from ._link import IDEMPOTENCY_META_KEY, Connection, call_meta, sending, watched
+from ._link import IDEMPOTENCY_META_KEY, Connection, Here, call_meta, sending, watched
 from ._tool import BAD_NAME, MCPTool
 
 if TYPE_CHECKING:
@@ -112,13 +114,15 @@ class MCPServer:
         self.repeatable: frozenset[str] | Literal["hinted"] = (
             "hinted" if isinstance(repeatable, str) else frozenset(repeatable)
         )
-        self._conn: Connection | None = None
-        self._users = 0
-        self._cond: anyio.Condition | None = None
-        self._entered: list[AbstractAsyncContextManager[Sequence[Tool]]] = []
+        self._loops: PerLoop[Here] = PerLoop(Here)  # each event loop (thread) has a connection of its own
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r})"
+
+    @property
+    def _here(self) -> Here:
+        """What the running event loop has of this server (its connection, its users)."""
+        return self._loops.get()
 
     def _client(self, stack: AsyncExitStack, watch: Watch) -> Client:
         """A not yet entered ``mcp.Client`` for this server (resources go on ``stack``).
@@ -129,13 +133,13 @@ class MCPServer:
 
     @property
     def tools(self) -> tuple[MCPTool, ...]:
-        """The tools listed when the server was opened (empty while it is closed)."""
-        return self._conn.tools if self._conn is not None else ()
+        """The tools listed when the server was opened on the running event loop (empty while it is closed)."""
+        return conn.tools if (conn := self._here.conn) is not None else ()
 
     @property
     def is_open(self) -> bool:
-        """True while a connection is open (and not known to be lost)."""
-        conn = self._conn
+        """True while the running event loop's connection is open (and not known to be lost)."""
+        conn = self._here.conn
         return conn is not None and conn.client is not None and not conn.closed and conn.lost is None
 
     # -- lifetime ---------------------------------------------------------------------------
@@ -143,13 +147,13 @@ class MCPServer:
     async def __aenter__(self) -> MCPServer:
         cm = self.open()
         await cm.__aenter__()
-        self._entered.append(cm)
+        self._here.entered.append(cm)
         return self
 
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        await self._entered.pop().__aexit__(exc_type, exc, tb)
+        await self._here.entered.pop().__aexit__(exc_type, exc, tb)
 
     @asynccontextmanager
     async def open(self) -> AsyncIterator[Sequence[Tool]]:
@@ -165,15 +169,14 @@ class MCPServer:
                 within ``connect_timeout``.
         """
         _require_mcp()
-        if self._cond is None:
-            self._cond = anyio.Condition()
-        cond = self._cond
+        here = self._here
+        cond = here.cond
         async with cond:
-            conn = self._conn
+            conn = here.conn
             owner = conn is None
             if conn is None:
-                conn = self._conn = Connection()
-            self._users += 1
+                conn = here.conn = Connection()
+            here.users += 1
         try:
             host = current_toolset_host()
             if owner and host is not None:  # the host's task group runs the client: no scope of ours stays open
@@ -193,7 +196,7 @@ class MCPServer:
         finally:
             with anyio.CancelScope(shield=True):
                 async with cond:
-                    self._users -= 1
+                    here.users -= 1
                     cond.notify_all()
 
     @asynccontextmanager
@@ -212,7 +215,7 @@ class MCPServer:
                 try:
                     await self._last_user_left()
                 finally:
-                    self._conn = None
+                    self._here.conn = None
                     conn.stop.set()
                     conn.ready.set()  # joiners waiting for a start that failed or was cancelled
         if failure is not None:
@@ -228,7 +231,7 @@ class MCPServer:
             try:
                 await self._last_user_left()
             finally:
-                self._conn = None
+                self._here.conn = None
                 conn.stop.set()
                 conn.ready.set()
                 # the SDK's shutdown is bounded (stdin closed, then terminate, then kill)
@@ -236,10 +239,10 @@ class MCPServer:
                     await conn.done.wait()
 
     async def _last_user_left(self) -> None:
-        assert self._cond is not None
-        async with self._cond:  # other users (concurrent runs) finish first
-            while self._users > 1:
-                await self._cond.wait()
+        here = self._here
+        async with here.cond:  # other users (concurrent runs) finish first
+            while here.users > 1:
+                await here.cond.wait()
 
     async def _connect(self, tg: anyio.abc.TaskGroup | ToolsetHost, conn: Connection) -> None:
         conn.spawn = tg
@@ -319,7 +322,7 @@ class MCPServer:
             ToolError: ``retriable``: the call was not sent (the server could not be reached
                 again, or the request could not be handed over within ``timeout``).
         """
-        conn = self._conn
+        conn = self._here.conn
         if conn is not None and conn.renewing:  # another call is reconnecting: wait for it
             async with conn.gate:
                 pass

@@ -10,8 +10,9 @@ Needs the ``local`` extra (``llama-cpp-python``). Every blocking llama.cpp call 
 worker thread (:func:`anyio.to_thread.run_sync`), one token at a time while streaming, so the
 event loop stays responsive and a cancelled or closed stream stops generating after at most
 one more token. One model object generates for one caller at a time (a lock serialises
-calls); its KV cache keeps the longest common prompt prefix, so a static classifier prompt
-is evaluated once and reported as ``cached_input_tokens``.
+calls, those of threads each running their own event loop too); its KV cache keeps the
+longest common prompt prefix, so a static classifier prompt is evaluated once and reported
+as ``cached_input_tokens``.
 
 A :class:`~jeeves_router.models.base.ResponseFormat` is enforced with a GBNF grammar, so the
 reply is valid JSON under the schema by construction. The model runs on this machine, so
@@ -37,6 +38,7 @@ import anyio.to_thread
 
 from .._aio import aclosing
 from .._log import get_logger
+from .._loops import SharedLock
 from .._text import valid_json
 from ..errors import ModelError, UsageError
 from ..messages import Message, TextPart, ToolCallPart, ToolResultPart
@@ -182,7 +184,7 @@ class LlamaCppModel:
         self._seed = seed
         self._llama: Any | None = llama
         self._formatter: Any | None = None
-        self._lock = anyio.Lock()
+        self._lock = SharedLock()  # one generation at a time, whichever thread's event loop asks
         self._grammars: dict[str, Any] = {}
 
     @property
