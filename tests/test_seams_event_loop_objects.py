@@ -25,7 +25,7 @@ import asyncio
 import sys
 import threading
 import time
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
@@ -39,6 +39,7 @@ from jeeves_router.messages import user
 from jeeves_router.models.base import ModelRequest, ModelResponse
 from jeeves_router.serve import create_app
 from jeeves_router.testing import Call, FunctionModel, ScriptedModel
+from tests.llama_stub import StubLlama
 from tests.serve_apps import build_desk, running
 
 GUARD_S = 60.0
@@ -72,35 +73,6 @@ def in_threads(*mains: Callable[[], Coroutine[Any, Any, object]]) -> list[object
 
 
 # -- LlamaCppModel ---------------------------------------------------------------------------
-
-
-class StubLlama:
-    """Enough of ``llama_cpp.Llama`` for the adapter; a generation may be held at its start by ``gate``."""
-
-    def __init__(self, gate: threading.Event | None = None) -> None:
-        self.gate = gate
-        self.generating = threading.Event()  # a generation has started
-        self.active = 0
-        self.overlapped = False  # two generations ran at once
-
-    def tokenize(self, text: bytes, add_bos: bool = True, special: bool = False) -> list[int]:
-        return list(text[:8])
-
-    def create_completion(self, **kwargs: Any) -> Iterator[dict[str, Any]]:
-        def chunks() -> Iterator[dict[str, Any]]:
-            self.active += 1
-            self.overlapped = self.overlapped or self.active > 1
-            self.generating.set()
-            try:
-                if self.gate is not None:
-                    self.gate.wait(GUARD_S)
-                for piece in ("hello", " world"):
-                    yield {"choices": [{"text": piece, "finish_reason": None}]}
-                yield {"choices": [{"text": "", "finish_reason": "stop"}]}
-            finally:
-                self.active -= 1
-
-        return chunks()
 
 
 @pytest.fixture

@@ -13,6 +13,9 @@ one more token. One model object generates for one caller at a time (a lock seri
 calls, those of threads each running their own event loop too); its KV cache keeps the
 longest common prompt prefix, so a static classifier prompt is evaluated once and reported
 as ``cached_input_tokens``.
+A request cut off by a cancellation (a run's time limit) or left mid-answer by its consumer
+reports what it had spent (its prompt, the tokens generated so far, no cost) to the scope that
+cut it (:func:`~jeeves_router.usage.spent_when_cut`), as the provider adapters' retrier does.
 
 A :class:`~jeeves_router.models.base.ResponseFormat` is enforced with a GBNF grammar, so the
 reply is valid JSON under the schema by construction. The model runs on this machine, so
@@ -43,7 +46,7 @@ from .._text import valid_json
 from ..errors import ModelError, UsageError
 from ..messages import Message, TextPart, ToolCallPart, ToolResultPart
 from ..tracing import traced_model_stream
-from ..usage import Usage
+from ..usage import Usage, spent_when_cut
 from ._gbnf import UnsupportedSchema, schema_to_gbnf
 from .base import ModelRequest, ModelResponse, ModelStreamItem, ModelTextDelta, ResponseFormat, StopReason
 
@@ -321,16 +324,25 @@ class LlamaCppModel:
             chunks: Iterator[Any] = llama.create_completion(**kwargs)  # a generator: no work yet
             texts: list[str] = []
             finish: str | None = None
+            cut = False  # a cancellation, or the consumer leaving mid-answer, ended the generation
             try:
                 while True:
-                    chunk = await anyio.to_thread.run_sync(next, chunks, None)
+                    try:
+                        chunk = await anyio.to_thread.run_sync(next, chunks, None)
+                    except anyio.get_cancelled_exc_class():
+                        cut = True
+                        raise
                     if chunk is None:
                         break
                     choice = chunk["choices"][0]
                     piece = choice.get("text") or ""
                     if piece:
                         texts.append(piece)
-                        yield ModelTextDelta(piece)
+                        try:
+                            yield ModelTextDelta(piece)
+                        except GeneratorExit:
+                            cut = True
+                            raise
                     if choice.get("finish_reason"):
                         finish = choice["finish_reason"]
             finally:
@@ -338,12 +350,20 @@ class LlamaCppModel:
                 # so the model is idle before the lock is released even when cancelled.
                 with anyio.CancelScope(shield=True):
                     await anyio.to_thread.run_sync(_close, chunks)
+                if cut:  # what it had spent goes to the scope that cut it, as the retrier reports it
+                    spent_when_cut(_usage(llama, tokens, texts, cached))
+            usage = _usage(llama, tokens, texts, cached)
             text = "".join(texts)
-            output_tokens = len(llama.tokenize(text.encode("utf-8"), add_bos=False, special=False)) if text else 0
-            usage = Usage(len(tokens), output_tokens, cached, 1, 0.0)
             stop = _FINISH.get(finish, "other") if finish else "end"
             parts = (TextPart(text),) if text else ()
             yield ModelResponse(parts, usage, stop, self._name)
+
+
+def _usage(llama: Any, prompt: list[int], texts: list[str], cached: int) -> Usage:
+    """One request's usage: its prompt, the text generated so far, no cost (the model runs here)."""
+    text = "".join(texts)
+    output_tokens = len(llama.tokenize(text.encode("utf-8"), add_bos=False, special=False)) if text else 0
+    return Usage(len(prompt), output_tokens, cached, 1, 0.0)
 
 
 def _close(chunks: Iterator[Any]) -> None:
