@@ -25,6 +25,7 @@ import asyncio
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -206,7 +207,7 @@ def test_a_sqlite_journal_records_the_runs_of_two_threads_and_of_two_asyncio_run
     agent = journaled_agent(journal)
 
     async def three_runs() -> list[str | None]:
-        return [(await agent.run("hi", session_id=f"s{n}-{id(asyncio.get_running_loop())}")).output for n in range(3)]
+        return [(await agent.run("hi", session_id=uuid.uuid4().hex)).output for _ in range(3)]
 
     out = in_threads(three_runs, three_runs)
     out += [asyncio.run(guarded(three_runs)()) for _ in range(2)]
