@@ -74,3 +74,61 @@ def test_trace_into_a_missing_folder_is_one_error_line(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["trace", str(_copy(tmp_path)), "-s", "golden-1", "-o", str(out)])
     assert result.exit_code == 2, result.output
     assert result.output == f"error: --out {out}: the folder {out.parent} does not exist\n"
+
+
+def _other_app_database(path: Path) -> bytes:
+    import sqlite3
+
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE users (name TEXT)")
+    conn.execute("INSERT INTO users VALUES ('ada')")
+    conn.commit()
+    conn.close()
+    return path.read_bytes()
+
+
+def test_serve_and_mcp_refuse_another_application_database_as_journal(tmp_path: Path) -> None:
+    """``--journal app.db`` of another application: one error line at start, the file left byte-identical."""
+    other = tmp_path / "app.db"
+    before = _other_app_database(other)
+    text = tmp_path / "notes.txt"
+    text.write_text("not a database\n")
+    fix = "give a new or empty file for the journal"
+    for path, says in (
+        (
+            other,
+            "is not a jeeves-router journal: it is another database (tables users), which would get the "
+            f"journal's tables; {fix}",
+        ),
+        (text, f"is not a jeeves-router journal (not an SQLite database): {fix}"),
+    ):
+        for command in (["serve"], ["mcp", "--transport", "http"]):
+            result = CliRunner().invoke(app, [*command, "tests.serve_apps:slow_desk", "--journal", str(path)])
+            assert result.exit_code == 2, result.output
+            assert result.output == f"error: journal {path} {says}\n"
+    assert other.read_bytes() == before and text.read_text() == "not a database\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["app.db", "notes.txt"]  # no -wal, no -shm
+
+
+def test_a_journal_refuses_to_write_into_another_application_database(tmp_path: Path) -> None:
+    """From Python too: SQLiteJournal(path) on another database raises at first use, writing nothing."""
+    import anyio
+    import pytest
+
+    from jeeves_router.journal.records import JournalError
+    from jeeves_router.journal.sqlite import SQLiteJournal
+    from jeeves_router.serve import create_app
+    from jeeves_router.testing import FunctionModel
+    from tests.serve_apps import desk_with
+
+    other = tmp_path / "app.db"
+    before = _other_app_database(other)
+    with pytest.raises(JournalError, match=r"app\.db is not a jeeves-router journal: it is another database"):
+        anyio.run(SQLiteJournal(other).read, "s")
+    assert other.read_bytes() == before
+    empty, journal = tmp_path / "empty.db", _copy(tmp_path)
+    empty.write_bytes(b"")
+    for path in (empty, journal, tmp_path / "new.db"):  # still taken: an empty file, a journal, a new file
+        create_app(desk_with(FunctionModel(lambda r: "ok")), journal=str(path))
+        anyio.run(SQLiteJournal(path).read, "s")
+    assert (tmp_path / "new.db").exists()

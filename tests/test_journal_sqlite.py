@@ -179,7 +179,7 @@ def _lock_fresh_file(path: Path) -> sqlite3.Connection:
     without waiting on its busy timeout: two processes opening a new journal together.
     """
     other = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-    other.execute("CREATE TABLE other (x)")
+    other.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")  # the journal's first table
     other.execute("BEGIN IMMEDIATE")
     return other
 

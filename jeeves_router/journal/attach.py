@@ -33,14 +33,24 @@ JournalSpec = Journal | str | os.PathLike[str]
 
 
 def open_journal(spec: str | os.PathLike[str]) -> Journal:
-    """A ``postgresql://`` URL as a :class:`PostgresJournal`, anything else as a SQLite file."""
+    """A ``postgresql://`` URL as a :class:`PostgresJournal`, anything else as a SQLite file.
+
+    Raises:
+        UsageError: the SQLite file exists and holds something else than a journal (it is left as it is).
+    """
     if isinstance(spec, str) and spec.startswith(("postgresql://", "postgres://")):
         from .postgres import PostgresJournal
 
         return PostgresJournal(spec)
-    from .sqlite import SQLiteJournal
+    from .records import JournalError
+    from .sqlite import SQLiteJournal, refuse_foreign_file
 
-    return SQLiteJournal(spec)
+    store = SQLiteJournal(spec)
+    try:
+        refuse_foreign_file(store.path)  # at start, not at the first request: another application's database
+    except JournalError as exc:
+        raise UsageError(str(exc)) from None
+    return store
 
 
 def journal_agents(

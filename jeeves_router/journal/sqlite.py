@@ -78,6 +78,44 @@ def _has_journal_tables(conn: sqlite3.Connection) -> bool:
     return found == 2
 
 
+def _other_tables(conn: sqlite3.Connection) -> list[str]:
+    """The tables of the file that are not a journal's (another application's database has some)."""
+    rows = conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite%'")
+    return sorted(name for (name,) in rows if name not in ("meta", "entries"))
+
+
+def refuse_foreign_file(path: Path) -> None:
+    """Raise :class:`JournalError` when ``path`` is a file that holds something else than a journal.
+
+    A missing or empty file, an SQLite database without tables (a journal another process is
+    creating) and a journal pass; another application's database, or a file that is no SQLite
+    database at all, is refused and left unchanged (nothing is written to it).
+    """
+    try:
+        if not path.is_file() or path.stat().st_size == 0:
+            return
+        with path.open("rb") as f:
+            header = f.read(16)
+    except OSError:
+        return  # opening the journal reports it
+    fix = "give a new or empty file for the journal"
+    if header != b"SQLite format 3\x00":
+        raise JournalError(f"journal {path} is not a jeeves-router journal (not an SQLite database): {fix}")
+    conn = sqlite3.connect(path, timeout=_BUSY_TIMEOUT)
+    try:
+        others = _other_tables(conn) if not _has_journal_tables(conn) else []
+    except sqlite3.DatabaseError:
+        return  # a damaged journal: opening it says so, with what can be read
+    finally:
+        conn.close()
+    if others:
+        shown = ", ".join(others[:5]) + (", ..." if len(others) > 5 else "")
+        raise JournalError(
+            f"journal {path} is not a jeeves-router journal: it is another database (tables {shown}), "
+            f"which would get the journal's tables; {fix}"
+        )
+
+
 _HEAD = "SELECT checksum FROM entries WHERE session_id = ? AND run_id = ? ORDER BY seq DESC LIMIT 1"
 
 
@@ -131,6 +169,8 @@ class SQLiteJournal:
                 raise JournalError(f"journal {self.path} cannot be created: {exc}") from exc
         elif not self.path.is_file():
             raise JournalError(f"journal {self.path} is not a file (a folder?): give the path of a journal file")
+        elif self._create:
+            refuse_foreign_file(self.path)
         # Opens lazily: the file is first read by the statements below.
         conn = sqlite3.connect(self.path, timeout=_BUSY_TIMEOUT, check_same_thread=False, isolation_level=None)
         try:
