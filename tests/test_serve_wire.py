@@ -8,7 +8,7 @@ import pytest
 
 from jeeves_router.messages import assistant, user
 from jeeves_router.serve import ApiError, is_loopback
-from jeeves_router.serve.wire import chunk, content_chunks, parse_chat, parse_run, sse_data
+from jeeves_router.serve.wire import chunk, content_chunks, parse_chat, parse_json, parse_run, sse_data
 
 
 @pytest.mark.parametrize("text", ["", "plain", 'quo"te\\', "naïve ☃ \n\t\u2028", "\x00nul"])
@@ -73,3 +73,30 @@ def test_deeply_nested_json_is_a_client_error() -> None:
     with pytest.raises(ApiError, match="nested too deeply") as info:
         parse_json(b"[" * 100_000 + b"]" * 100_000)
     assert info.value.status == 400
+
+
+@pytest.mark.parametrize(
+    ("body", "says"),
+    [
+        (b'{"model": "caf\xe9"}', "not UTF-8 text (byte 0xe9 at offset 14, line 1 column 15)"),  # Latin-1
+        (
+            b'{\n "model": "\xed\xa0\x80"}',
+            "not UTF-8 text (byte 0xed at offset 13, line 2 column 12)",
+        ),  # a raw surrogate
+        (b"\xe9", "not UTF-8 text (byte 0xe9 at offset 0, line 1 column 1)"),
+        (b"\xff\xfe{", "not UTF-16 text (byte 0x7b at offset 2)"),  # a UTF-16 byte order mark, then one byte
+        (b"\xe9\x00\x00\x00", "not valid JSON at line 1 column 1 (read as UTF-32-LE, as its zero bytes suggest)"),
+    ],
+)
+def test_a_body_that_is_not_utf8_text_is_refused_saying_so_and_where(body: bytes, says: str) -> None:
+    with pytest.raises(ApiError) as info:
+        parse_json(body)
+    assert info.value.status == 400
+    assert info.value.body()["error"]["message"] == f"the request body is {says}" + (
+        ": send the JSON encoded as UTF-8" if "text" in says else ""
+    )
+
+
+def test_a_body_in_utf16_or_with_a_utf8_byte_order_mark_is_still_read() -> None:
+    for body in ('{"model": "café"}'.encode("utf-16"), '{"model": "café"}'.encode("utf-8-sig")):
+        assert parse_json(body) == {"model": "café"}

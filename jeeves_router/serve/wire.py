@@ -82,13 +82,17 @@ def error_body(
 
 def parse_json(raw: bytes) -> dict[str, Any]:
     """The request body as a JSON object."""
+    encoding = json.detect_encoding(raw)
     try:
-        data = json.loads(raw)
+        data = json.loads(raw.decode(encoding))  # strict: raw surrogate bytes are refused here too
     except RecursionError:
         raise ApiError(400, "the request body's JSON is nested too deeply", code="invalid_json") from None
-    except (UnicodeDecodeError, ValueError) as exc:
+    except UnicodeDecodeError as exc:
+        raise ApiError(400, _not_text(raw, encoding, exc.start), code="invalid_json") from None
+    except ValueError as exc:
         where = f" at line {exc.lineno} column {exc.colno}" if isinstance(exc, json.JSONDecodeError) else ""
-        raise ApiError(400, f"the request body is not valid JSON{where}", code="invalid_json") from None
+        read_as = "" if encoding.startswith("utf-8") else f" (read as {encoding.upper()}, as its zero bytes suggest)"
+        raise ApiError(400, f"the request body is not valid JSON{where}{read_as}", code="invalid_json") from None
     if not isinstance(data, dict):
         raise ApiError(400, f"the request body must be a JSON object, got a JSON {type(data).__name__}")
     escapes = _SURROGATE_ESCAPE.search(raw) or not json.detect_encoding(raw).startswith("utf-8")
@@ -104,6 +108,16 @@ def parse_json(raw: bytes) -> dict[str, Any]:
             code="invalid_json",
         )
     return data
+
+
+def _not_text(raw: bytes, encoding: str, start: int) -> str:
+    """Where a body stops being text in the encoding JSON's first bytes gave (for a 400)."""
+    name = "UTF-8" if encoding.startswith("utf-8") else encoding.upper()
+    where = f"byte 0x{raw[start]:02x} at offset {start}"
+    if name == "UTF-8":
+        line, column = raw.count(b"\n", 0, start) + 1, start - raw.rfind(b"\n", 0, start)
+        where += f", line {line} column {column}"
+    return f"the request body is not {name} text ({where}): send the JSON encoded as UTF-8"
 
 
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")  # in UTF-8 JSON, only such an escape can leave one
