@@ -11,12 +11,15 @@ event stream's ``error`` event says the same.
 from __future__ import annotations
 
 import json
+import threading
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx2 as httpx
 import openai
 import pytest
 
+from jeeves_router.models.base import ModelRequest, ModelStreamItem
 from jeeves_router.serve import create_app
 from jeeves_router.serve.guard import Drain
 from jeeves_router.serve.wire import usage_object
@@ -81,3 +84,46 @@ def test_a_run_event_stream_a_shutdown_cuts_ends_with_an_error_event_that_says_w
     (kind, last) = frames[-1]
     assert kind == "error" and last["error"]["code"] == "run_failed"
     assert last["error"].get("usage") == usage_object(SPENT)  # was absent
+
+
+class StartsThenWaits(FirstThenWaits):
+    """FirstThenWaits that says when its stream has started."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.started = threading.Event()
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelStreamItem]:
+        self.started.set()
+        async for item in super().stream(request):
+            yield item
+
+
+def test_a_whole_reply_a_shutdown_cuts_is_a_server_error_that_says_what_the_run_spent(
+    cuts: Cuts,  # noqa: F811
+) -> None:
+    """Before its first byte (a whole reply), the cut run's 503 says its spend too, as a server error."""
+    model, drain = StartsThenWaits(), Drain()
+    messages: Any = [{"role": "user", "content": "refund my order"}]
+    with running(create_app(desk_with(model), drain=drain)) as server:
+        client = openai.OpenAI(base_url=server.url + "/v1", api_key="unused", max_retries=0)
+        caught: list[BaseException] = []
+
+        def ask() -> None:
+            try:
+                client.chat.completions.create(model="desk", messages=messages, extra_body={"session_id": "shut-w"})
+            except BaseException as exc:  # looked at below
+                caught.append(exc)
+
+        asking = threading.Thread(target=ask)
+        asking.start()
+        assert model.started.wait(GUARD_S)
+        shut_down(server, drain)
+        asking.join(GUARD_S)
+        assert model.cut.wait(GUARD_S) and cuts.seen.wait(GUARD_S)
+    [error] = caught
+    assert isinstance(error, openai.APIStatusError) and error.status_code == 503
+    body = error.body
+    assert isinstance(body, dict) and body["code"] == "shutting_down" and body["type"] == "server_error"
+    assert body["message"] == "the server shut down before the run ended"
+    assert body.get("usage") == usage_object(SPENT)  # was absent

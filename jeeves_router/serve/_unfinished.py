@@ -18,7 +18,7 @@ from ..journal.keyed import IdempotencyConflict, RunInFlight, log_refused
 from ..usage import Usage, spent_usage
 from .wire import ApiError, usage_object
 
-__all__ = ["cut_failure", "cut_spend", "failure", "log_cut", "refusal"]
+__all__ = ["cut_before_start", "cut_failure", "cut_spend", "failure", "log_cut", "refusal"]
 
 log = logging.getLogger("jeeves_router.serve")
 
@@ -32,9 +32,17 @@ class _RunFailed(ApiError):
     ``APIStatusError.body["usage"]``.
     """
 
-    def __init__(self, error_type: str, spent: Usage | None = None) -> None:
-        msg = f"the run failed ({error_type}); see the server log"
-        super().__init__(500, msg, code="run_failed", type="server_error")
+    def __init__(
+        self,
+        error_type: str,
+        spent: Usage | None = None,
+        *,
+        status: int = 500,
+        code: str = "run_failed",
+        message: str | None = None,
+    ) -> None:
+        msg = message or f"the run failed ({error_type}); see the server log"
+        super().__init__(status, msg, code=code, type="server_error")
         self.spent = spent
 
     def body(self) -> dict[str, Any]:
@@ -53,6 +61,13 @@ def failure(error_type: str, error: BaseException | None = None) -> ApiError:
 def cut_failure(spent: Usage | None) -> ApiError:
     """The error that ends a started stream a shutdown cut: a failed run's (``ServerShutdown``), with ``spent``."""
     return _RunFailed("ServerShutdown", spent)
+
+
+def cut_before_start(spent: Usage | None) -> ApiError:
+    """The 503 of a run a shutdown cut before its reply started: a server error, with ``spent`` as ``usage``."""
+    return _RunFailed(
+        "ServerShutdown", spent, status=503, code="shutting_down", message="the server shut down before the run ended"
+    )
 
 
 def refusal(agent: Agent, error: BaseException | None, retry_after_s: int) -> ApiError:

@@ -36,7 +36,7 @@ from ..events import Event as RunEvent
 from ..events import RunFailed, routing_update
 from ..reply import ReplyText
 from ..usage import Usage, cut_requests, spent_usage
-from ._unfinished import cut_failure, cut_spend, failure, log_cut, refusal
+from ._unfinished import cut_before_start, cut_failure, cut_spend, failure, log_cut, refusal
 from .guard import Drain
 from .wire import (
     DONE,
@@ -153,7 +153,7 @@ class RunReply(Response):
                 if self._run is not None and spent is not None:
                     log_cut(self._run, "server_shutdown", spent)
                 if not sent["started"]:
-                    err = ApiError(503, "the server shut down before the run ended", code="shutting_down")
+                    err = cut_before_start(spent)
                     await _send_json(tracked, err.status, err.body())
                 elif not sent["done"]:
                     await send(_body(self._cut(cut_failure(spent).body()), more=False))
