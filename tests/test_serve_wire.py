@@ -100,3 +100,35 @@ def test_a_body_that_is_not_utf8_text_is_refused_saying_so_and_where(body: bytes
 def test_a_body_in_utf16_or_with_a_utf8_byte_order_mark_is_still_read() -> None:
     for body in ('{"model": "café"}'.encode("utf-16"), '{"model": "café"}'.encode("utf-8-sig")):
         assert parse_json(body) == {"model": "café"}
+
+
+@pytest.mark.parametrize(
+    ("messages", "says", "param"),
+    [
+        ([], "field 'messages' has no user or assistant message: send the request", "messages"),
+        ([{"role": "system", "content": "be nice"}], "field 'messages' has no user or assistant message", "messages"),
+        (
+            [
+                {"role": "user", "content": "hi"},
+                {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function"}]},
+                {"role": "tool", "tool_call_id": "c1", "content": "42"},
+                {"role": "user", "content": "and?"},
+            ],
+            "messages[1].tool_calls is not supported: the served agent runs its own tools",
+            "messages[1]",
+        ),
+        (
+            [{"role": "user", "content": "hi"}, {"role": "tool", "tool_call_id": "c1", "content": "42"}],
+            "messages[1].role 'tool' (a tool's result) is not supported: the served agent runs its own tools",
+            "messages[1]",
+        ),
+    ],
+)
+def test_tool_calls_and_results_and_an_empty_conversation_are_named(
+    messages: list[dict[str, object]], says: str, param: str
+) -> None:
+    """An OpenAI conversation that used tools, or none at all, is refused saying that, not 'content must be'."""
+    with pytest.raises(ApiError) as info:
+        parse_chat({"model": "desk", "messages": messages})
+    assert info.value.status == 400 and info.value.param == param
+    assert info.value.message.startswith(says)

@@ -203,6 +203,10 @@ def _messages(value: Any, name: str) -> list[tuple[str, str]]:
         role = m.get("role")
         if role in _IGNORED_ROLES:
             continue
+        if role in ("tool", "function") or (role == "assistant" and (m.get("tool_calls") or m.get("function_call"))):
+            what = f"{where}.role {role!r} (a tool's result)" if role != "assistant" else f"{where}.tool_calls"
+            msg = f"{what} is not supported: the served agent runs its own tools; send the user and assistant text"
+            raise ApiError(400, msg, param=where)
         if role not in ("user", "assistant"):
             raise ApiError(
                 400, f"{where}.role must be 'system', 'developer', 'user' or 'assistant', got {role!r}", param=where
@@ -240,7 +244,9 @@ def parse_chat(data: Mapping[str, Any], *, session_header: str | None = None) ->
     """
     model = _field(data, "model", str, required=True)
     turns = _messages(_field(data, "messages", list, required=True), "messages")
-    if not turns or turns[-1][0] != "user":
+    if not turns:
+        raise ApiError(400, "field 'messages' has no user or assistant message: send the request", param="messages")
+    if turns[-1][0] != "user":
         raise ApiError(400, "the last non-system message must have role 'user' (the request)", param="messages")
     for name in _UNSUPPORTED:
         if data.get(name) not in (None, False, [], {}, "none", "auto", {"type": "text"}):
