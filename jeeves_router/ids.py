@@ -31,6 +31,8 @@ __all__ = [
     "check_idempotency_key",
     "keyed_session_id",
     "keyed_run_id",
+    "SESSION_ID",
+    "SESSION_ID_RULE",
 ]
 
 #: Route and agent names: 1-48 characters, letters/digits joined by single ``-`` or ``_``.
@@ -154,6 +156,13 @@ def new_session_id() -> str:
 
 
 #: Idempotency keys: 1-255 printable ASCII characters (space to ``~``).
+#: The session ids the servers take (a served request's ``session_id``, ``GET /v1/sessions/{id}``, MCP ``ask``).
+SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
+#: What :data:`SESSION_ID` takes, for error messages.
+SESSION_ID_RULE = (
+    "session_id must be 1-128 characters: letters, digits and '.', '_', ':', '-', starting with a letter or digit"
+)
+
 _IDEMPOTENCY_KEY = re.compile(r"[\x20-\x7e]{1,255}")
 
 

@@ -61,7 +61,7 @@ from .._models_held import aclose_models
 from .._targets import import_target
 from ..agent import Agent
 from ..errors import ReplayDivergence, UsageError
-from ..ids import check_idempotency_key
+from ..ids import SESSION_ID, SESSION_ID_RULE, check_idempotency_key
 from ..journal.attach import DEFAULT_HISTORY, JournalSpec, journal_agents
 from ..journal.keyed import IdempotencyConflict, RunInFlight, log_refused
 from ..journal.sessions import SessionHistory
@@ -169,6 +169,8 @@ def router_server(agent: Agent, *, name: str | None = None, tool_name: str = "as
         return types.CallToolResult(content=[types.TextContent(text=text)], is_error=True)
 
     async def ask(request: str, session_id: str | None = None, ctx: Context | None = None) -> Any:
+        if session_id and not SESSION_ID.fullmatch(session_id):  # as over HTTP: GET /v1/sessions/{id} reads it
+            return refused(f"{SESSION_ID_RULE}; nothing was run")
         meta = _meta(ctx)
         key: Any = meta.get(IDEMPOTENCY_META)
         if key is not None:

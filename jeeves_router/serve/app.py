@@ -54,12 +54,13 @@ from starlette.types import ASGIApp
 from .._models_held import aclose_models
 from ..agent import Agent
 from ..errors import UsageError
+from ..ids import SESSION_ID
 from ..journal import Journal
 from ..journal.attach import DEFAULT_HISTORY, journal_agents, open_journal
 from ..journal.sessions import SessionHistory, session_turns
 from .guard import BearerAuth, Drain, Slots, check_token, idempotency_key, read_body
 from .runs import chat_reply, events_reply
-from .wire import SESSION_ID, ApiError, parse_chat, parse_json, parse_run
+from .wire import ApiError, parse_chat, parse_json, parse_run
 
 __all__ = ["DEFAULT_HISTORY", "create_app", "open_journal", "served_agents"]
 

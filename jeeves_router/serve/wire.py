@@ -17,6 +17,7 @@ from typing import Any
 
 from ..events import Event as RunEvent
 from ..events import event_adapter
+from ..ids import SESSION_ID, SESSION_ID_RULE
 from ..messages import Message, assistant, user
 from ..results import RunResult
 from ..usage import Usage
@@ -41,8 +42,6 @@ __all__ = [
     "DONE",
 ]
 
-#: Session ids: 1-128 characters, letters, digits and ``. _ : -``.
-SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
 DONE = b"data: [DONE]\n\n"
 _IGNORED_ROLES = ("system", "developer")
 
@@ -168,12 +167,7 @@ def _session_id(data: Mapping[str, Any], header: str | None) -> str | None:
     if sid is None:
         sid = header
     if sid is not None and not SESSION_ID.fullmatch(sid):
-        raise ApiError(
-            400,
-            "session_id must be 1-128 characters: letters, digits and '.', '_', ':', '-', starting with a letter or "
-            "digit",
-            param="session_id",
-        )
+        raise ApiError(400, SESSION_ID_RULE, param="session_id")
     return sid
 
 
