@@ -12,6 +12,7 @@ import httpx2 as httpx
 import openai
 import pytest
 
+from jeeves_router.ids import SESSION_ID_RULE
 from jeeves_router.journal import JournalRuntime, MemoryJournal, SQLiteJournal, session_turns
 from jeeves_router.serve import create_app
 from jeeves_router.testing import FunctionModel
@@ -205,6 +206,13 @@ def test_unknown_paths_methods_and_sessions_answer_in_the_error_shape(served: Se
     assert r.status_code == 405 and "GET" in r.json()["error"]["message"]
     r = httpx.get(served.url + "/v1/sessions/never-seen")
     assert r.status_code == 404 and r.json()["error"]["code"] == "session_not_found"
+
+
+@pytest.mark.parametrize("sid", ["%2e%2e", "x" * 300, "a%20b", "-x"])
+def test_a_malformed_session_id_in_the_path_is_refused_naming_the_rule(served: ServerThread, sid: str) -> None:
+    r = httpx.get(served.url + "/v1/sessions/" + sid)
+    assert r.status_code == 400 and r.json()["error"]["param"] == "session_id"
+    assert r.json()["error"]["message"] == f"malformed session id in the path: {SESSION_ID_RULE}"
 
 
 def test_sessions_need_a_journal() -> None:

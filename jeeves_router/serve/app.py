@@ -54,7 +54,7 @@ from starlette.types import ASGIApp
 from .._models_held import aclose_models
 from ..agent import Agent
 from ..errors import UsageError
-from ..ids import SESSION_ID
+from ..ids import SESSION_ID, SESSION_ID_RULE
 from ..journal import Journal
 from ..journal.attach import DEFAULT_HISTORY, journal_agents, open_journal
 from ..journal.sessions import SessionHistory, session_turns
@@ -183,7 +183,7 @@ def create_app(
     async def session(request: Request) -> Response:
         sid = request.path_params["session_id"]
         if not SESSION_ID.fullmatch(sid):
-            raise ApiError(400, "malformed session id", param="session_id")
+            raise ApiError(400, f"malformed session id in the path: {SESSION_ID_RULE}", param="session_id")
         if not journals:
             raise ApiError(404, "this server keeps no sessions: start it with a journal", code="no_journal")
         for j in journals:
