@@ -132,3 +132,10 @@ def test_tool_calls_and_results_and_an_empty_conversation_are_named(
         parse_chat({"model": "desk", "messages": messages})
     assert info.value.status == 400 and info.value.param == param
     assert info.value.message.startswith(says)
+
+
+@pytest.mark.parametrize("body", [b"", b"  \r\n"])
+def test_an_empty_body_is_refused_saying_it_is_empty(body: bytes) -> None:
+    with pytest.raises(ApiError) as info:
+        parse_json(body)
+    assert info.value.body()["error"]["message"] == "the request body is empty: send a JSON object"

@@ -81,6 +81,8 @@ def error_body(
 
 def parse_json(raw: bytes) -> dict[str, Any]:
     """The request body as a JSON object."""
+    if not raw.strip():
+        raise ApiError(400, "the request body is empty: send a JSON object", code="invalid_json")
     encoding = json.detect_encoding(raw)
     try:
         data = json.loads(raw.decode(encoding))  # strict: raw surrogate bytes are refused here too
