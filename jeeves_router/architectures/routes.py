@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from .._args import check_text_and_examples, listed
 from ..classify.cascade import CascadeClassifier
-from ..classify.types import RouteSpec
+from ..classify.types import RouteSpec, check_classifier
 from ..errors import UsageError
 from ..ids import validate_route_names
 from ..policies import RetryPolicy
@@ -80,8 +80,11 @@ def check_classifier_routes(classifier: object, routes: Sequence[RouterRoute], *
 
     An :class:`~jeeves_router.classify.embedding.EmbeddingClassifier` only scores the routes it
     was built on: a Router route it does not know would never be chosen, and its requests would
-    go to a known route instead. A cascade's stages are checked too.
+    go to a known route instead. A cascade's stages are checked too. A classifier without an
+    ``async def classify`` is refused first.
     """
+    if classifier is not None:
+        check_classifier(classifier, "classifier")
     stages = [classifier]
     while stages:
         stage = stages.pop()

@@ -11,11 +11,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from ..errors import UsageError
 from ..policies import check_number
 from ..usage import NO_USAGE
 from .resolve import valid_confidence
-from .types import Classifier, ClassifyRequest, ClassifyResult, with_spent_usage
+from .types import Classifier, ClassifyRequest, ClassifyResult, check_classifier, classify_result, with_spent_usage
 
 __all__ = ["CascadeClassifier", "CascadeStats"]
 
@@ -67,8 +66,7 @@ class CascadeClassifier:
     ) -> None:
         check_number("accept_above", accept_above, low=0, high=1)
         for label, clf in (("first", first), ("second", second)):
-            if not isinstance(clf, Classifier):
-                raise UsageError(f"the {label} stage must implement `async classify(request)`; got {clf!r}")
+            check_classifier(clf, f"the {label} stage")
         self.first = first
         self.second = second
         self.accept_above = accept_above
@@ -99,7 +97,7 @@ class CascadeClassifier:
 
     async def classify(self, request: ClassifyRequest) -> ClassifyResult:
         """Classify with the first stage, and with the second only when the first is unsure."""
-        first = await self.first.classify(request)
+        first = classify_result(await self.first.classify(request), self.first)
         c = first.classification
         allowed = {r.name for r in request.routes}
         # an answer the Router would not dispatch (a route not offered, e.g. one excluded for a
@@ -115,7 +113,7 @@ class CascadeClassifier:
             return replace(first, stage=self._first_stage, model_calls_saved=saved)
         hints = self._hints(first, allowed)
         try:
-            second = await self.second.classify(replace(request, hints=hints))
+            second = classify_result(await self.second.classify(replace(request, hints=hints)), self.second)
         except Exception as exc:
             if first.usage != NO_USAGE:  # the first stage's model calls were paid for
                 with_spent_usage(exc, first.usage)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Mapping, Sequence
 from dataclasses import field
 from typing import Any, Literal, Protocol, runtime_checkable
@@ -18,6 +19,8 @@ __all__ = [
     "ClassifyResult",
     "Classifier",
     "with_spent_usage",
+    "check_classifier",
+    "classify_result",
 ]
 
 #: ``ok`` — a declared route and a valid confidence were found.
@@ -166,3 +169,34 @@ class Classifier(Protocol):
 def route_names(routes: Sequence[RouteSpec]) -> tuple[str, ...]:
     """The names of ``routes``, in order."""
     return tuple(r.name for r in routes)
+
+
+def check_classifier(classifier: object, what: str) -> None:
+    """Raise :class:`~jeeves_router.errors.UsageError` unless ``classifier`` has an ``async def classify``.
+
+    ``what`` names the argument in the message (``"classifier"``, ``"the first stage"``).
+    """
+    from ..errors import UsageError
+
+    method = getattr(classifier, "classify", None)
+    if not isinstance(classifier, Classifier) or not callable(method):
+        raise UsageError(f"{what} must have an async classify(request) method, got {type(classifier).__name__}")
+    if not inspect.iscoroutinefunction(method):
+        raise UsageError(
+            f"{what} {type(classifier).__name__}.classify is not a coroutine function: "
+            "declare it `async def classify(self, request)` returning a ClassifyResult"
+        )
+
+
+def classify_result(result: object, classifier: object) -> ClassifyResult:
+    """``result`` if it is a :class:`ClassifyResult`, else a UsageError naming ``classifier`` and the fix."""
+    if isinstance(result, ClassifyResult):
+        return result
+    from ..errors import UsageError
+
+    got = type(result).__name__
+    hint = "wrap it: ClassifyResult(classification)" if isinstance(result, Classification) else "return one"
+    raise UsageError(
+        f"{type(classifier).__name__}.classify returned {got}, not a ClassifyResult; {hint} "
+        "(from jeeves_router.classify import ClassifyResult)"
+    )

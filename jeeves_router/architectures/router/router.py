@@ -41,7 +41,7 @@ from ..._frozen import constructor
 from ...classify.parser import normalize_route_name
 from ...classify.prompt import validate_prompt_template
 from ...classify.resolve import RouteDecision, resolve_route
-from ...classify.types import Classification, Classifier, ClassifyRequest, ClassifyResult, RouteSpec
+from ...classify.types import Classification, Classifier, ClassifyRequest, ClassifyResult, RouteSpec, classify_result
 from ...errors import UsageError
 from ...events import RouterClassified
 from ...messages import Message, TextPart
@@ -157,8 +157,6 @@ class Router:
         check_unit_interval("require_confidence_above", require_confidence_above)
         if classifier is not None and (classifier_model is not None or classifier_prompt is not None):
             raise UsageError("pass either classifier=... or classifier_model/classifier_prompt, not both")
-        if classifier is not None and not isinstance(classifier, Classifier):
-            raise UsageError(f"classifier must have an async classify(request) method, got {type(classifier).__name__}")
         check_classifier_routes(classifier, self.routes, owner=type(self).__name__)
         if isinstance(history_turns, bool) or not isinstance(history_turns, int) or history_turns < 0:
             raise UsageError(f"history_turns must be an integer >= 0, got {history_turns!r}")
@@ -346,6 +344,7 @@ class Router:
 
     def checked(self, result: ClassifyResult, request: ClassifyRequest, exclude: Sequence[str] = ()) -> ClassifyResult:
         """``result`` held to the route contract of ``request`` (the second half of :meth:`classify`)."""
+        result = classify_result(result, self._classifier)
         allowed = self._names if not exclude else {s.name for s in request.routes}
         checked = within_contract(result.classification, allowed)
         return result if checked is result.classification else replace(result, classification=checked)

@@ -1,0 +1,68 @@
+"""Mistakes a user makes with the Python API of classifiers, tools and the test kit: each names what to change."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from jeeves_router import Agent, Router, RouterRoute, UsageError
+from jeeves_router.classify import Classification, ClassifyRequest, ClassifyResult
+from jeeves_router.testing import ScriptedModel, StaticClassifier
+
+
+def _desk(classifier: object, fallback: str | None = "general") -> Agent:
+    routes = [
+        RouterRoute("billing", Agent("p", name="billing", model=ScriptedModel(["B"])), "payments"),
+        RouterRoute("general", Agent("p", name="general", model=ScriptedModel(["G"])), "anything else"),
+    ]
+    router = Router(routes=routes, fallback_route=fallback, classifier=classifier)  # type: ignore[arg-type]
+    return Agent("desk", name="desk", model=ScriptedModel([]), architecture=router)
+
+
+class _Returns:
+    def __init__(self, value: object) -> None:
+        self.value = value
+
+    async def classify(self, request: ClassifyRequest) -> Any:
+        return self.value
+
+
+@pytest.mark.parametrize(
+    ("value", "match"),
+    [
+        ("billing", r"_Returns\.classify returned str, not a ClassifyResult; return one"),
+        (
+            Classification("billing", 0.9, "ok", "x"),
+            r"_Returns\.classify returned Classification, not a ClassifyResult; wrap it: ClassifyResult\(classification\)",
+        ),
+        (None, r"_Returns\.classify returned NoneType, not a ClassifyResult"),
+    ],
+)
+def test_a_classifier_returning_something_else_than_a_classify_result_is_named_and_nothing_is_dispatched(
+    value: object, match: str
+) -> None:
+    with pytest.raises(UsageError, match=match):
+        _desk(_Returns(value)).run_sync("I was charged twice")
+
+
+def test_a_cascade_stage_returning_something_else_than_a_classify_result_is_named() -> None:
+    from jeeves_router.classify.cascade import CascadeClassifier
+
+    cascade = CascadeClassifier(_Returns("billing"), StaticClassifier("billing"))
+    with pytest.raises(UsageError, match=r"_Returns\.classify returned str, not a ClassifyResult"):
+        _desk(cascade).run_sync("hi")
+
+
+class _SyncClassify:
+    def classify(self, request: ClassifyRequest) -> ClassifyResult:
+        return ClassifyResult(Classification("billing", 0.9, "ok", "x"))
+
+
+def test_a_classifier_with_a_sync_classify_is_refused_at_construction() -> None:
+    from jeeves_router.classify.cascade import CascadeClassifier
+
+    with pytest.raises(UsageError, match=r"classifier _SyncClassify\.classify is not a coroutine function: declare it"):
+        _desk(_SyncClassify())
+    with pytest.raises(UsageError, match=r"the second stage _SyncClassify\.classify is not a coroutine function"):
+        CascadeClassifier(StaticClassifier("billing"), _SyncClassify())  # type: ignore[arg-type]
