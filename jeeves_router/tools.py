@@ -205,9 +205,17 @@ class Tool:
             raise UsageError(f"tool must wrap a callable, got {type(fn).__name__}")
         if not isinstance(repeatable, bool):
             raise UsageError(f"tool {name or getattr(fn, '__name__', fn)!r}: repeatable must be True or False")
+        own_name = getattr(fn, "__name__", None)
+        if not (inspect.isfunction(fn) or inspect.ismethod(fn)):  # a partial, a callable object, a builtin
+            raise UsageError(
+                f"tool {name or own_name or type(fn).__name__!r}: wraps a function or a bound method (def or "
+                f"async def, with type hints), not a {type(fn).__name__}; write a def that calls it"
+            )
+        if description is not None and not isinstance(description, str):
+            raise UsageError(f"tool {name or own_name!r}: description must be a string, got {description!r}")
         self.fn = fn
         self._repeatable = repeatable
-        self.name = check_tool_name(name or fn.__name__)
+        self.name = check_tool_name(name or own_name)
         doc = inspect.getdoc(fn) or ""
         self.description = description if description is not None else doc.split("\n\n")[0].strip()
         self._is_async = inspect.iscoroutinefunction(fn)
@@ -217,7 +225,12 @@ class Tool:
             raise UsageError(f"tool {self.name!r}: cannot read its type hints ({exc})") from exc
         fields: dict[str, Any] = {}
         self._ctx_param: str | None = None
-        for pname, param in inspect.signature(fn).parameters.items():
+        params = inspect.signature(fn).parameters
+        first = next(iter(params), None)
+        if first in ("self", "cls") and inspect.isfunction(fn):  # @tool in a class body: the model would pass it
+            hint = f"make the tool from the bound method (tool(obj.{fn.__name__}), e.g. in __init__) or a function"
+            raise UsageError(f"tool {self.name!r}: its first parameter is {first!r}, so it is a method; {hint}")
+        for pname, param in params.items():
             if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
                 raise UsageError(f"tool {self.name!r}: *args/**kwargs are not supported (parameter {pname!r})")
             ann = hints.get(pname, Any)
@@ -304,9 +317,12 @@ def tool(
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Make a :class:`Tool` from a typed function (sync or async).
 
-    Use as ``@tool`` or ``@tool(name=..., description=..., repeatable=...)``. The
-    description defaults to the docstring's first paragraph. Sync functions run in a worker
-    thread. ``repeatable=True``: harmless to call twice (see :attr:`Tool.repeatable`).
+    ``@tool`` or ``@tool(name=..., description=..., repeatable=...)`` on a function, or ``tool(obj.m)``
+    on a bound method (in a class body, on a partial or a callable object: a UsageError). The
+    description defaults to the docstring's first paragraph (empty without one); a parameter
+    without a type hint takes any JSON value (as in pydantic-ai and the OpenAI Agents SDK). Sync
+    functions run in a worker thread. A result that is not text goes to the model as JSON (an
+    object JSON cannot hold, by its ``str``). ``repeatable=True``: see :attr:`Tool.repeatable`.
     """
     if fn is not None:
         return Tool(fn, name=name, description=description, repeatable=repeatable)

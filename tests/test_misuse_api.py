@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import pytest
@@ -34,7 +35,7 @@ class _Returns:
         ("billing", r"_Returns\.classify returned str, not a ClassifyResult; return one"),
         (
             Classification("billing", 0.9, "ok", "x"),
-            r"_Returns\.classify returned Classification, not a ClassifyResult; wrap it: ClassifyResult\(classification\)",
+            r"returned Classification, not a ClassifyResult; wrap it: ClassifyResult\(classification\)",
         ),
         (None, r"_Returns\.classify returned NoneType, not a ClassifyResult"),
     ],
@@ -66,3 +67,56 @@ def test_a_classifier_with_a_sync_classify_is_refused_at_construction() -> None:
         _desk(_SyncClassify())
     with pytest.raises(UsageError, match=r"the second stage _SyncClassify\.classify is not a coroutine function"):
         CascadeClassifier(StaticClassifier("billing"), _SyncClassify())  # type: ignore[arg-type]
+
+
+def _add(a: int, b: int) -> int:
+    return a + b
+
+
+class _Adder:
+    def __call__(self, a: int) -> int:
+        return a
+
+
+@pytest.mark.parametrize(
+    ("fn", "kind"),
+    [(functools.partial(_add, 1), "partial"), (_Adder(), "_Adder"), (len, "builtin_function_or_method")],
+)
+def test_a_tool_of_a_partial_a_callable_object_or_a_builtin_says_to_write_a_def(fn: Any, kind: str) -> None:
+    from jeeves_router import tool
+
+    with pytest.raises(UsageError, match=rf"wraps a function or a bound method .*, not a {kind}; write a def"):
+        tool(fn, name="add_one")
+    with pytest.raises(UsageError, match=rf"not a {kind}"):  # without a name: no AttributeError on __name__
+        tool(fn)
+
+
+def test_a_tool_description_that_is_no_string_is_named() -> None:
+    from jeeves_router import tool
+
+    with pytest.raises(UsageError, match=r"tool '_add': description must be a string, got 3"):
+        tool(description=3)(_add)  # type: ignore[call-overload]
+
+
+def test_tool_on_a_method_in_a_class_body_is_refused_and_the_bound_method_works() -> None:
+    import anyio
+
+    from jeeves_router import tool
+    from jeeves_router.tools import ToolContext
+
+    class Shop:
+        def __init__(self) -> None:
+            self.rate = 2
+
+        def price(self, qty: int) -> int:
+            """Price of qty items."""
+            return qty * self.rate
+
+    with pytest.raises(UsageError, match=r"tool 'price': its first parameter is 'self', so it is a method; make the"):
+        tool(Shop.price)
+    with pytest.raises(UsageError, match=r"tool\(obj\.price\)"):
+        tool(name="price")(Shop.__dict__["price"])
+    bound = tool(Shop().price)
+    assert list(bound.parameters["properties"]) == ["qty"]
+    outcome = anyio.run(bound.call, {"qty": 3}, ToolContext("s", ("a",)))
+    assert (outcome.content, outcome.is_error) == ("6", False)
