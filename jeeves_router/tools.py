@@ -280,7 +280,7 @@ class Tool:
             if self._is_async:
                 value = await self.fn(**kwargs)
             else:
-                value = await anyio.to_thread.run_sync(lambda: self.fn(**kwargs))
+                value = await anyio.to_thread.run_sync(lambda: self.fn(**kwargs), abandon_on_cancel=True)
         except ToolOutcomeUnknown as exc:
             if not self.repeatable:  # it may have run: never shown to the model, never called again on its own
                 exc.metadata.setdefault("tool", self.name)
@@ -321,8 +321,9 @@ def tool(
     on a bound method (in a class body, on a partial or a callable object: a UsageError). The
     description defaults to the docstring's first paragraph (empty without one); a parameter
     without a type hint takes any JSON value (as in pydantic-ai and the OpenAI Agents SDK). Sync
-    functions run in a worker thread. A result that is not text goes to the model as JSON (an
-    object JSON cannot hold, by its ``str``). ``repeatable=True``: see :attr:`Tool.repeatable`.
+    functions run in a worker thread, which a cancelled or timed-out run does not wait for. A
+    result that is not text goes to the model as JSON (an object JSON cannot hold, by its
+    ``str``). ``repeatable=True``: see :attr:`Tool.repeatable`.
     """
     if fn is not None:
         return Tool(fn, name=name, description=description, repeatable=repeatable)

@@ -120,3 +120,43 @@ def test_tool_on_a_method_in_a_class_body_is_refused_and_the_bound_method_works(
     assert list(bound.parameters["properties"]) == ["qty"]
     outcome = anyio.run(bound.call, {"qty": 3}, ToolContext("s", ("a",)))
     assert (outcome.content, outcome.is_error) == ("6", False)
+
+
+def test_a_run_cancelled_during_a_blocking_sync_tool_ends_without_waiting_for_the_tool() -> None:
+    import threading
+
+    import anyio
+
+    from jeeves_router import tool
+    from jeeves_router.testing import Call
+
+    started, release, finished = anyio.Event(), threading.Event(), threading.Event()
+
+    @tool
+    def wait_for_clerk() -> str:
+        """Blocks until the clerk answers."""
+        anyio.from_thread.run_sync(started.set)  # the tool runs in a worker thread of the run's loop
+        release.wait(5)  # a safety net: the test releases it as soon as the run has ended
+        finished.set()
+        return "answered"
+
+    agent = Agent("x", name="a", model=ScriptedModel([Call("wait_for_clerk", {}), "done"]), tools=[wait_for_clerk])
+    tool_still_blocked: list[bool] = []
+
+    async def main() -> None:
+        scope = anyio.CancelScope()
+
+        async def run() -> None:
+            with scope:
+                await agent.run("go")
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(run)
+            await started.wait()
+            scope.cancel()
+        tool_still_blocked.append(not finished.is_set())  # the run is over: did it wait for the thread?
+        release.set()
+        await anyio.to_thread.run_sync(finished.wait, 5)
+
+    anyio.run(main)
+    assert tool_still_blocked == [True]
