@@ -33,7 +33,7 @@ import anyio
 from ._aio import aclosing
 from .classify.parser import normalize_route_name
 from .classify.types import Classification, ClassifyRequest, ClassifyResult
-from .errors import ScriptExhausted
+from .errors import ScriptExhausted, UsageError
 from .events import Event
 from .messages import Part, TextPart, ToolCallPart
 from .models.base import ModelRequest, ModelResponse, ModelStreamItem, ModelTextDelta
@@ -335,13 +335,27 @@ class StaticClassifier:
 
     Args:
         route: The route to answer when no rule matches (``None``: ``missing_route``).
-        confidence: The confidence to report.
+        confidence: The confidence to report, as given: a value that is not a number in [0, 1]
+            (NaN, 2, ``"0.9"``) stands in for a misbehaving classifier, which the Router
+            refuses as ``invalid_confidence``.
         rules: ``{substring: route}``; the first substring found in the text wins.
+
+    Raises:
+        UsageError: For a route that is not a string or ``None``, or rules that are not a
+            mapping of strings to route names.
     """
 
     def __init__(
         self, route: str | None = None, confidence: float = 1.0, *, rules: Mapping[str, str] | None = None
     ) -> None:
+        if route is not None and not isinstance(route, str):
+            raise UsageError(f"StaticClassifier: route must be a route name (a string) or None, got {route!r}")
+        if rules is not None and not (
+            isinstance(rules, Mapping) and all(isinstance(k, str) and isinstance(v, str) for k, v in rules.items())
+        ):
+            raise UsageError(
+                f"StaticClassifier: rules must map substrings to route names ({{'refund': 'billing'}}), got {rules!r}"
+            )
         self.route = route
         self.confidence = confidence
         self.rules = dict(rules or {})

@@ -160,3 +160,23 @@ def test_a_run_cancelled_during_a_blocking_sync_tool_ends_without_waiting_for_th
 
     anyio.run(main)
     assert tool_still_blocked == [True]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"route": 3}, r"StaticClassifier: route must be a route name \(a string\) or None, got 3"),
+        ({"rules": ["refund"]}, r"StaticClassifier: rules must map substrings to route names .*got \['refund'\]"),
+        ({"rules": {"refund": 1}}, r"StaticClassifier: rules must map substrings to route names"),
+    ],
+)
+def test_static_classifier_arguments_of_the_wrong_type_are_named(kwargs: dict[str, Any], match: str) -> None:
+    with pytest.raises(UsageError, match=match):
+        StaticClassifier(**kwargs)
+
+
+@pytest.mark.parametrize("confidence", [float("nan"), 2.0, -1.0, "0.9"])
+def test_static_classifier_reports_a_bad_confidence_as_given_and_the_router_fails_closed(confidence: Any) -> None:
+    result = _desk(StaticClassifier("billing", confidence)).run_sync("hi")
+    assert (result.route, result.output, result.used_fallback) == ("general", "G", True)
+    assert _desk(StaticClassifier("billing", confidence), fallback=None).run_sync("hi").route is None
