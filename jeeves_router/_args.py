@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 from ._text import valid_text
@@ -120,3 +120,33 @@ def history_messages(history: Sequence[Message] | None) -> tuple[Message, ...]:
 
 def _valid_part(part: Part) -> Part:
     return dataclasses.replace(part, text=valid_text(part.text)) if isinstance(part, TextPart) else part
+
+
+def check_texts_to_classify(call: str, texts: object, routes: object, *, one: bool = False) -> None:
+    """Refuse what a classifier's ``classify_text`` / ``classify_batch`` would misread.
+
+    A string passed as the batch (or as ``routes``) would otherwise be read one character at a
+    time: ``classify_batch("refund")`` classified six one-letter texts.
+
+    Args:
+        call: The method, for the message (``EmbeddingClassifier.classify_batch``).
+        texts: The text (``one=True``) or the list of texts given.
+        routes: The route names given, or ``None``.
+        one: Whether ``texts`` is a single text.
+
+    Raises:
+        UsageError: naming the argument, what it must be and what was given.
+    """
+    if one and not isinstance(texts, str):
+        raise UsageError(f"{call}: text must be a string, got {texts!r:.120}")
+    if not one and (
+        isinstance(texts, str) or not isinstance(texts, Sequence) or not all(isinstance(t, str) for t in texts)
+    ):
+        example = f"{call.rpartition('.')[2]}(['refund my card'])"
+        raise UsageError(f"{call}: texts must be a list of strings, got {texts!r:.120}: e.g. {example}")
+    if routes is not None and (
+        isinstance(routes, str) or not isinstance(routes, Collection) or not all(isinstance(r, str) for r in routes)
+    ):
+        raise UsageError(
+            f"{call}: routes must be a list of route names or None, got {routes!r:.120}: e.g. routes=['billing']"
+        )

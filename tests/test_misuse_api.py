@@ -180,3 +180,36 @@ def test_static_classifier_reports_a_bad_confidence_as_given_and_the_router_fail
     result = _desk(StaticClassifier("billing", confidence)).run_sync("hi")
     assert (result.route, result.output, result.used_fallback) == ("general", "G", True)
     assert _desk(StaticClassifier("billing", confidence), fallback=None).run_sync("hi").route is None
+
+
+def _embedding() -> Any:
+    from jeeves_router.classify import RouteSpec
+    from jeeves_router.classify.embedding import EmbeddingClassifier
+    from jeeves_router.classify.embedding.static import HashingEncoder
+
+    routes = [RouteSpec("billing", "payments", ("refund my card",)), RouteSpec("tech", "bugs", ("app crashes",))]
+    return EmbeddingClassifier(routes, encoder=HashingEncoder(), scorer="centroid")
+
+
+@pytest.mark.parametrize(
+    ("call", "match"),
+    [
+        (lambda c: c.classify_batch("refund"), r"texts must be a list of strings, got 'refund': e\.g\."),
+        (lambda c: c.classify_batch(["refund", None]), r"classify_batch: texts must be a list of strings"),
+        (lambda c: c.classify_batch(["refund"], routes="billing"), r"routes must be a list of route names or None"),
+        (lambda c: c.classify_text(None), r"classify_text: text must be a string, got None"),
+        (lambda c: c.classify_text("refund", "billing"), r"classify_text: routes must be a list of route names"),
+    ],
+)
+def test_embedding_classify_text_and_batch_refuse_a_string_in_a_list_s_place(call: Any, match: str) -> None:
+    classifier = _embedding()
+    with pytest.raises(UsageError, match=match):
+        call(classifier)
+    assert classifier.classify_batch(["refund my card"], routes=["billing"])[0].classification.route == "billing"
+
+
+def test_embedding_threshold_that_is_no_number_is_a_usage_error() -> None:
+    classifier = _embedding()
+    with pytest.raises(UsageError, match=r"threshold must be within \[0, 1\] or None, got '0\.5'"):
+        classifier.threshold = "0.5"
+    assert classifier.threshold is None

@@ -16,7 +16,7 @@ import numpy as np
 from anyio.lowlevel import RunVar
 from numpy.typing import NDArray
 
-from ..._args import route_specs
+from ..._args import check_texts_to_classify, route_specs
 from ..._files import write_whole
 from ..._log import get_logger
 from ..._text import valid_texts
@@ -182,7 +182,7 @@ class EmbeddingClassifier:
 
     @threshold.setter
     def threshold(self, value: float | None) -> None:
-        if value is not None and not 0.0 <= value <= 1.0:
+        if value is not None and not (isinstance(value, (int, float)) and 0.0 <= value <= 1.0):
             raise UsageError(f"threshold must be within [0, 1] or None, got {value!r}")
         self._calibration = (self._calibration[0], value)
 
@@ -259,17 +259,18 @@ class EmbeddingClassifier:
 
     def classify_text(self, text: str, routes: Sequence[str] | None = None) -> ClassifyResult:
         """Classify one text synchronously, optionally among a subset of route names."""
+        check_texts_to_classify("EmbeddingClassifier.classify_text", text, routes, one=True)
         return self._classify_sync(text, routes)
 
     def classify_batch(self, texts: Sequence[str], routes: Sequence[str] | None = None) -> list[ClassifyResult]:
         """Classify many texts at once: what :meth:`classify_text` gives each, exactly, in less time.
 
-        The texts are encoded in batches. With an encoder that shares calls between threads
-        (its ``workers`` attribute, 2 for the ONNX encoders on a machine with two cores or
-        more), a batch of 16 texts or more is split between that many threads, each encoding
-        and scoring its share; the threads are joined before this returns, and a failure on
-        any of them is raised here.
+        The texts (a list of strings) are encoded in batches. With an encoder that shares calls
+        between threads (its ``workers``: 2 for the ONNX encoders on two cores or more), a batch
+        of 16 texts or more is split between that many threads, each encoding and scoring its
+        share; they are joined before this returns, and a failure on any is raised here.
         """
+        check_texts_to_classify("EmbeddingClassifier.classify_batch", texts, routes)
         live = [i for i, t in enumerate(texts) if t.strip()]  # blank texts are ``empty``
         done: dict[int, ClassifyResult] = {}
 
