@@ -213,3 +213,28 @@ def test_embedding_threshold_that_is_no_number_is_a_usage_error() -> None:
     with pytest.raises(UsageError, match=r"threshold must be within \[0, 1\] or None, got '0\.5'"):
         classifier.threshold = "0.5"
     assert classifier.threshold is None
+
+
+@pytest.mark.parametrize(
+    ("routes", "match"),
+    [
+        ("billing", r"parse_classification: routes must be a list of route names, got 'billing': e\.g\. \['billing'\]"),
+        (None, r"routes must be a list of route names, got None"),
+    ],
+)
+def test_parse_classification_refuses_routes_given_as_one_string(routes: Any, match: str) -> None:
+    from jeeves_router.classify import parse_classification
+
+    with pytest.raises(UsageError, match=match):  # "billing" declared the routes b, i, l, n, g
+        parse_classification("route: b\nconfidence: 0.9", routes)
+    assert parse_classification("route: b\nconfidence: 0.9", ["billing"]).status == "unknown_route"
+
+
+@pytest.mark.parametrize("value", [2, -1, float("nan"), "0.5", True])
+def test_parse_classification_refuses_an_on_bad_confidence_it_would_ignore(value: Any) -> None:
+    from jeeves_router.classify import parse_classification
+
+    with pytest.raises(UsageError, match=r"on_bad_confidence must be None or a number in \[0, 1\], got "):
+        parse_classification("route: billing", ["billing"], on_bad_confidence=value)
+    accepted = parse_classification("route: billing", ["billing"], on_bad_confidence=0.5)
+    assert (accepted.status, accepted.confidence) == ("ok", 0.5)

@@ -1,8 +1,9 @@
 """The classification parser: any text -> :class:`Classification`.
 
 :func:`parse_classification` is pure, total and linear in the length of the reply: it
-never raises, the confidence it returns is always within [0, 1], the route is always a
-declared one (or ``None``), and anything it cannot read unambiguously fails closed.
+never raises for any reply (only for misused ``routes`` or ``on_bad_confidence``), the
+confidence it returns is always within [0, 1], the route is always a declared one (or
+``None``), and anything it cannot read unambiguously fails closed.
 
 Precedence (one rule, applied in this order):
 
@@ -59,8 +60,10 @@ from functools import lru_cache
 from typing import Any, NamedTuple
 
 from .._frozen import constructor
+from ..errors import UsageError
 from .confidence import clean_value, read_confidence, show
 from .reply import MAX_KEY_LINES, ascii_lower, json_objects, json_type, key_lines
+from .resolve import valid_confidence
 from .types import Classification, ParseStatus, RouteSpec
 
 __all__ = ["parse_classification", "normalize_route_name", "format_classification"]
@@ -168,7 +171,12 @@ def parse_classification(
             confidence; a number in [0, 1] is used instead and the status stays ``ok``.
 
     Returns:
-        A :class:`Classification`; never raises.
+        A :class:`Classification`; never raises, whatever the text.
+
+    Raises:
+        UsageError: For ``routes`` given as one string (``"billing"`` would declare the
+            routes ``b``, ``i``, ...) or not an iterable, and for an ``on_bad_confidence``
+            that is neither ``None`` nor a number in [0, 1] (it would be ignored).
 
     Example:
         >>> from jeeves_router.classify import parse_classification
@@ -177,6 +185,14 @@ def parse_classification(
         >>> parse_classification("route: billing\nconfidence: 1/5", ["billing"]).status
         'invalid_confidence'
     """
+    if type(routes) is not tuple and (isinstance(routes, (str, bytes)) or not isinstance(routes, Iterable)):
+        raise UsageError(
+            f"parse_classification: routes must be a list of route names, got {routes!r:.80}: e.g. ['billing']"
+        )
+    if on_bad_confidence is not None and not valid_confidence(on_bad_confidence):
+        raise UsageError(
+            f"parse_classification: on_bad_confidence must be None or a number in [0, 1], got {on_bad_confidence!r}"
+        )
     try:
         return _parse(text, routes, on_bad_confidence)
     except Exception:  # totality: a bug here must not crash a run
