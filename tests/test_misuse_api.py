@@ -238,3 +238,39 @@ def test_parse_classification_refuses_an_on_bad_confidence_it_would_ignore(value
         parse_classification("route: billing", ["billing"], on_bad_confidence=value)
     accepted = parse_classification("route: billing", ["billing"], on_bad_confidence=0.5)
     assert (accepted.status, accepted.confidence) == ("ok", 0.5)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"max_format_retries": "1"}, r"max_format_retries must be an integer >= 0, got '1'"),
+        ({"max_tokens": 0}, r"max_tokens must be an integer >= 1, got 0"),
+        ({"max_tokens": "64"}, r"max_tokens must be an integer >= 1, got '64'"),
+        ({"on_bad_confidence": "0.5"}, r"on_bad_confidence \(or None\) must be a number within \[0, 1\], got '0\.5'"),
+        ({"few_shot": 1.5}, r"few_shot \(examples per route\) must be an integer >= 0, got 1\.5"),
+        ({"few_shot_confidence": "0.9"}, r"few_shot_confidence must be a number within \[0, 1\], got '0\.9'"),
+        ({"restrict_to_hints": "yes"}, r"restrict_to_hints must be True or False, got 'yes'"),
+    ],
+)
+def test_llm_classifier_options_of_the_wrong_type_are_named(kwargs: dict[str, Any], match: str) -> None:
+    from jeeves_router.classify import LLMClassifier
+
+    with pytest.raises(UsageError, match=match):
+        LLMClassifier(ScriptedModel([]), **kwargs)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"max_format_retries": "1"}, r"max_format_retries must be an integer >= 0, got '1'"),
+        ({"max_tokens": -5}, r"max_tokens must be an integer >= 1, got -5"),
+        ({"on_missing_confidence": "0.5"}, r"on_missing_confidence \(or None\) must be a number within \[0, 1\]"),
+        ({"on_missing_confidence": float("nan")}, r"on_missing_confidence \(or None\) must be a number within"),
+        ({"instructions": ["be brief"]}, r"instructions must be a string or None, got list"),
+    ],
+)
+def test_toolcall_classifier_options_of_the_wrong_type_are_named(kwargs: dict[str, Any], match: str) -> None:
+    from jeeves_router.classify import ToolCallClassifier
+
+    with pytest.raises(UsageError, match=match):
+        ToolCallClassifier(ScriptedModel([]), **kwargs)

@@ -14,6 +14,7 @@ from ..errors import ModelError, UsageError
 from ..messages import Message, assistant, text_of, user
 from ..models.base import Model, ModelRequest
 from ..models.registry import check_model, resolve_model
+from ..policies import check_count, check_number
 from ..usage import NO_USAGE
 from .constrained import CONSTRAINED_CLASSIFIER_PROMPT, classification_format, few_shot_turns, supports_constrained
 from .parser import parse_classification
@@ -60,6 +61,9 @@ class LLMClassifier:
         restrict_to_hints: In constrained requests, allow only the routes named in
             ``ClassifyRequest.hints`` (a cascade's first-stage candidates) when there are
             any; the prompt still lists every route, so it stays cacheable.
+
+    Raises:
+        UsageError: For an option of the wrong type or out of its range, naming it.
     """
 
     def __init__(
@@ -75,16 +79,16 @@ class LLMClassifier:
         few_shot_confidence: float = 0.9,
         restrict_to_hints: bool = False,
     ) -> None:
-        if max_format_retries < 0:
-            raise UsageError(f"max_format_retries must be >= 0, got {max_format_retries}")
-        if on_bad_confidence is not None and not 0.0 <= on_bad_confidence <= 1.0:
-            raise UsageError(f"on_bad_confidence must be None or within [0, 1], got {on_bad_confidence}")
+        check_count("max_format_retries", max_format_retries, 0)
+        check_count("max_tokens", max_tokens, 1)
+        if on_bad_confidence is not None:
+            check_number("on_bad_confidence (or None)", on_bad_confidence, low=0, high=1)
         if constrained not in (True, False, "auto"):
             raise UsageError(f"constrained must be True, False or 'auto', got {constrained!r}")
-        if few_shot < 0:
-            raise UsageError(f"few_shot must be >= 0 examples per route, got {few_shot}")
-        if not 0.0 <= few_shot_confidence <= 1.0:
-            raise UsageError(f"few_shot_confidence must be within [0, 1], got {few_shot_confidence}")
+        check_count("few_shot (examples per route)", few_shot, 0)
+        check_number("few_shot_confidence", few_shot_confidence, low=0, high=1)
+        if not isinstance(restrict_to_hints, bool):
+            raise UsageError(f"restrict_to_hints must be True or False, got {restrict_to_hints!r}")
         self.model = model
         check_model(model, what="classifier model")
         self._model: Model | None = None if isinstance(model, str) else resolve_model(model)

@@ -31,6 +31,7 @@ from ..errors import UsageError
 from ..messages import Message, ToolCallPart, ToolResultPart, user
 from ..models.base import Model, ModelRequest, ToolSpec
 from ..models.registry import check_model, resolve_model
+from ..policies import check_count, check_number
 from ..usage import NO_USAGE
 from .confidence import read_confidence
 from .parser import normalize_route_name
@@ -80,6 +81,9 @@ class ToolCallClassifier:
             (``None``: ``missing_confidence``, i.e. fail closed).
         max_tokens: Output cap of the router call.
 
+    Raises:
+        UsageError: For an option of the wrong type or out of its range, naming it.
+
     Example:
         >>> from jeeves_router import Agent, Router, RouterRoute
         >>> from jeeves_router.classify.toolcall import ToolCallClassifier
@@ -107,10 +111,12 @@ class ToolCallClassifier:
         on_missing_confidence: float | None = None,
         max_tokens: int = 128,
     ) -> None:
-        if max_format_retries < 0:
-            raise UsageError(f"max_format_retries must be >= 0, got {max_format_retries}")
-        if on_missing_confidence is not None and not 0.0 <= on_missing_confidence <= 1.0:
-            raise UsageError(f"on_missing_confidence must be None or within [0, 1], got {on_missing_confidence}")
+        check_count("max_format_retries", max_format_retries, 0)
+        check_count("max_tokens", max_tokens, 1)
+        if on_missing_confidence is not None:
+            check_number("on_missing_confidence (or None)", on_missing_confidence, low=0, high=1)
+        if instructions is not None and not isinstance(instructions, str):
+            raise UsageError(f"instructions must be a string or None, got {type(instructions).__name__}")
         self.model = model
         check_model(model, what="classifier model")
         self._model: Model | None = None if isinstance(model, str) else resolve_model(model)
