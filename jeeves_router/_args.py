@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import inspect
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -72,8 +73,7 @@ def check_agent_options(
     if runtime is not None and not all(callable(getattr(runtime, m, None)) for m in ("step", "model_stream")):
         shown = f"{runtime!r:.60}"
         raise UsageError(f"{where}: runtime must be a Runtime (e.g. JournalRuntime(SQLiteJournal(path))), got {shown}")
-    if hook is not None and not callable(hook):
-        raise UsageError(f"{where}: classify_error must be a function (exc, context) -> ErrorClassification | None")
+    check_hook(hook, where)
 
 
 def route_specs(routes: object, *, owner: str) -> tuple[Any, ...]:
@@ -150,3 +150,28 @@ def check_texts_to_classify(call: str, texts: object, routes: object, *, one: bo
         raise UsageError(
             f"{call}: routes must be a list of route names or None, got {routes!r:.120}: e.g. routes=['billing']"
         )
+
+
+def check_hook(hook: object, where: str) -> None:
+    """Refuse a ``classify_error`` hook that the recovery ladder could not call.
+
+    A hook is called as ``hook(exc, context)`` and its answer used at once; one that cannot
+    be called so (a value, a one-argument function) or an ``async def`` (its coroutine is
+    never awaited) would turn every failure it judges into CRITICAL at run time.
+
+    Raises:
+        UsageError: naming ``where`` and the signature to write.
+    """
+    if hook is None:
+        return
+    want = "a function (exc, context) -> ErrorClassification | None"
+    if not callable(hook):
+        raise UsageError(f"{where}: classify_error must be {want}, got {hook!r:.60}")
+    if inspect.iscoroutinefunction(hook):
+        raise UsageError(f"{where}: classify_error must be a plain def, not async def: {want}")
+    try:
+        inspect.signature(hook).bind(None, None)
+    except TypeError:
+        raise UsageError(f"{where}: classify_error must take two arguments, (exc, context): {want}") from None
+    except ValueError:  # no signature to read (some builtins): called as it is
+        pass

@@ -274,3 +274,43 @@ def test_toolcall_classifier_options_of_the_wrong_type_are_named(kwargs: dict[st
 
     with pytest.raises(UsageError, match=match):
         ToolCallClassifier(ScriptedModel([]), **kwargs)
+
+
+async def _async_hook(exc: BaseException, context: Any) -> None:
+    return None
+
+
+def _one_arg_hook(exc: BaseException) -> None:
+    return None
+
+
+def _hook_owners() -> list[tuple[str, Any]]:
+    from jeeves_router import Capability, Recovery
+
+    async def lookup(request: Any) -> str:
+        return "ok"
+
+    agent = Agent("x", name="b", model=ScriptedModel([]))
+    return [
+        ("Recovery", lambda hook: Recovery(classify_error=hook)),
+        ("agent 'a'", lambda hook: Agent("x", name="a", model=ScriptedModel([]), classify_error=hook)),
+        ("route 'b'", lambda hook: RouterRoute("b", agent, "payments", classify_error=hook)),
+        ("capability 'sql'", lambda hook: Capability("sql", lookup, "runs SQL", classify_error=hook)),
+    ]
+
+
+@pytest.mark.parametrize(("where", "make"), _hook_owners())
+@pytest.mark.parametrize(
+    ("hook", "match"),
+    [
+        (3, r"classify_error must be a function \(exc, context\) -> ErrorClassification \| None, got 3"),
+        (_async_hook, r"classify_error must be a plain def, not async def"),
+        (_one_arg_hook, r"classify_error must take two arguments, \(exc, context\)"),
+    ],
+)
+def test_a_classify_error_hook_the_ladder_could_not_call_is_refused_at_construction(
+    where: str, make: Any, hook: object, match: str
+) -> None:
+    with pytest.raises(UsageError, match=rf"^{where}: {match}"):
+        make(hook)
+    make(lambda exc, context: None)  # a hook it can call is taken

@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from .._args import check_text_and_examples, listed
+from .._args import check_hook, check_text_and_examples, listed
 from ..classify.cascade import CascadeClassifier
 from ..classify.types import RouteSpec, check_classifier
 from ..errors import UsageError
@@ -49,6 +49,7 @@ class RouterRoute:
 
     def __post_init__(self) -> None:
         check_text_and_examples(f"route {self.name!r}", self.description, self.examples)
+        check_hook(self.classify_error, f"route {self.name!r}")
 
     @property
     def spec(self) -> RouteSpec:

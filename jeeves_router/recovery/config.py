@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 import anyio
 
+from .._args import check_hook
 from ..errors import UsageError
 from ..models.base import Model
 from ..policies import DEFAULT_RETRY, FRAMEWORK_RETRY, RetryPolicy, check_number
@@ -73,6 +74,7 @@ class Recovery:
         if not isinstance(self.retry_policy, RetryPolicy) or not isinstance(self.framework_retry, RetryPolicy):
             raise UsageError("retry_policy and framework_retry must be RetryPolicy objects")
         check_number("explain_timeout_s", self.explain_timeout_s, low=0, open_low=True)
+        check_hook(self.classify_error, "Recovery")
 
     @property
     def limits(self) -> Limits:

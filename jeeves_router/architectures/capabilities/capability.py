@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Union
 
-from ..._args import check_text_and_examples
+from ..._args import check_hook, check_text_and_examples
 from ...errors import UsageError
 from ...ids import validate_route_name
 from ...policies import DEFAULT_RETRY, RetryPolicy
@@ -138,6 +138,7 @@ class Capability:
                 f"capability {self.name!r}: handler must be an Agent or an async function, "
                 f"got {type(self.handler).__name__}"
             )
+        check_hook(self.classify_error, f"capability {self.name!r}")
         if self.guide is not None and not isinstance(self.guide, ClassifierGuide):
             raise UsageError(f"capability {self.name!r}: guide must be a ClassifierGuide")
         for attr in ("requires", "provides"):
