@@ -314,3 +314,19 @@ def test_a_classify_error_hook_the_ladder_could_not_call_is_refused_at_construct
     with pytest.raises(UsageError, match=rf"^{where}: {match}"):
         make(hook)
     make(lambda exc, context: None)  # a hook it can call is taken
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"metadata": [1, 2]}, r"metadata must be a mapping, e\.g\. \{'order': 42\}, got \[1, 2\]"),
+        ({"user_message": 3}, r"ErrorClassification: user_message must be a string or None, got 3"),
+    ],
+)
+def test_error_classification_fields_of_the_wrong_type_are_named(kwargs: dict[str, Any], match: str) -> None:
+    from jeeves_router.recovery import ErrorClassification
+
+    with pytest.raises(UsageError, match=match):
+        ErrorClassification("critical", **kwargs)
+    shown = ErrorClassification("critical", user_message="try later", metadata={"order": 42}).format_for_llm()
+    assert shown.splitlines()[1:] == ["Reason: try later", "order: 42"]

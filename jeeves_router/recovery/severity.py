@@ -63,6 +63,10 @@ class ErrorClassification:
         metadata: Extra, secret-free context for the report and for the model.
         hook_error: When the hook itself raised, its exception (the classification is
             then CRITICAL and the original failure is kept as well).
+
+    Raises:
+        UsageError: For an unknown severity, a ``user_message`` that is not a string, or
+            ``metadata`` that is not a mapping.
     """
 
     severity: ErrorSeverity
@@ -72,6 +76,14 @@ class ErrorClassification:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "severity", as_severity(self.severity))
+        if self.user_message is not None and not isinstance(self.user_message, str):
+            raise UsageError(
+                f"ErrorClassification: user_message must be a string or None, got {self.user_message!r:.60}"
+            )
+        if self.metadata is not None and not isinstance(self.metadata, Mapping):
+            raise UsageError(
+                f"ErrorClassification: metadata must be a mapping, e.g. {{'order': 42}}, got {self.metadata!r:.60}"
+            )
 
     def format_for_llm(self) -> str:
         """The failure as a reclassification or replanning prompt shows it.
