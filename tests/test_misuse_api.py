@@ -330,3 +330,44 @@ def test_error_classification_fields_of_the_wrong_type_are_named(kwargs: dict[st
         ErrorClassification("critical", **kwargs)
     shown = ErrorClassification("critical", user_message="try later", metadata={"order": 42}).format_for_llm()
     assert shown.splitlines()[1:] == ["Reason: try later", "order: 42"]
+
+
+async def _lookup(call: Any) -> str:
+    return "ok"
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"bypass": "no"}, r"bypass must be True or False, got 'no'"),
+        ({"task_extraction": "no"}, r"task_extraction must be True or False, got 'no'"),
+        ({"max_iterations": True}, r"max_iterations must be an integer >= 1, got True"),
+        ({"max_concurrent_classifications": True}, r"max_concurrent_classifications must be an integer >= 1, got True"),
+    ],
+)
+def test_capabilities_flags_and_counts_of_the_wrong_type_are_named(kwargs: dict[str, Any], match: str) -> None:
+    from jeeves_router import Capabilities, Capability
+
+    with pytest.raises(UsageError, match=match):  # bypass="no" selected every capability
+        Capabilities([Capability("sql", _lookup, "runs SQL")], **kwargs)
+
+
+@pytest.mark.parametrize(
+    ("make", "match"),
+    [
+        (lambda c: c.Capability("sql", _lookup, "d", retry_policy=3), r"'sql': retry_policy must be a RetryPolicy"),
+        (lambda c: c.Capability("sql", _lookup, "d", always_active="no"), r"always_active must be True or False"),
+        (lambda c: c.ClassifierGuide(None), r"ClassifierGuide: instructions must be a string, got None"),
+        (
+            lambda c: c.ClassifierGuide("when asked for data", c.ClassifierExample("show invoices", True)),
+            r"ClassifierGuide examples must be a list, got ClassifierExample\(.*pass a list even of one",
+        ),
+        (lambda c: c.ClassifierExample("show invoices", "no"), r"result must be True or False, got 'no'"),
+        (lambda c: c.ClassifierExample(None, True), r"ClassifierExample: query and reason must be strings"),
+    ],
+)
+def test_capability_guide_and_example_fields_of_the_wrong_type_are_named(make: Any, match: str) -> None:
+    import jeeves_router as c
+
+    with pytest.raises(UsageError, match=match):
+        make(c)

@@ -32,6 +32,7 @@ from ...events import CapabilitiesSelected, CapabilityCompleted, CapabilityStart
 from ...messages import assistant, user
 from ...models.base import Model, ModelRequest, ModelResponse
 from ...models.registry import check_model, resolve_model
+from ...policies import check_count
 from ...recovery.clock import take_cut
 from ...recovery.config import Recovery
 from ...recovery.run import RecoveryRedirect, RecoveryRun, RecoveryStop
@@ -89,6 +90,10 @@ class Capabilities:
             ``options={"bypass_selection": True}``).
         max_iterations: Bound on ReAct steps (default 100).
         recovery: Recovery config (default ``Recovery()``).
+
+    Raises:
+        UsageError: For no or duplicate capabilities, or an option of the wrong type
+            (``bypass="no"``, ``max_iterations=True``), naming it.
     """
 
     def __init__(
@@ -116,10 +121,11 @@ class Capabilities:
             names.add(c.name)
         if mode not in ("plan_first", "react"):
             raise UsageError(f"mode must be 'plan_first' or 'react', got {mode!r}")
-        if not isinstance(max_concurrent_classifications, int) or max_concurrent_classifications < 1:
-            raise UsageError(f"max_concurrent_classifications must be >= 1, got {max_concurrent_classifications!r}")
-        if not isinstance(max_iterations, int) or max_iterations < 1:
-            raise UsageError(f"max_iterations must be >= 1, got {max_iterations!r}")
+        check_count("max_concurrent_classifications", max_concurrent_classifications, 1)
+        check_count("max_iterations", max_iterations, 1)
+        for flag, value in (("task_extraction", task_extraction), ("bypass", bypass)):
+            if not isinstance(value, bool):  # bypass="no" would select every capability
+                raise UsageError(f"{flag} must be True or False, got {value!r}")
         self.capabilities: tuple[Capability, ...] = tuple(caps)
         self.by_name = {c.name: c for c in caps}
         self.mode = mode

@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Union
 
-from ..._args import check_hook, check_text_and_examples
+from ..._args import check_hook, check_text_and_examples, listed
 from ...errors import UsageError
 from ...ids import validate_route_name
 from ...policies import DEFAULT_RETRY, RetryPolicy
@@ -41,6 +41,14 @@ class ClassifierExample:
     result: bool
     reason: str = ""
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.query, str) or not isinstance(self.reason, str):
+            raise UsageError(
+                f"ClassifierExample: query and reason must be strings, got {self.query!r}, {self.reason!r}"
+            )
+        if not isinstance(self.result, bool):  # "no" would read as needed
+            raise UsageError(f"ClassifierExample {self.query!r}: result must be True or False, got {self.result!r}")
+
 
 @dataclass(frozen=True, slots=True)
 class ClassifierGuide:
@@ -50,7 +58,12 @@ class ClassifierGuide:
     examples: Sequence[ClassifierExample] = ()
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "examples", tuple(self.examples))
+        if not isinstance(self.instructions, str):
+            raise UsageError(f"ClassifierGuide: instructions must be a string, got {self.instructions!r:.60}")
+        example = "examples=[ClassifierExample('show my invoices', True)]"
+        object.__setattr__(
+            self, "examples", tuple(listed(self.examples, what="ClassifierGuide examples", example=example))
+        )
         for ex in self.examples:
             if not isinstance(ex, ClassifierExample):
                 raise UsageError(f"ClassifierGuide examples must be ClassifierExample objects, got {type(ex).__name__}")
@@ -139,6 +152,10 @@ class Capability:
                 f"got {type(self.handler).__name__}"
             )
         check_hook(self.classify_error, f"capability {self.name!r}")
+        if self.retry_policy is not None and not isinstance(self.retry_policy, RetryPolicy):
+            raise UsageError(f"capability {self.name!r}: retry_policy must be a RetryPolicy(...) or None")
+        if not isinstance(self.always_active, bool):
+            raise UsageError(f"capability {self.name!r}: always_active must be True or False")
         if self.guide is not None and not isinstance(self.guide, ClassifierGuide):
             raise UsageError(f"capability {self.name!r}: guide must be a ClassifierGuide")
         for attr in ("requires", "provides"):
