@@ -371,3 +371,43 @@ def test_capability_guide_and_example_fields_of_the_wrong_type_are_named(make: A
 
     with pytest.raises(UsageError, match=match):
         make(c)
+
+
+def _rows() -> list[Any]:
+    from jeeves_router.eval import LabelledRow
+
+    return [LabelledRow("refund please", "billing", 1), LabelledRow("app crash", "general", 2)]
+
+
+def _specs() -> list[Any]:
+    from jeeves_router.classify import RouteSpec
+
+    return [RouteSpec("billing", "payments"), RouteSpec("general", "anything else")]
+
+
+@pytest.mark.parametrize(
+    ("args", "kwargs", "match"),
+    [
+        ((None, "billing", None), {}, r"evaluate routes must be a list, got 'billing'"),
+        ((None, [], None), {}, r"evaluate needs at least one route"),
+        ((None, None, [("refund", "billing", 1)]), {}, r"rows must be a list of LabelledRow\(text, label, line\)"),
+        ((None, None, None), {"concurrency": "4"}, r"concurrency must be an integer >= 1, got '4'"),
+        ((_SyncClassify(), None, None), {}, r"classifier _SyncClassify\.classify is not a coroutine function"),
+        ((_Returns("billing"), None, None), {}, r"line 1 .*_Returns\.classify returned str, not a ClassifyResult"),
+    ],
+)
+def test_evaluate_names_a_wrong_argument_or_classifier_result(
+    args: tuple[Any, ...], kwargs: dict[str, Any], match: str
+) -> None:
+    import anyio
+
+    from jeeves_router.eval import EvaluationError, evaluate
+
+    classifier, routes, rows = args
+    classifier = StaticClassifier("billing") if classifier is None else classifier
+    routes = _specs() if routes is None else routes
+    rows = _rows() if rows is None else rows
+    with pytest.raises(EvaluationError if isinstance(classifier, _Returns) else UsageError, match=match):
+        anyio.run(lambda: evaluate(classifier, routes, rows, **kwargs))
+    report = anyio.run(lambda: evaluate(StaticClassifier("billing"), _specs(), _rows()))
+    assert report.accuracy == 0.5

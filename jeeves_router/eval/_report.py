@@ -11,10 +11,12 @@ from pathlib import Path
 import anyio
 import anyio.to_thread
 
+from .._args import route_specs
 from ..classify.resolve import valid_confidence
-from ..classify.types import Classifier, ClassifyRequest, ClassifyResult, RouteSpec
+from ..classify.types import Classifier, ClassifyRequest, ClassifyResult, RouteSpec, check_classifier, classify_result
 from ..errors import UsageError
 from ..ids import check_oos_label
+from ..policies import check_count
 from ._data import LabelledRow
 
 __all__ = [
@@ -205,6 +207,25 @@ def risk_coverage_curve(confidence: Sequence[float], correct: Sequence[bool]) ->
     return tuple(points)
 
 
+def _checked(classifier: object, routes: object, rows: object, concurrency: object) -> Sequence[RouteSpec]:
+    """The routes of :func:`predict`, once its arguments are checked; a UsageError names the first wrong one."""
+    specs = route_specs(routes, owner="evaluate")
+    if not specs:
+        raise UsageError("evaluate needs at least one route: routes=[RouteSpec('billing', 'payments')]")
+    if not callable(getattr(classifier, "classify_batch", None)):
+        check_classifier(classifier, "classifier")
+    if (
+        isinstance(rows, (str, bytes))
+        or not isinstance(rows, Sequence)
+        or not all(isinstance(r, LabelledRow) for r in rows)
+    ):
+        raise UsageError(
+            f"rows must be a list of LabelledRow(text, label, line), as load_labelled(path) reads, got {rows!r:.80}"
+        )
+    check_count("concurrency", concurrency, 1)
+    return specs
+
+
 async def evaluate(
     classifier: Classifier,
     routes: Sequence[RouteSpec],
@@ -225,9 +246,12 @@ async def evaluate(
         on_progress: Called with the number of rows just finished.
 
     Raises:
-        UsageError: When a route has the name of ``oos_label``.
-        EvaluationError: When the classifier raises on a row.
+        UsageError: When a route has the name of ``oos_label``, for no routes or routes that
+            are not RouteSpecs, rows that are not :class:`LabelledRow` objects, a classifier
+            without ``async def classify`` (or ``classify_batch``), or a ``concurrency`` < 1.
+        EvaluationError: When the classifier raises on a row, or returns no ClassifyResult.
     """
+    routes = _checked(classifier, routes, rows, concurrency)
     check_oos_label(oos_label, [r.name for r in routes])
     preds = await predict(classifier, routes, rows, concurrency=concurrency, on_progress=on_progress)
     return compute_report(rows, preds, oos_label=oos_label)
@@ -247,8 +271,9 @@ async def predict(
     batches in a worker thread; others get one ``classify`` call per row, ``concurrency``
     at a time. A classifier that raises stops the run with :class:`EvaluationError`.
     A decision the Router would not dispatch (a route not in ``routes``, a confidence that is
-    not a finite number in [0, 1]) is a rejection.
+    not a finite number in [0, 1]) is a rejection. Arguments are checked as :func:`evaluate`'s.
     """
+    routes = _checked(classifier, routes, rows, concurrency)
     results: list[ClassifyResult | None] = [None] * len(rows)
     batch_fn = getattr(classifier, "classify_batch", None)
     if callable(batch_fn):
@@ -269,7 +294,9 @@ async def predict(
         async def one(i: int, scope: anyio.CancelScope) -> None:
             async with limiter:
                 try:
-                    results[i] = await classifier.classify(ClassifyRequest(rows[i].text, spec))
+                    results[i] = classify_result(
+                        await classifier.classify(ClassifyRequest(rows[i].text, spec)), classifier
+                    )
                 except Exception as exc:  # reported once, below, instead of as an exception group
                     failed.append((i, exc))
                     scope.cancel()
