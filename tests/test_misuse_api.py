@@ -411,3 +411,24 @@ def test_evaluate_names_a_wrong_argument_or_classifier_result(
         anyio.run(lambda: evaluate(classifier, routes, rows, **kwargs))
     report = anyio.run(lambda: evaluate(StaticClassifier("billing"), _specs(), _rows()))
     assert report.accuracy == 0.5
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"correct": ["no"] * 30}, r"correct must be True/False flags, one per score, got \['no'"),
+        ({"max_misroute": "0.1"}, r"max_misroute must be within \(0, 1\), got '0\.1'"),
+        ({"confidence": float("nan")}, r"confidence must be within \(0, 1\), got nan"),
+        ({"oos_share": "0.2", "in_scope": [True] * 30}, r"oos_share must be within \[0, 1\), got '0\.2'"),
+        ({"oos_share": 0.2, "in_scope": ["yes"] * 30}, r"in_scope must be True/False flags"),
+    ],
+)
+def test_choose_risk_threshold_refuses_flags_that_are_no_booleans_and_bounds_that_are_no_numbers(
+    kwargs: dict[str, Any], match: str
+) -> None:
+    from jeeves_router.classify.risk import choose_risk_threshold
+
+    args: dict[str, Any] = {"correct": [True, False] * 15, "max_misroute": 0.1} | kwargs
+    with pytest.raises(UsageError, match=match):  # "no" read as a correct route: a cap certified on nothing
+        choose_risk_threshold([i / 30 for i in range(30)], **args)
+    assert choose_risk_threshold([i / 30 for i in range(30)], [True, False] * 15, max_misroute=0.1).rows == 30

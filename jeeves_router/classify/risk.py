@@ -172,6 +172,20 @@ def shifted_misroute_bound(
     return min(1.0, (x * q + y) / (x + y)) if x + y > 0 else 1.0
 
 
+def _flags(name: str, values: Sequence[object]) -> list[bool]:
+    """``values`` as booleans: True/False (or 1/0); a string such as ``"no"`` would read as True."""
+    if isinstance(values, (str, bytes)) or not all(type(x) is bool or x in (0, 1) for x in values):
+        raise UsageError(f"choose_risk_threshold: {name} must be True/False flags, one per score, got {values!r:.80}")
+    return [bool(x) for x in values]
+
+
+def _unit(name: str, value: object, *, closed_low: bool = False) -> None:
+    """Refuse ``value`` unless it is a number in (0, 1) (or [0, 1) with ``closed_low``)."""
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if not (number and (0.0 <= value if closed_low else 0.0 < value) and value < 1.0):  # type: ignore[operator]
+        raise UsageError(f"{name} must be within {'[' if closed_low else '('}0, 1), got {value!r}")
+
+
 def _check(scores: Sequence[float], correct: Sequence[bool], max_misroute: float, confidence: float) -> None:
     if len(scores) != len(correct):
         raise UsageError("choose_risk_threshold: one correct flag per score")
@@ -179,10 +193,8 @@ def _check(scores: Sequence[float], correct: Sequence[bool], max_misroute: float
         raise UsageError(f"risk control needs at least 10 labelled rows, got {len(scores)}")
     if not all(math.isfinite(x) for x in scores):
         raise UsageError("choose_risk_threshold: scores must be finite")
-    if not 0.0 < max_misroute < 1.0:
-        raise UsageError(f"max_misroute must be within (0, 1), got {max_misroute}")
-    if not 0.0 < confidence < 1.0:
-        raise UsageError(f"confidence must be within (0, 1), got {confidence}")
+    _unit("max_misroute", max_misroute)
+    _unit("confidence", confidence)
 
 
 def choose_risk_threshold(
@@ -216,15 +228,14 @@ def choose_risk_threshold(
             ``in_scope``, without out-of-scope rows or without in-scope rows.
     """
     s = [float(x) for x in scores]
-    ok = [bool(x) for x in correct]
+    ok = _flags("correct", correct)
     _check(s, ok, max_misroute, confidence)
     inside = [True] * len(s)
     if oos_share is not None:
-        if not 0.0 <= oos_share < 1.0:
-            raise UsageError(f"oos_share must be within [0, 1), got {oos_share}")
+        _unit("oos_share", oos_share, closed_low=True)
         if in_scope is None or len(in_scope) != len(s):
             raise UsageError("choose_risk_threshold: oos_share needs one in_scope flag per score")
-        inside = [bool(x) for x in in_scope]
+        inside = _flags("in_scope", in_scope)
         if oos_share > 0 and all(inside):
             raise UsageError(
                 "oos_share needs out-of-scope rows in the validation data to bound how many of them are accepted"
