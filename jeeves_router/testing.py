@@ -31,6 +31,7 @@ from typing import Any, Union
 import anyio
 
 from ._aio import aclosing
+from ._args import listed
 from .classify.parser import normalize_route_name
 from .classify.types import Classification, ClassifyRequest, ClassifyResult
 from .errors import ScriptExhausted, UsageError
@@ -123,7 +124,8 @@ def _to_reply(step: Step) -> Reply | ModelResponse | BaseException:
         return Reply(calls=(step,))
     if isinstance(step, Sequence) and all(isinstance(c, Call) for c in step):
         return Reply(calls=tuple(c for c in step if isinstance(c, Call)))
-    raise TypeError(f"unsupported script step: {step!r}")
+    kinds = "a string, Chunks, a Call or a list of Calls, a Reply, a ModelResponse or an exception"
+    raise UsageError(f"unsupported script step {step!r:.60}: a step is {kinds}")
 
 
 class ScriptedModel:
@@ -137,7 +139,9 @@ class ScriptedModel:
     """
 
     def __init__(self, steps: Iterable[Step], *, name: str = "scripted") -> None:
-        self._steps = [_to_reply(s) for s in steps]
+        self._steps = [
+            _to_reply(s) for s in listed(steps, what="ScriptedModel steps", example="ScriptedModel(['Hi!'])")
+        ]
         self._next = 0
         self._name = name
         self.requests: list[ModelRequest] = []
@@ -232,6 +236,10 @@ class FunctionModel:
     def __init__(
         self, fn: Callable[[ModelRequest], FunctionResult | Awaitable[FunctionResult]], *, name: str = "function"
     ) -> None:
+        if not callable(fn):
+            raise UsageError(
+                f"FunctionModel takes a function of the request, e.g. FunctionModel(lambda r: 'Hi!'), got {fn!r:.60}"
+            )
         self._fn = fn
         self._name = name
         self.requests: list[ModelRequest] = []
@@ -382,6 +390,8 @@ class StaticClassifier:
 
 async def capture_events(agent: Any, prompt: str, **kwargs: Any) -> list[Event]:
     """Stream ``agent`` on ``prompt`` and return every event (a failed run raises, like ``run()``)."""
+    if not callable(getattr(agent, "stream", None)):
+        raise UsageError(f"capture_events takes an Agent first, then the prompt; got {type(agent).__name__}")
     events: list[Event] = []
     async with agent.stream(prompt, **kwargs) as stream:
         async for ev in stream:

@@ -432,3 +432,24 @@ def test_choose_risk_threshold_refuses_flags_that_are_no_booleans_and_bounds_tha
     with pytest.raises(UsageError, match=match):  # "no" read as a correct route: a cap certified on nothing
         choose_risk_threshold([i / 30 for i in range(30)], **args)
     assert choose_risk_threshold([i / 30 for i in range(30)], [True, False] * 15, max_misroute=0.1).rows == 30
+
+
+def test_scripted_model_given_one_string_says_to_pass_a_list() -> None:
+    with pytest.raises(UsageError, match=r"ScriptedModel steps must be a list, got 'hello': pass a list even of one"):
+        ScriptedModel("hello")  # was five replies: 'h', 'e', 'l', 'l', 'o'
+    with pytest.raises(UsageError, match=r"unsupported script step 3: a step is a string, Chunks, a Call"):
+        ScriptedModel(["hi", 3])  # type: ignore[list-item]
+
+
+def test_function_model_and_capture_events_name_an_argument_of_the_wrong_kind() -> None:
+    import anyio
+
+    from jeeves_router.testing import FunctionModel, capture_events
+
+    with pytest.raises(UsageError, match=r"FunctionModel takes a function of the request, .*got 'hi'"):
+        FunctionModel("hi")  # type: ignore[arg-type]
+    agent = Agent("x", name="a", model=FunctionModel(lambda request: 3))  # type: ignore[arg-type, return-value]
+    with pytest.raises(UsageError, match=r"unsupported script step 3"):
+        agent.run_sync("hi")
+    with pytest.raises(UsageError, match=r"capture_events takes an Agent first, then the prompt; got str"):
+        anyio.run(capture_events, "hi", agent)
