@@ -175,3 +175,24 @@ def check_hook(hook: object, where: str) -> None:
         raise UsageError(f"{where}: classify_error must take two arguments, (exc, context): {want}") from None
     except ValueError:  # no signature to read (some builtins): called as it is
         pass
+
+
+def check_handoff(target: object, reason: object, payload: object, confidence: object) -> None:
+    """Refuse the fields of a :class:`~jeeves_router.tools.Handoff` of the wrong kind, naming the field.
+
+    Raises:
+        UsageError: for a target that is no non-empty string (an agent given for its name),
+            a reason that is no string, a payload that is no mapping, or a confidence that is
+            no number (``"0.9"``; a number outside [0, 1] fails closed where it is decided).
+    """
+    if not (isinstance(target, str) and target):
+        name = getattr(target, "name", None)
+        hint = f": pass its name, Handoff(target={name!r})" if isinstance(name, str) else ""
+        raise UsageError(f"Handoff target must be an agent or route name (a string), got {target!r}{hint}")
+    if reason is not None and not isinstance(reason, str):
+        raise UsageError(f"Handoff to {target!r}: reason must be a string or None, got {reason!r:.60}")
+    if payload is not None and not isinstance(payload, Mapping):
+        raise UsageError(f"Handoff to {target!r}: payload must be a mapping (JSON object) or None, got {payload!r:.60}")
+    # a number outside [0, 1] (a router model's 1.5 or NaN) is kept: the router's decision sends it to the fallback
+    if confidence is not None and (isinstance(confidence, bool) or not isinstance(confidence, (int, float))):
+        raise UsageError(f"Handoff to {target!r}: confidence must be a number or None, got {confidence!r}")

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, Protocol, get_type_hints, overload, runti
 
 import anyio.to_thread
 
-from ._args import listed
+from ._args import check_handoff, listed
 from ._frozen import frozen
 from ._toolset_host import ToolsetHost, current_toolset_host, toolset_host, toolsets_in_use
 from .errors import ToolOutcomeUnknown, UsageError
@@ -71,10 +71,12 @@ class Handoff:
         target: The route or agent name to hand off to (a string: ``billing.name``, not the agent).
         reason: Why (shown in events and to the target).
         payload: Optional JSON-ready data for the target.
-        confidence: Optional confidence of a classification handoff, in [0, 1].
+        confidence: Optional confidence of a classification handoff, in [0, 1] (outside it: the fallback).
 
     Raises:
-        UsageError: for a target that is not a non-empty string (an ``Agent`` given in its name's place).
+        UsageError: for a target that is not a non-empty string (an ``Agent`` given in its name's
+            place), a reason that is not a string, a payload that is not a mapping, or a
+            confidence that is not a number (one outside [0, 1] sends it to the fallback).
     """
 
     target: str
@@ -83,11 +85,7 @@ class Handoff:
     confidence: float | None = None
 
     def __post_init__(self) -> None:
-        if isinstance(self.target, str) and self.target:
-            return
-        name = getattr(self.target, "name", None)
-        hint = f": pass its name, Handoff(target={name!r})" if isinstance(name, str) else ""
-        raise UsageError(f"Handoff target must be an agent or route name (a string), got {self.target!r}{hint}")
+        check_handoff(self.target, self.reason, self.payload, self.confidence)
 
 
 @frozen

@@ -453,3 +453,19 @@ def test_function_model_and_capture_events_name_an_argument_of_the_wrong_kind() 
         agent.run_sync("hi")
     with pytest.raises(UsageError, match=r"capture_events takes an Agent first, then the prompt; got str"):
         anyio.run(capture_events, "hi", agent)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"reason": 3}, r"Handoff to 'billing': reason must be a string or None, got 3"),
+        ({"payload": [1]}, r"Handoff to 'billing': payload must be a mapping \(JSON object\) or None, got \[1\]"),
+        ({"confidence": "0.9"}, r"Handoff to 'billing': confidence must be a number or None, got '0\.9'"),
+    ],
+)
+def test_handoff_fields_of_the_wrong_kind_are_named(kwargs: dict[str, Any], match: str) -> None:
+    from jeeves_router import Handoff
+
+    with pytest.raises(UsageError, match=match):
+        Handoff("billing", **kwargs)
+    assert Handoff("billing", confidence=1.5).confidence == 1.5  # a router model's number: the decision falls back
