@@ -196,3 +196,14 @@ def check_handoff(target: object, reason: object, payload: object, confidence: o
     # a number outside [0, 1] (a router model's 1.5 or NaN) is kept: the router's decision sends it to the fallback
     if confidence is not None and (isinstance(confidence, bool) or not isinstance(confidence, (int, float))):
         raise UsageError(f"Handoff to {target!r}: confidence must be a number or None, got {confidence!r}")
+
+
+def returned_awaitable(name: str, value: object) -> UsageError:
+    """The error for a sync tool function that returned ``value``, an awaitable (closed here, so it never runs)."""
+    close = getattr(value, "close", None)
+    if inspect.iscoroutine(value) and callable(close):
+        close()  # no "coroutine was never awaited" warning: the error says it instead
+    return UsageError(
+        f"tool {name!r} is a plain def but returned a {type(value).__name__}, which nothing awaits: "
+        "declare the function `async def` and await inside it"
+    )

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, Protocol, get_type_hints, overload, runti
 
 import anyio.to_thread
 
-from ._args import check_handoff, listed
+from ._args import check_handoff, listed, returned_awaitable
 from ._frozen import frozen
 from ._toolset_host import ToolsetHost, current_toolset_host, toolset_host, toolsets_in_use
 from .errors import ToolOutcomeUnknown, UsageError
@@ -199,8 +199,6 @@ class Tool:
         description: str | None = None,
         repeatable: bool = False,
     ) -> None:
-        if not callable(fn):
-            raise UsageError(f"tool must wrap a callable, got {type(fn).__name__}")
         if not isinstance(repeatable, bool):
             raise UsageError(f"tool {name or getattr(fn, '__name__', fn)!r}: repeatable must be True or False")
         own_name = getattr(fn, "__name__", None)
@@ -259,6 +257,7 @@ class Tool:
         """Validate ``arguments``, run the function, and report the outcome (an exception: an error result).
 
         Raises:
+            UsageError: when a sync function returns an awaitable (declare it ``async def``).
             ToolOutcomeUnknown: raised by the function of a tool that is not ``repeatable``
                 (it may have run: never shown to the model, which could call it again; a
                 journal keeps its outcome unknown). Its ``metadata`` gets ``"tool"``.
@@ -288,6 +287,8 @@ class Tool:
         except Exception as exc:
             used = spent_usage(exc) or NO_USAGE  # an inner agent run's failed model call was paid for
             return ToolOutcome(f"{self.name} failed: {type(exc).__name__}: {exc}", is_error=True, usage=used)
+        if not self._is_async and inspect.isawaitable(value):  # a def that forgot to be async: nothing awaited it
+            raise returned_awaitable(self.name, value)
         if isinstance(value, RunResult):  # an agent as a tool: its answer for the model, its usage for the run
             return _agent_outcome(self.name, value)
         if isinstance(value, Handoff):

@@ -469,3 +469,26 @@ def test_handoff_fields_of_the_wrong_kind_are_named(kwargs: dict[str, Any], matc
     with pytest.raises(UsageError, match=match):
         Handoff("billing", **kwargs)
     assert Handoff("billing", confidence=1.5).confidence == 1.5  # a router model's number: the decision falls back
+
+
+def test_a_sync_tool_returning_a_coroutine_is_a_usage_error_not_a_coroutine_repr_for_the_model() -> None:
+    import warnings
+
+    from jeeves_router import tool
+    from jeeves_router.testing import Call
+
+    async def fetch() -> str:
+        return "42"
+
+    @tool
+    def lookup() -> Any:
+        """Looks it up (but forgot to be async)."""
+        return fetch()
+
+    model = ScriptedModel([Call("lookup", {}), "done"])
+    agent = Agent("x", name="a", model=model, tools=[lookup])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the coroutine is closed: no 'never awaited' warning
+        with pytest.raises(UsageError, match=r"tool 'lookup' is a plain def but returned a coroutine, which nothing"):
+            agent.run_sync("go")
+    assert model.remaining == 1  # the model was never shown '<coroutine object ...>'
