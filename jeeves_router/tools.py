@@ -209,7 +209,7 @@ class Tool:
             )
         if description is not None and not isinstance(description, str):
             raise UsageError(f"tool {name or own_name!r}: description must be a string, got {description!r}")
-        self.fn = fn
+        self.fn: Callable[..., Any] = fn
         self._repeatable = repeatable
         self.name = check_tool_name(name or own_name)
         doc = inspect.getdoc(fn) or ""
