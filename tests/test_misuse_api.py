@@ -492,3 +492,16 @@ def test_a_sync_tool_returning_a_coroutine_is_a_usage_error_not_a_coroutine_repr
         with pytest.raises(UsageError, match=r"tool 'lookup' is a plain def but returned a coroutine, which nothing"):
             agent.run_sync("go")
     assert model.remaining == 1  # the model was never shown '<coroutine object ...>'
+
+
+def test_embedding_load_names_a_directory_or_a_file_that_is_not_utf8(tmp_path: Any) -> None:
+    from jeeves_router.classify.embedding import EmbeddingClassifier
+
+    with pytest.raises(UsageError, match=r": cannot read the file \(Is a directory\)"):
+        EmbeddingClassifier.load(tmp_path)
+    latin = tmp_path / "c.json"
+    latin.write_bytes(b'{"format": "caf\xe9"}')
+    with pytest.raises(UsageError, match=r"c\.json: not UTF-8 text \(a byte at offset 15\)"):
+        EmbeddingClassifier.load(latin)
+    with pytest.raises(UsageError, match=r"missing\.json: file not found"):
+        EmbeddingClassifier.load(tmp_path / "missing.json")

@@ -7,6 +7,8 @@ the threshold. Nothing in it is code.
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ...errors import UsageError
@@ -82,3 +84,22 @@ def from_saved(cls: type[C], data: dict[str, Any], *, encoder: Encoder | None, s
     if data.get("calibration") is not None:
         clf.calibrator = calibrator_from_dict(data["calibration"])
     return clf
+
+
+def read_saved(path: Path) -> Any:
+    """The JSON data of a saved classifier file.
+
+    Raises:
+        UsageError: naming the file when it is missing, unreadable (a directory, no
+            permission), not UTF-8 text (with the offset of the first bad byte) or not JSON.
+    """
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise UsageError(f"{path}: file not found") from exc
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read the file ({exc.strerror or type(exc).__name__})") from exc
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"{path}: not UTF-8 text (a byte at offset {exc.start}); save it again with save()") from exc
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"{path}:{exc.lineno}: invalid JSON ({exc.msg})") from exc

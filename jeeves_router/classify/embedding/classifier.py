@@ -23,7 +23,7 @@ from ..._text import valid_texts
 from ...errors import UsageError
 from ...ids import check_oos_label, validate_route_names
 from ..types import Classification, ClassifyRequest, ClassifyResult, RouteSpec
-from ._saved import from_saved, saved_dict
+from ._saved import from_saved, read_saved, saved_dict
 from ._threads import in_threads, sharing
 from .calibration import Calibrator
 from .encoders import Encoder, TokenEncoder, blas_single_thread, default_encoder
@@ -390,12 +390,6 @@ class EmbeddingClassifier:
 
     @classmethod
     def load(cls, path: str | Path, *, encoder: Encoder | None = None) -> EmbeddingClassifier:
-        """Read a classifier written by :meth:`save`."""
+        """Read a classifier written by :meth:`save` (a UsageError names the file and what is wrong with it)."""
         p = Path(path)
-        try:
-            data = json.loads(p.read_text(encoding="utf-8"))
-        except FileNotFoundError as exc:
-            raise UsageError(f"{p}: file not found") from exc
-        except json.JSONDecodeError as exc:
-            raise UsageError(f"{p}:{exc.lineno}: invalid JSON ({exc.msg})") from exc
-        return cls.from_dict(data, encoder=encoder, source=str(p))
+        return cls.from_dict(read_saved(p), encoder=encoder, source=str(p))
