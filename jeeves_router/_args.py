@@ -122,7 +122,9 @@ def _valid_part(part: Part) -> Part:
     return dataclasses.replace(part, text=valid_text(part.text)) if isinstance(part, TextPart) else part
 
 
-def check_texts_to_classify(call: str, texts: object, routes: object, *, one: bool = False) -> None:
+def check_texts_to_classify(
+    call: str, texts: object, routes: object, *, one: bool = False, labels: bool = False
+) -> None:
     """Refuse what a classifier's ``classify_text`` / ``classify_batch`` would misread.
 
     A string passed as the batch (or as ``routes``) would otherwise be read one character at a
@@ -133,6 +135,7 @@ def check_texts_to_classify(call: str, texts: object, routes: object, *, one: bo
         texts: The text (``one=True``) or the list of texts given.
         routes: The route names given, or ``None``.
         one: Whether ``texts`` is a single text.
+        labels: Whether ``routes`` are ``fit``'s labels, one per text (``None`` refused).
 
     Raises:
         UsageError: naming the argument, what it must be and what was given.
@@ -144,12 +147,17 @@ def check_texts_to_classify(call: str, texts: object, routes: object, *, one: bo
     ):
         example = f"{call.rpartition('.')[2]}(['refund my card'])"
         raise UsageError(f"{call}: texts must be a list of strings, got {texts!r:.120}: e.g. {example}")
+    if labels and routes is None:
+        raise UsageError(f"{call}: labels must be a list of route names, one per text, e.g. ['billing', 'oos']")
     if routes is not None and (
         isinstance(routes, str) or not isinstance(routes, Collection) or not all(isinstance(r, str) for r in routes)
     ):
-        raise UsageError(
-            f"{call}: routes must be a list of route names or None, got {routes!r:.120}: e.g. routes=['billing']"
+        what = (
+            "labels must be a list of route names, one per text"
+            if labels
+            else "routes must be a list of route names or None"
         )
+        raise UsageError(f"{call}: {what}, got {routes!r:.120}: e.g. ['billing']")
 
 
 def check_hook(hook: object, where: str) -> None:

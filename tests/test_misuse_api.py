@@ -505,3 +505,16 @@ def test_embedding_load_names_a_directory_or_a_file_that_is_not_utf8(tmp_path: A
         EmbeddingClassifier.load(latin)
     with pytest.raises(UsageError, match=r"missing\.json: file not found"):
         EmbeddingClassifier.load(tmp_path / "missing.json")
+
+
+@pytest.mark.parametrize(
+    ("texts", "labels", "match"),
+    [
+        ("ab", "cd", r"fit: texts must be a list of strings, got 'ab'"),  # was 'unknown route labels ['c', 'd']'
+        (["refund", "crash"], "billing", r"fit: labels must be a list of route names, one per text, got 'billing'"),
+        (["refund", "crash"], None, r"fit: labels must be a list of route names, one per text"),
+    ],
+)
+def test_embedding_fit_refuses_a_string_in_a_list_s_place(texts: Any, labels: Any, match: str) -> None:
+    with pytest.raises(UsageError, match=match):
+        _embedding().fit(texts, labels)

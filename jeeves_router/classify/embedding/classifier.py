@@ -350,6 +350,7 @@ class EmbeddingClassifier:
                 for every row), or a ``max_misroute`` that cannot be certified. The classifier
                 is unchanged then.
         """
+        check_texts_to_classify("EmbeddingClassifier.fit", texts, labels, labels=True)
         if len(texts) != len(labels) or len(texts) < 2:
             raise UsageError("fit needs at least two texts with one label each")
         check_oos_label(oos_label, self.route_names)
