@@ -518,3 +518,19 @@ def test_embedding_load_names_a_directory_or_a_file_that_is_not_utf8(tmp_path: A
 def test_embedding_fit_refuses_a_string_in_a_list_s_place(texts: Any, labels: Any, match: str) -> None:
     with pytest.raises(UsageError, match=match):
         _embedding().fit(texts, labels)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"max_hints": "3"}, r"max_hints must be an integer >= 0, got '3'"),
+        ({"max_hints": True}, r"max_hints must be an integer >= 0, got True"),
+        ({"first_stage_name": 3}, r"CascadeClassifier: first_stage_name must be a non-empty string, got 3"),
+        ({"second_stage_name": ""}, r"CascadeClassifier: second_stage_name must be a non-empty string, got ''"),
+    ],
+)
+def test_cascade_options_of_the_wrong_type_are_named(kwargs: dict[str, Any], match: str) -> None:
+    from jeeves_router.classify.cascade import CascadeClassifier
+
+    with pytest.raises(UsageError, match=match):
+        CascadeClassifier(StaticClassifier("billing"), StaticClassifier("billing"), **kwargs)

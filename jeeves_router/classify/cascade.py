@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from ..policies import check_number
+from ..errors import UsageError
+from ..policies import check_count, check_number
 from ..usage import NO_USAGE
 from .resolve import valid_confidence
 from .types import Classifier, ClassifyRequest, ClassifyResult, check_classifier, classify_result, with_spent_usage
@@ -51,7 +52,8 @@ class CascadeClassifier:
         second_stage_name: Label of the second stage.
 
     Raises:
-        UsageError: For an ``accept_above`` outside [0, 1] or classifiers without ``classify``.
+        UsageError: For an ``accept_above`` outside [0, 1], a ``max_hints`` that is no integer
+            >= 0, empty stage names, or classifiers without ``async def classify``.
     """
 
     def __init__(
@@ -65,12 +67,16 @@ class CascadeClassifier:
         second_stage_name: str = "llm",
     ) -> None:
         check_number("accept_above", accept_above, low=0, high=1)
+        check_count("max_hints", max_hints, 0)
+        for label, stage in (("first_stage_name", first_stage_name), ("second_stage_name", second_stage_name)):
+            if not isinstance(stage, str) or not stage:
+                raise UsageError(f"CascadeClassifier: {label} must be a non-empty string, got {stage!r}")
         for label, clf in (("first", first), ("second", second)):
             check_classifier(clf, f"the {label} stage")
         self.first = first
         self.second = second
         self.accept_above = accept_above
-        self.max_hints = max(0, max_hints)
+        self.max_hints = max_hints
         self._first_stage = f"cascade:{first_stage_name}"
         self._second_stage = f"cascade:{second_stage_name}"
         self._stats = CascadeStats()
