@@ -15,8 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import httpx2 as httpx
-import openai
 import pytest
 
 from jeeves_router.journal import JournalRuntime, MemoryJournal, SQLiteJournal, session_turns
@@ -24,8 +22,8 @@ from jeeves_router.journal.records import Entry, RunEndRecord, RunStartRecord
 from jeeves_router.serve import create_app
 from jeeves_router.testing import CUT_USAGE, DEFAULT_USAGE, FunctionModel
 from jeeves_router.usage import spent_usage
-from tests.serve_apps import desk_with, running
-from tests.test_serve_client_gone_usage import GUARD_S, Cuts, FirstThenWaits, cuts  # noqa: F401  (fixture)
+from tests.serve_apps import desk_with
+from tests.test_serve_client_gone_usage import GUARD_S, Cuts, FirstThenWaits, cuts, leave_mid_answer  # noqa: F401  (fixture)
 from tests.test_serve_failed_before_text import FAILED, fails_at_once
 
 MESSAGES: Any = [{"role": "user", "content": "refund my order"}]
@@ -37,17 +35,7 @@ def test_a_served_run_cut_when_its_client_left_has_its_spend_journaled_as_the_lo
     cuts: Cuts,  # noqa: F811
 ) -> None:
     model = FirstThenWaits()
-    with running(create_app(desk_with(model), journal=tmp_path / "runs.db")) as server:
-        client = openai.OpenAI(base_url=server.url + "/v1", api_key="unused", max_retries=0)
-        stream = client.chat.completions.create(
-            model="desk", messages=MESSAGES, stream=True, extra_body={"session_id": "gone"}
-        )
-        for piece in stream:
-            if piece.choices and piece.choices[0].delta.content:
-                break
-        stream.close()  # the client goes away mid-answer
-        assert model.cut.wait(GUARD_S) and cuts.seen.wait(GUARD_S)
-        [turn] = httpx.get(server.url + "/v1/sessions/gone").json()["turns"]
+    _, [turn] = leave_mid_answer(create_app(desk_with(model), journal=tmp_path / "runs.db"), model, cuts, "gone")
     [record] = cuts.records
     logged = {k: getattr(record, k) for k in LOGGED}
     assert logged == {k: getattr(DEFAULT_USAGE + CUT_USAGE, k) for k in LOGGED}  # the cut-off request counts

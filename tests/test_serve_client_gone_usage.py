@@ -79,13 +79,16 @@ def cuts() -> Iterator[Cuts]:
         logger.setLevel(before)
 
 
-def test_a_stream_its_client_abandons_is_recorded_cut_with_what_it_spent(tmp_path: Path, cuts: Cuts) -> None:
-    model = FirstThenWaits()
+def leave_mid_answer(app: Any, model: FirstThenWaits, cuts: Cuts, session_id: str) -> tuple[str, list[dict[str, Any]]]:
+    """Stream a chat reply from ``app`` through the openai client, leave at its first text, wait for the cut.
+
+    Returns the text the client got and the session's turns read back (``GET /v1/sessions/{id}``).
+    """
     messages: Any = [{"role": "user", "content": "refund my order"}]
-    with running(create_app(desk_with(model), journal=tmp_path / "runs.db")) as server:
+    with running(app) as server:
         client = openai.OpenAI(base_url=server.url + "/v1", api_key="unused", max_retries=0)
         stream = client.chat.completions.create(
-            model="desk", messages=messages, stream=True, extra_body={"session_id": "gone"}
+            model="desk", messages=messages, stream=True, extra_body={"session_id": session_id}
         )
         got = ""
         for piece in stream:
@@ -93,8 +96,14 @@ def test_a_stream_its_client_abandons_is_recorded_cut_with_what_it_spent(tmp_pat
             if got:
                 break
         stream.close()  # the client goes away mid-answer
-        assert model.cut.wait(GUARD_S) and cuts.seen.wait(GUARD_S)
-        turns = httpx.get(server.url + "/v1/sessions/gone").json()["turns"]
+        assert model.cut.wait(GUARD_S) and cuts.seen.wait(GUARD_S)  # logged once the run is closed
+        turns: list[dict[str, Any]] = httpx.get(f"{server.url}/v1/sessions/{session_id}").json()["turns"]
+    return got, turns
+
+
+def test_a_stream_its_client_abandons_is_recorded_cut_with_what_it_spent(tmp_path: Path, cuts: Cuts) -> None:
+    model = FirstThenWaits()
+    got, turns = leave_mid_answer(create_app(desk_with(model), journal=tmp_path / "runs.db"), model, cuts, "gone")
     assert got == "first "
     assert [(t["status"], t["route"], t["output"]) for t in turns] == [("cut", "billing", None)]
     [record] = cuts.records

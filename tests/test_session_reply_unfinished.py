@@ -19,7 +19,7 @@ import pytest
 from jeeves_router.serve import create_app
 from jeeves_router.testing import Chunks, FunctionModel, Reply
 from tests.serve_apps import desk_with, running
-from tests.test_serve_client_gone_usage import GUARD_S, Cuts, FirstThenWaits, cuts  # noqa: F401  (fixture)
+from tests.test_serve_client_gone_usage import GUARD_S, Cuts, FirstThenWaits, cuts, leave_mid_answer  # noqa: F401  (fixture)
 from tests.test_serve_failed_before_text import FAILED
 
 MESSAGES: Any = [{"role": "user", "content": "refund my order"}]
@@ -48,18 +48,6 @@ def test_a_turn_cut_when_its_client_left_shows_the_text_its_client_was_sent(
     cuts: Cuts,  # noqa: F811
 ) -> None:
     model = FirstThenWaits()
-    with running(create_app(desk_with(model), journal=tmp_path / "runs.db")) as server:
-        client = openai.OpenAI(base_url=server.url + "/v1", api_key="unused", max_retries=0)
-        stream = client.chat.completions.create(
-            model="desk", messages=MESSAGES, stream=True, extra_body={"session_id": "cut"}
-        )
-        got = ""
-        for piece in stream:
-            got += (piece.choices[0].delta.content or "") if piece.choices else ""
-            if got:
-                break
-        stream.close()  # the client goes away mid-answer
-        assert model.cut.wait(GUARD_S) and cuts.seen.wait(GUARD_S)  # logged once the run is closed
-        turns = httpx.get(server.url + "/v1/sessions/cut").json()["turns"]
+    got, turns = leave_mid_answer(create_app(desk_with(model), journal=tmp_path / "runs.db"), model, cuts, "cut")
     assert got == "first "
     assert [(t["status"], t["reply"], t["output"]) for t in turns] == [("cut", got, None)]  # reply was None
