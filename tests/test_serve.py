@@ -75,6 +75,18 @@ def test_models_lists_the_served_agents(served: ServerThread) -> None:
     assert [m.id for m in client_for(served).models.list()] == ["desk"]
 
 
+def test_models_retrieve_answers_a_served_model_and_404_for_another(served: ServerThread) -> None:
+    client = client_for(served)
+    desk = client.models.retrieve("desk")
+    assert desk.model_dump() == client.models.list().data[0].model_dump()
+    assert (desk.id, desk.object, desk.owned_by) == ("desk", "model", "jeeves-router")
+    with pytest.raises(openai.NotFoundError) as info:
+        client.models.retrieve("nope")
+    error = info.value.body
+    assert isinstance(error, dict) and error["code"] == "model_not_found" and error["param"] == "model"
+    assert "unknown model 'nope'" in error["message"] and error["type"] == "invalid_request_error"
+
+
 def test_sessions_continue_through_the_server_and_from_python() -> None:
     journal = MemoryJournal()
     desk = build_desk()

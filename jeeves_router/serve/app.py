@@ -17,7 +17,8 @@ Endpoints (all JSON errors in OpenAI's shape ``{"error": {"message", "type", "pa
   "context"?}``; streams every typed event as ``event: <kind>`` / ``id: <n>`` /
   ``data: <json>``.
 - ``GET /v1/sessions/{id}`` — the session's turns from the journal.
-- ``GET /v1/models`` — the served agents.
+- ``GET /v1/models`` — the served agents; ``GET /v1/models/{id}`` — one of them (404
+  ``model_not_found`` for another id).
 
 Retries. ``POST /v1/chat/completions`` and ``POST /v1/runs`` take an ``Idempotency-Key``
 header (1-255 printable ASCII characters; a journal is needed, else 400): the key names the
@@ -193,8 +194,12 @@ def create_app(
         raise ApiError(404, f"no session {sid!r} in the journal", param="session_id", code="session_not_found")
 
     async def models(request: Request) -> Response:
-        data = [{"id": m, "object": "model", "created": 0, "owned_by": "jeeves-router"} for m in table]
-        return JSONResponse({"object": "list", "data": data})
+        return JSONResponse({"object": "list", "data": [_model_object(m) for m in table]})
+
+    async def model(request: Request) -> Response:
+        model_id = request.path_params["model_id"]
+        agent_for(model_id)  # 404 model_not_found for an id this server does not serve
+        return JSONResponse(_model_object(model_id))
 
     async def http_error(request: Request, exc: Exception) -> Response:
         status = exc.status_code if isinstance(exc, HTTPException) else 500
@@ -216,12 +221,18 @@ def create_app(
             Route("/v1/runs", _api(runs), methods=["POST"]),
             Route("/v1/sessions/{session_id}", _api(session), methods=["GET"]),
             Route("/v1/models", _api(models), methods=["GET"]),
+            Route("/v1/models/{model_id:path}", _api(model), methods=["GET"]),
         ],
         exception_handlers={HTTPException: http_error},
         lifespan=lifespan,
     )
     app.state.slots = slots
     return BearerAuth(app, token) if token is not None else app
+
+
+def _model_object(model_id: str) -> dict[str, Any]:
+    """OpenAI's model object for a served agent, as ``GET /v1/models`` lists it."""
+    return {"id": model_id, "object": "model", "created": 0, "owned_by": "jeeves-router"}
 
 
 def _sid_header(request: Request) -> str | None:
