@@ -65,15 +65,19 @@ def route_name_key(name: str) -> str:
     return re.sub(r"[\s_\-]+", "-", name.strip()).strip("-").lower()
 
 
-def validate_route_names(names: Iterable[object], *, owner: str = "route table") -> tuple[str, ...]:
+def validate_route_names(
+    names: Iterable[object], *, owner: str = "route table", what: str = "route"
+) -> tuple[str, ...]:
     """Check a route table's names: each valid (:func:`validate_route_name`), no two colliding.
 
-    The one rule shared by ``Router`` (and its ``HandoffRouter`` preset), route files and the embedded
-    classifier. Every offending name is listed, so one run reports them all.
+    The one rule shared by ``Router`` (and its ``HandoffRouter`` preset), route files, the embedded
+    classifier and ``Capabilities`` (whose names its selection and plans answer with, as a classifier's
+    answer names a route). Every offending name is listed, so one run reports them all.
 
     Args:
         names: The route names, in table order.
         owner: Who owns the table, for the message (``"Router"``, a file name, ...).
+        what: What the names name, for the message (``"route"``, ``"capability"``).
 
     Returns:
         The names as a tuple.
@@ -84,11 +88,11 @@ def validate_route_names(names: Iterable[object], *, owner: str = "route table")
     """
     table = tuple(names)
     if not table:
-        raise UsageError(f"{owner} needs at least one route")
+        raise UsageError(f"{owner} needs at least one {what}")
     bad = [n for n in table if not isinstance(n, str) or len(n) > _MAX_NAME or _ROUTE_NAME_RE.fullmatch(n) is None]
     if bad:
         raise UsageError(
-            f"{owner}: route name{'s' if len(bad) > 1 else ''} {', '.join(map(repr, bad))} not allowed: use "
+            f"{owner}: {what} name{'s' if len(bad) > 1 else ''} {', '.join(map(repr, bad))} not allowed: use "
             f"1-{_MAX_NAME} letters or digits, optionally joined by single '-' or '_' (e.g. 'billing', 'tech-support')"
         )
     groups: dict[str, list[str]] = {}
@@ -98,7 +102,7 @@ def validate_route_names(names: Iterable[object], *, owner: str = "route table")
     if clashes:
         listed = "; ".join(" = ".join(map(repr, g)) for g in clashes)
         raise UsageError(
-            f"{owner}: duplicate route names {listed} (names are compared case-insensitively, with '-', '_' "
+            f"{owner}: duplicate {what} names {listed} (names are compared case-insensitively, with '-', '_' "
             "and spaces alike); rename or merge them"
         )
     return cast(tuple[str, ...], table)

@@ -181,6 +181,23 @@ def test_capabilities_flags_and_counts_of_the_wrong_type_are_named(kwargs: dict[
 
 
 @pytest.mark.parametrize(
+    ("names", "listed"),
+    [
+        (("billing", "Billing"), "'billing' = 'Billing'"),
+        (("tech-support", "tech_support"), "'tech-support' = 'tech_support'"),
+        (("sql", "sql"), "'sql' = 'sql'"),
+    ],
+)
+def test_capability_names_alike_but_for_case_or_separator_are_refused_as_router_routes_are(
+    names: tuple[str, str], listed: str
+) -> None:
+    from jeeves_router import Capabilities, Capability
+
+    with pytest.raises(UsageError, match=rf"^Capabilities: duplicate capability names {listed} \(names are compared"):
+        Capabilities([Capability(n, _lookup, "runs SQL") for n in names])
+
+
+@pytest.mark.parametrize(
     ("make", "match"),
     [
         (lambda c: c.Capability("sql", _lookup, "d", retry_policy=3), r"'sql': retry_policy must be a RetryPolicy"),

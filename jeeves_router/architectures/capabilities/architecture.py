@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Literal
 from ..._args import listed
 from ...errors import UsageError
 from ...events import CapabilitiesSelected, CapabilityCompleted, CapabilityStarted
+from ...ids import validate_route_names
 from ...messages import assistant, user
 from ...models.base import Model, ModelRequest, ModelResponse
 from ...models.registry import check_model, resolve_model
@@ -92,7 +93,8 @@ class Capabilities:
         recovery: Recovery config (default ``Recovery()``).
 
     Raises:
-        UsageError: For no or duplicate capabilities, or an option of the wrong type
+        UsageError: For no capabilities, two whose names differ only by case or ``-``/``_``
+            (``billing`` and ``Billing``: the Router's route-name rule), or an option of the wrong type
             (``bypass="no"``, ``max_iterations=True``), naming it.
     """
 
@@ -112,13 +114,11 @@ class Capabilities:
         caps = listed(capabilities, what="capabilities", example="Capabilities([Capability('billing', billing_agent)])")
         if not caps:
             raise UsageError("Capabilities needs at least one Capability(name, handler, description)")
-        names: set[str] = set()
         for c in caps:
             if not isinstance(c, Capability):
                 raise UsageError(f"capabilities must be Capability objects, got {type(c).__name__}")
-            if c.name in names:
-                raise UsageError(f"duplicate capability name {c.name!r}")
-            names.add(c.name)
+        # the Router's rule: no two names alike but for case or '-'/'_' (a model's answer cannot tell them apart)
+        validate_route_names([c.name for c in caps], owner="Capabilities", what="capability")
         if mode not in ("plan_first", "react"):
             raise UsageError(f"mode must be 'plan_first' or 'react', got {mode!r}")
         check_count("max_concurrent_classifications", max_concurrent_classifications, 1)
