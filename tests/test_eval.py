@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from jeeves_router.classify.cascade import CascadeClassifier
 from jeeves_router.classify.types import Classification, ClassifyRequest, ClassifyResult, RouteSpec
 from jeeves_router.errors import UsageError
 from jeeves_router.eval import (
@@ -224,3 +225,31 @@ def test_coverage_misroute_and_the_risk_coverage_curve() -> None:
     assert compute_report(rows("a"), [Prediction(None, "a", 0.1)]).misroute is None
     tied = risk_coverage_curve([0.5, 0.5, 0.5, 0.1], [True, False, True, True])
     assert tied[0] == (0.75, pytest.approx(1 / 3))  # ties are accepted together
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("given", "needle"),
+    [
+        (("billing",), r"'shipping' missing from the routes given \(never offered to it\)"),
+        (("billing", "shipping", "returns"), r"'returns' missing from it \(it could never choose them\)"),
+        (("billing", "returns"), r"'returns' missing from it .*; 'shipping' missing from the routes given"),
+    ],
+)
+async def test_evaluate_and_predict_refuse_routes_other_than_a_fixed_classifier_table(
+    given: tuple[str, ...], needle: str
+) -> None:
+    from jeeves_router.classify.embedding import EmbeddingClassifier, HashingEncoder
+    from jeeves_router.eval import predict
+
+    table = (RouteSpec("billing", "", ("refund my payment",)), RouteSpec("shipping", "", ("where is my parcel",)))
+    clf = EmbeddingClassifier(table, encoder=HashingEncoder())
+    data = [LabelledRow("refund payment", "billing", 1)]
+    routes = [RouteSpec(n, "", ("an example",)) for n in given]
+    match = rf"^evaluate: its classifier EmbeddingClassifier knows the routes billing, shipping, .*{needle}"
+    with pytest.raises(UsageError, match=match):
+        await evaluate(clf, routes, data)
+    with pytest.raises(UsageError, match=match):
+        await predict(clf, routes, data)
+    with pytest.raises(UsageError, match=match):  # a cascade's fixed stage is checked too
+        await evaluate(CascadeClassifier(clf, Keyword()), routes, data)

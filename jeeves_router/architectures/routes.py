@@ -76,16 +76,35 @@ def check_route_table(routes: Sequence[RouterRoute], *, owner: str) -> tuple[Rou
     return table
 
 
-def check_classifier_routes(classifier: object, routes: Sequence[RouterRoute], *, owner: str) -> None:
+def check_classifier_routes(
+    classifier: object,
+    routes: Sequence[RouterRoute] | Sequence[RouteSpec],
+    *,
+    owner: str,
+    exact: bool = False,
+    protocol: bool = True,
+) -> None:
     """Refuse a classifier with a fixed route table (``route_names``) that lacks some of the routes.
 
     An :class:`~jeeves_router.classify.embedding.EmbeddingClassifier` only scores the routes it
     was built on: a Router route it does not know would never be chosen, and its requests would
     go to a known route instead. A cascade's stages are checked too. A classifier without an
-    ``async def classify`` is refused first.
+    ``async def classify`` is refused first (unless ``protocol`` is false).
+
+    Args:
+        classifier: The classifier (``None``: nothing to check).
+        routes: The routes it is asked to choose among (``RouterRoute`` or ``RouteSpec``).
+        owner: Who asks, for the message (``"Router"``, ``"evaluate"``).
+        exact: Also refuse table routes that ``routes`` lacks (an evaluation scored on the shared
+            routes only would measure another task than the one asked).
+        protocol: Check the Classifier protocol first (``evaluate`` also takes a ``classify_batch`` alone).
+
+    Raises:
+        UsageError: Naming the routes the classifier lacks (and, with ``exact``, those ``routes`` lack).
     """
-    if classifier is not None:
+    if classifier is not None and protocol:
         check_classifier(classifier, "classifier")
+    wanted = [r.name for r in routes]
     stages = [classifier]
     while stages:
         stage = stages.pop()
@@ -95,7 +114,17 @@ def check_classifier_routes(classifier: object, routes: Sequence[RouterRoute], *
         known = getattr(stage, "route_names", None)
         if not isinstance(known, tuple) or not all(isinstance(n, str) for n in known):
             continue
-        missing = [r.name for r in routes if r.name not in known]
+        missing = [n for n in wanted if n not in known]
+        extra = [n for n in known if n not in wanted] if exact else []
+        if exact and (missing or extra):
+            parts = [f"{', '.join(map(repr, missing))} missing from it (it could never choose them)"] if missing else []
+            if extra:
+                parts.append(f"{', '.join(map(repr, extra))} missing from the routes given (never offered to it)")
+            raise UsageError(
+                f"{owner}: its classifier {type(stage).__name__} knows the routes {', '.join(known)}, not the routes "
+                f"given: {'; '.join(parts)}; pass the routes it was built on (e.g. routes=classifier.routes) or "
+                "build or fit it on these routes"
+            )
         if missing:
             raise UsageError(
                 f"{owner}: its classifier {type(stage).__name__} knows the routes {', '.join(known)}, not "

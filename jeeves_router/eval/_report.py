@@ -12,6 +12,7 @@ import anyio
 import anyio.to_thread
 
 from .._args import route_specs
+from ..architectures.routes import check_classifier_routes
 from ..classify.resolve import valid_confidence
 from ..classify.types import Classifier, ClassifyRequest, ClassifyResult, RouteSpec, check_classifier, classify_result
 from ..errors import UsageError
@@ -214,6 +215,8 @@ def _checked(classifier: object, routes: object, rows: object, concurrency: obje
         raise UsageError("evaluate needs at least one route: routes=[RouteSpec('billing', 'payments')]")
     if not callable(getattr(classifier, "classify_batch", None)):
         check_classifier(classifier, "classifier")
+    # a fixed route table (EmbeddingClassifier) must be the routes given, or only the shared ones are scored
+    check_classifier_routes(classifier, specs, owner="evaluate", exact=True, protocol=False)
     if (
         isinstance(rows, (str, bytes))
         or not isinstance(rows, Sequence)
