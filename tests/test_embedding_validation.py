@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -59,3 +60,31 @@ def test_router_uses_the_rule(names: list[str], named: list[str]) -> None:
     with pytest.raises(UsageError) as info:
         Router(routes=[RouterRoute(n, agent) for n in names])
     assert all(p in str(info.value) for p in named)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"offload_above_ms": "x"}, r"^offload_above_ms must be a number >= 0, got 'x'$"),
+        ({"offload_above_ms": -1}, r"^offload_above_ms must be a number >= 0, got -1$"),
+        ({"encoder": "minilm"}, r"^encoder must be an Encoder object, not the name 'minilm': pass e.g. MiniLMEnc"),
+        ({"encoder": 3}, r"^encoder must be an Encoder .*, got int; pass e\.g\. MiniLMEncoder\(\)"),
+    ],
+)
+def test_embedding_classifier_names_a_bad_encoder_or_offload_threshold(kwargs: dict[str, object], match: str) -> None:
+    options: dict[str, object] = {"encoder": HashingEncoder(), **kwargs}
+    with pytest.raises(UsageError, match=match):
+        EmbeddingClassifier([RouteSpec("billing", "payments")], **options)  # type: ignore[arg-type]
+
+
+def test_save_refuses_a_missing_folder_or_a_folder_as_fit_out_does(tmp_path: Path) -> None:
+    clf = EmbeddingClassifier([RouteSpec("billing", "payments")], encoder=HashingEncoder())
+    target = tmp_path / "no" / "clf.json"
+    missing = re.escape(f"save({str(target)!r}): the folder {tmp_path / 'no'} does not exist; create it first")
+    with pytest.raises(UsageError, match=f"^{missing}"):
+        clf.save(target)
+    with pytest.raises(UsageError, match=r"is a folder; name the file to write"):
+        clf.save(tmp_path)
+    assert not (tmp_path / "no").exists()
+    clf.save(tmp_path / "clf.json")  # an existing folder is written as before
+    assert EmbeddingClassifier.load(tmp_path / "clf.json", encoder=HashingEncoder()).route_names == ("billing",)

@@ -23,6 +23,7 @@ from ..._text import valid_texts
 from ...errors import UsageError
 from ...ids import check_oos_label, validate_route_names
 from ..types import Classification, ClassifyRequest, ClassifyResult, RouteSpec
+from ._options import check_options, check_save_path
 from ._saved import from_saved, read_saved, saved_dict
 from ._threads import in_threads, sharing
 from .calibration import Calibrator
@@ -83,7 +84,7 @@ class EmbeddingClassifier:
         blas_one_thread: Limit numpy's BLAS to one thread while scoring (faster on small CPUs).
 
     Raises:
-        UsageError: For no routes, duplicate names, a route without any text, bad options.
+        UsageError: For no routes, duplicate names, a route without any text, bad options (each named).
     """
 
     def __init__(
@@ -104,10 +105,7 @@ class EmbeddingClassifier:
     ) -> None:
         self.routes = route_specs(routes, owner="EmbeddingClassifier")
         names = validate_route_names([r.name for r in self.routes], owner="EmbeddingClassifier")
-        if offload not in (True, False, "auto"):
-            raise UsageError("offload must be True, False or 'auto'")
-        if isinstance(negatives, str):
-            raise UsageError("negatives must be a sequence of texts, not one string; wrap it in a list")
+        check_options(encoder, offload, offload_above_ms, negatives)
         self.negatives = tuple(t for t in negatives if t.strip())
         self.encoder: Encoder = encoder if encoder is not None else default_encoder()
         # One attribute, replaced whole: a decision never pairs one fit's calibration with another's threshold.
@@ -378,9 +376,14 @@ class EmbeddingClassifier:
         return saved_dict(self, *self._calibration)  # read once: a fit meanwhile replaces both together
 
     def save(self, path: str | Path) -> None:
-        """Write the fitted classifier (routes, scorer, calibration, threshold) as JSON, whole or not at all."""
+        """Write the fitted classifier (routes, scorer, calibration, threshold) as JSON, whole or not at all.
+
+        Raises:
+            UsageError: For a folder, or a file in a folder that does not exist (create it first).
+        """
+        p = check_save_path(path)  # a missing folder is refused, as `jeeves-router fit --out` refuses it
         data = (json.dumps(self.to_dict(), indent=1) + "\n").encode("utf-8")
-        write_whole(path, lambda out: out.write(data))
+        write_whole(p, lambda out: out.write(data))
 
     @classmethod
     def from_dict(

@@ -1,0 +1,60 @@
+"""The checks of :class:`~.classifier.EmbeddingClassifier`'s options and of where it is saved.
+
+Each refusal is a :class:`~jeeves_router.errors.UsageError` naming the option and the fix,
+raised before any work (encoding the routes, writing a file).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from ...errors import UsageError
+from ...policies import check_number
+
+
+def check_options(encoder: object, offload: object, offload_above_ms: object, negatives: object) -> None:
+    """Refuse a bad ``encoder``, ``offload``, ``offload_above_ms`` or ``negatives`` of the classifier.
+
+    Raises:
+        UsageError: For an encoder that is a name or has no ``encode`` method, an ``offload``
+            other than ``True``/``False``/``"auto"``, an ``offload_above_ms`` that is not a number
+            >= 0, or ``negatives`` given as one string.
+    """
+    if isinstance(encoder, str):
+        raise UsageError(
+            f"encoder must be an Encoder object, not the name {encoder!r}: pass e.g. MiniLMEncoder(), MPNetEncoder() "
+            "or MultilingualUSEEncoder() (from jeeves_router.classify.embedding), or leave it out for the default"
+        )
+    if encoder is not None and not callable(getattr(encoder, "encode", None)):
+        raise UsageError(
+            f"encoder must be an Encoder (an object with name, dim and encode(texts)), got {type(encoder).__name__}; "
+            "pass e.g. MiniLMEncoder(), or leave it out for the default"
+        )
+    if offload not in (True, False, "auto"):
+        raise UsageError(f"offload must be True, False or 'auto', got {offload!r}")
+    check_number("offload_above_ms", offload_above_ms, low=0)
+    if isinstance(negatives, str):
+        raise UsageError("negatives must be a sequence of texts, not one string; wrap it in a list")
+
+
+def check_save_path(path: str | os.PathLike[str]) -> Path:
+    """The file ``save`` writes, once it can be: refuse a folder, or a file in a missing folder.
+
+    As ``jeeves-router fit --out`` does, a missing folder is refused rather than created (a
+    mistyped folder name would otherwise scatter classifiers).
+
+    Raises:
+        UsageError: Naming the path and what to do.
+    """
+    if not isinstance(path, (str, os.PathLike)):
+        raise UsageError(f"save needs a file path (str or Path), got {type(path).__name__}")
+    p = Path(path)
+    if p.is_dir():
+        raise UsageError(f"save({str(p)!r}): is a folder; name the file to write, e.g. {p / 'classifier.json'}")
+    if not p.absolute().parent.is_dir():
+        raise UsageError(
+            f"save({str(p)!r}): the folder {p.parent} does not exist; create it first "
+            "(Path(folder).mkdir(parents=True)) or save elsewhere"
+        )
+    return p
