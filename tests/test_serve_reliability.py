@@ -211,6 +211,7 @@ def test_a_draining_server_refuses_new_runs_with_503() -> None:
         r = httpx.post(server.url + CHAT, json=body(stream=False))
         assert r.status_code == 503 and r.headers["retry-after"] == "1"
         assert r.json()["error"]["code"] == "shutting_down"
+        assert r.json()["error"]["type"] == "server_error"  # a 5xx, typed as the other server errors
         assert httpx.get(server.url + "/v1/models").status_code == 200  # reads still answer while draining
 
 
