@@ -197,8 +197,22 @@ def test_str_subclass_routes_are_not_remembered() -> None:
         pass
 
     routes = (Name("billing"),)
+    # an equal table of plain names read first (another test, another router) must not make it remembered
+    assert parse_classification("route: billing\nconfidence: 0.5", ("billing",)).route == "billing"
     assert parse_classification("route: billing\nconfidence: 0.5", routes).route == "billing"
+    assert parser._last_index[0] is not routes
     assert parser._index(routes) is not parser._last_index[1]
+
+
+def test_a_str_subclass_table_is_read_with_its_own_names_not_an_equal_plain_tables() -> None:
+    class Shown(str):
+        def __str__(self) -> str:  # what the parser reads of a route that is not a RouteSpec
+            return "refunds"
+
+    plain = ("billing",)
+    assert parse_classification("route: billing\nconfidence: 0.5", plain).route == "billing"
+    own = (Shown("billing"),)
+    assert parse_classification("route: refunds\nconfidence: 0.5", own).route == "refunds"
 
 
 @given(st.floats(allow_nan=True, allow_infinity=True))

@@ -116,7 +116,6 @@ class _Index(NamedTuple):
     # name as written after "route: " in a canonical reply -> the declared route it names
     # (filled by _mentions itself, so the first step reads exactly what the full path reads)
     exact: dict[str, str]
-    stable: bool  # plain str / RouteSpec routes: the tuple may be remembered by identity
 
     def key(self, text: str) -> str:
         """The matching key of ``text``, or ``text`` itself when it cannot match.
@@ -204,14 +203,12 @@ def parse_classification(
 def _route_index(routes: tuple[str | RouteSpec, ...]) -> _Index:
     names: dict[str, str] = {}
     declared: list[str] = []
-    stable = True
     for r in routes:
         name = r.name if isinstance(r, RouteSpec) else str(r)
-        stable = stable and type(name) is str and (type(r) is str or type(r) is RouteSpec)
         declared.append(name)
         names.setdefault(normalize_route_name(name), name)
     longest = max((len(n) for n in names.values()), default=0)
-    index = _Index(names, 2 * longest + 16, all(k.isascii() for k in names), {}, stable)
+    index = _Index(names, 2 * longest + 16, all(k.isascii() for k in names), {})
     for name in declared:  # as a key line's value (" billing") and as a JSON string
         found = _mentions(" " + name, index)
         if len(found) == 1 and found[0][1] is not None and _mentions(name, index) == found:
@@ -230,11 +227,15 @@ def _index(routes: Iterable[str | RouteSpec]) -> _Index:
     if last_routes is routes and last is not None:
         return last
     routes_t = routes if isinstance(routes, tuple) else tuple(routes)
+    if not all(type(r) is str or (type(r) is RouteSpec and type(r.name) is str) for r in routes_t):
+        # a str subclass equals (and hashes as) the plain name, so the cache would answer it with
+        # another table's index, built from another str(): such tables are indexed afresh
+        return _route_index.__wrapped__(routes_t)
     try:
         index = _route_index(routes_t)
     except TypeError:  # unhashable route objects: build the index without the cache
         return _route_index.__wrapped__(routes_t)
-    if index.stable and routes_t is routes:
+    if routes_t is routes:
         _last_index = (routes_t, index)
     return index
 
