@@ -40,6 +40,20 @@ def pending_tasks() -> set[asyncio.Task[object]]:
     return {t for t in asyncio.all_tasks() if t is not current and not t.done()}
 
 
+async def finish_generator_closes(before: set[asyncio.Task[object]], timeout_s: float = 60.0) -> None:
+    """Wait for the loop's closing of dropped async generators started since ``before`` was read.
+
+    asyncio closes an async generator that was dropped unfinished (an SDK's stream iterator
+    left to the collector) in a task of its own running its ``aclose()``; one that awaits (a
+    response closing its connection) needs more than one turn of the loop. Only those tasks are
+    waited for, so a task a run left running is still found by ``pending_tasks() <= before``;
+    ``timeout_s`` only makes a close that never ends fail the test instead of hanging it.
+    """
+    with anyio.fail_after(timeout_s):
+        while closes := {t for t in pending_tasks() - before if "async_generator_athrow" in repr(t.get_coro())}:
+            await asyncio.gather(*closes, return_exceptions=True)
+
+
 async def settled_tasks() -> set[asyncio.Task[object]]:
     """:func:`pending_tasks` once earlier tests' garbage (and its cleanup tasks) is collected."""
     collect_earlier_garbage()
