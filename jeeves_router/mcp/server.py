@@ -15,6 +15,10 @@ quote a secret). From the command line: ``jeeves-router mcp module:attr`` (stdio
 require a bearer token, which a non-loopback ``--host`` needs: the check is
 :mod:`jeeves_router.serve`'s own).
 
+Before running, ``ask`` refuses (an error result naming the rule; :mod:`._ask_checks`) an empty or
+blank request, one over the HTTP server's body limit (``max_request_bytes``, 1 MiB by default), and
+arguments that do not fit its schema.
+
 Retries: a request whose ``_meta`` carries ``"idempotency_key"`` (:data:`IDEMPOTENCY_META`,
 1-255 printable ASCII characters) is made as ``agent.run(..., idempotency_key=key)``
 (:mod:`jeeves_router.journal.keyed`): an ``ask`` called again with the same key and the same
@@ -47,9 +51,7 @@ standard :mod:`logging` module and is silent unless configured; configure a hand
 
 from __future__ import annotations
 
-import hashlib
-import json
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
@@ -57,25 +59,24 @@ import anyio
 import anyio.abc
 from pydantic import BaseModel, Field
 
+from .._limits import DEFAULT_MAX_BODY_BYTES
 from .._models_held import aclose_models
 from .._targets import import_target
 from ..agent import Agent
 from ..errors import ReplayDivergence, UsageError
-from ..ids import SESSION_ID, SESSION_ID_RULE, check_idempotency_key
+from ..ids import SESSION_ID, SESSION_ID_RULE
 from ..journal.attach import DEFAULT_HISTORY, JournalSpec, journal_agents
 from ..journal.keyed import IdempotencyConflict, RunInFlight, log_refused
 from ..journal.sessions import SessionHistory
 from ..reply import ReplyText
 from ..results import RunResult
+from ._ask_checks import IDEMPOTENCY_META, ask_tool, client_key, key_problem, meta_of, request_problem
 from ._link import IDEMPOTENCY_META_KEY
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
 
 __all__ = ["IDEMPOTENCY_META", "RoutedAnswer", "router_server", "serve", "load_agent", "main"]
-
-#: The ``_meta`` key of an ``ask`` request that holds its idempotency key.
-IDEMPOTENCY_META = "idempotency_key"
 
 Transport = Literal["stdio", "http"]
 
@@ -130,19 +131,26 @@ def _answer(result: RunResult, reply: str | None) -> RoutedAnswer:
     )
 
 
-def router_server(agent: Agent, *, name: str | None = None, tool_name: str = "ask") -> MCPServer[Any]:
+def router_server(
+    agent: Agent, *, name: str | None = None, tool_name: str = "ask", max_request_bytes: int = DEFAULT_MAX_BODY_BYTES
+) -> MCPServer[Any]:
     """An ``mcp`` server (not started) whose one tool runs ``agent``.
 
     Args:
         agent: The agent to serve; usually a router desk.
         name: The server's name (default: the agent's name).
         tool_name: The tool's name.
+        max_request_bytes: A longer request (in UTF-8 bytes) is an error result and nothing
+            runs, as the HTTP server refuses a body over its ``max_body_bytes`` (the same default).
 
     Raises:
-        UsageError: if ``agent`` is not an Agent or the ``mcp`` package is missing.
+        UsageError: if ``agent`` is not an Agent, ``max_request_bytes`` is no positive
+            integer, or the ``mcp`` package is missing.
     """
     if not isinstance(agent, Agent):
         raise UsageError(f"can only serve an Agent over MCP, got {type(agent).__name__}")
+    if not isinstance(max_request_bytes, int) or isinstance(max_request_bytes, bool) or max_request_bytes < 1:
+        raise UsageError(f"max_request_bytes must be a positive integer, got {max_request_bytes!r}")
     try:
         import mcp_types as types
         from mcp.server.mcpserver import Context, MCPServer
@@ -161,24 +169,23 @@ def router_server(agent: Agent, *, name: str | None = None, tool_name: str = "as
                 hosts.remove(tg)
                 tg.cancel_scope.cancel()  # the server stops: what still runs is cut (resumable)
 
-    server: MCPServer[Any] = MCPServer(
-        name or agent.name, instructions=agent.instructions, log_level="WARNING", lifespan=lifespan
-    )
-
     def refused(text: str) -> Any:
         return types.CallToolResult(content=[types.TextContent(text=text)], is_error=True)
 
     async def ask(request: str, session_id: str | None = None, ctx: Context | None = None) -> Any:
+        problem = request_problem(request, max_request_bytes)
+        if problem is not None:
+            return refused(problem)
         if session_id and not SESSION_ID.fullmatch(session_id):  # as over HTTP: GET /v1/sessions/{id} reads it
             return refused(f"{SESSION_ID_RULE}; nothing was run")
-        meta = _meta(ctx)
+        meta = meta_of(ctx)
         key: Any = meta.get(IDEMPOTENCY_META)
         if key is not None:
-            problem = _key_problem(key, agent)
+            problem = key_problem(key, agent)
             if problem is not None:
                 return refused(problem)
         else:
-            key = _client_key(meta.get(IDEMPOTENCY_META_KEY), agent)
+            key = client_key(meta.get(IDEMPOTENCY_META_KEY), agent)
         try:
             if key is not None and hosts:
                 result, reply = await _outliving(hosts[-1], agent, request, session_id or None, key)
@@ -225,8 +232,13 @@ def router_server(agent: Agent, *, name: str | None = None, tool_name: str = "as
         "content says which route answered and how confident the routing was. A session_id, when "
         "given, files the request under that session (journal, events)."
     )
-    server.add_tool(ask, name=tool_name, description=description)
-    return server
+    return MCPServer(
+        name or agent.name,
+        instructions=agent.instructions,
+        log_level="WARNING",
+        lifespan=lifespan,
+        tools=[ask_tool(ask, name=tool_name, description=description)],
+    )
 
 
 async def _replied(agent: Agent, request: str, session_id: str | None, key: str | None) -> tuple[RunResult, str | None]:
@@ -267,47 +279,6 @@ async def _outliving(
     if isinstance(outcome[0], Exception):
         raise outcome[0]
     return outcome[0]
-
-
-def _meta(ctx: Any) -> Mapping[str, Any]:
-    """The request's ``_meta`` (empty for a call made outside a request, e.g. ``server.call_tool``)."""
-    try:
-        return (ctx.request_context.meta if ctx is not None else None) or {}
-    except ValueError:  # the SDK's "Context is not available outside of a request"
-        return {}
-
-
-def _client_key(sent: object, agent: Agent) -> str | None:
-    """The idempotency key of ``ask`` from the key a jeeves MCP client sent (:data:`IDEMPOTENCY_META_KEY`).
-
-    ``None`` when none was sent, or the agent has no journaling runtime (the client sends its
-    key on every call: it is no request of the user's to refuse). A key that
-    :func:`~jeeves_router.ids.check_idempotency_key` would refuse (too long, not printable
-    ASCII) is replaced by ``"jr-sha256:"`` and the hex SHA-256 of its UTF-8 text: the same
-    key always maps to the same run.
-    """
-    if sent is None or not getattr(agent.runtime, "honours_idempotency_keys", False):
-        return None
-    text = sent if isinstance(sent, str) else json.dumps(sent, sort_keys=True, default=str)
-    try:
-        check_idempotency_key(text)
-    except UsageError:
-        return "jr-sha256:" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
-    return text
-
-
-def _key_problem(key: object, agent: Agent) -> str | None:
-    """Why ``ask`` cannot honour the idempotency key ``key`` (``None``: it can)."""
-    try:
-        check_idempotency_key(key)
-    except UsageError:
-        return f"_meta.{IDEMPOTENCY_META} must be 1-255 printable ASCII characters; nothing was run"
-    if not getattr(agent.runtime, "honours_idempotency_keys", False):
-        return (
-            f"_meta.{IDEMPOTENCY_META} needs a journal to find the run a key names: serve an agent with "
-            "runtime=JournalRuntime(...); nothing was run"
-        )
-    return None
 
 
 async def serve(

@@ -52,6 +52,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp
 
+from .._limits import DEFAULT_MAX_BODY_BYTES
 from .._models_held import aclose_models
 from ..agent import Agent
 from ..errors import UsageError
@@ -115,7 +116,7 @@ def create_app(
     journal: Journal | str | os.PathLike[str] | None = None,
     session_history: SessionHistory | None = DEFAULT_HISTORY,
     max_concurrency: int = 64,
-    max_body_bytes: int = 1_048_576,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     retry_after_s: int = 1,
     drain: Drain | None = None,
 ) -> ASGIApp:

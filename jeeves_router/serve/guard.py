@@ -20,6 +20,7 @@ import anyio
 from starlette.requests import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from .._limits import too_large
 from ..errors import UsageError
 from ..ids import check_idempotency_key
 from .wire import ApiError
@@ -188,9 +189,7 @@ class Slots:
 async def read_body(request: Request, limit: int) -> bytes:
     """The request body, refusing (413) one over ``limit`` bytes before reading all of it."""
     declared = request.headers.get("content-length")
-    too_big = ApiError(
-        413, f"the request body is larger than the server's limit of {limit} bytes", code="request_too_large"
-    )
+    too_big = ApiError(413, too_large(limit), code="request_too_large")
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise too_big
     parts: list[bytes] = []
