@@ -44,10 +44,11 @@ from .._log import get_logger
 from .._loops import SharedLock
 from .._text import valid_json
 from ..errors import ModelError, UsageError
-from ..messages import Message, TextPart, ToolCallPart, ToolResultPart
+from ..messages import TextPart
 from ..tracing import traced_model_stream
-from ..usage import Usage, spent_when_cut
+from ..usage import spent_when_cut
 from ._gbnf import UnsupportedSchema, schema_to_gbnf
+from ._llamacpp_chat import close_chunks, common_prefix, to_chat, usage_of
 from .base import ModelRequest, ModelResponse, ModelStreamItem, ModelTextDelta, ResponseFormat, StopReason
 
 __all__ = ["LlamaCppModel", "smollm2_path", "MODEL_ALIASES"]
@@ -268,7 +269,7 @@ class LlamaCppModel:
         messages: list[dict[str, str]] = []
         if request.system:
             messages.append({"role": "system", "content": request.system})
-        messages.extend(_to_chat(m) for m in request.messages)
+        messages.extend(to_chat(m) for m in request.messages)
         assert self._formatter is not None
         # text UTF-8 cannot carry (an unpaired surrogate, from wherever it came) is repaired
         # before the chat is rendered and tokenized, as the HTTP adapters repair their bodies
@@ -320,7 +321,7 @@ class LlamaCppModel:
         async with self._lock:
             llama = await self._ready()
             tokens, kwargs = self._prepare(llama, request)
-            cached = _common_prefix(llama, tokens)
+            cached = common_prefix(llama, tokens)
             chunks: Iterator[Any] = llama.create_completion(**kwargs)  # a generator: no work yet
             texts: list[str] = []
             finish: str | None = None
@@ -349,53 +350,11 @@ class LlamaCppModel:
                 # Closing the generator stops llama.cpp's loop; do it in a thread, shielded,
                 # so the model is idle before the lock is released even when cancelled.
                 with anyio.CancelScope(shield=True):
-                    await anyio.to_thread.run_sync(_close, chunks)
+                    await anyio.to_thread.run_sync(close_chunks, chunks)
                 if cut:  # what it had spent goes to the scope that cut it, as the retrier reports it
-                    spent_when_cut(_usage(llama, tokens, texts, cached))
-            usage = _usage(llama, tokens, texts, cached)
+                    spent_when_cut(usage_of(llama, tokens, texts, cached))
+            usage = usage_of(llama, tokens, texts, cached)
             text = "".join(texts)
             stop = _FINISH.get(finish, "other") if finish else "end"
             parts = (TextPart(text),) if text else ()
             yield ModelResponse(parts, usage, stop, self._name)
-
-
-def _usage(llama: Any, prompt: list[int], texts: list[str], cached: int) -> Usage:
-    """One request's usage: its prompt, the text generated so far, no cost (the model runs here)."""
-    text = "".join(texts)
-    output_tokens = len(llama.tokenize(text.encode("utf-8"), add_bos=False, special=False)) if text else 0
-    return Usage(len(prompt), output_tokens, cached, 1, 0.0)
-
-
-def _close(chunks: Iterator[Any]) -> None:
-    close = getattr(chunks, "close", None)
-    if close is not None:
-        close()
-
-
-def _common_prefix(llama: Any, tokens: list[int]) -> int:
-    """How many leading prompt tokens are already in the model's KV cache."""
-    try:
-        evaluated = list(llama.input_ids[: llama.n_tokens])
-    except (AttributeError, TypeError):
-        return 0
-    n = 0
-    for a, b in zip(evaluated, tokens, strict=False):
-        if a != b:
-            break
-        n += 1
-    # llama.cpp re-evaluates the last prompt token to get fresh logits.
-    return min(n, max(len(tokens) - 1, 0))
-
-
-def _to_chat(message: Message) -> dict[str, str]:
-    """One turn as a chat-template message; tool traffic is rendered as text."""
-    lines: list[str] = []
-    for part in message.parts:
-        if isinstance(part, TextPart):
-            lines.append(part.text)
-        elif isinstance(part, ToolCallPart):
-            lines.append(f"[called {part.name}({json.dumps(dict(part.arguments), ensure_ascii=False)})]")
-        elif isinstance(part, ToolResultPart):
-            lines.append(f"[result of {part.name}: {part.content}]")
-    role = "assistant" if message.role == "assistant" else "user"
-    return {"role": role, "content": "".join(lines) if len(lines) == 1 else "\n".join(lines)}
