@@ -1,4 +1,4 @@
-"""One tool of an MCP server as the tool loop sees it (:class:`MCPTool`); the server calls it."""
+"""One tool of an MCP server as the tool loop sees it (:class:`MCPTool`), and the tools a server offers."""
 
 from __future__ import annotations
 
@@ -10,9 +10,11 @@ from ..models.base import ToolSpec
 from ..tools import TOOL_NAME_CHARS, Tool, ToolContext, ToolOutcome
 
 if TYPE_CHECKING:
+    from mcp import Client
+
     from .client import MCPServer
 
-__all__ = ["BAD_NAME", "MCPTool"]
+__all__ = ["BAD_NAME", "MCPTool", "listed_tools"]
 
 #: What a model provider refuses in a tool name (replaced by ``_`` in a server's tool names).
 BAD_NAME = re.compile(f"[^{TOOL_NAME_CHARS}]")
@@ -53,3 +55,20 @@ class MCPTool(Tool):
     async def call(self, arguments: Mapping[str, Any], ctx: ToolContext) -> ToolOutcome:
         """Call the tool on its server (see :meth:`MCPServer.call`: a lost connection may raise)."""
         return await self.toolset.call(self.remote_name, arguments)
+
+
+async def listed_tools(server: MCPServer, client: Client) -> tuple[MCPTool, ...]:
+    """The tools ``client`` lists (every page), those ``server.allowed_tools`` allows, with their repeat hints."""
+    tools: list[MCPTool] = []
+    cursor: str | None = None
+    for _ in range(100):  # a server whose pages never end cannot hang the start
+        page = await client.list_tools(cursor=cursor)
+        for t in page.tools:
+            if server.allowed_tools is None or t.name in server.allowed_tools:
+                tools.append(MCPTool(server, t.name, t.description or t.title or "", t.input_schema))
+                hints = t.annotations
+                tools[-1].hinted_repeatable = bool(hints and (hints.read_only_hint or hints.idempotent_hint))
+        cursor = page.next_cursor
+        if cursor is None:
+            break
+    return tuple(tools)

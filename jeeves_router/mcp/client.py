@@ -48,7 +48,7 @@ from ..errors import ToolError, UsageError
 from ..tools import Tool, ToolOutcome, ToolsetHost, current_toolset_host
 from ._content import content_text, describe, failure, unknown, unreached
 from ._link import IDEMPOTENCY_META_KEY, Connection, Here, call_meta, sending, watched
-from ._tool import BAD_NAME, MCPTool
+from ._tool import BAD_NAME, MCPTool, listed_tools
 
 if TYPE_CHECKING:
     from mcp import Client
@@ -279,7 +279,7 @@ class MCPServer:
             with conn.scope:
                 async with AsyncExitStack() as stack:
                     client = await stack.enter_async_context(self._client(stack, lambda t: watched(t, ended)))
-                    conn.tools = await self._list(client)
+                    conn.tools = await listed_tools(self, client)
                     conn.client = client
                     ready.set()
                     await stop.wait()
@@ -292,21 +292,6 @@ class MCPServer:
                 conn.closed = True
             ready.set()
             done.set()
-
-    async def _list(self, client: Client) -> tuple[MCPTool, ...]:
-        tools: list[MCPTool] = []
-        cursor: str | None = None
-        for _ in range(100):  # a server whose pages never end cannot hang the start
-            page = await client.list_tools(cursor=cursor)
-            for t in page.tools:
-                if self.allowed_tools is None or t.name in self.allowed_tools:
-                    tools.append(MCPTool(self, t.name, t.description or t.title or "", t.input_schema))
-                    hints = t.annotations
-                    tools[-1].hinted_repeatable = bool(hints and (hints.read_only_hint or hints.idempotent_hint))
-            cursor = page.next_cursor
-            if cursor is None:
-                break
-        return tuple(tools)
 
     # -- calls ------------------------------------------------------------------------------
 
