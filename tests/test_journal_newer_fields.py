@@ -11,9 +11,7 @@ only decoding it does is ``Entry.from_body``, so its newer entries come through 
 from __future__ import annotations
 
 import json
-import uuid
-from collections.abc import AsyncIterator, Callable
-from pathlib import Path
+from collections.abc import Callable
 
 import pytest
 
@@ -22,13 +20,12 @@ from jeeves_router.journal import (
     Journal,
     JournalRuntime,
     MemoryJournal,
-    PostgresJournal,
-    SQLiteJournal,
     recorded_events,
     session_turns,
 )
 from jeeves_router.journal.records import Entry, RunEndRecord
 from jeeves_router.testing import Call, Reply, ScriptedModel
+from tests.test_journal_surrogates import journals  # noqa: F401  (fixture: memory, SQLite, PostgreSQL)
 
 
 @tool
@@ -52,26 +49,10 @@ def newer_body(entry: Entry) -> str:
     return json.dumps(data, separators=(",", ":"))
 
 
-@pytest.fixture(params=["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Callable[[], Journal]]:
-    """Journals on one store: a second one reads what the first wrote (memory: the same object)."""
-    if request.param == "memory":
-        memory = MemoryJournal()
-        yield lambda: memory
-    elif request.param == "sqlite":
-        yield lambda: SQLiteJournal(tmp_path / "j.db")
-    else:
-        from tests.test_journal_postgres import drop
-
-        url: str = request.getfixturevalue("pg_url")
-        table = f"jeeves_test_newer_{uuid.uuid4().hex[:12]}"
-        yield lambda: PostgresJournal(url, table=table)
-        await drop(url, table)
-
-
 @pytest.mark.anyio
 async def test_entries_a_newer_release_wrote_with_more_fields_are_read(
-    store: Callable[[], Journal], monkeypatch: pytest.MonkeyPatch
+    journals: Callable[[], Journal],  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     source = MemoryJournal()  # the run as recorded; then stored as the newer release writes it
     model = ScriptedModel([Reply(calls=[Call("lookup", {"invoice": "INV-7"})]), "INV-7 is paid."])
@@ -79,7 +60,7 @@ async def test_entries_a_newer_release_wrote_with_more_fields_are_read(
     entries = await source.read("s")
     assert {e.record.type for e in entries} >= {"run.start", "tool.started", "step", "model", "event", "run.end"}
 
-    writer = store()
+    writer = journals()
     if isinstance(writer, MemoryJournal):  # it keeps objects: a newer entry reaches it only decoded
         await writer.append([Entry.from_body(newer_body(e)) for e in entries])
     else:
@@ -88,7 +69,7 @@ async def test_entries_a_newer_release_wrote_with_more_fields_are_read(
             await writer.append(entries)
         await writer.aclose()
 
-    reader = store()
+    reader = journals()
     try:
         read = await reader.read("s")  # raised JournalCorrupt ("Extra inputs are not permitted")
         assert [e.record for e in read] == [e.record for e in entries]

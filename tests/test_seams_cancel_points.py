@@ -12,7 +12,6 @@ and a later run on the same session answers.
 from __future__ import annotations
 
 import gc
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import anyio
@@ -25,6 +24,7 @@ from jeeves_router.models.base import ModelRequest
 from jeeves_router.recovery import Recovery
 from jeeves_router.testing import Call, FunctionModel, RecordedSleeps, Reply, StaticClassifier
 from tests.task_helpers import pending_tasks, settled_tasks, warnings_of_this_test
+from tests.test_seams_lifecycle import cancelled_once
 
 
 class Stall:
@@ -82,21 +82,6 @@ def desk(journal: SQLiteJournal, stall: Stall, refunds: list[str]) -> Agent:
         recovery=Recovery(sleep=RecordedSleeps()),
     )
     return Agent("Desk", name="desk", runtime=JournalRuntime(journal), architecture=router)
-
-
-async def cancelled_once(reached: anyio.Event, body: Callable[[], Awaitable[object]]) -> anyio.CancelScope:
-    """Run ``body`` in a scope that is cancelled once ``reached`` is set."""
-    with anyio.CancelScope() as scope:
-        async with anyio.create_task_group() as tg:
-
-            async def cancel() -> None:
-                await reached.wait()
-                scope.cancel()
-
-            tg.start_soon(cancel)
-            await body()
-            tg.cancel_scope.cancel()
-    return scope
 
 
 @pytest.mark.anyio
