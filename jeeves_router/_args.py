@@ -215,3 +215,27 @@ def returned_awaitable(name: str, value: object) -> UsageError:
         f"tool {name!r} is a plain def but returned a {type(value).__name__}, which nothing awaits: "
         "declare the function `async def` and await inside it"
     )
+
+
+def opened_toolset(owner: str, toolset: object) -> Any:
+    """``toolset.open()``, once it is known to be the async context manager a toolset's ``open`` must return.
+
+    Raises:
+        UsageError: for an ``open`` that is no method or returned something else (a list, a
+            sync context manager, an ``async def``'s coroutine: closed here), naming the agent,
+            the toolset and how to write ``open``.
+    """
+    how = (
+        "a toolset's open() must return an async context manager yielding its tools (write it as an "
+        "@contextlib.asynccontextmanager async def); pass a Tool or a function in tools= instead if it is no toolset"
+    )
+    where = f"agent {owner!r}: {type(toolset).__name__} in tools is taken as a toolset (it has an open attribute)"
+    open_ = getattr(toolset, "open", None)
+    if not callable(open_):
+        raise UsageError(f"{where}, but its open is a {type(open_).__name__}, not a method; {how}")
+    opened = open_()
+    if callable(getattr(opened, "__aenter__", None)) and callable(getattr(opened, "__aexit__", None)):
+        return opened
+    if inspect.iscoroutine(opened):
+        opened.close()  # no "coroutine was never awaited" warning: the error says it instead
+    raise UsageError(f"{where}, but its open() returned a {type(opened).__name__}, not an async context manager; {how}")

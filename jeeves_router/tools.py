@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, Protocol, get_type_hints, overload, runti
 
 import anyio.to_thread
 
-from ._args import check_handoff, listed, returned_awaitable
+from ._args import check_handoff, listed, opened_toolset, returned_awaitable
 from ._frozen import frozen
 from ._toolset_host import ToolsetHost, current_toolset_host, toolset_host, toolsets_in_use
 from .errors import ToolOutcomeUnknown, UsageError
@@ -366,7 +366,8 @@ def open_toolsets(owner: _ToolOwner) -> AbstractAsyncContextManager[None]:
     again.
 
     Raises:
-        UsageError: if a toolset's tool has the name of another tool of ``owner``.
+        UsageError: if a toolset's tool has the name of another tool of ``owner``, or a
+            toolset's ``open`` is no method returning an async context manager.
         ToolError: if a toolset cannot be opened (it says which and why).
     """
     return _open_toolsets(owner) if owner.toolsets else nullcontext()
@@ -375,7 +376,7 @@ def open_toolsets(owner: _ToolOwner) -> AbstractAsyncContextManager[None]:
 @asynccontextmanager
 async def _open_toolsets(owner: _ToolOwner) -> AsyncIterator[None]:
     async with AsyncExitStack() as stack:
-        listed = [await stack.enter_async_context(ts.open()) for ts in owner.toolsets]
+        listed = [await stack.enter_async_context(opened_toolset(owner.name, ts)) for ts in owner.toolsets]
         own = [t for t in owner.tools if getattr(t, "toolset", None) is None]
         merged: dict[str, Tool] = {t.name: t for t in own}
         for ts, tools in zip(owner.toolsets, listed, strict=True):

@@ -69,9 +69,16 @@ def test_router_uses_the_rule(names: list[str], named: list[str]) -> None:
         ({"offload_above_ms": -1}, r"^offload_above_ms must be a number >= 0, got -1$"),
         ({"encoder": "minilm"}, r"^encoder must be an Encoder object, not the name 'minilm': pass e.g. MiniLMEnc"),
         ({"encoder": 3}, r"^encoder must be an Encoder .*, got int; pass e\.g\. MiniLMEncoder\(\)"),
+        (
+            {"max_scores": 0},
+            r"^max_scores \(how many ranked routes .*; 1 for the best alone\) must be an integer >= 1, got 0$",
+        ),
+        ({"max_scores": "3"}, r"^max_scores .* must be an integer >= 1, got '3'$"),
     ],
 )
-def test_embedding_classifier_names_a_bad_encoder_or_offload_threshold(kwargs: dict[str, object], match: str) -> None:
+def test_embedding_classifier_names_a_bad_encoder_offload_threshold_or_max_scores(
+    kwargs: dict[str, object], match: str
+) -> None:
     options: dict[str, object] = {"encoder": HashingEncoder(), **kwargs}
     with pytest.raises(UsageError, match=match):
         EmbeddingClassifier([RouteSpec("billing", "payments")], **options)  # type: ignore[arg-type]

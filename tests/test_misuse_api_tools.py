@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import warnings
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -276,3 +279,50 @@ def test_a_sync_tool_returning_a_coroutine_is_a_usage_error_not_a_coroutine_repr
         with pytest.raises(UsageError, match=r"tool 'lookup' is a plain def but returned a coroutine, which nothing"):
             agent.run_sync("go")
     assert model.remaining == 1  # the model was never shown '<coroutine object ...>'
+
+
+class _SyncOpen:
+    @contextlib.contextmanager
+    def open(self) -> Iterator[list[Any]]:
+        yield []
+
+
+class _CoroutineOpen:
+    async def open(self) -> list[Any]:
+        return []
+
+
+class _ListOpen:
+    def open(self) -> list[Any]:
+        return []
+
+
+class _FlagOpen:
+    open = True
+
+
+@pytest.mark.parametrize(
+    ("toolset", "got"),
+    [
+        (_SyncOpen(), "open() returned a _GeneratorContextManager"),
+        (_CoroutineOpen(), "open() returned a coroutine"),
+        (_ListOpen(), "open() returned a list"),
+        (_FlagOpen(), "its open is a bool, not a method"),
+    ],
+)
+def test_a_toolset_whose_open_is_no_async_context_manager_is_a_usage_error_naming_the_fix(
+    toolset: Any, got: str
+) -> None:
+    import anyio
+
+    from jeeves_router.testing import FunctionModel
+
+    agent = Agent("x", name="helper", model=FunctionModel(lambda r: "hi"), tools=[toolset])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # an async def open's coroutine is closed, never left unawaited
+        with pytest.raises(UsageError) as info:
+            anyio.run(lambda: agent.run("hello"))
+    message = str(info.value)
+    assert message.startswith(f"agent 'helper': {type(toolset).__name__} in tools is taken as a toolset")
+    assert got in message
+    assert "@contextlib.asynccontextmanager" in message

@@ -10,16 +10,18 @@ import os
 from pathlib import Path
 
 from ...errors import UsageError
-from ...policies import check_number
+from ...policies import check_count, check_number
 
 
-def check_options(encoder: object, offload: object, offload_above_ms: object, negatives: object) -> None:
-    """Refuse a bad ``encoder``, ``offload``, ``offload_above_ms`` or ``negatives`` of the classifier.
+def check_options(
+    encoder: object, offload: object, offload_above_ms: object, negatives: object, max_scores: object = 10
+) -> None:
+    """Refuse a bad ``encoder``, ``offload``, ``offload_above_ms``, ``negatives`` or ``max_scores`` of the classifier.
 
     Raises:
         UsageError: For an encoder that is a name or has no ``encode`` method, an ``offload``
             other than ``True``/``False``/``"auto"``, an ``offload_above_ms`` that is not a number
-            >= 0, or ``negatives`` given as one string.
+            >= 0, ``negatives`` given as one string, or a ``max_scores`` that is no integer >= 1.
     """
     if isinstance(encoder, str):
         raise UsageError(
@@ -36,6 +38,7 @@ def check_options(encoder: object, offload: object, offload_above_ms: object, ne
     check_number("offload_above_ms", offload_above_ms, low=0)
     if isinstance(negatives, str):
         raise UsageError("negatives must be a sequence of texts, not one string; wrap it in a list")
+    check_count("max_scores (how many ranked routes ClassifyResult.scores lists; 1 for the best alone)", max_scores, 1)
 
 
 def check_save_path(path: str | os.PathLike[str]) -> Path:

@@ -80,7 +80,7 @@ class EmbeddingClassifier:
         offload: Run encoding in a worker thread in :meth:`classify`: ``True``, ``False`` or
             ``"auto"`` (offload once a measured encode takes more than ``offload_above_ms``).
         offload_above_ms: See ``offload``.
-        max_scores: How many ranked routes ``ClassifyResult.scores`` carries.
+        max_scores: How many ranked routes ``ClassifyResult.scores`` carries (an integer >= 1).
         blas_one_thread: Limit numpy's BLAS to one thread while scoring (faster on small CPUs).
 
     Raises:
@@ -105,7 +105,7 @@ class EmbeddingClassifier:
     ) -> None:
         self.routes = route_specs(routes, owner="EmbeddingClassifier")
         names = validate_route_names([r.name for r in self.routes], owner="EmbeddingClassifier")
-        check_options(encoder, offload, offload_above_ms, negatives)
+        check_options(encoder, offload, offload_above_ms, negatives, max_scores)
         self.negatives = tuple(t for t in negatives if t.strip())
         self.encoder: Encoder = encoder if encoder is not None else default_encoder()
         # One attribute, replaced whole: a decision never pairs one fit's calibration with another's threshold.
@@ -114,7 +114,7 @@ class EmbeddingClassifier:
         self.use_descriptions = use_descriptions
         self.offload = offload
         self.offload_above_ms = offload_above_ms
-        self.max_scores = max(1, max_scores)
+        self.max_scores = max_scores
         self.blas_one_thread = blas_one_thread
         self._index = {n: i for i, n in enumerate(names)}
         self._encode_ms: float | None = None
