@@ -151,6 +151,21 @@ def test_runs_accept_force_route_and_refuse_an_unknown_one(served: ServerThread)
     assert bad.status_code == 400 and "nope" in bad.json()["error"]["message"]
 
 
+def test_runs_refuse_stream_false_naming_the_field_and_stream_with_stream_true(served: ServerThread) -> None:
+    ask = {"model": "desk", "input": "refund me"}
+    whole = httpx.post(served.url + "/v1/runs", json={**ask, "stream": False})
+    assert whole.status_code == 400 and whole.headers["content-type"] == "application/json"
+    error = whole.json()["error"]
+    assert error["param"] == "stream" and error["type"] == "invalid_request_error"
+    assert error["message"].startswith("field 'stream' must be true or left out: /v1/runs always streams")
+    assert "POST /v1/chat/completions" in error["message"]
+    bad = httpx.post(served.url + "/v1/runs", json={**ask, "stream": "no"})
+    assert bad.status_code == 400 and bad.json()["error"]["param"] == "stream"
+    streamed = httpx.post(served.url + "/v1/runs", json={**ask, "stream": True})
+    assert streamed.status_code == 200 and streamed.headers["content-type"].startswith("text/event-stream")
+    assert "event: run.completed" in streamed.text
+
+
 @pytest.mark.parametrize(
     ("body", "status", "needle", "param"),
     [

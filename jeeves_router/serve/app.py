@@ -15,7 +15,7 @@ Endpoints (all JSON errors in OpenAI's shape ``{"error": {"message", "type", "pa
   stored history; earlier messages in the request replace it.
 - ``POST /v1/runs`` — ``{"model", "input", "session_id"?, "history"?, "force_route"?,
   "context"?}``; streams every typed event as ``event: <kind>`` / ``id: <n>`` /
-  ``data: <json>``.
+  ``data: <json>``. It always streams: ``"stream": false`` is refused (400, ``param: "stream"``).
 - ``GET /v1/sessions/{id}`` — the session's turns from the journal.
 - ``GET /v1/models`` — the served agents; ``GET /v1/models/{id}`` — one of them (404
   ``model_not_found`` for another id).

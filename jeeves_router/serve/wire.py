@@ -289,9 +289,21 @@ class RunRequest:
 
 
 def parse_run(data: Mapping[str, Any], *, session_header: str | None = None) -> RunRequest:
-    """Validate a run request: ``model`` (the agent), ``input`` and optional extras."""
+    """Validate a run request: ``model`` (the agent), ``input`` and optional extras.
+
+    The endpoint always streams the run's events: ``stream`` may be left out or ``true``;
+    ``false`` is refused (400 naming the field), for a client asking for one JSON body would
+    otherwise get an event stream it does not read as one.
+    """
     model = _field(data, "model", str, required=True)
     prompt = _field(data, "input", str, required=True)
+    if _field(data, "stream", bool) is False:
+        raise ApiError(
+            400,
+            "field 'stream' must be true or left out: /v1/runs always streams the run's events (server-sent events); "
+            "for the whole answer as one JSON body, POST /v1/chat/completions without stream",
+            param="stream",
+        )
     history = data.get("history")
     return RunRequest(
         model=model,
