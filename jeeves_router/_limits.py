@@ -1,12 +1,34 @@
-"""The request size limit every front door keeps: one rule for the HTTP server and the MCP ``ask`` tool."""
+"""The request size limit every front door keeps: one rule for the HTTP server and the MCP server.
+
+Over HTTP (``jeeves-router serve``, ``jeeves-router mcp --transport http``) the limit counts the
+whole request body (:class:`jeeves_router.serve.guard.BodyLimit`, 413 beyond it); over stdio,
+where a request has no body of its own, the MCP ``ask`` tool counts its request's UTF-8 bytes.
+"""
 
 from __future__ import annotations
 
-__all__ = ["DEFAULT_MAX_BODY_BYTES", "too_large"]
+from .errors import UsageError
 
-#: The default limit on a request, in bytes (1 MiB): ``create_app(max_body_bytes=...)`` and
-#: ``router_server(max_request_bytes=...)``.
+__all__ = ["DEFAULT_MAX_BODY_BYTES", "check_limit", "too_large"]
+
+#: The default limit on a request, in bytes (1 MiB): ``create_app(max_body_bytes=...)``,
+#: ``router_server(max_request_bytes=...)``, ``mcp.server.serve(max_request_bytes=...)`` and the
+#: ``--max-request-bytes`` of ``jeeves-router serve`` and ``jeeves-router mcp``.
 DEFAULT_MAX_BODY_BYTES = 1_048_576
+
+
+def check_limit(name: str, value: object) -> int:
+    """``value``, a request size limit named ``name``, once it is a positive integer (not a bool).
+
+    Raises:
+        UsageError: naming ``name``, the value given and the default.
+    """
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise UsageError(
+            f"{name} must be a positive integer (a size in bytes; the default is {DEFAULT_MAX_BODY_BYTES}, 1 MiB), "
+            f"got {value!r}"
+        )
+    return value
 
 
 def too_large(limit: int, what: str = "the request body") -> str:

@@ -6,10 +6,11 @@ import os
 import subprocess
 import sys
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from jeeves_router import Agent
@@ -19,6 +20,7 @@ from jeeves_router.journal import JournalRuntime, SQLiteJournal
 from jeeves_router.journal.records import StepRecord
 from jeeves_router.mcp import MCPServerHTTP, MCPServerStdio
 from jeeves_router.mcp.server import load_agent, router_server
+from jeeves_router.mcp.server import serve as mcp_serve
 from jeeves_router.messages import ToolResultPart
 from jeeves_router.models.base import ModelRequest
 from jeeves_router.testing import Call, FunctionModel, Reply, ScriptedModel, capture_events
@@ -342,3 +344,47 @@ async def test_a_resumed_agent_that_asks_a_journaled_desk_again_gets_the_first_a
     result = await _caller(SQLiteJournal(outer), refunds, tmp_path / "desk.db").resume("c-1")
     assert (result.status, result.output) == ("ok", "The desk says: Refund issued for INV-1.")
     assert refunds.read_text().splitlines() == ["refund INV-1"]  # the desk's refund ran once
+
+
+@pytest.mark.anyio
+async def test_the_http_transport_refuses_a_body_over_max_request_bytes_before_reading_it() -> None:
+    import httpx2
+
+    args = (*CLI, "tests.mcp_servers.desk:desk", "--transport", "http", "--port", "{port}")
+    async with http_process(*args, "--max-request-bytes", "4000") as (_, port):
+        url = f"http://127.0.0.1:{port}/mcp"
+        call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "ask"}}
+        call["params"]["arguments"] = {"request": "x" * 5000}  # the whole body counts, as over jeeves-router serve
+        headers = {"accept": "application/json, text/event-stream"}
+        async with httpx2.AsyncClient() as http:
+            over = await http.post(url, json=call, headers=headers)
+
+            async def chunked() -> AsyncIterator[bytes]:  # no content-length: refused while reading
+                yield b'{"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"pad": "'
+                yield b"y" * 5000
+                yield b'"}}'
+
+            unsized = await http.post(url, content=chunked(), headers=headers)
+        assert over.status_code == 413 and unsized.status_code == 413
+        assert over.json()["error"]["message"] == "the request body is larger than the server's limit of 4000 bytes"
+        assert over.json()["error"]["code"] == "request_too_large"
+        statuses, answer = await _ask_over_http(url, {})  # a request within the limit is answered
+    assert set(statuses) <= {200, 202} and not answer.is_error, (statuses, answer)
+    assert answer.content[0].text == "Refund issued."
+
+
+@pytest.mark.parametrize(("value", "shown"), [("0", "0"), ("-5", "-5")])
+def test_max_request_bytes_is_checked_before_serving(value: str, shown: str) -> None:
+    from typer.testing import CliRunner
+
+    from jeeves_router.cli import app
+
+    for command in (["mcp"], ["mcp", "--transport", "http"], ["serve"]):
+        result = CliRunner().invoke(app, [*command, "tests.mcp_servers.desk:desk", "--max-request-bytes", value])
+        assert result.exit_code == 2, result.output
+        assert result.output == (
+            f"error: --max-request-bytes must be a positive integer (a size in bytes; the default is 1048576, "
+            f"1 MiB), got {shown}\n"
+        )
+    with pytest.raises(UsageError, match=r"^max_request_bytes must be a positive integer \(a size in bytes"):
+        anyio.run(lambda: mcp_serve(Agent("x", name="x", model=FunctionModel(lambda r: "x")), max_request_bytes=0))

@@ -224,6 +224,7 @@ def test_a_draining_server_refuses_new_runs_with_503() -> None:
         (["tests.serve_apps"], {}, "expected module:attribute"),
         (["tests.serve_apps:SLOW_CHUNKS"], {}, "must be an Agent, not a str"),
         (["tests.serve_apps:slow_desk", "--grace", "-1"], {}, "grace_s must be"),
+        (["tests.serve_apps:slow_desk", "--max-request-bytes", "0"], {}, "--max-request-bytes must be a positive"),
     ],
 )
 def test_serve_command_refuses_bad_arguments_before_listening(
@@ -282,3 +283,34 @@ def test_an_address_that_cannot_be_listened_on_is_one_error_line(command: list[s
             result = CliRunner().invoke(app, [*command, "tests.serve_apps:slow_desk", "--port", given])
             assert result.exit_code == 2, result.output
             assert result.output == message + "\n"
+
+
+def test_serve_command_max_request_bytes_is_the_apps_body_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    import uvicorn
+    from typer.testing import CliRunner
+
+    from jeeves_router.cli import app
+
+    served: list[object] = []
+
+    class Stop(BaseException):  # past the one-line error handler
+        pass
+
+    def config(asgi: object, **options: object) -> None:
+        served.append(asgi)
+        raise Stop  # the app is built: no need to listen
+
+    monkeypatch.setattr(uvicorn, "Config", config)
+    with pytest.raises(Stop):
+        CliRunner().invoke(app, ["serve", "tests.serve_apps:slow_desk", "--max-request-bytes", "300"])
+    (asgi,) = served
+
+    async def post(size: int) -> httpx.Response:
+        ask = {"model": "desk", "messages": [{"role": "user", "content": "x" * size}]}
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=asgi), base_url="http://test") as client:
+            return await client.post(CHAT, json=ask)
+
+    over = anyio.run(post, 300)
+    assert over.status_code == 413
+    assert over.json()["error"]["message"] == "the request body is larger than the server's limit of 300 bytes"
+    assert anyio.run(post, 10).status_code == 200

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any
 
 import anyio
 import typer
@@ -20,6 +20,7 @@ from ._embed import CalibrationName, EncoderName, ObjectiveName, ScorerName, dat
 from ._errors import VERBOSE, OneLineErrors, bad_input
 from ._observe import graph_command, trace_command
 from ._replay import replay_command
+from ._serve import mcp_command, serve_command
 
 if TYPE_CHECKING:
     from ..classify.types import Classifier
@@ -334,51 +335,8 @@ app.command("graph")(graph_command)
 app.command("trace")(trace_command)
 
 
-@app.command("serve")
-def serve_command(
-    target: Annotated[str, typer.Argument(help="module:attr of an Agent, a list or a mapping of agents.")],
-    host: Annotated[str, typer.Option(help="Address to listen on (not loopback: needs a token).")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="TCP port.")] = 8000,
-    journal: Annotated[str | None, typer.Option(help="Sessions journal: a SQLite file or a postgresql:// URL.")] = None,
-    token_env: Annotated[str | None, typer.Option(help="Environment variable holding the bearer token.")] = None,
-    max_concurrency: Annotated[int, typer.Option(help="Runs in flight at once; more get 429.")] = 64,
-    grace: Annotated[int, typer.Option(help="Seconds runs may finish in after SIGTERM.")] = 30,
-) -> None:
-    """Serve agents over HTTP: OpenAI-compatible chat completions, run event streams, sessions."""
-    with bad_input():
-        from ..serve import load_agents, serve, token_from_env
-
-        token = token_from_env(token_env)
-        options: dict[str, Any] = {"journal": journal, "max_concurrency": max_concurrency}
-        serve(load_agents(target), host=host, port=port, token=token, grace_s=grace, **options)
-
-
-@app.command("mcp")
-def mcp_(
-    target: Annotated[str, typer.Argument(help="The agent (router) to serve, as module:attribute.")],
-    transport: Annotated[str, typer.Option("--transport", help="stdio or http (streamable HTTP).")] = "stdio",
-    host: Annotated[str, typer.Option("--host", help="HTTP: interface to listen on (not loopback: needs a token).")] = (
-        "127.0.0.1"
-    ),
-    port: Annotated[int, typer.Option("--port", help="HTTP: port.")] = 8000,
-    token_env: Annotated[
-        str | None, typer.Option("--token-env", help="HTTP: environment variable holding the bearer token.")
-    ] = None,
-    journal: Annotated[str | None, typer.Option(help="Sessions journal: a SQLite file or a postgresql:// URL.")] = None,
-) -> None:
-    """Serve an agent or router as an MCP server with one tool, `ask` (needs the mcp extra)."""
-    from ..mcp.server import main
-
-    with bad_input():
-        if transport not in ("stdio", "http"):
-            raise UsageError(f"--transport must be stdio or http, got {transport!r}")
-        token = None
-        if token_env is not None:
-            from ..serve.guard import token_from_env
-
-            token = token_from_env(token_env)
-        via: Literal["stdio", "http"] = "http" if transport == "http" else "stdio"
-        main(target, transport=via, host=host, port=port, token=token, journal=journal)
+app.command("serve")(serve_command)
+app.command("mcp")(mcp_command)
 
 
 def main() -> None:

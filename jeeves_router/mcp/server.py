@@ -16,8 +16,9 @@ require a bearer token, which a non-loopback ``--host`` needs: the check is
 :mod:`jeeves_router.serve`'s own).
 
 Before running, ``ask`` refuses (an error result naming the rule; :mod:`._ask_checks`) an empty or
-blank request, one over the HTTP server's body limit (``max_request_bytes``, 1 MiB by default), and
-arguments that do not fit its schema.
+blank request, one over the HTTP server's size limit (``max_request_bytes``, 1 MiB by default: the
+request's UTF-8 bytes; over streamable HTTP the whole request body is held to it first, by the HTTP
+server's own :class:`~jeeves_router.serve.guard.BodyLimit`), and arguments that do not fit its schema.
 
 Retries: a request whose ``_meta`` carries ``"idempotency_key"`` (:data:`IDEMPOTENCY_META`,
 1-255 printable ASCII characters) is made as ``agent.run(..., idempotency_key=key)``
@@ -59,7 +60,7 @@ import anyio
 import anyio.abc
 from pydantic import BaseModel, Field
 
-from .._limits import DEFAULT_MAX_BODY_BYTES
+from .._limits import DEFAULT_MAX_BODY_BYTES, check_limit
 from .._models_held import aclose_models
 from .._targets import import_target
 from ..agent import Agent
@@ -141,7 +142,8 @@ def router_server(
         name: The server's name (default: the agent's name).
         tool_name: The tool's name.
         max_request_bytes: A longer request (in UTF-8 bytes) is an error result and nothing
-            runs, as the HTTP server refuses a body over its ``max_body_bytes`` (the same default).
+            runs, as the HTTP server refuses a body over its ``max_body_bytes`` (the same default;
+            served over HTTP by :func:`serve`, the whole request body is held to it as well).
 
     Raises:
         UsageError: if ``agent`` is not an Agent, ``max_request_bytes`` is no positive
@@ -149,8 +151,7 @@ def router_server(
     """
     if not isinstance(agent, Agent):
         raise UsageError(f"can only serve an Agent over MCP, got {type(agent).__name__}")
-    if not isinstance(max_request_bytes, int) or isinstance(max_request_bytes, bool) or max_request_bytes < 1:
-        raise UsageError(f"max_request_bytes must be a positive integer, got {max_request_bytes!r}")
+    check_limit("max_request_bytes", max_request_bytes)
     try:
         import mcp_types as types
         from mcp.server.mcpserver import Context, MCPServer
@@ -291,6 +292,7 @@ async def serve(
     token: str | None = None,
     journal: JournalSpec | None = None,
     session_history: SessionHistory | None = DEFAULT_HISTORY,
+    max_request_bytes: int = DEFAULT_MAX_BODY_BYTES,
 ) -> None:
     """Serve ``agent`` over MCP until cancelled (stdio) or the HTTP server stops.
 
@@ -309,14 +311,19 @@ async def serve(
             built, are closed when serving stops (a client passed as ``client=`` stays open).
         session_history: History limits for the runtime this creates (``None``: a request
             sees only its own text).
+        max_request_bytes: The size limit on a request, as ``jeeves-router serve`` keeps it
+            (1 MiB by default): over HTTP a larger request body gets 413 before anything reads
+            it (:class:`~jeeves_router.serve.guard.BodyLimit`, the HTTP server's own); over
+            stdio, an ``ask`` whose request is longer (UTF-8 bytes) is an error result.
 
     Raises:
         UsageError: for an unknown transport, a token on stdio, a short token, a
-            non-loopback ``host`` without a token, or a ``journal`` for an agent that has
-            another runtime.
+            non-loopback ``host`` without a token, a ``max_request_bytes`` that is no positive
+            integer, or a ``journal`` for an agent that has another runtime.
     """
     if transport not in ("stdio", "http"):
         raise UsageError(f"transport must be 'stdio' or 'http', got {transport!r}")
+    check_limit("max_request_bytes", max_request_bytes)
     if transport == "stdio" and token is not None:
         raise UsageError("a token guards the HTTP transport only; stdio is reached through its process")
     if transport == "http":
@@ -329,18 +336,21 @@ async def serve(
         for used in journal_agents({agent.name: agent}, journal, session_history):
             closing.push_async_callback(used.aclose)
         closing.push_async_callback(aclose_models, [agent])
+        server = router_server(agent, max_request_bytes=max_request_bytes)
         if transport == "stdio":
-            await router_server(agent).run_stdio_async()
+            await server.run_stdio_async()
         else:
-            await _serve_http(agent, host, port, path, token)
+            await _serve_http(server, host, port, path, token, max_request_bytes)
 
 
-async def _serve_http(agent: Agent, host: str, port: int, path: str, token: str | None) -> None:
+async def _serve_http(
+    server: MCPServer[Any], host: str, port: int, path: str, token: str | None, max_request_bytes: int
+) -> None:
     import uvicorn
 
-    from ..serve.guard import BearerAuth
+    from ..serve.guard import BearerAuth, BodyLimit
 
-    app = router_server(agent).streamable_http_app(streamable_http_path=path, host=host)
+    app = BodyLimit(server.streamable_http_app(streamable_http_path=path, host=host), max_request_bytes)
     guarded = BearerAuth(app, token) if token is not None else app
     config = uvicorn.Config(guarded, host=host, port=port, log_level="warning", access_log=False)
     await uvicorn.Server(config).serve()
@@ -366,9 +376,12 @@ def main(
     port: int = 8000,
     token: str | None = None,
     journal: str | None = None,
+    max_request_bytes: int = DEFAULT_MAX_BODY_BYTES,
 ) -> None:
     """The ``jeeves-router mcp`` command: load ``spec`` and serve it (logs go to stderr)."""
     import anyio
 
+    check_limit("--max-request-bytes", max_request_bytes)  # before the agent's module is imported
     agent = load_agent(spec)
-    anyio.run(lambda: serve(agent, transport=transport, host=host, port=port, token=token, journal=journal))
+    options: dict[str, Any] = {"token": token, "journal": journal, "max_request_bytes": max_request_bytes}
+    anyio.run(lambda: serve(agent, transport=transport, host=host, port=port, **options))

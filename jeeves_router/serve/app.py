@@ -47,12 +47,13 @@ from typing import Any
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp
 
-from .._limits import DEFAULT_MAX_BODY_BYTES
+from .._limits import DEFAULT_MAX_BODY_BYTES, check_limit
 from .._models_held import aclose_models
 from ..agent import Agent
 from ..errors import UsageError
@@ -60,7 +61,7 @@ from ..ids import SESSION_ID, SESSION_ID_RULE
 from ..journal import Journal
 from ..journal.attach import DEFAULT_HISTORY, journal_agents, open_journal
 from ..journal.sessions import SessionHistory, session_turns
-from .guard import BearerAuth, Drain, Slots, check_token, idempotency_key, read_body
+from .guard import BearerAuth, BodyLimit, Drain, Slots, check_token, idempotency_key
 from .runs import chat_reply, events_reply
 from .wire import ApiError, parse_chat, parse_json, parse_run
 
@@ -132,7 +133,8 @@ def create_app(
         session_history: History limits for the runtimes this creates (``None``: a
             request sees only the history it sends).
         max_concurrency: Runs in flight at once; more are refused with 429 and ``Retry-After``.
-        max_body_bytes: Larger request bodies are refused with 413.
+        max_body_bytes: Larger request bodies are refused with 413 (:class:`~.guard.BodyLimit`; the
+            CLI's ``--max-request-bytes``).
         retry_after_s: The ``Retry-After`` of a 429.
         drain: Shutdown control shared with the server (:func:`~jeeves_router.serve.serve`
             passes one; by default the app makes its own).
@@ -145,9 +147,9 @@ def create_app(
         UsageError: for bad arguments.
     """
     table = served_agents(agents)
-    for name, value in (("max_concurrency", max_concurrency), ("max_body_bytes", max_body_bytes)):
-        if not isinstance(value, int) or value < 1:
-            raise UsageError(f"{name} must be a positive integer, got {value!r}")
+    if isinstance(max_concurrency, bool) or not isinstance(max_concurrency, int) or max_concurrency < 1:
+        raise UsageError(f"max_concurrency must be a positive integer, got {max_concurrency!r}")
+    check_limit("max_body_bytes", max_body_bytes)
     check_token(token)
     journals = journal_agents(table, journal, session_history)  # as `jeeves-router mcp --journal` does
     slots = Slots(max_concurrency, retry_after_s)
@@ -162,7 +164,7 @@ def create_app(
 
     async def start(request: Request, parse: Any, reply: Any) -> Response:
         """Parse the body, find the agent, take a run slot; the reply releases the slot when it ends."""
-        req = parse(parse_json(await read_body(request, max_body_bytes)), session_header=_sid_header(request))
+        req = parse(parse_json(await request.body()), session_header=_sid_header(request))  # within BodyLimit
         agent = agent_for(req.model)
         key = idempotency_key(request, getattr(agent.runtime, "honours_idempotency_keys", False))
         if key is not None:
@@ -225,6 +227,7 @@ def create_app(
             Route("/v1/models/{model_id:path}", _api(model), methods=["GET"]),
         ],
         exception_handlers={HTTPException: http_error},
+        middleware=[Middleware(BodyLimit, limit=max_body_bytes)],
         lifespan=lifespan,
     )
     app.state.slots = slots

@@ -1,8 +1,8 @@
 """What stands in front of every run: bearer-token auth, the body limit, the concurrency limit, the idempotency key.
 
-The auth check is a pure ASGI middleware (it never buffers a streamed reply); the token is
-compared in constant time with :func:`hmac.compare_digest` and never logged. Both HTTP
-fronts use it: ``jeeves-router serve`` and the MCP server over streamable HTTP
+The auth check and the body limit (:class:`BodyLimit`) are pure ASGI middlewares (neither
+buffers a reply); the token is compared in constant time with :func:`hmac.compare_digest` and
+never logged. Both HTTP fronts use them: ``jeeves-router serve`` and the MCP server over streamable HTTP
 (``jeeves-router mcp --transport http``), with the same token checks
 (:func:`check_token`, :func:`check_host`, :func:`token_from_env`).
 """
@@ -18,7 +18,7 @@ import socket
 
 import anyio
 from starlette.requests import Request
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .._limits import too_large
 from ..errors import UsageError
@@ -28,6 +28,7 @@ from .wire import ApiError
 __all__ = [
     "IDEMPOTENCY_HEADER",
     "BearerAuth",
+    "BodyLimit",
     "Drain",
     "Slots",
     "check_host",
@@ -35,7 +36,6 @@ __all__ = [
     "check_token",
     "idempotency_key",
     "is_loopback",
-    "read_body",
     "send_error",
     "token_from_env",
 ]
@@ -186,20 +186,50 @@ class Slots:
         self.in_flight -= 1
 
 
-async def read_body(request: Request, limit: int) -> bytes:
-    """The request body, refusing (413) one over ``limit`` bytes before reading all of it."""
-    declared = request.headers.get("content-length")
-    too_big = ApiError(413, too_large(limit), code="request_too_large")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise too_big
-    parts: list[bytes] = []
-    size = 0
-    async for part in request.stream():
-        size += len(part)
-        if size > limit:
-            raise too_big
-        parts.append(part)
-    return b"".join(parts)
+class BodyLimit:
+    """Refuse (413, OpenAI error shape) an HTTP request whose body is over ``limit`` bytes.
+
+    The one body limit of both HTTP fronts (``create_app``'s ``max_body_bytes``, the MCP
+    server's ``max_request_bytes`` over streamable HTTP). A declared ``Content-Length`` over the
+    limit is refused before anything is read; a body sent without one (chunked) is read up to
+    the limit. The app is handed the body read whole, as one message; its later ``receive``
+    calls (a disconnect) go to the connection.
+    """
+
+    def __init__(self, app: ASGIApp, limit: int) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Read the body within the limit, then pass the request on (every lifespan message too)."""
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        too_big = ApiError(413, too_large(self.limit), code="request_too_large")
+        for name, value in scope.get("headers", ()):
+            if name == b"content-length" and value.isdigit() and int(value) > self.limit:
+                await send_error(send, too_big)
+                return
+        parts: list[bytes] = []
+        size = 0
+        more = True
+        while more:
+            message = await receive()
+            if message["type"] != "http.request":  # the client left before it sent its body: nobody to answer
+                return
+            part = message.get("body", b"")
+            size += len(part)
+            if size > self.limit:
+                await send_error(send, too_big)
+                return
+            parts.append(part)
+            more = message.get("more_body", False)
+        body: list[Message] = [{"type": "http.request", "body": b"".join(parts), "more_body": False}]
+
+        async def read() -> Message:
+            return body.pop() if body else await receive()
+
+        await self.app(scope, read, send)
 
 
 #: The request header that makes a run safe to retry (see :mod:`jeeves_router.serve.app`).

@@ -1,0 +1,90 @@
+"""The commands that serve agents: ``jeeves-router serve`` (HTTP) and ``jeeves-router mcp`` (MCP).
+
+Both take the same request size limit (``--max-request-bytes``, :mod:`jeeves_router._limits`),
+the same journal option and the same token guard. The servers (Starlette, uvicorn, the ``mcp``
+SDK) are imported when a command runs, not when the command line is built.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+import typer
+
+from .._limits import DEFAULT_MAX_BODY_BYTES
+from ..errors import UsageError
+from ._errors import bad_input
+
+__all__ = ["mcp_command", "serve_command"]
+
+JournalOpt = Annotated[str | None, typer.Option(help="Sessions journal: a SQLite file or a postgresql:// URL.")]
+_MAX_REQUEST_BYTES = "--max-request-bytes"
+
+
+def serve_command(
+    target: Annotated[str, typer.Argument(help="module:attr of an Agent, a list or a mapping of agents.")],
+    host: Annotated[str, typer.Option(help="Address to listen on (not loopback: needs a token).")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="TCP port.")] = 8000,
+    journal: JournalOpt = None,
+    token_env: Annotated[str | None, typer.Option(help="Environment variable holding the bearer token.")] = None,
+    max_concurrency: Annotated[int, typer.Option(help="Runs in flight at once; more get 429.")] = 64,
+    max_request_bytes: Annotated[
+        int, typer.Option(_MAX_REQUEST_BYTES, help="Request bodies larger than this many bytes get 413.")
+    ] = DEFAULT_MAX_BODY_BYTES,
+    grace: Annotated[int, typer.Option(help="Seconds runs may finish in after SIGTERM.")] = 30,
+) -> None:
+    """Serve agents over HTTP: OpenAI-compatible chat completions, run event streams, sessions."""
+    with bad_input():
+        from .._limits import check_limit
+        from ..serve import load_agents, serve, token_from_env
+
+        check_limit(_MAX_REQUEST_BYTES, max_request_bytes)  # before the target's module is imported
+        token = token_from_env(token_env)
+        options: dict[str, Any] = {
+            "journal": journal,
+            "max_concurrency": max_concurrency,
+            "max_body_bytes": max_request_bytes,
+        }
+        serve(load_agents(target), host=host, port=port, token=token, grace_s=grace, **options)
+
+
+def mcp_command(
+    target: Annotated[str, typer.Argument(help="The agent (router) to serve, as module:attribute.")],
+    transport: Annotated[str, typer.Option("--transport", help="stdio or http (streamable HTTP).")] = "stdio",
+    host: Annotated[str, typer.Option("--host", help="HTTP: interface to listen on (not loopback: needs a token).")] = (
+        "127.0.0.1"
+    ),
+    port: Annotated[int, typer.Option("--port", help="HTTP: port.")] = 8000,
+    token_env: Annotated[
+        str | None, typer.Option("--token-env", help="HTTP: environment variable holding the bearer token.")
+    ] = None,
+    journal: JournalOpt = None,
+    max_request_bytes: Annotated[
+        int,
+        typer.Option(
+            _MAX_REQUEST_BYTES,
+            help="Larger requests (bytes) are refused: an HTTP body gets 413, an `ask` over stdio an error result.",
+        ),
+    ] = DEFAULT_MAX_BODY_BYTES,
+) -> None:
+    """Serve an agent or router as an MCP server with one tool, `ask` (needs the mcp extra)."""
+    from ..mcp.server import main
+
+    with bad_input():
+        if transport not in ("stdio", "http"):
+            raise UsageError(f"--transport must be stdio or http, got {transport!r}")
+        token = None
+        if token_env is not None:
+            from ..serve.guard import token_from_env
+
+            token = token_from_env(token_env)
+        via: Literal["stdio", "http"] = "http" if transport == "http" else "stdio"
+        main(
+            target,
+            transport=via,
+            host=host,
+            port=port,
+            token=token,
+            journal=journal,
+            max_request_bytes=max_request_bytes,
+        )
