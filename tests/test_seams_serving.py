@@ -106,7 +106,7 @@ def test_the_mcp_http_front_refuses_a_non_loopback_host_as_the_http_front_does(
         def streamable_http_app(self, **options: object) -> None:
             raise AssertionError(f"it would listen on {options['host']!r}")
 
-    monkeypatch.setattr(mcp_server, "router_server", lambda agent: NeverListens())
+    monkeypatch.setattr(mcp_server, "router_server", lambda agent, **options: NeverListens())
     desk = build_desk()
     for host in ("0.0.0.0", "192.168.1.10", "::"):
         with pytest.raises(UsageError, match=f"refusing to listen on {host!r} without a token") as refused:
