@@ -1,4 +1,8 @@
-"""The request size limit every front door keeps: one rule for the HTTP server and the MCP server.
+"""What every front door refuses before it runs anything: a request over the size limit, or an empty one.
+
+One rule for the HTTP server and the MCP server: a request with no text (empty or blank: the
+last user message of a chat completion, a run's ``input``, an ``ask``'s ``request``) is refused
+(:func:`blank`, :data:`EMPTY_REQUEST`), and so is one over the size limit.
 
 Over HTTP (``jeeves-router serve``, ``jeeves-router mcp --transport http``) the limit counts the
 whole request body (:class:`jeeves_router.serve.guard.BodyLimit`, 413 beyond it); over stdio,
@@ -9,7 +13,10 @@ from __future__ import annotations
 
 from .errors import UsageError
 
-__all__ = ["DEFAULT_MAX_BODY_BYTES", "check_limit", "too_large"]
+__all__ = ["DEFAULT_MAX_BODY_BYTES", "EMPTY_REQUEST", "blank", "check_limit", "too_large"]
+
+#: The refusal of a request without text (each front door says where it looked).
+EMPTY_REQUEST = "the request is empty: send the text to ask"
 
 #: The default limit on a request, in bytes (1 MiB): ``create_app(max_body_bytes=...)``,
 #: ``router_server(max_request_bytes=...)``, ``mcp.server.serve(max_request_bytes=...)`` and the
@@ -34,3 +41,8 @@ def check_limit(name: str, value: object) -> int:
 def too_large(limit: int, what: str = "the request body") -> str:
     """The refusal of a request over ``limit`` bytes (``what`` names what was measured)."""
     return f"{what} is larger than the server's limit of {limit} bytes"
+
+
+def blank(text: str) -> bool:
+    """Whether ``text``, a request, has nothing to ask (empty, or only whitespace)."""
+    return not text.strip()

@@ -166,6 +166,26 @@ def test_runs_refuse_stream_false_naming_the_field_and_stream_with_stream_true(s
     assert "event: run.completed" in streamed.text
 
 
+@pytest.mark.parametrize("text", ["", "   ", "\n\t"])
+def test_an_empty_request_is_refused_as_the_mcp_ask_tool_refuses_it(served: ServerThread, text: str) -> None:
+    from jeeves_router._limits import EMPTY_REQUEST
+
+    run = httpx.post(served.url + "/v1/runs", json={"model": "desk", "input": text, "session_id": "empty-1"})
+    assert run.status_code == 400 and run.headers["content-type"] == "application/json"
+    assert run.json()["error"] == {
+        "message": f"{EMPTY_REQUEST} (field 'input' has no text)",
+        "type": "invalid_request_error",
+        "param": "input",
+        "code": "empty_request",
+    }
+    with pytest.raises(openai.BadRequestError) as refused:
+        client_for(served).chat.completions.create(
+            model="desk", messages=[{"role": "user", "content": text}], extra_body={"session_id": "empty-1"}
+        )
+    assert refused.value.body["message"] == f"{EMPTY_REQUEST} (the last user message has no text)"  # type: ignore[index]
+    assert httpx.get(served.url + "/v1/sessions/empty-1").status_code == 404  # nothing ran
+
+
 @pytest.mark.parametrize(
     ("body", "status", "needle", "param"),
     [
@@ -179,6 +199,9 @@ def test_runs_refuse_stream_false_naming_the_field_and_stream_with_stream_true(s
         (b'{"model": "desk", "messages": [{"role": "assistant", "content": "x"}]}', 400, "role 'user'", "messages"),
         (b'{"model": "desk", "messages": [{"role": "user", "content": 3}]}', 400, "content must be", "messages[0]"),
         (b'{"model": "desk", "messages": [{"role": "user", "content": "x"}], "n": 2}', 400, "'n' must be 1", "n"),
+        (b'{"model": "desk", "messages": [{"role": "user", "content": ""}]}', 400, "the request is empty", "messages"),
+        (b'{"model": "desk", "messages": [{"role": "user", "content": " \\n"}]}', 400, "request is empty", "messages"),
+        (b'{"model": "desk", "messages": [{"role": "user", "content": []}]}', 400, "request is empty", "messages"),
         (b'{"model": "desk", "messages": [{"role": "user", "content": "x"}], "stream": "yes"}', 400, "bool", "stream"),
         (
             b'{"model": "desk", "messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function"}]}',

@@ -14,7 +14,7 @@ import json
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from .._limits import too_large
+from .._limits import EMPTY_REQUEST, blank, too_large
 from ..errors import UsageError
 from ..ids import check_idempotency_key
 
@@ -33,8 +33,8 @@ NOTHING_RUN = "nothing was run"
 
 def request_problem(request: str, limit: int) -> str | None:
     """Why ``ask`` refuses ``request`` (``None``: it does not): empty or blank, or over ``limit`` UTF-8 bytes."""
-    if not request.strip():
-        return f"the request is empty: send the text to ask; {NOTHING_RUN}"
+    if blank(request):
+        return f"{EMPTY_REQUEST}; {NOTHING_RUN}"
     if len(request) > limit or len(request.encode("utf-8", "surrogatepass")) > limit:
         return f"{too_large(limit, 'the request')}; {NOTHING_RUN}"
     return None

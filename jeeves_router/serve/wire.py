@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._limits import EMPTY_REQUEST, blank
 from ..ids import SESSION_ID, SESSION_ID_RULE
 from ..messages import Message, assistant, user
 from ._wire_replies import (
@@ -242,9 +243,10 @@ _UNSUPPORTED = ("tools", "functions", "tool_choice", "function_call", "response_
 def parse_chat(data: Mapping[str, Any], *, session_header: str | None = None) -> ChatRequest:
     """Validate a chat completion request.
 
-    ``system``/``developer`` messages are ignored (the served agent has its own
-    instructions); the last message must be the user's request and the earlier ones are
-    the history (none given: the session's stored history is used).
+    The last user message (the request) must have text (:func:`~jeeves_router._limits.blank`, as
+    the MCP ``ask`` refuses an empty request). ``system``/``developer`` messages are ignored
+    (the served agent has its own instructions); the last message must be the user's request
+    and the earlier ones are the history (none given: the session's stored history is used).
     """
     model = _field(data, "model", str, required=True)
     turns = _messages(_field(data, "messages", list, required=True), "messages")
@@ -252,6 +254,9 @@ def parse_chat(data: Mapping[str, Any], *, session_header: str | None = None) ->
         raise ApiError(400, "field 'messages' has no user or assistant message: send the request", param="messages")
     if turns[-1][0] != "user":
         raise ApiError(400, "the last non-system message must have role 'user' (the request)", param="messages")
+    if blank(turns[-1][1]):
+        msg = f"{EMPTY_REQUEST} (the last user message has no text)"
+        raise ApiError(400, msg, param="messages", code="empty_request")
     for name in _UNSUPPORTED:
         if data.get(name) not in (None, False, [], {}, "none", "auto", {"type": "text"}):
             raise ApiError(
@@ -289,7 +294,7 @@ class RunRequest:
 
 
 def parse_run(data: Mapping[str, Any], *, session_header: str | None = None) -> RunRequest:
-    """Validate a run request: ``model`` (the agent), ``input`` and optional extras.
+    """Validate a run request: ``model`` (the agent), ``input`` (not blank) and optional extras.
 
     The endpoint always streams the run's events: ``stream`` may be left out or ``true``;
     ``false`` is refused (400 naming the field), for a client asking for one JSON body would
@@ -297,6 +302,8 @@ def parse_run(data: Mapping[str, Any], *, session_header: str | None = None) -> 
     """
     model = _field(data, "model", str, required=True)
     prompt = _field(data, "input", str, required=True)
+    if blank(prompt):
+        raise ApiError(400, f"{EMPTY_REQUEST} (field 'input' has no text)", param="input", code="empty_request")
     if _field(data, "stream", bool) is False:
         raise ApiError(
             400,
