@@ -150,9 +150,12 @@ def test_a_non_loopback_host_without_a_token_is_refused_in_one_line(host: str) -
         (["--transport", "http", "--token-env", "NO_SUCH_VAR_XYZ"], "--token-env NO_SUCH_VAR_XYZ: the environment"),
         (["--token-env", "JR_TEST_MCP_TOKEN"], "a token guards the HTTP transport only"),
         (["--transport", "http", "--token-env", "JR_TEST_SHORT_TOKEN"], "token must be a string of at least 8"),
+        (["--port", "9000"], "--port: only --transport http listens on an address; stdio talks over this process's"),
+        (["--host", "0.0.0.0", "--port", "9000"], "--host and --port: only --transport http listens"),
+        (["--transport", "stdio", "--host", "127.0.0.1"], "--host: only --transport http listens on an address"),
     ],
 )
-def test_token_options_are_checked_before_serving(args: list[str], needle: str) -> None:
+def test_transport_and_token_options_are_checked_before_serving(args: list[str], needle: str) -> None:
     from typer.testing import CliRunner
 
     from jeeves_router.cli import app

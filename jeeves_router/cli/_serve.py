@@ -51,10 +51,11 @@ def serve_command(
 def mcp_command(
     target: Annotated[str, typer.Argument(help="The agent (router) to serve, as module:attribute.")],
     transport: Annotated[str, typer.Option("--transport", help="stdio or http (streamable HTTP).")] = "stdio",
-    host: Annotated[str, typer.Option("--host", help="HTTP: interface to listen on (not loopback: needs a token).")] = (
-        "127.0.0.1"
-    ),
-    port: Annotated[int, typer.Option("--port", help="HTTP: port.")] = 8000,
+    host: Annotated[
+        str | None,
+        typer.Option("--host", help="HTTP: interface to listen on (not loopback: needs a token). Default: 127.0.0.1."),
+    ] = None,
+    port: Annotated[int | None, typer.Option("--port", help="HTTP: port. Default: 8000.")] = None,
     token_env: Annotated[
         str | None, typer.Option("--token-env", help="HTTP: environment variable holding the bearer token.")
     ] = None,
@@ -73,6 +74,12 @@ def mcp_command(
     with bad_input():
         if transport not in ("stdio", "http"):
             raise UsageError(f"--transport must be stdio or http, got {transport!r}")
+        if transport == "stdio" and (host is not None or port is not None):
+            given = " and ".join(o for o, v in (("--host", host), ("--port", port)) if v is not None)
+            raise UsageError(
+                f"{given}: only --transport http listens on an address; stdio talks over this process's stdin and "
+                "stdout: add --transport http"
+            )
         token = None
         if token_env is not None:
             from ..serve.guard import token_from_env
@@ -82,8 +89,8 @@ def mcp_command(
         main(
             target,
             transport=via,
-            host=host,
-            port=port,
+            host="127.0.0.1" if host is None else host,
+            port=8000 if port is None else port,
             token=token,
             journal=journal,
             max_request_bytes=max_request_bytes,
