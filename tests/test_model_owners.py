@@ -104,7 +104,7 @@ async def test_the_mcp_server_closes_the_clients_its_agents_models_built_when_it
     class OneCall:
         """Stands in for the MCP transport: one run of the agent, as an ``ask`` call makes."""
 
-        def __init__(self, served: Agent) -> None:
+        def __init__(self, served: Agent, **options: object) -> None:
             self.served = served
 
         async def run_stdio_async(self) -> None:
