@@ -159,9 +159,6 @@ class BearerAuth:
 class Slots:
     """A non-blocking concurrency limit: a run either gets a slot now or is refused (429).
 
-    Counted on one event loop, without a lock: the app that holds it runs under one server at
-    a time (its lifespan refuses a second, :data:`~jeeves_router.serve.app.ONE_SERVER_AT_A_TIME`).
-
     Args:
         limit: Runs in flight at once.
         retry_after_s: The ``Retry-After`` a refused client is given.
