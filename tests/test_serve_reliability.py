@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import logging
 import signal
 import subprocess
 import sys
@@ -23,7 +22,7 @@ from jeeves_router.journal import MemoryJournal, SQLiteJournal, recorded_events,
 from jeeves_router.serve import create_app, serve
 from jeeves_router.serve.guard import Drain
 from tests.mcp_helpers import listening_ports
-from tests.serve_apps import SLOW_CHUNKS, GatedModel, build_desk, desk_with, running, subprocess_env
+from tests.serve_apps import SLOW_CHUNKS, GatedModel, desk_with, running, subprocess_env
 
 CHAT = "/v1/chat/completions"
 SENT = ["run.started", "router.classified", "router.dispatched", "run.started", "text.delta"]  # up to the first text
@@ -315,48 +314,3 @@ def test_serve_command_max_request_bytes_is_the_apps_body_limit(monkeypatch: pyt
     assert over.status_code == 413
     assert over.json()["error"]["message"] == "the request body is larger than the server's limit of 300 bytes"
     assert anyio.run(post, 10).status_code == 200
-
-
-def test_an_app_refuses_a_second_server_while_one_serves_it_and_serves_again_once_it_stopped() -> None:
-    import uvicorn
-
-    from jeeves_router.serve.app import ONE_SERVER_AT_A_TIME
-
-    class Lines(logging.Handler):
-        def __init__(self) -> None:
-            super().__init__()
-            self.lines: list[str] = []
-
-        def emit(self, record: logging.LogRecord) -> None:
-            self.lines.append(record.getMessage())
-
-    app = create_app(build_desk())
-    with running(app) as first:
-        config = uvicorn.Config(app, host="127.0.0.1", port=0, lifespan="on", log_level="error")
-        second = uvicorn.Server(config)
-        exits: list[object] = []
-
-        def run_second() -> None:
-            try:
-                second.run()
-            except SystemExit as exc:  # uvicorn's own exit on a failed startup
-                exits.append(exc.code)
-
-        thread = threading.Thread(target=run_second, daemon=True)
-        seen = Lines()
-        logging.getLogger("uvicorn.error").addHandler(seen)
-        try:
-            thread.start()
-            while thread.is_alive() and not second.started:
-                thread.join(0.01)
-            assert not second.started and exits == [3]  # its startup failed: it never listened
-        finally:
-            logging.getLogger("uvicorn.error").removeHandler(seen)
-            second.should_exit = True
-            thread.join(30)
-        assert any(ONE_SERVER_AT_A_TIME in line for line in seen.lines), seen.lines
-        assert ONE_SERVER_AT_A_TIME.startswith("this app is already served by another server")
-        answer = httpx.post(first.url + CHAT, json={**body(stream=False), "model": "desk"})
-        assert answer.status_code == 200, answer.text  # the first server goes on serving
-    with running(app) as again:  # the first one stopped: another server may serve the app
-        assert httpx.get(again.url + "/v1/models").status_code == 200

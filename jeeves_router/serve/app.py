@@ -41,7 +41,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
@@ -66,15 +65,7 @@ from .guard import BearerAuth, BodyLimit, Drain, Slots, check_token, idempotency
 from .runs import chat_reply, events_reply
 from .wire import ApiError, parse_chat, parse_json, parse_run
 
-__all__ = ["DEFAULT_HISTORY", "ONE_SERVER_AT_A_TIME", "create_app", "open_journal", "served_agents"]
-
-#: Why a second server cannot start an app while another serves it (its lifespan's ``UsageError``).
-ONE_SERVER_AT_A_TIME = (
-    "this app is already served by another server: an app from create_app() runs under one server at a time (its "
-    "concurrency limit, shutdown control, journals and model clients belong to that server's event loop); to serve "
-    "the agents twice, run two processes, each with its own create_app() (they may share the journal: a SQLite file "
-    "or PostgreSQL)"
-)
+__all__ = ["DEFAULT_HISTORY", "create_app", "open_journal", "served_agents"]
 
 log = logging.getLogger("jeeves_router.serve")
 
@@ -152,11 +143,6 @@ def create_app(
     clients the served agents' models built (:func:`jeeves_router._models_held.aclose_models`;
     a client passed to a model as ``client=`` stays open).
 
-    An app runs under one server at a time: its concurrency limit, shutdown control, journals
-    and model clients belong to the server (and event loop) that started it, so a second server
-    starting it while the first runs fails at startup (its lifespan raises ``UsageError``:
-    :data:`ONE_SERVER_AT_A_TIME`). Once that server has stopped, another may start it.
-
     Raises:
         UsageError: for bad arguments.
     """
@@ -224,20 +210,13 @@ def create_app(
         err = ApiError(status, message.get(status, "request refused"))
         return JSONResponse(err.body(), status_code=status, headers=getattr(exc, "headers", None))
 
-    serving = threading.Lock()  # held while a server runs the app: one at a time (see create_app)
-
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        if not serving.acquire(blocking=False):
-            raise UsageError(ONE_SERVER_AT_A_TIME)
-        try:
-            async with AsyncExitStack() as closing:  # journals, model clients: also when the server stops on an error
-                for j in journals:
-                    closing.push_async_callback(j.aclose)
-                closing.push_async_callback(aclose_models, table.values())  # the clients built on this server's loop
-                yield
-        finally:
-            serving.release()
+        async with AsyncExitStack() as closing:  # journals, model clients: also when the server stops on an error
+            for j in journals:
+                closing.push_async_callback(j.aclose)
+            closing.push_async_callback(aclose_models, table.values())  # the clients built on this server's loop
+            yield
 
     app = Starlette(
         routes=[
