@@ -13,7 +13,9 @@ objects that hold such things are probed the same way:
   joined the connection the first thread's loop had open, and both hung. Each loop now opens
   a connection of its own.
 - ``SQLiteJournal`` (a ``threading.Lock``, its queries in worker threads) and the served app
-  (nothing of a loop's kept on it) held as they were.
+  (nothing of a loop's kept on it) held as they were, but for the app's run slots: its
+  ``Slots`` counter read and wrote its count without a lock, so two servers (threads) could
+  both take the last slot. It now takes a ``threading.Lock``.
 
 Every wait is bounded by ``anyio.fail_after(GUARD_S)``, only so that a regression fails
 instead of hanging the suite.
@@ -38,7 +40,8 @@ from jeeves_router import Agent
 from jeeves_router.journal import JournalRuntime, MemoryJournal, SQLiteJournal
 from jeeves_router.messages import user
 from jeeves_router.models.base import ModelRequest, ModelResponse
-from jeeves_router.serve import create_app
+from jeeves_router.serve import ApiError, create_app
+from jeeves_router.serve.guard import Slots
 from jeeves_router.testing import Call, FunctionModel, ScriptedModel
 from tests.llama_stub import StubLlama
 from tests.serve_apps import build_desk, running
@@ -233,3 +236,49 @@ def test_one_served_app_answers_on_two_servers_at_once_and_in_turn(tmp_path: Pat
         in_turn = ask(again.url)
     assert len(set(at_once)) == 1 and at_once[0] and "[billing]" in at_once[0]
     assert in_turn == at_once[0]
+
+
+class _Interleaved(Slots):
+    """A limit of one slot whose first read of its count, in ``acquire``, lets another thread take a slot first.
+
+    That is the moment two servers of one app (two threads) can both see the last slot free.
+    Without a lock the other thread takes the slot now, and this read's value is stale; with
+    one, the other thread waits for the lock (the wait for it here gives up after a while).
+    """
+
+    def __init__(self) -> None:
+        self._count = 0
+        self.other: threading.Thread | None = None
+        super().__init__(1)
+
+    @property  # type: ignore[override]
+    def in_flight(self) -> int:
+        seen, other, self.other = self._count, self.other, None
+        if other is not None:
+            other.start()
+            other.join(2)  # bounded: with a lock, the other thread waits for this one's acquire to end
+        return seen
+
+    @in_flight.setter
+    def in_flight(self, value: int) -> None:
+        self._count = value
+
+
+def test_two_servers_of_one_app_cannot_both_take_its_last_run_slot() -> None:
+    slots = _Interleaved()
+    outcomes: list[str] = []
+
+    def take() -> None:
+        try:
+            slots.acquire()
+            outcomes.append("slot")
+        except ApiError as err:
+            outcomes.append(str(err.status))
+
+    other = slots.other = threading.Thread(target=take)
+    take()  # this thread's acquire starts the other one's in its middle
+    other.join(GUARD_S)
+    assert not other.is_alive()
+    assert sorted(outcomes) == ["429", "slot"] and slots._count == 1  # without a lock: ["slot", "slot"], 2
+    slots.release()
+    assert slots._count == 0

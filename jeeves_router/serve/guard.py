@@ -15,6 +15,7 @@ import json
 import logging
 import os
 import socket
+import threading
 
 import anyio
 from starlette.requests import Request
@@ -159,6 +160,9 @@ class BearerAuth:
 class Slots:
     """A non-blocking concurrency limit: a run either gets a slot now or is refused (429).
 
+    Safe across threads: one app may be served by several servers at once, each in a thread
+    of its own with its own event loop (the limit is the app's, over all of them).
+
     Args:
         limit: Runs in flight at once.
         retry_after_s: The ``Retry-After`` a refused client is given.
@@ -167,11 +171,16 @@ class Slots:
     def __init__(self, limit: int, retry_after_s: int = 1) -> None:
         self.limit = limit
         self.retry_after_s = retry_after_s
+        self._lock = threading.Lock()  # one app may be served by several servers (threads) at once
         self.in_flight = 0
 
     def acquire(self) -> None:
         """Take a slot, or raise a 429 :class:`ApiError` carrying ``Retry-After``."""
-        if self.in_flight >= self.limit:
+        with self._lock:  # the count is read and written at once: two threads cannot both take the last slot
+            free = self.in_flight < self.limit
+            if free:
+                self.in_flight += 1
+        if not free:
             raise ApiError(
                 429,
                 f"the server is running its limit of {self.limit} concurrent runs; retry after {self.retry_after_s} s",
@@ -179,11 +188,11 @@ class Slots:
                 type="rate_limit_error",
                 headers={"retry-after": str(self.retry_after_s)},
             )
-        self.in_flight += 1
 
     def release(self) -> None:
         """Give a slot back."""
-        self.in_flight -= 1
+        with self._lock:
+            self.in_flight -= 1
 
 
 class BodyLimit:
