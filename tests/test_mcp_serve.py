@@ -391,3 +391,17 @@ def test_max_request_bytes_is_checked_before_serving(value: str, shown: str) -> 
         )
     with pytest.raises(UsageError, match=r"^max_request_bytes must be a positive integer \(a size in bytes"):
         anyio.run(lambda: mcp_serve(Agent("x", name="x", model=FunctionModel(lambda r: "x")), max_request_bytes=0))
+
+
+@pytest.mark.anyio
+async def test_the_stdio_transport_holds_ask_to_max_request_bytes() -> None:
+    from mcp import Client, StdioServerParameters
+
+    args = [*CLI, "tests.mcp_servers.desk:desk", "--max-request-bytes", "20"]
+    params = StdioServerParameters(command=sys.executable, args=args, env=ENV, cwd=str(ROOT))
+    async with Client(params) as client:
+        over = await client.call_tool("ask", {"request": "I was charged twice!!"})  # 21 bytes
+        within = await client.call_tool("ask", {"request": "I was charged twice"})
+    assert over.is_error
+    assert over.content[0].text == "the request is larger than the server's limit of 20 bytes; nothing was run"  # type: ignore[union-attr]
+    assert not within.is_error and within.content[0].text == "Refund issued."  # type: ignore[union-attr]
