@@ -38,6 +38,7 @@ async def _record_one(path: Path, session: str = "s1") -> None:
 @pytest.mark.anyio
 async def test_journal_files_are_owner_only(tmp_path: Path) -> None:
     path = tmp_path / "sub" / "j.db"
+    path.parent.mkdir()  # a journal's folder is not created for it
     journal = SQLiteJournal(path)
     await build_desk(JournalRuntime(journal), DeskModel()).run(PROMPT, session_id="s1")
     for f in (path, Path(f"{path}-wal")):

@@ -36,18 +36,20 @@ def open_journal(spec: str | os.PathLike[str]) -> Journal:
     """A ``postgresql://`` URL as a :class:`PostgresJournal`, anything else as a SQLite file.
 
     Raises:
-        UsageError: the SQLite file exists and holds something else than a journal (it is left as it is).
+        UsageError: the SQLite file exists and holds something else than a journal (it is left as it
+            is), or is missing and so is its folder (no folder is created).
     """
     if isinstance(spec, str) and spec.startswith(("postgresql://", "postgres://")):
         from .postgres import PostgresJournal
 
         return PostgresJournal(spec)
+    from ._sqlite_file import check_journal_file
     from .records import JournalError
-    from .sqlite import SQLiteJournal, refuse_foreign_file
+    from .sqlite import SQLiteJournal
 
     store = SQLiteJournal(spec)
     try:
-        refuse_foreign_file(store.path)  # at start, not at the first request: another application's database
+        check_journal_file(store.path)  # at start, not at the first request: another database, a missing folder
     except JournalError as exc:
         raise UsageError(str(exc)) from None
     return store

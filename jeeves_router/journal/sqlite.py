@@ -33,6 +33,7 @@ import anyio.to_thread
 from pydantic import ValidationError
 
 from .._log import get_logger
+from ._sqlite_file import check_journal_file, has_journal_tables
 from .records import _READABLE_VERSIONS, SCHEMA_VERSION, Entry, JournalCorrupt, JournalError
 
 __all__ = ["SQLiteJournal"]
@@ -41,6 +42,7 @@ log = get_logger(__name__)
 T = TypeVar("T")
 
 _DEFAULT_KEY = b"jeeves-router journal v1"
+_BUSY_TIMEOUT = 30.0  # seconds a connection waits on another's lock (SQLite's busy timeout, and opening)
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS entries (
@@ -53,7 +55,7 @@ CREATE TABLE IF NOT EXISTS entries (
 );
 CREATE INDEX IF NOT EXISTS entries_by_run ON entries (session_id, run_id, seq);
 """
-_BUSY_TIMEOUT = 30.0  # seconds a connection waits on another's lock (SQLite's busy timeout, and opening)
+_VERSION = f"INSERT OR IGNORE INTO meta VALUES ('schema_version', '{SCHEMA_VERSION}');"
 
 
 class _Busy(Exception):
@@ -71,51 +73,6 @@ def _is_busy(exc: BaseException) -> bool:
     return code & 0xFF in (5, 6) if code is not None else "is locked" in str(exc)
 
 
-def _has_journal_tables(conn: sqlite3.Connection) -> bool:
-    """Whether the file holds a journal's tables (an empty file, or another application's database, does not)."""
-    query = "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN ('meta', 'entries')"
-    found: int = conn.execute(query).fetchone()[0]
-    return found == 2
-
-
-def _other_tables(conn: sqlite3.Connection) -> list[str]:
-    """The tables of the file that are not a journal's (another application's database has some)."""
-    rows = conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite%'")
-    return sorted(name for (name,) in rows if name not in ("meta", "entries"))
-
-
-def refuse_foreign_file(path: Path) -> None:
-    """Raise :class:`JournalError` when ``path`` is a file that holds something else than a journal.
-
-    A missing or empty file, an SQLite database without tables (a journal another process is
-    creating) and a journal pass; another application's database, or a file that is no SQLite
-    database at all, is refused and left unchanged (nothing is written to it).
-    """
-    try:
-        if not path.is_file() or path.stat().st_size == 0:
-            return
-        with path.open("rb") as f:
-            header = f.read(16)
-    except OSError:
-        return  # opening the journal reports it
-    fix = "give a new or empty file for the journal"
-    if header != b"SQLite format 3\x00":
-        raise JournalError(f"journal {path} is not a jeeves-router journal (not an SQLite database): {fix}")
-    conn = sqlite3.connect(path, timeout=_BUSY_TIMEOUT)
-    try:
-        others = _other_tables(conn) if not _has_journal_tables(conn) else []
-    except sqlite3.DatabaseError:
-        return  # a damaged journal: opening it says so, with what can be read
-    finally:
-        conn.close()
-    if others:
-        shown = ", ".join(others[:5]) + (", ..." if len(others) > 5 else "")
-        raise JournalError(
-            f"journal {path} is not a jeeves-router journal: it is another database (tables {shown}), "
-            f"which would get the journal's tables; {fix}"
-        )
-
-
 _HEAD = "SELECT checksum FROM entries WHERE session_id = ? AND run_id = ? ORDER BY seq DESC LIMIT 1"
 
 
@@ -123,9 +80,12 @@ class SQLiteJournal:
     """A journal in one SQLite file.
 
     Args:
-        path: The database file; created (0600) when missing unless ``create=False``.
+        path: The database file; created (0600) when missing unless ``create=False``. Its
+            folder must exist (a :class:`JournalError` names a missing one; none is created).
         create: Create the file when it does not exist (``False``: raise JournalError, and
-            also for a file that holds no journal, which is then left unchanged).
+            also for a file that holds no journal, which is then left unchanged). Either way,
+            another application's database or a file that is no database is refused and left
+            unchanged (:func:`~jeeves_router.journal._sqlite_file.check_journal_file`).
         key: HMAC key of the entry checksums (default: a fixed key, see module docs).
         synchronous: SQLite ``synchronous`` pragma: ``"NORMAL"`` (default) survives a
             process crash; ``"FULL"`` also survives power loss, at a cost per write.
@@ -156,33 +116,21 @@ class SQLiteJournal:
     def _open(self) -> sqlite3.Connection:
         if self._conn is not None:
             return self._conn
+        check_journal_file(self.path, reading=not self._create, timeout=_BUSY_TIMEOUT)  # a missing file's folder exists
         if not self.path.exists():
-            if not self._create:
-                raise JournalError(f"journal file {self.path} does not exist")
             try:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-                try:
-                    os.close(os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
-                except FileExistsError:
-                    pass  # another process created it first
+                os.close(os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+            except FileExistsError:
+                pass  # another process created it first
             except OSError as exc:
                 raise JournalError(f"journal {self.path} cannot be created: {exc}") from exc
-        elif not self.path.is_file():
-            raise JournalError(f"journal {self.path} is not a file (a folder?): give the path of a journal file")
-        elif self._create:
-            refuse_foreign_file(self.path)
         # Opens lazily: the file is first read by the statements below.
         conn = sqlite3.connect(self.path, timeout=_BUSY_TIMEOUT, check_same_thread=False, isolation_level=None)
         try:
-            if not self._create and not _has_journal_tables(conn):
-                # a reader (replay, trace) given another file: leave it as it is, no schema written into it
-                raise JournalError(
-                    f"journal {self.path} is not a jeeves-router journal (no journal tables in it): "
-                    "give the file a JournalRuntime(SQLiteJournal(path)) wrote"
-                )
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute(f"PRAGMA synchronous={self._synchronous}")
-            conn.executescript(_SCHEMA)
+            if not has_journal_tables(conn):  # a new file: all of a journal at once, or none (see _sqlite_file)
+                conn.executescript(f"BEGIN IMMEDIATE; {_SCHEMA} {_VERSION} COMMIT;")
             row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
             if row is None:
                 conn.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
