@@ -22,7 +22,10 @@ record, told apart by its ``type``:
 Readers ignore fields they do not know, in an entry and in its record: a release that adds an
 optional field writes entries an older release still reads (one journal shared by both during
 a rolling upgrade); only a change an older reader would misread raises ``SCHEMA_VERSION``.
-Code building a record is still checked (the type checker knows the fields).
+Code building a record is still checked (the type checker knows the fields). A record type
+or a schema version a reader does not know was written by a newer release: every read that
+meets one raises :class:`JournalError` saying so (:mod:`._decode`), never skipping it,
+since any record may decide how a run went.
 
 Step results are stored with a type tag and decoded through pydantic (see
 ``step_results``); only types registered with ``register_step_type`` or defined inside
@@ -37,7 +40,7 @@ import json
 import time
 from collections.abc import Mapping
 from dataclasses import MISSING, fields, is_dataclass
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal, Union, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 from pydantic_core import PydanticSerializationError, to_jsonable_python
@@ -58,6 +61,7 @@ __all__ = [
     "EventRecord",
     "Record",
     "Entry",
+    "RECORD_TYPES",
     "digest",
     "to_json",
     "json_text",
@@ -209,6 +213,10 @@ Record = Annotated[
     Union[RunStartRecord, RunEndRecord, StepRecord, ModelRecord, ToolStartedRecord, StepFailedRecord, EventRecord],
     Field(discriminator="type"),
 ]
+
+
+#: The record types this release reads; a journal holding another was written by a newer release.
+RECORD_TYPES = frozenset(get_args(cls.model_fields["type"].annotation)[0] for cls in get_args(get_args(Record)[0]))
 
 
 class Entry(BaseModel):

@@ -30,11 +30,11 @@ from typing import TypeVar
 
 import anyio
 import anyio.to_thread
-from pydantic import ValidationError
 
 from .._log import get_logger
+from ._decode import check_file_version, decode_entry
 from ._sqlite_file import check_journal_file, has_journal_tables
-from .records import _READABLE_VERSIONS, SCHEMA_VERSION, Entry, JournalCorrupt, JournalError
+from .records import RECORD_TYPES, SCHEMA_VERSION, Entry, JournalCorrupt, JournalError
 
 __all__ = ["SQLiteJournal"]
 
@@ -134,11 +134,8 @@ class SQLiteJournal:
             row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
             if row is None:
                 conn.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
-            elif int(row[0]) not in _READABLE_VERSIONS:
-                raise JournalError(
-                    f"journal {self.path} has schema version {row[0]}; this release reads versions "
-                    f"{sorted(_READABLE_VERSIONS)}: upgrade jeeves-router"
-                )
+            else:
+                check_file_version(row[0], journal=f"journal {self.path}")
         except BaseException as exc:
             conn.close()
             if _is_busy(exc):
@@ -251,10 +248,10 @@ class SQLiteJournal:
             "LAG(checksum, 1, '') OVER (PARTITION BY run_id ORDER BY seq) AS prev FROM entries "
             f"WHERE {where}) AS c JOIN entries AS e ON e.seq = c.seq"
         )
-        if types is not None:
-            kinds = sorted(types)
-            sql += f" WHERE c.type IN ({', '.join('?' * len(kinds))})"
-            args += kinds
+        if types is not None:  # and any a newer release wrote: decode_entry refuses it, not skipped
+            kinds, known = sorted(types), sorted(RECORD_TYPES)
+            sql += f" WHERE c.type IN ({', '.join('?' * len(kinds))}) OR c.type NOT IN ({', '.join('?' * len(known))})"
+            args += kinds + known
         sql += " ORDER BY c.seq"
 
         def fetch(conn: sqlite3.Connection) -> list[tuple[int, str, str, str, str, str]]:
@@ -280,23 +277,8 @@ class SQLiteJournal:
                     f"journal {self.path}: entry {seq} (session {session_id!r}, run {rid!r}, {type_}) fails its "
                     "checksum: it was modified, reordered, or the entry before it in its run was removed"
                 )
-            entries.append(self._decode(seq, body, session_id))
+            entries.append(decode_entry(body, seq=seq, journal=f"journal {self.path}", session_id=session_id))
         return entries
-
-    def _decode(self, seq: int, body: str, session_id: str) -> Entry:
-        try:
-            entry = Entry.from_body(body)
-        except ValidationError as exc:
-            raise JournalCorrupt(
-                f"journal {self.path}: entry {seq} (session {session_id!r}) is not a valid entry: "
-                f"{exc.errors()[0]['msg']}"
-            ) from exc
-        if entry.v not in _READABLE_VERSIONS:
-            raise JournalError(
-                f"journal {self.path}: entry {seq} has schema version {entry.v}; this release reads "
-                f"{sorted(_READABLE_VERSIONS)}"
-            )
-        return entry.model_copy(update={"seq": seq})
 
     async def sessions(self) -> list[str]:
         """Every session id that has entries, in order of first appearance."""
