@@ -123,3 +123,17 @@ async def test_a_journal_an_older_release_is_creating_is_taken_by_a_writer(tmp_p
     async with SQLiteJournal(path) as writer:
         await writer.append([entry])
         assert [e.record for e in await writer.read("s")] == [entry.record]
+
+
+def test_a_folder_given_as_the_served_journal_is_refused_at_start(tmp_path: Path) -> None:
+    """It was taken, and then every request failed (500, JournalError) until the server was restarted."""
+    from jeeves_router.errors import UsageError
+    from jeeves_router.serve import create_app
+    from jeeves_router.testing import FunctionModel
+    from tests.serve_apps import desk_with
+
+    says = f"journal {tmp_path} is not a file (a folder?): give the path of a journal file"
+    with pytest.raises(UsageError) as raised:
+        create_app(desk_with(FunctionModel(lambda r: "ok")), journal=str(tmp_path))
+    assert str(raised.value) == says
+    assert list(tmp_path.iterdir()) == []
