@@ -50,21 +50,29 @@ def trace_command(
     agent: Annotated[
         str | None, typer.Option("--agent", "-a", help="Also draw this agent's graph (module:attribute).")
     ] = None,
+    key_env: Annotated[
+        str | None,
+        typer.Option(
+            help="Environment variable holding the journal's key, if it was written with SQLiteJournal(key=...)."
+        ),
+    ] = None,
 ) -> None:
     """Write one self-contained HTML page (no network) showing a recorded session step by step."""
     from ..journal.records import JournalError
     from ..journal.sqlite import SQLiteJournal
     from ..journal.trace_data import SessionTrace, load_trace
     from ..journal.trace_html import render_trace_html
+    from ._replay import journal_key
 
     async def read() -> SessionTrace:
-        store = SQLiteJournal(journal, create=False)
+        store = SQLiteJournal(journal, create=False, key=key)
         try:
             return await load_trace(store, session)
         finally:
             await store.aclose()
 
     with bad_input():  # any failure, an unwritable --out too, is one error line
+        key = journal_key(key_env)
         check_output(out, "--out")
         graph = None
         if agent is not None:

@@ -275,7 +275,9 @@ class SQLiteJournal:
             if not hmac.compare_digest(expected, check):
                 raise JournalCorrupt(
                     f"journal {self.path}: entry {seq} (session {session_id!r}, run {rid!r}, {type_}) fails its "
-                    "checksum: it was modified, reordered, or the entry before it in its run was removed"
+                    "checksum: it was modified, reordered, or the entry before it in its run was removed; or the "
+                    "journal was written with another key (SQLiteJournal(path, key=...); replay and trace: "
+                    "--key-env VAR)"
                 )
             entries.append(decode_entry(body, seq=seq, journal=f"journal {self.path}", session_id=session_id))
         return entries

@@ -13,7 +13,6 @@ import hmac
 import ipaddress
 import json
 import logging
-import os
 import socket
 import threading
 
@@ -21,6 +20,7 @@ import anyio
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from .._env import secret_from_env
 from .._limits import too_large
 from ..errors import UsageError
 from ..ids import check_idempotency_key
@@ -120,12 +120,7 @@ def token_from_env(name: str | None) -> str | None:
     Raises:
         UsageError: if the variable is unset or empty.
     """
-    if name is None:
-        return None
-    value = os.environ.get(name, "")
-    if not value:
-        raise UsageError(f"--token-env {name}: the environment variable is unset or empty")
-    return value
+    return secret_from_env(name, option="--token-env")
 
 
 class BearerAuth:
