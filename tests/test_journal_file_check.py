@@ -137,3 +137,18 @@ def test_a_folder_given_as_the_served_journal_is_refused_at_start(tmp_path: Path
         create_app(desk_with(FunctionModel(lambda r: "ok")), journal=str(tmp_path))
     assert str(raised.value) == says
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_path_under_an_unexpanded_tilde_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--journal=~/runs.db`` reaches the program as it is (no shell expands a ``~`` after ``=``)."""
+    monkeypatch.chdir(tmp_path)
+    says = (
+        "journal ~/runs.db cannot be created: the folder ~ does not exist (a leading ~ is not expanded "
+        "here: give the full path, e.g. os.path.expanduser)"
+    )
+    with pytest.raises(JournalError) as raised:
+        anyio.run(SQLiteJournal("~/runs.db").read, "s")
+    assert str(raised.value) == says
+    result = CliRunner().invoke(app, ["serve", "tests.serve_apps:slow_desk", "--journal=~/runs.db"])
+    assert (result.exit_code, result.output) == (2, f"error: {says}\n")
+    assert list(tmp_path.iterdir()) == []

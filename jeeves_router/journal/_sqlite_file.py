@@ -74,10 +74,11 @@ def check_journal_file(path: Path, *, reading: bool = False, timeout: float = 30
             raise JournalError(f"journal {path} does not exist: {fix}")
         folder = path.parent
         if not folder.exists():
-            raise JournalError(
-                f"journal {path} cannot be created: the folder {folder} does not exist; "
-                f"create it first (mkdir -p {folder}) or give another path"
-            )
+            if path.parts[0].startswith("~"):  # ``--journal=~/x.db``: no shell expands it
+                fix = " (a leading ~ is not expanded here: give the full path, e.g. os.path.expanduser)"
+            else:
+                fix = f"; create it first (mkdir -p {folder}) or give another path"
+            raise JournalError(f"journal {path} cannot be created: the folder {folder} does not exist{fix}")
         if not folder.is_dir():
             raise JournalError(f"journal {path} cannot be created: {folder} is a file, not a folder")
         return
