@@ -11,6 +11,7 @@ import typer
 from .._files import check_output
 from ..errors import UsageError
 from ._errors import bad_input
+from ._replay import JOURNAL_HELP, KEY_ENV_HELP, read_journal
 
 if TYPE_CHECKING:
     from ..agent import Agent
@@ -44,35 +45,27 @@ def graph_command(
 
 
 def trace_command(
-    journal: Annotated[Path, typer.Argument(help="The SQLite journal file (JournalRuntime(SQLiteJournal(path))).")],
+    journal: Annotated[str, typer.Argument(help=JOURNAL_HELP)],
     session: Annotated[str, typer.Option("--session", "-s", help="The session id to show.")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Where to write the HTML page.")] = Path("trace.html"),
     agent: Annotated[
         str | None, typer.Option("--agent", "-a", help="Also draw this agent's graph (module:attribute).")
     ] = None,
-    key_env: Annotated[
-        str | None,
-        typer.Option(
-            help="Environment variable holding the journal's key, if it was written with SQLiteJournal(key=...)."
-        ),
-    ] = None,
+    key_env: Annotated[str | None, typer.Option(help=KEY_ENV_HELP)] = None,
 ) -> None:
     """Write one self-contained HTML page (no network) showing a recorded session step by step."""
     from ..journal.records import JournalError
-    from ..journal.sqlite import SQLiteJournal
     from ..journal.trace_data import SessionTrace, load_trace
     from ..journal.trace_html import render_trace_html
-    from ._replay import journal_key
 
     async def read() -> SessionTrace:
-        store = SQLiteJournal(journal, create=False, key=key)
         try:
             return await load_trace(store, session)
         finally:
             await store.aclose()
 
     with bad_input():  # any failure, an unwritable --out too, is one error line
-        key = journal_key(key_env)
+        store = read_journal(journal, key_env)
         check_output(out, "--out")
         graph = None
         if agent is not None:

@@ -6,8 +6,7 @@ line is built: other commands never load it.
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -15,29 +14,42 @@ from .._env import secret_from_env
 from ..errors import UsageError
 from ._errors import bad_input
 
-__all__ = ["journal_key", "replay_command"]
+if TYPE_CHECKING:
+    from ..journal.base import Journal
+
+__all__ = ["JOURNAL_HELP", "KEY_ENV_HELP", "read_journal", "replay_command"]
 
 
-def journal_key(key_env: str | None) -> bytes | None:
-    """The key of ``SQLiteJournal(path, key=...)`` held by environment variable ``key_env`` (its UTF-8 bytes).
+def read_journal(spec: str, key_env: str | None) -> Journal:
+    """The journal ``replay`` and ``trace`` read: a SQLite file or a ``postgresql://`` URL, as ``--journal`` takes.
+
+    Args:
+        spec: The file or URL.
+        key_env: The environment variable holding a SQLite journal's key (``SQLiteJournal(path, key=...)``,
+            its text as UTF-8), if it was written with one.
 
     Raises:
-        UsageError: if the variable is unset or empty.
+        UsageError: for a file that is no journal, an unset variable, or a key for a PostgreSQL journal.
     """
+    from ..journal.attach import is_postgres_url, open_journal
+
+    if key_env is not None and is_postgres_url(spec):
+        raise UsageError("--key-env: a PostgreSQL journal has no key (its entries carry no checksum); leave it out")
     key = secret_from_env(key_env, option="--key-env")
-    return key.encode("utf-8", "surrogateescape") if key is not None else None
+    return open_journal(spec, reading=True, key=key.encode("utf-8", "surrogateescape") if key is not None else None)
+
+
+#: The journal argument of ``replay`` and ``trace``.
+JOURNAL_HELP = "The journal: a SQLite file or a postgresql:// URL (what serve --journal was given)."
+#: Their ``--key-env`` option.
+KEY_ENV_HELP = "Environment variable holding the journal's key, if it was written with SQLiteJournal(key=...)."
 
 
 def replay_command(
-    journal: Annotated[Path, typer.Argument(help="The SQLite journal file (JournalRuntime(SQLiteJournal(path))).")],
+    journal: Annotated[str, typer.Argument(help=JOURNAL_HELP)],
     session: Annotated[str, typer.Option("--session", "-s", help="The session id whose recorded events to print.")],
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON event per line instead of text.")] = False,
-    key_env: Annotated[
-        str | None,
-        typer.Option(
-            help="Environment variable holding the journal's key, if it was written with SQLiteJournal(key=...)."
-        ),
-    ] = None,
+    key_env: Annotated[str | None, typer.Option(help=KEY_ENV_HELP)] = None,
 ) -> None:
     """Print the recorded event stream of a session (no model is called)."""
     import anyio
@@ -48,7 +60,6 @@ def replay_command(
     from ..journal.sqlite import SQLiteJournal
 
     async def read() -> list[str]:
-        store = SQLiteJournal(journal, create=False, key=key)
         try:
             events = await recorded_events(store, session)
         finally:
@@ -59,13 +70,14 @@ def replay_command(
         return [format_event(ev) for ev in events]
 
     with bad_input():  # any failure is one error line
-        key = journal_key(key_env)
+        store = read_journal(journal, key_env)
         try:
             lines = anyio.run(read)
         except JournalError as exc:
             raise UsageError(str(exc)) from None
     if not lines:
-        typer.echo(f"error: session {session!r} has no recorded events in {journal}", err=True)
+        shown = store.path if isinstance(store, SQLiteJournal) else repr(store)  # a URL may hold a password
+        typer.echo(f"error: session {session!r} has no recorded events in {shown}", err=True)
         raise typer.Exit(2)
     for line in lines:
         typer.echo(line)

@@ -23,7 +23,7 @@ from .sessions import SessionHistory
 if TYPE_CHECKING:
     from ..agent import Agent
 
-__all__ = ["DEFAULT_HISTORY", "JournalSpec", "journal_agents", "open_journal"]
+__all__ = ["DEFAULT_HISTORY", "JournalSpec", "is_postgres_url", "journal_agents", "open_journal"]
 
 #: The history limits of the sessions a served journal keeps, unless told otherwise.
 DEFAULT_HISTORY = SessionHistory()
@@ -32,24 +32,41 @@ DEFAULT_HISTORY = SessionHistory()
 JournalSpec = Journal | str | os.PathLike[str]
 
 
-def open_journal(spec: str | os.PathLike[str]) -> Journal:
+def is_postgres_url(spec: str | os.PathLike[str]) -> bool:
+    """Whether ``spec`` names a PostgreSQL journal (a ``postgresql://`` URL) rather than a SQLite file."""
+    return isinstance(spec, str) and spec.startswith(("postgresql://", "postgres://"))
+
+
+def open_journal(spec: str | os.PathLike[str], *, reading: bool = False, key: bytes | None = None) -> Journal:
     """A ``postgresql://`` URL as a :class:`PostgresJournal`, anything else as a SQLite file.
+
+    The SQLite file is checked at once (:func:`~._sqlite_file.check_journal_file`), not at
+    the first request.
+
+    Args:
+        spec: The journal, as ``--journal`` (``serve``, ``mcp``) or ``replay``/``trace`` name it.
+        reading: Only read it (``replay``, ``trace``): a SQLite file must be a journal already
+            (``SQLiteJournal(path, create=False)``).
+        key: A SQLite journal's key (``SQLiteJournal(path, key=...)``); a PostgreSQL journal has none.
 
     Raises:
         UsageError: the SQLite file exists and holds something else than a journal (it is left as it
-            is), or is missing and so is its folder (no folder is created).
+            is), or is missing and so is its folder (no folder is created), or, ``reading``, is
+            missing; a ``key`` for a PostgreSQL journal.
     """
-    if isinstance(spec, str) and spec.startswith(("postgresql://", "postgres://")):
+    if is_postgres_url(spec):
         from .postgres import PostgresJournal
 
-        return PostgresJournal(spec)
+        if key is not None:
+            raise UsageError("a PostgreSQL journal has no key (its entries carry no checksum); leave it out")
+        return PostgresJournal(str(spec))
     from ._sqlite_file import check_journal_file
     from .records import JournalError
     from .sqlite import SQLiteJournal
 
-    store = SQLiteJournal(spec)
+    store = SQLiteJournal(spec, create=not reading, key=key)
     try:
-        check_journal_file(store.path)  # at start, not at the first request: another database, a missing folder
+        check_journal_file(store.path, reading=reading)  # at start: another database, a missing folder
     except JournalError as exc:
         raise UsageError(str(exc)) from None
     return store
