@@ -152,3 +152,16 @@ def test_a_path_under_an_unexpanded_tilde_says_so(tmp_path: Path, monkeypatch: p
     result = CliRunner().invoke(app, ["serve", "tests.serve_apps:slow_desk", "--journal=~/runs.db"])
     assert (result.exit_code, result.output) == (2, f"error: {says}\n")
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.anyio
+async def test_a_journal_without_its_meta_table_gets_it_back_when_opened(tmp_path: Path) -> None:
+    path = tmp_path / "runs.db"
+    entry = Entry(session_id="s", run_id="r", record=RunEndRecord(attempt=1, status="completed"))
+    async with SQLiteJournal(path) as writer:
+        await writer.append([entry])
+    _database(path, "DROP TABLE meta")
+    async with SQLiteJournal(path) as reopened:
+        assert [e.record for e in await reopened.read("s")] == [entry.record]
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("2",)

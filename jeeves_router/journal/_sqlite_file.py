@@ -28,12 +28,17 @@ def _columns(conn: sqlite3.Connection, table: str) -> set[str]:
     return {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
 
 
-def has_journal_tables(conn: sqlite3.Connection) -> bool:
-    """Whether the database holds a journal: an ``entries`` table of the journal's, and no other ``meta``."""
+def has_journal_tables(conn: sqlite3.Connection, *, complete: bool = False) -> bool:
+    """Whether the database holds a journal: an ``entries`` table of the journal's, and no other ``meta``.
+
+    Args:
+        conn: A connection to the database.
+        complete: Also require the journal's ``meta`` table (opening creates a missing one).
+    """
     if _columns(conn, "entries") != _COLUMNS["entries"]:
         return False
     meta = _columns(conn, "meta")
-    return not meta or meta == _COLUMNS["meta"]
+    return meta == _COLUMNS["meta"] or (not meta and not complete)
 
 
 def _tables(conn: sqlite3.Connection) -> list[str]:

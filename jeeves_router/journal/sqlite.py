@@ -129,7 +129,7 @@ class SQLiteJournal:
         try:
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute(f"PRAGMA synchronous={self._synchronous}")
-            if not has_journal_tables(conn):  # a new file: all of a journal at once, or none (see _sqlite_file)
+            if not has_journal_tables(conn, complete=True):  # a new file: all of a journal at once (_sqlite_file)
                 conn.executescript(f"BEGIN IMMEDIATE; {_SCHEMA} {_VERSION} COMMIT;")
             row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
             if row is None:
