@@ -5,7 +5,8 @@ path or a ``postgresql://`` URL — and do the same with it (:func:`journal_agen
 agent without a runtime gets ``JournalRuntime(journal, session_history=...)`` (its runs are
 journaled, a session id continues the session's stored history, an idempotency key names a
 run); an agent that already has a ``JournalRuntime`` keeps it; one with another runtime is
-refused. The front end closes the journals in use when it stops.
+refused. The front end closes the journals in use when it stops. ``jeeves-router replay`` and
+``trace`` open the journal they read with the same :func:`open_journal` (``reading=True``).
 """
 
 from __future__ import annotations
