@@ -51,6 +51,7 @@ LAYERS: list[tuple[str, int]] = [
     ("eval", 6),
     ("serve", 6),
     ("_targets", 6),  # module:attribute targets of the commands
+    ("_env", 6),  # a secret a command reads from an environment variable (--token-env, --key-env)
     ("testing", 6),
     ("__init__", 6),
 ]
