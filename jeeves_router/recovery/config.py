@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
@@ -50,8 +51,10 @@ class Recovery:
             exception instead.
         expose_details: Put exception messages in the report (they may quote provider or
             tool output; the user message never does).
-        explain_model: A model that writes a short user-facing explanation into the
-            report (``report["explanation"]``); ``None`` for none.
+        explain_model: A model object that writes a short user-facing explanation into
+            the report (``report["explanation"]``); ``None`` for none. A
+            ``"provider:model"`` string is refused: pass
+            ``resolve_model("openai:gpt-4.1-nano")`` (``jeeves_router.models``).
         explain_timeout_s: Time allowed for that explanation.
         sleep: The backoff wait (``anyio.sleep``; cancellable). Tests inject a recorder.
     """
@@ -75,6 +78,8 @@ class Recovery:
             raise UsageError("retry_policy and framework_retry must be RetryPolicy objects")
         check_number("explain_timeout_s", self.explain_timeout_s, low=0, open_low=True)
         check_hook(self.classify_error, "Recovery")
+        _check_sleep(self.sleep)
+        _check_explain_model(self.explain_model)
 
     @property
     def limits(self) -> Limits:
@@ -85,3 +90,28 @@ class Recovery:
             max_steps=self.max_steps,
             time_limit_s=self.time_limit_s,
         )
+
+
+def _check_sleep(sleep: object) -> None:
+    """Refuse a backoff wait the ladder could not await (found at the first retry otherwise)."""
+    if sleep is time.sleep:
+        raise UsageError(
+            "Recovery: sleep=time.sleep would block the event loop at every backoff; "
+            "pass an async function such as anyio.sleep (the default) or jeeves_router.testing.RecordedSleeps()"
+        )
+    if not callable(sleep):
+        raise UsageError(
+            "Recovery: sleep must be an async function of the delay in seconds, such as anyio.sleep "
+            f"(the default) or jeeves_router.testing.RecordedSleeps(); got {sleep!r:.60}"
+        )
+
+
+def _check_explain_model(model: object) -> None:
+    """Refuse an ``explain_model`` a report could not call (its explanation would be silently missing)."""
+    if model is None or isinstance(model, Model):
+        return
+    got = f"the string {model!r}" if isinstance(model, str) else type(model).__name__
+    raise UsageError(
+        f"Recovery: explain_model must be a Model object, got {got}; for a provider's model pass "
+        'jeeves_router.models.resolve_model("openai:gpt-4.1-nano") (or a model of jeeves_router.testing in tests)'
+    )
