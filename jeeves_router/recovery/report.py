@@ -18,7 +18,7 @@ import anyio
 from .._log import get_logger
 from ..messages import user
 from ..models.base import Model, ModelRequest
-from ..usage import NO_USAGE, Usage, spent_usage
+from ..usage import NO_USAGE, Usage, cut_requests, spent_usage, spent_when_cut
 from .severity import ErrorClassification, ErrorSeverity, ExecutionError
 
 __all__ = [
@@ -226,11 +226,22 @@ async def explain_report_usage(
     request = ModelRequest(messages=(user(summary),), system=_EXPLAIN_SYSTEM, temperature=0.0, max_tokens=120)
     text: str | None = None
     used = NO_USAGE
-    with anyio.move_on_after(timeout_s):
-        try:
-            response = await model.request(request)
-            text, used = response.text.strip() or None, response.usage
-        except Exception as exc:  # its requests still count
-            used = spent_usage(exc) or NO_USAGE
-            log.warning("error explanation failed", error_type=type(exc).__name__)
+    cut_off: list[Usage] = []
+    own = False
+    try:
+        # a request the timeout cuts off was sent: the model reports it to this scope (the run counts it)
+        with cut_requests() as cut_off, anyio.move_on_after(timeout_s):
+            try:
+                response = await model.request(request)
+                text, used = response.text.strip() or None, response.usage
+            except Exception as exc:  # its requests still count
+                used = spent_usage(exc) or NO_USAGE
+                log.warning("error explanation failed", error_type=type(exc).__name__)
+        own = True
+    finally:
+        if not own:  # cut by an enclosing scope: its owner counts the request
+            for cut in cut_off:
+                spent_when_cut(cut)
+    for cut in cut_off:
+        used = used + cut
     return text, used
