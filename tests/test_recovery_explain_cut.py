@@ -20,7 +20,9 @@ from jeeves_router.usage import cut_requests
 
 def agent(explainer: FunctionModel) -> Agent:
     recovery = Recovery(explain_model=explainer, explain_timeout_s=0.01, sleep=RecordedSleeps())
-    return Agent("B.", name="billing", model=ScriptedModel([ValueError("bad invoice")]), architecture=ToolLoop(recovery=recovery))
+    return Agent(
+        "B.", name="billing", model=ScriptedModel([ValueError("bad invoice")]), architecture=ToolLoop(recovery=recovery)
+    )
 
 
 @pytest.mark.anyio
