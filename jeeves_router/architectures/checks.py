@@ -6,18 +6,27 @@ An architecture that does not run the agent's own tool loop — a
 — never calls the agent's ``tools=`` and never offers its ``handoffs=``. Accepting them
 would silently ignore them, so such an architecture refuses them in its ``validate``,
 with a message that names the option and where it belongs.
+
+The same holds for what a run is asked (:func:`check_run_request`, from an architecture's
+``prepare``): a ``force_route`` given to an agent without routes, or an ``options`` key its
+architecture never reads (a typo such as ``"reset_stcky"``), would be ignored silently.
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import TYPE_CHECKING
 
 from ..errors import UsageError
 
 if TYPE_CHECKING:
     from ..actor import Actor
+    from .base import RunContext
 
-__all__ = ["check_unused_agent_options"]
+__all__ = ["check_run_request", "check_unused_agent_options"]
+
+#: A run option every architecture takes: the options of the child runs it starts.
+_CHILD_OPTIONS = "child_options"
 
 
 def check_unused_agent_options(agent: Actor, *, role: str, tools_instead: str, handoffs_instead: str) -> None:
@@ -42,3 +51,27 @@ def check_unused_agent_options(agent: Actor, *, role: str, tools_instead: str, h
         raise UsageError(
             f"{role} {agent.name!r} has handoffs= ({', '.join(handoffs)}), which it would never use: {handoffs_instead}"
         )
+
+
+def check_run_request(
+    agent: Actor, ctx: RunContext, *, options: Collection[str] = (), no_routes: str | None = None
+) -> None:
+    """Refuse a ``force_route`` or a per-run option ``agent``'s architecture would ignore.
+
+    Args:
+        agent: The agent about to run.
+        ctx: Its run's context (``force_route``, ``options``).
+        options: The ``options`` keys the architecture reads.
+        no_routes: For an architecture without routes, what it does instead (``force_route``
+            is then refused with it); ``None`` for a router.
+
+    Raises:
+        UsageError: naming the request, the agent, and what it takes instead.
+    """
+    kind = type(agent.architecture).__name__
+    if no_routes is not None and ctx.force_route is not None:
+        raise UsageError(f"force_route is for routers; agent {agent.name!r} runs {no_routes}")
+    for key in ctx.options:
+        if key not in options and key != _CHILD_OPTIONS:
+            takes = f"it takes: {', '.join(repr(k) for k in options)}" if options else "it takes none"
+            raise UsageError(f"agent {agent.name!r} ({kind}) has no run option {key!r}; {takes}")

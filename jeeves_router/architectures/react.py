@@ -49,6 +49,7 @@ from ..results import RunResult
 from ..tools import ToolOutcome
 from ..usage import NO_USAGE, Usage, spent_usage
 from .base import RunContext
+from .checks import check_run_request
 
 if TYPE_CHECKING:
     from ..actor import Actor
@@ -75,6 +76,10 @@ class ToolLoop:
 
     def validate(self, agent: Actor) -> None:
         """Nothing to check beyond what Agent checks."""
+
+    def prepare(self, agent: Actor, ctx: RunContext) -> None:
+        """Refuse ``force_route`` and per-run options: a tool loop has no routes and reads no option."""
+        check_run_request(agent, ctx, no_routes="a ToolLoop, which has no routes")
 
     def run(self, agent: Actor, ctx: RunContext) -> Coroutine[Any, Any, None]:
         """Run the loop, emitting text deltas and tool events."""

@@ -42,7 +42,7 @@ from ...results import RunResult
 from ...usage import NO_USAGE
 from ..base import RunContext
 from ..base import execute as execute_agent
-from ..checks import check_unused_agent_options
+from ..checks import check_run_request, check_unused_agent_options
 from .capability import (
     ORCHESTRATOR_USAGE_KEY,
     SELECTION_USAGE_KEY,
@@ -156,6 +156,11 @@ class Capabilities:
                 f"capabilities agent {agent.name!r} has no model: pass model=... to the Agent, or "
                 "classifier_model=... and orchestrator_model=... to Capabilities"
             )
+
+    def prepare(self, agent: Actor, ctx: RunContext) -> None:
+        """Refuse ``force_route`` (no routes) and options it does not read (it reads ``bypass_selection``)."""
+        no_routes = "Capabilities; to run every capability, pass options={'bypass_selection': True}"
+        check_run_request(agent, ctx, options=("bypass_selection",), no_routes=no_routes)
 
     def _model(self, agent: Actor, which: Model | str | None, what: str) -> Model:
         """The agent's model, or ``which``: a string is resolved once and its adapter kept for every run."""

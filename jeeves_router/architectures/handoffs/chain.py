@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...errors import UsageError
 from ..base import Architecture, RunContext
+from ..checks import check_run_request
 from ..react import ToolLoop
 from .graph import HandoffGraph, build_graph
 from .run import ChainRun
@@ -165,8 +166,9 @@ class HandoffChain:
 
     def prepare(self, agent: Actor, ctx: RunContext) -> None:
         """Resolve the chain before the run starts, so naming mistakes fail early."""
-        if ctx.force_route is not None:
-            raise UsageError("force_route is for routers; a handoff chain starts with its own agent")
+        check_run_request(
+            agent, ctx, options=("reset_sticky",), no_routes="a handoff chain, which starts with its own agent"
+        )
         self.graph(agent)
 
     async def reset(self, session_id: str) -> None:

@@ -50,6 +50,7 @@ from ...policies import check_count
 from ...recovery.config import Recovery
 from ...recovery.run import RecoveryRun, RecoveryStop, recovery_for
 from ..base import RunContext
+from ..checks import check_run_request
 from ..handoffs.chain import Detector, chain_settings
 from ..handoffs.graph import HandoffGraph, build_graph
 from ..handoffs.session import SessionStore
@@ -269,6 +270,7 @@ class Router:
 
     def prepare(self, agent: Actor, ctx: RunContext) -> None:
         """Check the per-run options and the context before the run starts."""
+        check_run_request(agent, ctx, options=("reset_sticky",))
         if ctx.force_route is not None and ctx.force_route not in self._by_name:
             raise UsageError(self._not_a_route(agent, ctx.force_route))
         if self.context_schema is not None:
