@@ -190,14 +190,15 @@ class ToolLoop:
                 return
             results: list[ToolResultPart] = []
             for call in calls:
+                # every call is announced, one answered "ignored" after a handoff too: its result pairs with it
+                await ctx.emit(
+                    ToolCalled(session_id=sid, path=path, call_id=call.id, tool=call.name, arguments=call.arguments)
+                )
                 if ctx.handoff is not None:
                     outcome = ToolOutcome(
                         f"ignored: this turn already handed off to {ctx.handoff.target}", is_error=True
                     )
                 else:
-                    await ctx.emit(
-                        ToolCalled(session_id=sid, path=path, call_id=call.id, tool=call.name, arguments=call.arguments)
-                    )
                     call_tool = partial(self._call, agent, ctx, call, tool_spent)
                     if rec is None:
                         outcome = await call_tool()
