@@ -222,6 +222,7 @@ class ScriptedModel:
 
 
 FunctionResult = Union[str, Reply, ModelResponse]
+_RETURNS = "return a string, a Reply or a ModelResponse (or raise)"
 
 
 class FunctionModel:
@@ -261,7 +262,10 @@ class FunctionModel:
         except anyio.get_cancelled_exc_class():  # cut off waiting for the answer: sent, as a real adapter counts it
             spent_when_cut(CUT_USAGE)
             raise
-        reply = _to_reply(out)  # type: ignore[arg-type]
+        try:
+            reply = _to_reply(out)  # type: ignore[arg-type]
+        except UsageError:  # the function's answer, not a script step: say so
+            raise UsageError(f"FunctionModel {self._name!r}: the function returned {out!r:.60}; {_RETURNS}") from None
         if isinstance(reply, BaseException):
             raise _failed(reply)
         if isinstance(reply, Reply) and reply.error is not None and not streaming:

@@ -236,7 +236,9 @@ def test_function_model_and_capture_events_name_an_argument_of_the_wrong_kind() 
     with pytest.raises(UsageError, match=r"FunctionModel takes a function of the request, .*got 'hi'"):
         FunctionModel("hi")  # type: ignore[arg-type]
     agent = Agent("x", name="a", model=FunctionModel(lambda request: 3))  # type: ignore[arg-type, return-value]
-    with pytest.raises(UsageError, match=r"unsupported script step 3"):
+    # was "unsupported script step 3: a step is ..., a Call ... or an exception": a FunctionModel has no script
+    returned = r"^FunctionModel 'function': the function returned 3; return a string, a Reply or a ModelResponse"
+    with pytest.raises(UsageError, match=returned):
         agent.run_sync("hi")
     with pytest.raises(UsageError, match=r"capture_events takes an Agent first, then the prompt; got str"):
         anyio.run(capture_events, "hi", agent)
