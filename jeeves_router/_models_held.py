@@ -46,12 +46,18 @@ def _classifier_models(classifier: Any) -> list[Model | None]:
     return []
 
 
+def _explain_models(arch: Any) -> list[Model | None]:
+    """The ``Recovery(explain_model=...)`` of ``arch``, and of the architecture it wraps (a chain's turns)."""
+    return [getattr(getattr(a, "recovery", None), "explain_model", None) for a in (arch, getattr(arch, "wraps", None))]
+
+
 def held_models(agents: Iterable[Actor] = (), *, classifiers: Iterable[Any] = ()) -> list[Model]:
     """The models the trees of ``agents`` and ``classifiers`` hold now, each once (an unresolved string holds none).
 
     That is each agent's model, a router's classifier model(s), a
     :class:`~jeeves_router.architectures.capabilities.Capabilities`' classifier and orchestrator
-    models, and the model of an LLM or tool-call classifier (both stages of a cascade).
+    models, the model of an LLM or tool-call classifier (both stages of a cascade), and the
+    ``explain_model`` of an architecture's ``Recovery``.
     """
     found: list[Model | None] = []
     for classifier in classifiers:
@@ -59,6 +65,7 @@ def held_models(agents: Iterable[Actor] = (), *, classifiers: Iterable[Any] = ()
     for agent in tree_agents(*agents):
         found.append(_resolved(agent))
         arch = agent.architecture
+        found.extend(_explain_models(arch))
         if isinstance(arch, Router):
             found.extend(_classifier_models(getattr(arch, "_classifier", None)))
         elif isinstance(arch, Capabilities):

@@ -10,7 +10,7 @@ from typing import Any
 import httpx2
 import pytest
 
-from jeeves_router import Agent, Router, RouterRoute
+from jeeves_router import Agent, Router, RouterRoute, ToolLoop
 from jeeves_router._models_held import aclose_models
 from jeeves_router.architectures.capabilities.architecture import Capabilities, Capability
 from jeeves_router.mcp import server as mcp_server
@@ -215,3 +215,44 @@ async def test_a_model_that_fails_to_close_does_not_leave_the_others_open(caplog
     assert (broken.closed, [m.closed for m in others]) == (1, [1, 1])
     [record] = [r for r in caplog.records if r.message == "closing a model failed"]
     assert (record.model, record.error_type) == ("test:broken", "OSError")  # type: ignore[attr-defined]
+
+
+@pytest.mark.anyio
+async def test_closing_a_tree_reaches_the_explain_models_of_its_recoveries() -> None:
+    """``Recovery(explain_model=...)`` of a router, a tool loop, a chain's turns or Capabilities is closed too.
+
+    It was left out of the models a tree holds: a served desk whose recovery explained a report
+    left that model's HTTP client open when the server stopped.
+    """
+    explainers = [ClosableModel("Sorry.", name=f"explainer-{i}") for i in range(4)]
+    recoveries = [Recovery(explain_model=m, sleep=RecordedSleeps()) for m in explainers]
+
+    async def lookup(call: Any) -> str:
+        return "found"
+
+    looping = Agent(
+        "You answer.",
+        name="looping",
+        model=ClosableModel("hi", name="a"),
+        architecture=ToolLoop(recovery=recoveries[0]),
+    )
+    target = Agent("You help.", name="target", model=ClosableModel("hi", name="b"))
+    chained = Agent(
+        "You hand on.",
+        name="chained",
+        model=ClosableModel("hi", name="c"),
+        handoffs=[target],
+        architecture=ToolLoop(recovery=recoveries[1]),
+    )
+    selecting = Capabilities([Capability("lookup", lookup, "looks")], recovery=recoveries[2])
+    caps = Agent("Caps.", name="caps", model=ClosableModel("yes", name="d"), architecture=selecting)
+    routes = [
+        RouterRoute("looping", looping, "a"),
+        RouterRoute("chained", chained, "b"),
+        RouterRoute("caps", caps, "c"),
+    ]
+    desk = Agent(
+        "Desk", name="desk", model=ClosableModel("x", name="e"), architecture=Router(routes, recovery=recoveries[3])
+    )
+    await aclose_models([desk])
+    assert [m.closed for m in explainers] == [1, 1, 1, 1]
