@@ -72,6 +72,9 @@ class RunContext:
         options: Architecture-specific per-run options.
         result: Set by the architecture before it finishes.
         handoff: Set by the tool loop when a tool returned a Handoff.
+        takes_handoff: Set by a handoff chain (a Router's too) on the run of its member: it
+            reads ``handoff``. Without it, a tool's Handoff has nowhere to go and the tool
+            loop answers it as an unknown target.
         resume_run: Set by :meth:`Agent.resume` only: the recorded run to replay.
         idempotency_key: The client's idempotency key of a root run (names its run; see
             :mod:`jeeves_router.journal.keyed`); ``None`` for a run without one.
@@ -100,6 +103,7 @@ class RunContext:
     options: dict[str, Any] = field(default_factory=dict)
     result: RunResult | None = None
     handoff: Handoff | None = None
+    takes_handoff: bool = False
     resume_run: str | None = None
     idempotency_key: str | None = None
     replayed: bool = False

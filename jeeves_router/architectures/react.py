@@ -210,6 +210,8 @@ class ToolLoop:
                             op, call_tool, policy=policy, hooks=hooks, within_turn=True, spent=tool_spent
                         )
                     tool_spent(outcome.usage)  # an agent the tool ran (or the failed call it raised) was paid for
+                    if outcome.handoff is not None and not ctx.takes_handoff:  # no chain to run its target
+                        outcome = _nowhere_to_hand_off(agent, outcome.handoff.target)
                     if outcome.handoff is not None:
                         ctx.handoff = outcome.handoff
                     if outcome.context_update:
@@ -267,3 +269,12 @@ class ToolLoop:
             if used is not None:
                 spent(used)
             raise
+
+
+def _nowhere_to_hand_off(agent: Actor, target: str) -> ToolOutcome:
+    """A tool's Handoff in a run no handoff chain takes: an unknown target, as a chain answers one."""
+    return ToolOutcome(
+        f"unknown handoff target {target!r}: agent {agent.name!r} has no agent to hand off to; "
+        "answer the request yourself",
+        is_error=True,
+    )

@@ -57,6 +57,7 @@ class VisitRunner(ChainState):
         history, prompt = self._input(visit, incoming)
         child = ctx.child(node.agent, session_id=sid, path=path, prompt=prompt, history=history)
         child.context, child._step, child.escalate = self.context, self.steps.get(sid, 0), self._escalates()
+        child.takes_handoff = True  # a tool's Handoff ends the turn: _settle reads it
         visit.child, visit.mark = child, ctx.ledger.mark()  # what this turn spends, kept even if it is cut short
         inner = None if visit.inner is node.agent.architecture else visit.inner
         return execute(node.agent, child, architecture=inner, announce=own_run)
@@ -112,6 +113,7 @@ class VisitRunner(ChainState):
         while True:
             child = ctx.child(node.agent, session_id=sid, path=path, prompt=prompt, history=history)
             child.context, child._step, child.escalate = self.context, self.steps.get(sid, 0), self._escalates()
+            child.takes_handoff = True
             mark = ctx.ledger.mark()  # what this turn spends, kept even if it is cut short
             visit.handoff_call = None
             try:
