@@ -98,8 +98,10 @@ class VisitRunner(ChainState):
                 ),
             ),
         )
-        if again and outcome is not None:
-            return outcome
+        if again and outcome is not None:  # the turn ends on it (its handoff stays set): say where it goes
+            fallback = self.graph.fallback if self.graph.fallback != visit.node.name else None
+            where = "the conversation goes to the fallback" if fallback is not None else "no agent takes it"
+            return replace(outcome, content=f"unknown handoff target {requested!r} again; {where}", is_error=True)
         return ToolOutcome(f"unknown handoff target {requested!r}; hand off to one of: {known}", is_error=True)
 
     async def _turns(self, visit: Visit, incoming: tuple[str, str | None, Any] | None) -> None:
