@@ -59,6 +59,11 @@ class HandoffRouter(Router):
         max_format_retries: Corrections of a router reply without a usable tool call.
     """
 
+    _no_model = (
+        "has no model: pass model=... to the Agent "
+        "(a HandoffRouter's classify_as_<route> tools are called by the router agent's model)"
+    )
+
     def __init__(
         self,
         routes: Sequence[RouterRoute],

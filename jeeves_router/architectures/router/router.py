@@ -234,6 +234,12 @@ class Router:
 
     # -- Architecture protocol ----------------------------------------------------------
 
+    #: What a router agent without a model is told (a preset without these options says its own).
+    _no_model = (
+        "has no model for its classifier: pass model=... to the Agent, or classifier_model=... or classifier=... "
+        "to the Router"
+    )
+
     def validate(self, agent: Actor) -> None:
         """A router agent needs a model unless it has its own classifier; specialists share its runtime.
 
@@ -243,10 +249,7 @@ class Router:
         check_child_runtimes(agent, self.routes)
         check_router_agent(agent)
         if self._classifier is None and agent.model is None:
-            raise UsageError(
-                f"router agent {agent.name!r} has no model for its classifier: pass model=..., "
-                "classifier_model=... or classifier=..."
-            )
+            raise UsageError(f"router agent {agent.name!r} {self._no_model}")
         if normalize_route_name(agent.name) in {normalize_route_name(n) for n in self._by_name}:
             raise UsageError(f"router agent name {agent.name!r} is also a route name; rename one of them")
 
