@@ -213,8 +213,11 @@ class Agent:
                 ``child_session_id(session_id, route)``.
             history: Earlier conversation turns.
             context: Context variables for tools and context-aware routing (never mutated).
-            force_route: Router only: skip classification and dispatch to this route.
-            options: Architecture-specific per-run options.
+            force_route: Router only: skip classification and dispatch to this route (a
+                ``UsageError`` for an agent without routes).
+            options: Architecture-specific per-run options: ``reset_sticky`` (Router, handoff
+                chain), ``bypass_selection`` (Capabilities); a key the agent's architecture
+                does not read is a ``UsageError``.
             idempotency_key: Make the request safe to retry (journaling runtimes only): the key
                 names the run, so a request repeated with the same key answers from the first
                 one's run instead of running again (see :mod:`jeeves_router.journal.keyed`).
