@@ -77,7 +77,9 @@ class Runtime:
         "its runtime does not journal runs; construct it with runtime=JournalRuntime(SQLiteJournal(path))"
     )
 
-    def step(self, key: StepKey, input: Any, fn: Callable[[], Awaitable[T]]) -> Awaitable[T]:
+    def step(
+        self, key: StepKey, input: Any, fn: Callable[[], Awaitable[T]], *, repeatable: bool = False
+    ) -> Awaitable[T]:
         """Perform a non-streamed step (tool call, classification): ``await runtime.step(...)`` gives its result.
 
         The pass-through runtime returns ``fn()`` itself (no coroutine layer of its own);
@@ -87,6 +89,9 @@ class Runtime:
             key: The step's identity.
             input: A JSON-ready description of the step's input (digested for replay).
             fn: Performs the step.
+            repeatable: The step is a call of a ``repeatable`` tool (harmless to call twice):
+                a recording runtime calls it again where its outcome is unknown (a crash
+                during it), whatever its ``on_unknown_tool_outcome`` says.
         """
         return fn()
 

@@ -286,7 +286,7 @@ async def test_tool_infrastructure_failures_are_retried() -> None:
         def __init__(self) -> None:
             self.tool_steps = 0
 
-        async def step(self, key: StepKey, input: Any, fn: Any) -> Any:
+        async def step(self, key: StepKey, input: Any, fn: Any, *, repeatable: bool = False) -> Any:
             if key.name.startswith("tool:"):
                 self.tool_steps += 1
                 if self.tool_steps == 1:

@@ -193,7 +193,10 @@ class RunContext:
             return outcome
 
         outcome = await self.runtime.step(
-            key, {"id": call.id, "name": call.name, "arguments": dict(call.arguments)}, perform
+            key,
+            {"id": call.id, "name": call.name, "arguments": dict(call.arguments)},
+            perform,
+            repeatable=tool.repeatable,
         )
         if not outcome.is_error:
             self.ledger.complete_call(key.session_id, key.index, tool, call.arguments, outcome)

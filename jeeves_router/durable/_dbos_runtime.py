@@ -74,8 +74,11 @@ class DBOSRuntime(Runtime):
     def __repr__(self) -> str:
         return f"DBOSRuntime(on_unknown_tool_outcome={self.on_unknown_tool_outcome!r})"
 
-    async def step(self, key: StepKey, input: Any, fn: Callable[[], Awaitable[T]]) -> T:
-        """Perform ``fn`` as a checkpointed DBOS step (a tool call after a checkpointed start mark)."""
+    async def step(self, key: StepKey, input: Any, fn: Callable[[], Awaitable[T]], *, repeatable: bool = False) -> T:
+        """Perform ``fn`` as a checkpointed DBOS step (a tool call after a checkpointed start mark).
+
+        ``repeatable``: see :meth:`Runtime.step`.
+        """
         workflow_id = DBOS.workflow_id
         if workflow_id is None:
             return await fn()
@@ -89,7 +92,9 @@ class DBOSRuntime(Runtime):
             # execution, that execution died during the call, which may have run.
             try:
                 idem = await _idempotency_key(workflow_id, key, d)
-                skipped = unknown_outcome(self.on_unknown_tool_outcome, key, idem) if unknown else None
+                skipped = (
+                    unknown_outcome(self.on_unknown_tool_outcome, key, idem, repeatable=repeatable) if unknown else None
+                )
                 if skipped is not None:
                     result: Any = skipped
                 else:

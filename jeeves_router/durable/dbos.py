@@ -28,7 +28,8 @@ Notes:
       run that finds the mark but no checkpointed call (the worker died during the call) does
       not call the tool again by default: ``DBOSRuntime(on_unknown_tool_outcome=...)`` decides,
       as for a journal's resume (``"fail"``, ``"retry"`` with the same
-      :func:`~jeeves_router.journal.current_idempotency_key`, or ``"skip"``). A tool call's key
+      :func:`~jeeves_router.journal.current_idempotency_key`, or ``"skip"``); a ``repeatable``
+      tool's call is made again whatever the policy. A tool call's key
       names the workflow, the step and its input; a fork of the workflow (``DBOS.fork_workflow``)
       that makes the call again gives it the original's key, so a keyed effect happens once.
     - A failed step is checkpointed as its failure, followed by a ``<name>.judged`` step with the

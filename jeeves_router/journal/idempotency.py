@@ -40,19 +40,24 @@ UnknownToolPolicy = Literal["fail", "retry", "skip"]
 
 
 def unknown_outcome(
-    policy: UnknownToolPolicy, key: StepKey, idem: str, *, elsewhere: bool = False
+    policy: UnknownToolPolicy, key: StepKey, idem: str, *, elsewhere: bool = False, repeatable: bool = False
 ) -> ToolOutcome | None:
     """Apply ``policy`` to a tool call whose outcome this process does not know.
 
     The call started before a crash (or in another process still making it) and never
     recorded its outcome, or (``elsewhere``) another process started the same call of the
-    same run first (see :func:`won_claim`).
+    same run first (see :func:`won_claim`). A call of a ``repeatable`` tool (harmless to
+    call twice, a read) that started before a crash is called again whatever the policy,
+    as a framework retry calls it again: its outcome being unknown costs nothing.
     Returns the outcome to give the model (``"skip"``), or ``None`` to call the tool
-    (again) with the same idempotency key (``"retry"``).
+    (again) with the same idempotency key (``"retry"``, or ``repeatable``).
 
     Raises:
         ToolOutcomeUnknown: under ``"fail"``.
     """
+    if repeatable and not elsewhere:
+        log.info("repeatable tool's outcome unknown; calling it again", session_id=key.session_id, tool=key.name)
+        return None
     log.warning(
         "tool outcome unknown",
         session_id=key.session_id,

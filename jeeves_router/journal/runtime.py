@@ -26,7 +26,8 @@ no recorded result and no recorded failure (a tool that raised is retried like a
 step) had an unknown outcome (the process died during it), and so does one that raised
 :class:`~jeeves_router.errors.ToolOutcomeUnknown` (it may have run); on resume,
 ``on_unknown_tool_outcome`` decides (``"fail"``, ``"retry"`` or ``"skip"``, see
-:mod:`.idempotency`), as it does for the loser when two processes execute one run at once.
+:mod:`.idempotency`), as it does for the loser when two processes execute one run at once;
+a ``repeatable`` tool's call cut by a crash is called again whatever the policy.
 
 Failed attempts are recorded (``step.failed``); resuming a *completed* run raises them
 again where they happened, so a run that ended on a failure replays to the same result

@@ -174,8 +174,8 @@ class StepRecorder(Runtime):
         state = self._runs.get(key.run_id)
         return state.attempt if state is not None else 1
 
-    async def step(self, key: StepKey, input: Any, fn: Callable[[], Awaitable[T]]) -> T:
-        """Serve the step from the journal, or perform and record it."""
+    async def step(self, key: StepKey, input: Any, fn: Callable[[], Awaitable[T]], *, repeatable: bool = False) -> T:
+        """Serve the step from the journal, or perform and record it (``repeatable``: see :meth:`Runtime.step`)."""
         d = digest({"name": key.name, "input": input})
         index = await self._index(key)
         failed = self._again(key, index.failed.next(key.index, d))  # attempts that failed before the result
@@ -188,7 +188,7 @@ class StepRecorder(Runtime):
             return _unpaid(index, key.index, d, result) if tool else result
         self._diverged(key, index, d)
         if tool:
-            result = await self._tool(key, index, d, fn)
+            result = await self._tool(key, index, d, fn, repeatable)
             index.paid.add((key.index, d))  # its outcome's usage (an agent it ran) is counted by this execution
         else:
             try:
@@ -202,11 +202,13 @@ class StepRecorder(Runtime):
         )
         return result
 
-    async def _tool(self, key: StepKey, index: StepIndex, d: str, fn: Callable[[], Awaitable[T]]) -> T:
+    async def _tool(
+        self, key: StepKey, index: StepIndex, d: str, fn: Callable[[], Awaitable[T]], repeatable: bool
+    ) -> T:
         started = index.started.get((key.index, d))
         idem = started.idempotency_key if started else f"{key.session_id}:{key.run_id}:{key.index}:{d[:16]}"
         unknown = started is not None and started.claim not in index.failed_claims  # not known to have raised
-        skipped = unknown_outcome(self.on_unknown_tool_outcome, key, idem) if unknown else None
+        skipped = unknown_outcome(self.on_unknown_tool_outcome, key, idem, repeatable=repeatable) if unknown else None
         if skipped is not None:
             return skipped  # type: ignore[return-value]
         claim = uuid.uuid4().hex
