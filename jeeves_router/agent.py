@@ -5,26 +5,25 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Mapping, Sequence
-from types import TracebackType
 from typing import Any
 
 import anyio
 
 from ._aio import EventPump
 from ._args import check_agent_options, history_messages, listed
+from ._run_stream import RunStream
 from ._text import valid_text
 from .architectures.base import Architecture, RunContext, emit_each, execute, new_context, run_child
 from .architectures.react import ToolLoop
 from .errors import UsageError
-from .events import Event, EventBase
+from .events import Event
 from .ids import check_idempotency_key, keyed_session_id, new_session_id, validate_route_name
 from .messages import Message
 from .models.base import Model
 from .models.registry import check_model, resolve_model
 from .results import RunResult
 from .runtime import PASS_THROUGH, Runtime
-from .tools import Tool, Toolset, ToolsetHost, as_tool, split_toolsets, toolset_host
-from .usage import NO_USAGE, Usage, collecting_cut_requests, cut_requests, with_spent_usage
+from .tools import Tool, Toolset, as_tool, split_toolsets
 
 __all__ = ["Agent", "RunStream"]
 
@@ -302,103 +301,3 @@ class Agent:
 def _without_journal(runtime: object) -> str:
     """Why ``runtime`` cannot give what only a journal gives, and what to do instead (``Runtime.without_journal``)."""
     return str(getattr(runtime, "without_journal", Runtime.without_journal))
-
-
-class RunStream(EventPump[Event]):
-    """The events of one run: an async iterator and an async context manager.
-
-    Closing it early (``break`` then :meth:`aclose`, ``async with``, or
-    ``contextlib.aclosing``) stops the run at its current await point: model streams are
-    closed, no task is left behind, and no exception group escapes. The run is pull-based
-    (no producer task): it advances when the next event is asked for, so a slow consumer
-    slows the run instead of buffering events without bound. A failed run yields its
-    ``run.failed`` event, then raises; the exception is also kept in :attr:`error`.
-    """
-
-    __slots__ = ("_ctx", "_host", "_left")
-
-    def __init__(self, agent: Agent, ctx: RunContext) -> None:
-        super().__init__(agent._root(ctx), EventBase)  # type: ignore[arg-type]
-        self._ctx = ctx
-        self._host: ToolsetHost | None = None  # where MCP connections live under `async with`
-        self._left = NO_USAGE  # the requests closing the run cut off mid-answer
-
-    async def aclose(self) -> None:
-        """Stop the run at its current await point (see the class docstring).
-
-        A model request whose answer was streaming when the run was closed was sent: its
-        adapter reports it (:func:`~jeeves_router.usage.spent_when_cut`) and :attr:`spent`
-        counts it, with an unknown cost — unless a :func:`~jeeves_router.usage.cut_requests`
-        scope is open (the HTTP server's): its owner counts it then, as it counts a request a
-        cancellation cut.
-        """
-        if collecting_cut_requests():
-            await super().aclose()
-            return
-        with cut_requests() as cut_off:
-            await super().aclose()
-        for used in cut_off:
-            self._left = self._left + used
-
-    def _failed(self, failure: BaseException) -> None:
-        """The run failed: what leaves it carries the whole run's spend (``spent_usage``).
-
-        Inside the run a failure carries what its own step spent (a failed model call's
-        requests), which the layer that catches it enters in the run's ledger. Past the root
-        nobody inside the run reads it again, so the caller gets the run's whole spend, the
-        figure its ``run.failed`` event gives: a tool that ran this agent counts it in the
-        calling run (:attr:`~jeeves_router.tools.ToolOutcome.usage`), an application can bill it.
-        """
-        super()._failed(failure)
-        if isinstance(failure, Exception):
-            with_spent_usage(failure, self._ctx.ledger.since(0, self._ctx.path), replace=True)
-
-    @property
-    def session_id(self) -> str:
-        """The session id of the run."""
-        return self._ctx.session_id
-
-    @property
-    def spent(self) -> Usage:
-        """What the run has spent so far: every model request whose answer (or failure) came back.
-
-        The run's and the runs' below it (a routed specialist, a handoff target, a classifier),
-        failed requests included, as its ``run.failed`` would say, and once the stream is closed
-        (:meth:`aclose`) the request it left mid-answer (cost unknown). A request a cancellation
-        cuts off while it waits for its answer is reported to :func:`~jeeves_router.usage.cut_requests`
-        instead: whoever cancels the run adds it (as the HTTP server does for a run it cuts, and
-        a journaling runtime for the ``run.end`` ``cut`` it records); so is the one a close
-        leaves when such a scope is open (the server's).
-        """
-        return self._ctx.ledger.since(0, self._ctx.path) + self._left
-
-    @property
-    def replayed(self) -> bool:
-        """True once the run has started as a replay of a completed earlier attempt of it.
-
-        A journaling runtime replays a completed run for a retried idempotency key (and for
-        :meth:`Agent.resume`): its answer and events come from the journal. Known from the
-        first event on; ``False`` for a run executed live (also one resumed after a cut-off
-        or a failure).
-        """
-        return self._ctx.replayed
-
-    @property
-    def result(self) -> RunResult | None:
-        """The result, once the stream has been consumed to its end (``None`` if it failed)."""
-        return self._ctx.result if self.error is None else None
-
-    async def __aenter__(self) -> RunStream:
-        self._host = toolset_host()
-        if self._host is not None:
-            await self._host.__aenter__()
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        try:
-            await self.aclose()
-        finally:
-            if self._host is not None:
-                await self._host.__aexit__(exc_type, exc, tb)

@@ -42,6 +42,7 @@ LAYERS: list[tuple[str, int]] = [
     ("classify", 3),
     ("recovery", 3),
     ("agent", 4),
+    ("_run_stream", 4),  # the events of an agent's root run (agent.py re-exports RunStream)
     ("graph", 4),
     ("_models_held", 4),  # the models an agent tree holds (closed by the servers)
     ("architectures", 4),
