@@ -81,6 +81,10 @@ class RunContext:
         replayed: Set by a journaling runtime when the run is a replay of a completed earlier
             attempt (a retried idempotency key, or :meth:`Agent.resume` of a completed run):
             its answer comes from the journal.
+        superseded: Set by a journaling runtime when the run is an older turn of its session,
+            run again after a newer turn started (a retried idempotency key, :meth:`Agent.resume`
+            of an earlier run): it leaves the session's state alone (a Router's sticky agent is
+            the newer turn's). Shared by every child run.
         ledger: The root run's attempt ledger, shared by every child run.
         escalate: An enclosing architecture acts on the failures this run's recovery cannot
             (reclassify, replan): a recovering Router or Capabilities, directly or through
@@ -107,6 +111,7 @@ class RunContext:
     resume_run: str | None = None
     idempotency_key: str | None = None
     replayed: bool = False
+    superseded: bool = False
     ledger: Ledger = field(default_factory=Ledger)
     escalate: bool = False
     failure: BaseException | None = None
@@ -138,6 +143,7 @@ class RunContext:
             options=dict(self.options["child_options"]) if "child_options" in self.options else {},
             ledger=self.ledger,
             escalate=escalate,
+            superseded=self.superseded,
         )
 
     @types.coroutine

@@ -37,6 +37,7 @@ __all__ = [
     "ResumePoint",
     "claim_attempt",
     "find_resume_point",
+    "newer_run_started",
     "read_runs",
     "start_record",
 ]
@@ -144,6 +145,12 @@ async def read_runs(journal: Journal, session_id: str, run_id: str | None = None
         run_id: Read only this run's entries (``None``: every run of the session).
     """
     return RecordedRuns.of(await journal.read(session_id, run_id=run_id, types=("run.start", "run.end")))
+
+
+async def newer_run_started(journal: Journal, session_id: str, run_id: str) -> bool:
+    """Whether a run of ``session_id`` first started after run ``run_id`` did (the turn is not the newest)."""
+    order = list((await read_runs(journal, session_id)).first)
+    return run_id in order and order[-1] != run_id
 
 
 async def claim_attempt(

@@ -61,7 +61,7 @@ from .base import Journal
 from .idempotency import UnknownToolPolicy, current_idempotency_key
 from .keyed import claim_keyed_run
 from .records import EventRecord, RunEndRecord, RunStartRecord
-from .resume import ResumePoint, claim_attempt, find_resume_point, start_record
+from .resume import ResumePoint, claim_attempt, find_resume_point, newer_run_started, start_record
 from .sessions import SessionHistory, load_history
 from .state import RunState, StepIndex
 from .steps import StepRecorder
@@ -196,7 +196,7 @@ class JournalRuntime(StepRecorder):
             await self.journal.append([self._entry(sid, run_id, start)])
         else:  # another process may be resuming it at this very moment: claim the attempt
             attempt, completed = await claim_attempt(self.journal, sid, run_id, start)
-        return self._started(ctx, run_id, attempt, ctx.resume_run is None, completed)
+        return await self._started(ctx, run_id, attempt, ctx.resume_run is None, completed)
 
     async def _load_history(self, ctx: RunContext) -> None:
         limits = self.session_history
@@ -232,13 +232,17 @@ class JournalRuntime(StepRecorder):
                 self._claiming.discard(run_id)
         if won.history is not None:  # a recorded run: its input as recorded (the rest is the request's own)
             ctx.history = won.history
-        state = self._started(ctx, run_id, won.attempt, won.attempt == 1, won.completed)
+        state = await self._started(ctx, run_id, won.attempt, won.attempt == 1, won.completed)
         state.strict = won.completed is not None  # its answer is given: a changed step must not run live
         return state
 
-    def _started(self, ctx: RunContext, run_id: str, attempt: int, fresh: bool, completed: int | None) -> RunState:
+    async def _started(
+        self, ctx: RunContext, run_id: str, attempt: int, fresh: bool, completed: int | None
+    ) -> RunState:
         ctx.run_id = run_id
         ctx.replayed = completed is not None  # a completed attempt's steps answer this one
+        # an older turn run again (a resume, a retried key) leaves the session's state to the newer turns
+        ctx.superseded = not fresh and await newer_run_started(self.journal, ctx.session_id, run_id)
         state = RunState(ctx.session_id, run_id, attempt, fresh, completed_attempt=completed)
         self._runs[run_id] = state
         log.debug("journal run", session_id=ctx.session_id, run_id=run_id, attempt=attempt, replay=not fresh)

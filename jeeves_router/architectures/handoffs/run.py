@@ -53,7 +53,8 @@ class ChainRun(VisitRunner):
             await self._emit(self._hop(g.entry, current, "forced route"))
         elif store is not None:
             if ctx.options.get("reset_sticky"):
-                await store.delete(ctx.session_id)
+                if not ctx.superseded:  # a newer turn of the session has set its sticky agent since
+                    await store.delete(ctx.session_id)
             else:
                 # Journaled like any step, so resuming a sticky turn follows the recorded
                 # decision instead of asking a session store that a new process has lost.
@@ -240,9 +241,13 @@ class ChainRun(VisitRunner):
         return tuple({"from": a[i], "to": a[i + 1], "reason": a[i + 2]} for i in range(0, len(a), 3))
 
     async def _remember(self, node: str | None) -> None:
-        """Keep ``node`` as the session's sticky agent (``None`` or the entry: forget it)."""
+        """Keep ``node`` as the session's sticky agent (``None`` or the entry: forget it).
+
+        Not for an older turn run again after a newer one started (``ctx.superseded``: a retried
+        idempotency key, a resume): the session's sticky agent is the newer turn's.
+        """
         store = self.settings.store
-        if store is None:
+        if store is None or self.ctx.superseded:
             return
         if node is not None and node != self.graph.entry:
             await store.set(self.ctx.session_id, node)
