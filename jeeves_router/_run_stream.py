@@ -3,22 +3,24 @@
 from __future__ import annotations
 
 import types
-from collections.abc import Generator, Iterator
+from collections.abc import Awaitable, Iterator
 from contextlib import contextmanager
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ._aio import EventPump
 from .events import Event, EventBase
 from .results import RunResult
 from .tools import ToolsetHost, toolset_host
-from .usage import NO_USAGE, Usage, collecting_cut_requests, cut_requests, with_spent_usage
+from .usage import Usage, collecting_cut_requests, cut_requests_into, with_spent_usage
 
 if TYPE_CHECKING:
     from .agent import Agent
     from .architectures.base import RunContext
 
 __all__ = ["RunStream"]
+
+_COUNTED_OUTSIDE: list[Usage] = []  # RunStream._cut: an enclosing cut_requests scope counts the cut requests
 
 
 class RunStream(EventPump[Event]):
@@ -32,13 +34,37 @@ class RunStream(EventPump[Event]):
     ``run.failed`` event, then raises; the exception is also kept in :attr:`error`.
     """
 
-    __slots__ = ("_ctx", "_host", "_left")
+    __slots__ = ("_ctx", "_cut", "_host")
 
     def __init__(self, agent: Agent, ctx: RunContext) -> None:
         super().__init__(agent._root(ctx), EventBase)  # type: ignore[arg-type]
         self._ctx = ctx
         self._host: ToolsetHost | None = None  # where MCP connections live under `async with`
-        self._left = NO_USAGE  # the requests closing or cancelling the run cut off
+        # what the requests a cancellation or a close cut off had spent (see _reporting); None until
+        # the run first steps, _COUNTED_OUTSIDE when a cut_requests scope open then counts them
+        self._cut: list[Usage] | None = None
+
+    if TYPE_CHECKING:
+
+        def __anext__(self) -> Awaitable[Event]:
+            """The next event."""
+            ...
+
+        def drain(self) -> Awaitable[None]:
+            """Run the run to its end, discarding its events."""
+            ...
+
+    else:
+
+        @types.coroutine
+        def __anext__(self):
+            with self._reporting():
+                return (yield from EventPump.__anext__(self))
+
+        @types.coroutine
+        def drain(self):
+            with self._reporting():
+                return (yield from EventPump.drain(self))
 
     async def aclose(self) -> None:
         """Stop the run at its current await point (see the class docstring).
@@ -49,32 +75,26 @@ class RunStream(EventPump[Event]):
         scope is open (the HTTP server's): its owner counts it then, as it counts a request a
         cancellation cut.
         """
-        with self._counting_cut():
+        with self._reporting():
             await super().aclose()
 
-    @types.coroutine
-    def _thrown(self, exc: BaseException) -> Generator[Any, Any, Any]:
-        """An exception thrown into the run (a cancellation): the request it cuts off counts, as a close's does.
-
-        A cancel scope of the caller's own opens no :func:`~jeeves_router.usage.cut_requests`
-        scope, so :meth:`_counting_cut` opens one, as for :meth:`aclose`: :attr:`spent` and a
-        journal's ``run.end`` ``cut`` count the request the run was waiting on.
-        """
-        with self._counting_cut():
-            return (yield from super()._thrown(exc))
-
     @contextmanager
-    def _counting_cut(self) -> Iterator[None]:
-        """Count in :attr:`spent` the requests cut off inside, unless a scope open already counts them."""
-        if collecting_cut_requests():  # the HTTP server's, a time box's: its owner counts them
+    def _reporting(self) -> Iterator[None]:
+        """While the run's code runs: report the requests cut off in it to this stream (:attr:`spent`).
+
+        Decided as the run first steps: a :func:`~jeeves_router.usage.cut_requests` scope open
+        then (the HTTP server's) counts them itself. Otherwise the stream's own list is the scope
+        while the run steps — also for the tasks it starts (concurrent capability selections),
+        which keep it — and never while the consumer has an event, whose code may run other agents.
+        """
+        sink = self._cut
+        if sink is None:
+            sink = self._cut = _COUNTED_OUTSIDE if collecting_cut_requests() else []
+        if sink is _COUNTED_OUTSIDE:
             yield
             return
-        with cut_requests() as cut_off:
-            try:
-                yield
-            finally:
-                for used in cut_off:
-                    self._left = self._left + used
+        with cut_requests_into(sink):
+            yield
 
     def _failed(self, failure: BaseException) -> None:
         """The run failed: what leaves it carries the whole run's spend (``spent_usage``).
@@ -100,12 +120,15 @@ class RunStream(EventPump[Event]):
 
         The run's and the runs' below it (a routed specialist, a handoff target, a classifier),
         failed requests included, as its ``run.failed`` would say, and once the stream is closed
-        (:meth:`aclose`) or cancelled the request it left waiting or mid-answer (cost unknown).
-        When a :func:`~jeeves_router.usage.cut_requests` scope is open (the HTTP server's, a time
-        box's) that request is reported to it instead: its owner adds it (as the server does for
-        a run it cuts); a journaling runtime's ``run.end`` ``cut`` counts it either way.
+        (:meth:`aclose`) or cancelled the requests it left waiting or mid-answer (cost unknown),
+        its concurrent ones included. When a :func:`~jeeves_router.usage.cut_requests` scope was
+        open as the run started (the HTTP server's) they are reported to it instead: its owner
+        adds them; a journaling runtime's ``run.end`` ``cut`` counts them either way.
         """
-        return self._ctx.ledger.since(0, self._ctx.path) + self._left
+        spent = self._ctx.ledger.since(0, self._ctx.path)
+        for used in self._cut or ():
+            spent = spent + used
+        return spent
 
     @property
     def replayed(self) -> bool:

@@ -16,6 +16,7 @@ __all__ = [
     "cut_requests",
     "spent_when_cut",
     "cut_requests_from_now",
+    "cut_requests_into",
     "collecting_cut_requests",
 ]
 
@@ -120,6 +121,23 @@ def cut_requests() -> Iterator[list[Usage]]:
         yield sink
     finally:
         _CUT.reset(token)
+
+
+@contextmanager
+def cut_requests_into(sink: list[Usage]) -> Iterator[None]:
+    """:func:`cut_requests` reporting to ``sink``, a list kept across several scopes (each step of one run).
+
+    ``RunStream`` opens one around each step of its run, so that the requests a cancellation
+    or a close cuts off count in its ``spent``, and never while its consumer has an event.
+    """
+    token = _CUT.set(sink)
+    try:
+        yield
+    finally:
+        try:
+            _CUT.reset(token)
+        except ValueError:  # closed by the collector in another context: nothing of ours to restore there
+            pass
 
 
 def spent_when_cut(usage: Usage) -> None:

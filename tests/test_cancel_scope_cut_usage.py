@@ -6,8 +6,10 @@ request they cut off counts. A cancel scope of the caller's own (``anyio.move_on
 around ``desk.run``, a task group cancelled) opened none: before the fix the journal's
 ``run.end`` ``cut`` said nothing of the request (a classification cut mid-request recorded
 ``requests == 0``) and ``RunStream.spent`` left it out, though a stream closed at the same
-point counted it. Real ``openai`` / ``anthropic`` clients on the loopback server: the server
-records each request it received, and the hung one is never answered.
+point counted it; the requests of concurrent tasks (Capabilities' selections) were lost either
+way, the tasks having started before any scope was opened. Real ``openai`` / ``anthropic``
+clients on the loopback server: the server records each request it received, and the hung
+ones are never answered.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import pytest
 
 from jeeves_router import Agent, Router, RouterRoute
 from jeeves_router.agent import RunStream
+from jeeves_router.architectures.capabilities.architecture import Capabilities, Capability
 from jeeves_router.classify import LLMClassifier
 from jeeves_router.journal import JournalRuntime, SQLiteJournal
 from jeeves_router.journal.base import Journal
@@ -33,6 +36,7 @@ from jeeves_router.recovery import Recovery
 from jeeves_router.testing import RecordedSleeps
 from tests.loopback import Hang, LoopbackServer, RecordedRequest, Reply, ToolCall, loopback  # noqa: F401
 from tests.task_helpers import finish_generator_closes, pending_tasks, settled_tasks, warnings_of_this_test
+from tests.test_capabilities import Fn
 from tests.test_seams_lifecycle import cancelled_once
 
 CLASSIFIED = Reply(text="route: billing\nconfidence: 0.9")
@@ -158,3 +162,32 @@ async def test_a_run_cut_inside_a_time_box_still_counts_its_request_once(
     result = events[-1].result  # type: ignore[union-attr]
     assert result.status == "critical" and result.report["reason"] == "time_limit"
     assert result.usage.requests == stream.spent.requests == len(loopback.requests) == 1
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("how", ["run", "stream"])
+async def test_concurrent_selection_requests_cut_by_the_callers_cancel_scope_each_count(
+    loopback: LoopbackServer,  # noqa: F811
+    tmp_path: Path,
+    how: str,
+) -> None:
+    """Capabilities classify in tasks of their own: what the cut leaves them reports to the run's stream too."""
+    reached = threading.Event()
+
+    def hang(request: RecordedRequest) -> Hang:
+        if len(loopback.requests) == 2:  # both selections are waiting
+            reached.set()
+        return Hang()
+
+    loopback.script(hang, hang)
+    model = OpenAIModel("gpt-4.1-nano", client=loopback.openai_client(), retry=RetryPolicy(max_attempts=1))
+    capabilities = [Capability("sales", Fn("120 units"), "sales figures"), Capability("stock", Fn("8"), "stock")]
+    journal = SQLiteJournal(tmp_path / "j.db")
+    arch = Capabilities(capabilities, recovery=Recovery(sleep=RecordedSleeps()))
+    agent = Agent("Analyst.", name="analyst", model=model, architecture=arch, runtime=JournalRuntime(journal))
+    stream = await cut(reached, agent, how)
+    [end] = [e.record for e in await journal.read("s", types=("run.end",))]
+    assert isinstance(end, RunEndRecord) and end.usage is not None
+    assert end.usage["requests"] == len(loopback.requests) == 2  # both were sent (neither counted)
+    if stream is not None:
+        assert end.usage == asdict(stream.spent)
