@@ -128,12 +128,18 @@ class ToolCalled(EventBase):
 
 @frozen(kw_only=True)
 class ToolResult(EventBase):
-    """A tool returned (or failed; then ``is_error``)."""
+    """A tool returned (or failed; then ``is_error``).
+
+    ``from_ledger``: the tool did not run again; a framework retry's call was answered with
+    the outcome of the same call (same tool, same arguments) that an earlier attempt of the
+    run completed, from the run's attempt ledger (a refund is not paid twice).
+    """
 
     call_id: str
     tool: str
     content: str
     is_error: bool = False
+    from_ledger: bool = False
     kind: Literal["tool.result"] = "tool.result"
 
 

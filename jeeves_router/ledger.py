@@ -32,13 +32,19 @@ retry cannot answer on their own:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
 from typing import Any
 
+from ._frozen import frozen
 from .tools import Tool, ToolOutcome
 from .usage import NO_USAGE, Usage
 
-__all__ = ["Ledger"]
+
+@frozen
+class LedgerAnswer(ToolOutcome):
+    """The outcome of a completed tool call, answering a retry's same call: the tool does not run again."""
+
+
+__all__ = ["Ledger", "LedgerAnswer"]
 
 
 class Ledger:
@@ -146,7 +152,8 @@ class Ledger:
     ) -> None:
         """Remember a tool call that completed at this step (a ``repeatable`` tool's is not: no effect to keep).
 
-        The outcome is kept without its :attr:`~ToolOutcome.usage` (an agent the tool ran):
+        The outcome is kept as a :class:`LedgerAnswer` (so the retry's ``tool.result`` says the
+        tool did not run again), without its :attr:`~ToolOutcome.usage` (an agent the tool ran):
         the call ran once, and its usage was counted then (an enclosing retry counts the
         abandoned attempt's from :meth:`since`), so answering a retry with it adds nothing.
         """
@@ -154,9 +161,8 @@ class Ledger:
             self.reads += 1
             return
         self.calls += 1
-        if outcome.usage is not NO_USAGE:
-            outcome = replace(outcome, usage=NO_USAGE)
-        self._remember(session_id, index, (tool.name, dict(arguments), outcome))
+        answer = LedgerAnswer(outcome.content, outcome.is_error, outcome.handoff, outcome.context_update)
+        self._remember(session_id, index, (tool.name, dict(arguments), answer))
 
     def _remember(self, session_id: str, index: int, done: tuple[str, Mapping[str, Any], ToolOutcome]) -> None:
         if self._tools is None:

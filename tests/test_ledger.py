@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import gc
 
-from jeeves_router.ledger import Ledger
+from jeeves_router.ledger import Ledger, LedgerAnswer
 from jeeves_router.tools import Tool, ToolOutcome
 from jeeves_router.usage import NO_USAGE, Usage
 
@@ -68,6 +68,11 @@ def test_one_entry_holds_no_tracked_container() -> None:
     assert tracked == []
 
 
+def answer(outcome: ToolOutcome) -> LedgerAnswer:
+    """What the ledger answers a retry's call with: the outcome, marked as not run again, without its usage."""
+    return LedgerAnswer(outcome.content, outcome.is_error, outcome.handoff, outcome.context_update)
+
+
 def test_a_rewound_sessions_completed_calls_each_answer_one_call_of_the_retry_at_any_step() -> None:
     ledger = Ledger()
     first, second, other = ToolOutcome("refunded"), ToolOutcome("refunded again"), ToolOutcome("elsewhere")
@@ -77,11 +82,11 @@ def test_a_rewound_sessions_completed_calls_each_answer_one_call_of_the_retry_at
     ledger.complete_call("t", 1, REFUND, {"id": 7}, other)
     # a retry rewinds session "s" to step 1: it looks something else up there, then refunds twice
     assert ledger.completed_call("s", 1, LOOKUP, {"id": 7}) is None
-    assert ledger.completed_call("s", 3, REFUND, {"id": 7}) is first
+    assert ledger.completed_call("s", 3, REFUND, {"id": 7}) == answer(first)
     assert ledger.completed_call("s", 5, REFUND, {"id": 8}) is None  # other arguments: a new call
-    assert ledger.completed_call("s", 7, REFUND, {"id": 7}) is second
+    assert ledger.completed_call("s", 7, REFUND, {"id": 7}) == answer(second)
     assert ledger.completed_call("s", 9, REFUND, {"id": 7}) is None  # none left: the retry's own call
-    assert ledger.completed_call("t", 1, REFUND, {"id": 7}) is other  # another session is untouched
+    assert ledger.completed_call("t", 1, REFUND, {"id": 7}) == answer(other)  # another session is untouched
     assert ledger.calls == 3
 
 
@@ -92,7 +97,7 @@ def test_a_rewind_is_seen_at_the_retrys_first_step_even_when_its_first_call_come
     ledger.step("s", 2)  # the same pass goes on: nothing rewound
     ledger.step("s", 0)  # a retry's first model turn: session "s" starts again
     # the retry's refund comes after every step the first attempt used (a detour on the way)
-    assert ledger.completed_call("s", 3, REFUND, {"id": 7}) is refunded
+    assert ledger.completed_call("s", 3, REFUND, {"id": 7}) == answer(refunded)
     assert ledger.completed_call("s", 5, REFUND, {"id": 7}) is None  # answered once
 
 
@@ -105,7 +110,7 @@ def test_a_repeatable_tools_calls_never_answer_a_retry_nor_count_as_effects() ->
     assert ledger.calls == 1
     ledger.step("s", 0)  # a retry starts the session again
     assert ledger.completed_call("s", 1, status, {"id": 7}) is None  # executed again: a fresh status
-    assert ledger.completed_call("s", 3, REFUND, {"id": 7}) is refunded
+    assert ledger.completed_call("s", 3, REFUND, {"id": 7}) == answer(refunded)
     ledger.complete_call("s", 1, status, {"id": 7}, ToolOutcome("done"))
     ledger.step("s", 0)  # and a further retry: still never answered
     assert ledger.completed_call("s", 1, status, {"id": 7}) is None

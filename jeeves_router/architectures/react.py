@@ -40,6 +40,7 @@ from .._aio import aclose
 from .._frozen import constructor
 from ..errors import ModelError, UsageError
 from ..events import ToolCalled, ToolResult
+from ..ledger import LedgerAnswer
 from ..messages import Message, ToolCallPart, ToolResultPart, user
 from ..models.base import ModelRequest, ModelResponse, ModelTextDelta
 from ..recovery.config import Recovery
@@ -224,6 +225,7 @@ class ToolLoop:
                         tool=call.name,
                         content=outcome.content,
                         is_error=outcome.is_error,
+                        from_ledger=type(outcome) is LedgerAnswer,  # a retry's call answered, not run again
                     )
                 )
                 results.append(ToolResultPart(call.id, call.name, outcome.content, outcome.is_error))

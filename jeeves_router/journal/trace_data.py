@@ -241,6 +241,8 @@ def _build_run(
                 parent.children.append(tool)
             tool.end, tool.status = ev.ts, "error" if ev.is_error else "ok"
             tool.data["result"] = ev.content
+            if ev.from_ledger:
+                tool.data["from_ledger"] = True
         elif isinstance(ev, RouterClassified):
             # the n-th decision of a router's session is its n-th classify step (a nested router has its own)
             index = decided[ev.session_id] = decided.get(ev.session_id, -1) + 1

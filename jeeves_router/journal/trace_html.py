@@ -100,7 +100,8 @@ def _label(node: TraceNode) -> str:
         usage = node.data.get("usage") or {}
         return f"{node.label} · {usage.get('input_tokens', 0)}→{usage.get('output_tokens', 0)} tok · {node.status}"
     if node.kind == "tool":
-        return f"{node.label}({', '.join(f'{k}={v!r}' for k, v in node.data.get('arguments', {}).items())})"
+        call = f"{node.label}({', '.join(f'{k}={v!r}' for k, v in node.data.get('arguments', {}).items())})"
+        return call + " · answered from an earlier attempt (not run again)" if node.data.get("from_ledger") else call
     if node.kind == "run":
         route = f" · route {node.data['route']}" if "route" in node.data else ""
         return f"{node.label} · {node.status}{route}"
