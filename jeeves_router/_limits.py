@@ -13,15 +13,15 @@ from __future__ import annotations
 
 from .errors import UsageError
 
-__all__ = ["DEFAULT_MAX_BODY_BYTES", "EMPTY_REQUEST", "blank", "check_limit", "too_large"]
+__all__ = ["DEFAULT_MAX_REQUEST_BYTES", "EMPTY_REQUEST", "blank", "check_limit", "too_large"]
 
 #: The refusal of a request without text (each front door says where it looked).
 EMPTY_REQUEST = "the request is empty: send the text to ask"
 
-#: The default limit on a request, in bytes (1 MiB): ``create_app(max_body_bytes=...)``,
+#: The default limit on a request, in bytes (1 MiB): ``create_app(max_request_bytes=...)``,
 #: ``router_server(max_request_bytes=...)``, ``mcp.server.serve(max_request_bytes=...)`` and the
 #: ``--max-request-bytes`` of ``jeeves-router serve`` and ``jeeves-router mcp``.
-DEFAULT_MAX_BODY_BYTES = 1_048_576
+DEFAULT_MAX_REQUEST_BYTES = 1_048_576
 
 
 def check_limit(name: str, value: object) -> int:
@@ -32,7 +32,7 @@ def check_limit(name: str, value: object) -> int:
     """
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise UsageError(
-            f"{name} must be a positive integer (a size in bytes; the default is {DEFAULT_MAX_BODY_BYTES}, 1 MiB), "
+            f"{name} must be a positive integer (a size in bytes; the default is {DEFAULT_MAX_REQUEST_BYTES}, 1 MiB), "
             f"got {value!r}"
         )
     return value

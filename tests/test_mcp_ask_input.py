@@ -1,7 +1,7 @@
 """The MCP ``ask`` tool refuses what the HTTP server refuses: an empty request, one over the size limit.
 
 ``ask`` ran an empty (or blank) request, and took a 3 MB one that the HTTP server refuses as
-over its 1 MiB ``max_body_bytes``; arguments of the wrong type, or a missing request, came back
+over its 1 MiB ``max_request_bytes``; arguments of the wrong type, or a missing request, came back
 as pydantic's raw text with an errors.pydantic.dev URL. Now each is an error result naming the
 rule, and nothing runs.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from jeeves_router import Agent
-from jeeves_router._limits import DEFAULT_MAX_BODY_BYTES, too_large
+from jeeves_router._limits import DEFAULT_MAX_REQUEST_BYTES, too_large
 from jeeves_router.errors import UsageError
 from jeeves_router.testing import FunctionModel
 
@@ -46,18 +46,21 @@ async def test_ask_refuses_a_request_over_the_http_servers_body_limit() -> None:
     from mcp import Client
 
     from jeeves_router.mcp.server import router_server
+    from jeeves_router.mcp.server import serve as mcp_serve
     from jeeves_router.serve.app import create_app
 
-    assert create_app.__kwdefaults__["max_body_bytes"] == DEFAULT_MAX_BODY_BYTES  # one limit for both doors
+    for front in (create_app, mcp_serve, router_server):  # one limit, under one name, for both doors
+        assert front.__kwdefaults__["max_request_bytes"] == DEFAULT_MAX_REQUEST_BYTES
+        assert "max_body_bytes" not in front.__kwdefaults__
     asked: list[str] = []
     async with Client(router_server(_desk(asked))) as client:
         res = await client.call_tool("ask", {"request": "x" * 3_000_000})
         assert res.is_error
         text = res.content[0].text  # type: ignore[union-attr]
-        assert text == f"{too_large(DEFAULT_MAX_BODY_BYTES, 'the request')}; nothing was run"
+        assert text == f"{too_large(DEFAULT_MAX_REQUEST_BYTES, 'the request')}; nothing was run"
         assert "1048576 bytes" in text
         assert asked == []
-        at_limit = await client.call_tool("ask", {"request": "x" * DEFAULT_MAX_BODY_BYTES})
+        at_limit = await client.call_tool("ask", {"request": "x" * DEFAULT_MAX_REQUEST_BYTES})
         assert not at_limit.is_error and asked == ["asked"]
 
 

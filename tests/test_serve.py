@@ -235,7 +235,7 @@ def test_openai_client_raises_its_own_error_types(served: ServerThread) -> None:
 
 
 def test_body_over_the_limit_is_refused() -> None:
-    with running(create_app(build_desk(), max_body_bytes=200)) as server:
+    with running(create_app(build_desk(), max_request_bytes=200)) as server:
         big = {"model": "desk", "messages": [{"role": "user", "content": "x" * 500}]}
         r = httpx.post(server.url + "/v1/chat/completions", json=big)
         assert r.status_code == 413 and "200 bytes" in r.json()["error"]["message"]

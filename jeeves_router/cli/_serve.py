@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal
 
 import typer
 
-from .._limits import DEFAULT_MAX_BODY_BYTES
+from .._limits import DEFAULT_MAX_REQUEST_BYTES
 from ..errors import UsageError
 from ._errors import bad_input
 
@@ -30,7 +30,7 @@ def serve_command(
     max_concurrency: Annotated[int, typer.Option(help="Runs in flight at once; more get 429.")] = 64,
     max_request_bytes: Annotated[
         int, typer.Option(_MAX_REQUEST_BYTES, help="Request bodies larger than this many bytes get 413.")
-    ] = DEFAULT_MAX_BODY_BYTES,
+    ] = DEFAULT_MAX_REQUEST_BYTES,
     grace: Annotated[int, typer.Option(help="Seconds runs may finish in after SIGTERM.")] = 30,
 ) -> None:
     """Serve agents over HTTP: OpenAI-compatible chat completions, run event streams, sessions."""
@@ -43,7 +43,7 @@ def serve_command(
         options: dict[str, Any] = {
             "journal": journal,
             "max_concurrency": max_concurrency,
-            "max_body_bytes": max_request_bytes,
+            "max_request_bytes": max_request_bytes,
         }
         serve(load_agents(target), host=host, port=port, token=token, grace_s=grace, **options)
 
@@ -66,7 +66,7 @@ def mcp_command(
             _MAX_REQUEST_BYTES,
             help="Larger requests (bytes) are refused: an HTTP body gets 413, an `ask` over stdio an error result.",
         ),
-    ] = DEFAULT_MAX_BODY_BYTES,
+    ] = DEFAULT_MAX_REQUEST_BYTES,
 ) -> None:
     """Serve an agent or router as an MCP server with one tool, `ask` (needs the mcp extra)."""
     from ..mcp.server import main

@@ -3,7 +3,7 @@
 Each refusal is an error result naming the rule it breaks, and nothing runs: arguments
 that do not fit the tool's input schema (:func:`ask_tool`: a clean message, not pydantic's
 text), an empty or blank request, one over the size limit the HTTP server keeps
-(:data:`~jeeves_router._limits.DEFAULT_MAX_BODY_BYTES`, :func:`~jeeves_router._limits.too_large`),
+(:data:`~jeeves_router._limits.DEFAULT_MAX_REQUEST_BYTES`, :func:`~jeeves_router._limits.too_large`),
 and an idempotency key the agent cannot honour.
 """
 

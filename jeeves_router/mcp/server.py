@@ -60,7 +60,7 @@ import anyio
 import anyio.abc
 from pydantic import BaseModel, Field
 
-from .._limits import DEFAULT_MAX_BODY_BYTES, check_limit
+from .._limits import DEFAULT_MAX_REQUEST_BYTES, check_limit
 from .._models_held import aclose_models
 from .._targets import import_target
 from ..agent import Agent
@@ -133,7 +133,7 @@ def _answer(result: RunResult, reply: str | None) -> RoutedAnswer:
 
 
 def router_server(
-    agent: Agent, *, name: str | None = None, tool_name: str = "ask", max_request_bytes: int = DEFAULT_MAX_BODY_BYTES
+    agent: Agent, *, name: str | None = None, tool_name: str = "ask", max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
 ) -> MCPServer[Any]:
     """An ``mcp`` server (not started) whose one tool runs ``agent``.
 
@@ -142,7 +142,7 @@ def router_server(
         name: The server's name (default: the agent's name).
         tool_name: The tool's name.
         max_request_bytes: A longer request (in UTF-8 bytes) is an error result and nothing
-            runs, as the HTTP server refuses a body over its ``max_body_bytes`` (the same default;
+            runs, as the HTTP server refuses a body over its ``max_request_bytes`` (the same default;
             served over HTTP by :func:`serve`, the whole request body is held to it as well).
 
     Raises:
@@ -292,7 +292,7 @@ async def serve(
     token: str | None = None,
     journal: JournalSpec | None = None,
     session_history: SessionHistory | None = DEFAULT_HISTORY,
-    max_request_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
 ) -> None:
     """Serve ``agent`` over MCP until cancelled (stdio) or the HTTP server stops.
 
@@ -376,7 +376,7 @@ def main(
     port: int = 8000,
     token: str | None = None,
     journal: str | None = None,
-    max_request_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
 ) -> None:
     """The ``jeeves-router mcp`` command: load ``spec`` and serve it (logs go to stderr)."""
     import anyio

@@ -53,7 +53,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp
 
-from .._limits import DEFAULT_MAX_BODY_BYTES, check_limit
+from .._limits import DEFAULT_MAX_REQUEST_BYTES, check_limit
 from .._models_held import aclose_models
 from ..agent import Agent
 from ..errors import UsageError
@@ -117,7 +117,7 @@ def create_app(
     journal: Journal | str | os.PathLike[str] | None = None,
     session_history: SessionHistory | None = DEFAULT_HISTORY,
     max_concurrency: int = 64,
-    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
     retry_after_s: int = 1,
     drain: Drain | None = None,
 ) -> ASGIApp:
@@ -133,7 +133,7 @@ def create_app(
         session_history: History limits for the runtimes this creates (``None``: a
             request sees only the history it sends).
         max_concurrency: Runs in flight at once; more are refused with 429 and ``Retry-After``.
-        max_body_bytes: Larger request bodies are refused with 413 (:class:`~.guard.BodyLimit`; the
+        max_request_bytes: Larger request bodies are refused with 413 (:class:`~.guard.BodyLimit`; the
             CLI's ``--max-request-bytes``).
         retry_after_s: The ``Retry-After`` of a 429.
         drain: Shutdown control shared with the server (:func:`~jeeves_router.serve.serve`
@@ -149,7 +149,7 @@ def create_app(
     table = served_agents(agents)
     if isinstance(max_concurrency, bool) or not isinstance(max_concurrency, int) or max_concurrency < 1:
         raise UsageError(f"max_concurrency must be a positive integer, got {max_concurrency!r}")
-    check_limit("max_body_bytes", max_body_bytes)
+    check_limit("max_request_bytes", max_request_bytes)
     check_token(token)
     journals = journal_agents(table, journal, session_history)  # as `jeeves-router mcp --journal` does
     slots = Slots(max_concurrency, retry_after_s)
@@ -227,7 +227,7 @@ def create_app(
             Route("/v1/models/{model_id:path}", _api(model), methods=["GET"]),
         ],
         exception_handlers={HTTPException: http_error},
-        middleware=[Middleware(BodyLimit, limit=max_body_bytes)],
+        middleware=[Middleware(BodyLimit, limit=max_request_bytes)],
         lifespan=lifespan,
     )
     app.state.slots = slots

@@ -193,8 +193,8 @@ class Slots:
 class BodyLimit:
     """Refuse (413, OpenAI error shape) an HTTP request whose body is over ``limit`` bytes.
 
-    The one body limit of both HTTP fronts (``create_app``'s ``max_body_bytes``, the MCP
-    server's ``max_request_bytes`` over streamable HTTP). A declared ``Content-Length`` over the
+    The one body limit of both HTTP fronts (``max_request_bytes`` of ``create_app`` and of the MCP
+    server over streamable HTTP). A declared ``Content-Length`` over the
     limit is refused before anything is read; a body sent without one (chunked) is read up to
     the limit. The app is handed the body read whole, as one message; its later ``receive``
     calls (a disconnect) go to the connection.

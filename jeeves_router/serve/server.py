@@ -57,7 +57,7 @@ def serve(
         grace_s: On SIGTERM, how long runs in flight may take before they are cancelled.
         log_level: uvicorn's log level (access logs are off).
         **options: Passed to :func:`~jeeves_router.serve.create_app` (``journal``,
-            ``max_concurrency``, ``max_body_bytes``, ...).
+            ``max_concurrency``, ``max_request_bytes``, ...).
 
     Raises:
         UsageError: for a non-loopback host without a token, an address that cannot be listened
