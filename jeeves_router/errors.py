@@ -44,7 +44,21 @@ class JeevesError(Exception):
 
 
 class UsageError(JeevesError, ValueError):
-    """The API was used wrongly; the message says what to change."""
+    """The API was used wrongly; the message says what to change.
+
+    Args:
+        *args: The message (as any exception's).
+        argument: The name of the argument at fault, when the error is about one
+            (``"force_route"``, ``"max_concurrency"``): a front door names it in its own terms, the
+            HTTP server as the error's ``param``, the command line as the flag the user typed.
+
+    Attributes:
+        argument: As given (``None``: the error is about no single argument).
+    """
+
+    def __init__(self, *args: object, argument: str | None = None) -> None:
+        super().__init__(*args)
+        self.argument = argument
 
 
 class RunError(JeevesError):

@@ -149,6 +149,42 @@ def test_runs_accept_force_route_and_refuse_an_unknown_one(served: ServerThread)
     assert '"route":"billing"' in ok.text.replace(" ", "")
     bad = httpx.post(served.url + "/v1/runs", json={"model": "desk", "input": "hi", "force_route": "nope"})
     assert bad.status_code == 400 and "nope" in bad.json()["error"]["message"]
+    assert bad.json()["error"]["param"] == "force_route"  # the field at fault, as every other 400 names it
+
+
+def test_runs_refuse_force_route_for_an_agent_without_routes_naming_the_field() -> None:
+    from jeeves_router import Agent
+
+    plain = Agent("You answer.", name="plain", model=FunctionModel(lambda r: "an answer"))
+    with running(create_app(plain)) as server:
+        bad = httpx.post(server.url + "/v1/runs", json={"model": "plain", "input": "hi", "force_route": "billing"})
+    assert bad.status_code == 400
+    error = bad.json()["error"]
+    assert error["param"] == "force_route" and error["message"].startswith("force_route is for routers")
+
+
+def test_runs_refuse_a_context_off_the_routers_schema_naming_the_field() -> None:
+    from pydantic import BaseModel
+
+    from jeeves_router import Agent, Router, RouterRoute
+
+    class Account(BaseModel):
+        account_id: int
+
+    billing = Agent("You handle billing.", name="billing", model=FunctionModel(lambda r: "billing answer"))
+    desk = Agent(
+        "desk",
+        name="desk",
+        model=FunctionModel(lambda r: "billing"),
+        architecture=Router(routes=[RouterRoute("billing", billing, "payments")], context_schema=Account),
+    )
+    with running(create_app(desk)) as server:
+        ask = {"model": "desk", "input": "refund me"}
+        bad = httpx.post(server.url + "/v1/runs", json={**ask, "context": {"account_id": "not a number"}})
+        assert bad.status_code == 400
+        error = bad.json()["error"]
+        assert error["param"] == "context" and error["message"].startswith("context does not match Account")
+        assert httpx.post(server.url + "/v1/runs", json={**ask, "context": {"account_id": 7}}).status_code == 200
 
 
 def test_runs_refuse_stream_false_naming_the_field_and_stream_with_stream_true(served: ServerThread) -> None:

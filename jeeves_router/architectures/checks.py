@@ -70,8 +70,8 @@ def check_run_request(
     """
     kind = type(agent.architecture).__name__
     if no_routes is not None and ctx.force_route is not None:
-        raise UsageError(f"force_route is for routers; agent {agent.name!r} runs {no_routes}")
+        raise UsageError(f"force_route is for routers; agent {agent.name!r} runs {no_routes}", argument="force_route")
     for key in ctx.options:
         if key not in options and key != _CHILD_OPTIONS:
             takes = f"it takes: {', '.join(repr(k) for k in options)}" if options else "it takes none"
-            raise UsageError(f"agent {agent.name!r} ({kind}) has no run option {key!r}; {takes}")
+            raise UsageError(f"agent {agent.name!r} ({kind}) has no run option {key!r}; {takes}", argument="options")

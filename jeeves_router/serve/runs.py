@@ -196,8 +196,8 @@ def _open(agent: Agent, prompt: str, req: ChatRequest | RunRequest, force_route:
             force_route=force_route,
             idempotency_key=req.idempotency_key,
         )
-    except UsageError as exc:
-        raise ApiError(400, str(exc)) from None
+    except UsageError as exc:  # an argument the agent refuses (an unknown force_route, a context off its schema)
+        raise ApiError(400, str(exc), param=exc.argument) from None
 
 
 def chat_reply(

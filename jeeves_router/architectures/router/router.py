@@ -275,12 +275,13 @@ class Router:
         """Check the per-run options and the context before the run starts."""
         check_run_request(agent, ctx, options=("reset_sticky",))
         if ctx.force_route is not None and ctx.force_route not in self._by_name:
-            raise UsageError(self._not_a_route(agent, ctx.force_route))
+            raise UsageError(self._not_a_route(agent, ctx.force_route), argument="force_route")
         if self.context_schema is not None:
             try:
                 self.context_schema.model_validate(dict(ctx.context))
             except Exception as exc:  # pydantic's ValidationError
-                raise UsageError(f"context does not match {self.context_schema.__name__}: {exc}") from exc
+                msg = f"context does not match {self.context_schema.__name__}: {exc}"
+                raise UsageError(msg, argument="context") from exc
         self.graph(agent)
 
     def _not_a_route(self, agent: Actor, name: str) -> str:
