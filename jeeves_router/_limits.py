@@ -33,7 +33,8 @@ def check_limit(name: str, value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise UsageError(
             f"{name} must be a positive integer (a size in bytes; the default is {DEFAULT_MAX_REQUEST_BYTES}, 1 MiB), "
-            f"got {value!r}"
+            f"got {value!r}",
+            argument=name,
         )
     return value
 

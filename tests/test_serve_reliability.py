@@ -223,7 +223,8 @@ def test_a_draining_server_refuses_new_runs_with_503() -> None:
         (["tests.serve_apps:nothing_here"], {}, "TARGET 'tests.serve_apps:nothing_here': cannot import it"),
         (["tests.serve_apps"], {}, "expected module:attribute"),
         (["tests.serve_apps:SLOW_CHUNKS"], {}, "must be an Agent, not a str"),
-        (["tests.serve_apps:slow_desk", "--grace", "-1"], {}, "grace_s must be"),
+        (["tests.serve_apps:slow_desk", "--grace", "-1"], {}, "error: --grace must be a whole number of seconds >= 0"),
+        (["tests.serve_apps:slow_desk", "--max-concurrency", "0"], {}, "error: --max-concurrency must be a positive"),
         (["tests.serve_apps:slow_desk", "--max-request-bytes", "0"], {}, "--max-request-bytes must be a positive"),
     ],
 )
@@ -278,7 +279,7 @@ def test_an_address_that_cannot_be_listened_on_is_one_error_line(command: list[s
         port = held.getsockname()[1]
         for given, message in (
             (str(port), f"error: cannot listen on 127.0.0.1:{port}: Address already in use"),
-            ("70000", "error: port must be an integer within 0-65535 (0: any free port), got 70000"),
+            ("70000", "error: --port must be an integer within 0-65535 (0: any free port), got 70000"),
         ):
             result = CliRunner().invoke(app, [*command, "tests.serve_apps:slow_desk", "--port", given])
             assert result.exit_code == 2, result.output

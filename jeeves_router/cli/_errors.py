@@ -82,16 +82,37 @@ class OneLineErrors(TyperGroup):
 VERBOSE = {"on": False}
 
 
+def _as_typed(exc: UsageError, ctx: typer.Context | None) -> str:
+    """``exc``'s message, naming the flag the user typed for the argument it is about.
+
+    A library check names its Python argument (:attr:`UsageError.argument`, ``grace_s``); the
+    command's parameter of that name is the option the user typed (``--grace``), so the message
+    names that instead. Errors about no argument, or none of the command's, are left as they are.
+    """
+    message = str(exc)
+    params = ctx.command.params if ctx is not None else ()
+    flags = [o for p in params if p.name == exc.argument for o in p.opts if o.startswith("--")]
+    if exc.argument is None or not flags:
+        return message
+    flag = max(flags, key=len)
+    if message.startswith(exc.argument + " "):
+        return flag + message[len(exc.argument) :]
+    return f"{flag}: {message}"
+
+
 @contextmanager
-def bad_input() -> Iterator[None]:
+def bad_input(ctx: typer.Context | None = None) -> Iterator[None]:
     """Turn misuse, and any failure of the command, into one ``error:`` line and exit code 2.
 
-    With ``--verbose`` an unexpected exception keeps its traceback.
+    With ``--verbose`` an unexpected exception keeps its traceback. Given the command's
+    context, an error about one argument names the command's option for it (:func:`_as_typed`):
+    a command names its parameters as the library names its arguments, so the library's own
+    checks serve the command line too.
     """
     try:
         yield
     except UsageError as exc:
-        _fail(str(exc))
+        _fail(_as_typed(exc, ctx))
     except (typer.Exit, BrokenPipeError):  # typer's click raises this Exit; a closed stdout ends quietly
         raise
     except Exception as exc:  # the CLI's last line of defence
@@ -103,5 +124,5 @@ def bad_input() -> Iterator[None]:
             inner = subs[0]
             subs = getattr(inner, "exceptions", None)
         if isinstance(inner, UsageError):
-            _fail(str(inner))
+            _fail(_as_typed(inner, ctx))
         _fail(f"{type(inner).__name__}: {inner} (run with --verbose for the traceback)")

@@ -22,6 +22,7 @@ _MAX_REQUEST_BYTES = "--max-request-bytes"
 
 
 def serve_command(
+    ctx: typer.Context,
     target: Annotated[str, typer.Argument(help="module:attr of an Agent, a list or a mapping of agents.")],
     host: Annotated[str, typer.Option(help="Address to listen on (not loopback: needs a token).")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="TCP port.")] = 8000,
@@ -31,24 +32,25 @@ def serve_command(
     max_request_bytes: Annotated[
         int, typer.Option(_MAX_REQUEST_BYTES, help="Request bodies larger than this many bytes get 413.")
     ] = DEFAULT_MAX_REQUEST_BYTES,
-    grace: Annotated[int, typer.Option(help="Seconds runs may finish in after SIGTERM.")] = 30,
+    grace_s: Annotated[int, typer.Option("--grace", help="Seconds runs may finish in after SIGTERM.")] = 30,
 ) -> None:
     """Serve agents over HTTP: OpenAI-compatible chat completions, run event streams, sessions."""
-    with bad_input():
+    with bad_input(ctx):
         from .._limits import check_limit
         from ..serve import load_agents, serve, token_from_env
 
-        check_limit(_MAX_REQUEST_BYTES, max_request_bytes)  # before the target's module is imported
+        check_limit("max_request_bytes", max_request_bytes)  # before the target's module is imported
         token = token_from_env(token_env)
         options: dict[str, Any] = {
             "journal": journal,
             "max_concurrency": max_concurrency,
             "max_request_bytes": max_request_bytes,
         }
-        serve(load_agents(target), host=host, port=port, token=token, grace_s=grace, **options)
+        serve(load_agents(target), host=host, port=port, token=token, grace_s=grace_s, **options)
 
 
 def mcp_command(
+    ctx: typer.Context,
     target: Annotated[str, typer.Argument(help="The agent (router) to serve, as module:attribute.")],
     transport: Annotated[str, typer.Option("--transport", help="stdio or http (streamable HTTP).")] = "stdio",
     host: Annotated[
@@ -71,7 +73,7 @@ def mcp_command(
     """Serve an agent or router as an MCP server with one tool, `ask` (needs the mcp extra)."""
     from ..mcp.server import main
 
-    with bad_input():
+    with bad_input(ctx):
         if transport not in ("stdio", "http"):
             raise UsageError(f"--transport must be stdio or http, got {transport!r}")
         if transport == "stdio" and (host is not None or port is not None):

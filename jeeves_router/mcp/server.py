@@ -381,7 +381,7 @@ def main(
     """The ``jeeves-router mcp`` command: load ``spec`` and serve it (logs go to stderr)."""
     import anyio
 
-    check_limit("--max-request-bytes", max_request_bytes)  # before the agent's module is imported
+    check_limit("max_request_bytes", max_request_bytes)  # before the agent's module is imported
     agent = load_agent(spec)
     options: dict[str, Any] = {"token": token, "journal": journal, "max_request_bytes": max_request_bytes}
     anyio.run(lambda: serve(agent, transport=transport, host=host, port=port, **options))

@@ -148,7 +148,8 @@ def create_app(
     """
     table = served_agents(agents)
     if isinstance(max_concurrency, bool) or not isinstance(max_concurrency, int) or max_concurrency < 1:
-        raise UsageError(f"max_concurrency must be a positive integer, got {max_concurrency!r}")
+        msg = f"max_concurrency must be a positive integer, got {max_concurrency!r}"
+        raise UsageError(msg, argument="max_concurrency")
     check_limit("max_request_bytes", max_request_bytes)
     check_token(token)
     journals = journal_agents(table, journal, session_history)  # as `jeeves-router mcp --journal` does

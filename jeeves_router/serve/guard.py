@@ -84,7 +84,7 @@ def check_listen(host: str, port: object) -> None:
         UsageError: for a port that is not an integer in 0-65535, or an address that cannot be bound.
     """
     if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
-        raise UsageError(f"port must be an integer within 0-65535 (0: any free port), got {port!r}")
+        raise UsageError(f"port must be an integer within 0-65535 (0: any free port), got {port!r}", argument="port")
     if port == 0:
         return
     family = socket.AF_INET6 if ":" in host else socket.AF_INET

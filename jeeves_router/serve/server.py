@@ -68,7 +68,7 @@ def serve(
     check_host(host, token, command="serve")
     check_listen(host, port)
     if not isinstance(grace_s, int) or grace_s < 0:
-        raise UsageError(f"grace_s must be a whole number of seconds >= 0, got {grace_s!r}")
+        raise UsageError(f"grace_s must be a whole number of seconds >= 0, got {grace_s!r}", argument="grace_s")
     drain = Drain()
     app = create_app(agents, token=token, drain=drain, **options)
     config = uvicorn.Config(

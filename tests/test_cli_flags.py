@@ -1,0 +1,43 @@
+"""A library error about one argument names the flag the user typed for it (``cli._errors.bad_input``).
+
+The library's checks name their Python arguments (``grace_s must be ...``); a command whose
+parameter has that name reports the error with its option (``--grace must be ...``), so one
+check serves the API and the command line.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from jeeves_router.cli._errors import bad_input
+from jeeves_router.errors import UsageError
+
+
+def _said(message: str, argument: str | None) -> str:
+    app = typer.Typer()
+
+    @app.command()
+    def command(ctx: typer.Context, grace_s: Annotated[int, typer.Option("--grace", "-g")] = 1) -> None:
+        with bad_input(ctx):
+            raise UsageError(message, argument=argument)
+
+    result = CliRunner().invoke(app, [])
+    assert result.exit_code == 2
+    return result.output
+
+
+@pytest.mark.parametrize(
+    ("message", "argument", "said"),
+    [
+        ("grace_s must be >= 0, got -1", "grace_s", "error: --grace must be >= 0, got -1\n"),
+        ("seconds after SIGTERM must be >= 0", "grace_s", "error: --grace: seconds after SIGTERM must be >= 0\n"),
+        ("port must be within 0-65535", "port", "error: port must be within 0-65535\n"),  # not this command's
+        ("grace_s must be >= 0", None, "error: grace_s must be >= 0\n"),  # about no one argument
+    ],
+)
+def test_an_error_about_a_commands_parameter_names_its_flag(message: str, argument: str | None, said: str) -> None:
+    assert _said(message, argument) == said
