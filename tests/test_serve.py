@@ -275,6 +275,7 @@ def test_body_over_the_limit_is_refused() -> None:
         big = {"model": "desk", "messages": [{"role": "user", "content": "x" * 500}]}
         r = httpx.post(server.url + "/v1/chat/completions", json=big)
         assert r.status_code == 413 and "200 bytes" in r.json()["error"]["message"]
+        assert r.content == json.dumps(r.json(), separators=(",", ":")).encode()  # compact, as every other reply
 
         def chunked() -> Iterator[bytes]:  # no content-length: the limit applies while reading
             yield b'{"model": "desk", "messages": [{"role": "user", "content": "'
@@ -336,6 +337,7 @@ def test_a_bearer_token_guards_every_endpoint(caplog: pytest.LogCaptureFixture) 
             r = httpx.get(server.url + "/v1/models", headers=headers)
             assert r.status_code == 401
             assert r.json()["error"]["code"] == "invalid_api_key" and r.headers["www-authenticate"] == "Bearer"
+            assert r.content == json.dumps(r.json(), separators=(",", ":")).encode()  # compact, as every other reply
         with pytest.raises(openai.AuthenticationError):
             client_for(server, "wrong").chat.completions.create(
                 model="desk", messages=[{"role": "user", "content": "x"}]

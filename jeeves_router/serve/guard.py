@@ -45,8 +45,8 @@ log = logging.getLogger("jeeves_router.serve")
 
 
 async def send_error(send: Send, err: ApiError) -> None:
-    """Send ``err`` as a complete JSON reply."""
-    body = json.dumps(err.body()).encode()
+    """Send ``err`` as a complete JSON reply (compact, as every other reply's JSON)."""
+    body = json.dumps(err.body(), separators=(",", ":")).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     headers += [(k.lower().encode(), v.encode()) for k, v in err.headers.items()]
     await send({"type": "http.response.start", "status": err.status, "headers": headers})
