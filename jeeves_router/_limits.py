@@ -7,13 +7,22 @@ last user message of a chat completion, a run's ``input``, an ``ask``'s ``reques
 Over HTTP (``jeeves-router serve``, ``jeeves-router mcp --transport http``) the limit counts the
 whole request body (:class:`jeeves_router.serve.guard.BodyLimit`, 413 beyond it); over stdio,
 where a request has no body of its own, the MCP ``ask`` tool counts its request's UTF-8 bytes.
+Over HTTP the body must also arrive within a time limit (:data:`DEFAULT_BODY_TIMEOUT_S`, 408 after it).
 """
 
 from __future__ import annotations
 
 from .errors import UsageError
 
-__all__ = ["DEFAULT_MAX_REQUEST_BYTES", "EMPTY_REQUEST", "blank", "check_limit", "too_large"]
+__all__ = [
+    "DEFAULT_BODY_TIMEOUT_S",
+    "DEFAULT_MAX_REQUEST_BYTES",
+    "EMPTY_REQUEST",
+    "blank",
+    "check_body_timeout",
+    "check_limit",
+    "too_large",
+]
 
 #: The refusal of a request without text (each front door says where it looked).
 EMPTY_REQUEST = "the request is empty: send the text to ask"
@@ -22,6 +31,11 @@ EMPTY_REQUEST = "the request is empty: send the text to ask"
 #: ``router_server(max_request_bytes=...)``, ``mcp.server.serve(max_request_bytes=...)`` and the
 #: ``--max-request-bytes`` of ``jeeves-router serve`` and ``jeeves-router mcp``.
 DEFAULT_MAX_REQUEST_BYTES = 1_048_576
+
+#: How long an HTTP request's body may take to arrive, in seconds, from its headers: the
+#: ``body_timeout_s=`` of ``create_app`` and ``mcp.server.serve``, the ``--body-timeout`` of
+#: ``jeeves-router serve`` and ``jeeves-router mcp --transport http``; later, 408.
+DEFAULT_BODY_TIMEOUT_S = 30.0
 
 
 def check_limit(name: str, value: object) -> int:
@@ -37,6 +51,20 @@ def check_limit(name: str, value: object) -> int:
             argument=name,
         )
     return value
+
+
+def check_body_timeout(name: str, value: object) -> float:
+    """``value``, a body timeout named ``name``, once it is a number of seconds > 0 (not a bool, not NaN).
+
+    Raises:
+        UsageError: naming ``name``, the value given and the default.
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise UsageError(
+            f"{name} must be a number of seconds > 0 (the default is {DEFAULT_BODY_TIMEOUT_S:g}), got {value!r}",
+            argument=name,
+        )
+    return float(value)
 
 
 def too_large(limit: int, what: str = "the request body") -> str:

@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal
 
 import typer
 
-from .._limits import DEFAULT_MAX_REQUEST_BYTES
+from .._limits import DEFAULT_BODY_TIMEOUT_S, DEFAULT_MAX_REQUEST_BYTES
 from ..errors import UsageError
 from ._errors import bad_input
 
@@ -19,6 +19,9 @@ __all__ = ["mcp_command", "serve_command"]
 
 JournalOpt = Annotated[str | None, typer.Option(help="Sessions journal: a SQLite file or a postgresql:// URL.")]
 _MAX_REQUEST_BYTES = "--max-request-bytes"
+_BODY_TIMEOUT = typer.Option(
+    "--body-timeout", help="Seconds a request body may take to arrive (from its headers); a slower one gets 408."
+)
 
 
 def serve_command(
@@ -32,19 +35,22 @@ def serve_command(
     max_request_bytes: Annotated[
         int, typer.Option(_MAX_REQUEST_BYTES, help="Request bodies larger than this many bytes get 413.")
     ] = DEFAULT_MAX_REQUEST_BYTES,
+    body_timeout_s: Annotated[float, _BODY_TIMEOUT] = DEFAULT_BODY_TIMEOUT_S,
     grace_s: Annotated[int, typer.Option("--grace", help="Seconds runs may finish in after SIGTERM.")] = 30,
 ) -> None:
     """Serve agents over HTTP: OpenAI-compatible chat completions, run event streams, sessions."""
     with bad_input(ctx):
-        from .._limits import check_limit
+        from .._limits import check_body_timeout, check_limit
         from ..serve import load_agents, serve, token_from_env
 
         check_limit("max_request_bytes", max_request_bytes)  # before the target's module is imported
+        check_body_timeout("body_timeout_s", body_timeout_s)
         token = token_from_env(token_env)
         options: dict[str, Any] = {
             "journal": journal,
             "max_concurrency": max_concurrency,
             "max_request_bytes": max_request_bytes,
+            "body_timeout_s": body_timeout_s,
         }
         serve(load_agents(target), host=host, port=port, token=token, grace_s=grace_s, **options)
 
@@ -69,6 +75,7 @@ def mcp_command(
             help="Larger requests (bytes) are refused: an HTTP body gets 413, an `ask` over stdio an error result.",
         ),
     ] = DEFAULT_MAX_REQUEST_BYTES,
+    body_timeout_s: Annotated[float | None, _BODY_TIMEOUT] = None,
 ) -> None:
     """Serve an agent or router as an MCP server with one tool, `ask` (needs the mcp extra)."""
     from ..mcp.server import main
@@ -76,8 +83,9 @@ def mcp_command(
     with bad_input(ctx):
         if transport not in ("stdio", "http"):
             raise UsageError(f"--transport must be stdio or http, got {transport!r}")
-        if transport == "stdio" and (host is not None or port is not None):
-            given = " and ".join(o for o, v in (("--host", host), ("--port", port)) if v is not None)
+        if transport == "stdio" and (host is not None or port is not None or body_timeout_s is not None):
+            http_only = (("--host", host), ("--port", port), ("--body-timeout", body_timeout_s))
+            given = " and ".join(o for o, v in http_only if v is not None)
             raise UsageError(
                 f"{given}: only --transport http listens on an address; stdio talks over this process's stdin and "
                 "stdout: add --transport http"
@@ -96,4 +104,5 @@ def mcp_command(
             token=token,
             journal=journal,
             max_request_bytes=max_request_bytes,
+            body_timeout_s=DEFAULT_BODY_TIMEOUT_S if body_timeout_s is None else body_timeout_s,
         )

@@ -60,7 +60,7 @@ import anyio
 import anyio.abc
 from pydantic import BaseModel, Field
 
-from .._limits import DEFAULT_MAX_REQUEST_BYTES, check_limit
+from .._limits import DEFAULT_BODY_TIMEOUT_S, DEFAULT_MAX_REQUEST_BYTES, check_body_timeout, check_limit
 from .._models_held import aclose_models
 from .._targets import import_target
 from ..agent import Agent
@@ -293,6 +293,7 @@ async def serve(
     journal: JournalSpec | None = None,
     session_history: SessionHistory | None = DEFAULT_HISTORY,
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
+    body_timeout_s: float = DEFAULT_BODY_TIMEOUT_S,
 ) -> None:
     """Serve ``agent`` over MCP until cancelled (stdio) or the HTTP server stops.
 
@@ -315,15 +316,19 @@ async def serve(
             (1 MiB by default): over HTTP a larger request body gets 413 before anything reads
             it (:class:`~jeeves_router.serve.guard.BodyLimit`, the HTTP server's own); over
             stdio, an ``ask`` whose request is longer (UTF-8 bytes) is an error result.
+        body_timeout_s: HTTP only: a request body not received whole within this many seconds
+            gets 408 (:class:`~jeeves_router.serve.guard.BodyLimit`, as ``jeeves-router serve``).
 
     Raises:
         UsageError: for an unknown transport, a token on stdio, a short token, a
             non-loopback ``host`` without a token, a ``max_request_bytes`` that is no positive
-            integer, or a ``journal`` for an agent that has another runtime.
+            integer, a ``body_timeout_s`` that is no number > 0, or a ``journal`` for an agent
+            that has another runtime.
     """
     if transport not in ("stdio", "http"):
         raise UsageError(f"transport must be 'stdio' or 'http', got {transport!r}")
     check_limit("max_request_bytes", max_request_bytes)
+    check_body_timeout("body_timeout_s", body_timeout_s)
     if transport == "stdio" and token is not None:
         raise UsageError("a token guards the HTTP transport only; stdio is reached through its process")
     if transport == "http":
@@ -340,17 +345,24 @@ async def serve(
         if transport == "stdio":
             await server.run_stdio_async()
         else:
-            await _serve_http(server, host, port, path, token, max_request_bytes)
+            await _serve_http(server, host, port, path, token, max_request_bytes, body_timeout_s)
 
 
 async def _serve_http(
-    server: MCPServer[Any], host: str, port: int, path: str, token: str | None, max_request_bytes: int
+    server: MCPServer[Any],
+    host: str,
+    port: int,
+    path: str,
+    token: str | None,
+    max_request_bytes: int,
+    body_timeout_s: float,
 ) -> None:
     import uvicorn
 
     from ..serve.guard import BearerAuth, BodyLimit
 
-    app = BodyLimit(server.streamable_http_app(streamable_http_path=path, host=host), max_request_bytes)
+    mcp_app = server.streamable_http_app(streamable_http_path=path, host=host)
+    app = BodyLimit(mcp_app, max_request_bytes, body_timeout_s)
     guarded = BearerAuth(app, token) if token is not None else app
     config = uvicorn.Config(guarded, host=host, port=port, log_level="warning", access_log=False)
     await uvicorn.Server(config).serve()
@@ -377,11 +389,14 @@ def main(
     token: str | None = None,
     journal: str | None = None,
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
+    body_timeout_s: float = DEFAULT_BODY_TIMEOUT_S,
 ) -> None:
     """The ``jeeves-router mcp`` command: load ``spec`` and serve it (logs go to stderr)."""
     import anyio
 
     check_limit("max_request_bytes", max_request_bytes)  # before the agent's module is imported
+    check_body_timeout("body_timeout_s", body_timeout_s)
     agent = load_agent(spec)
     options: dict[str, Any] = {"token": token, "journal": journal, "max_request_bytes": max_request_bytes}
+    options["body_timeout_s"] = body_timeout_s
     anyio.run(lambda: serve(agent, transport=transport, host=host, port=port, **options))

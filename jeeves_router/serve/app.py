@@ -53,7 +53,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp
 
-from .._limits import DEFAULT_MAX_REQUEST_BYTES, check_limit
+from .._limits import DEFAULT_BODY_TIMEOUT_S, DEFAULT_MAX_REQUEST_BYTES, check_body_timeout, check_limit
 from .._models_held import aclose_models
 from ..agent import Agent
 from ..errors import UsageError
@@ -118,6 +118,7 @@ def create_app(
     session_history: SessionHistory | None = DEFAULT_HISTORY,
     max_concurrency: int = 64,
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
+    body_timeout_s: float = DEFAULT_BODY_TIMEOUT_S,
     retry_after_s: int = 1,
     drain: Drain | None = None,
 ) -> ASGIApp:
@@ -135,6 +136,9 @@ def create_app(
         max_concurrency: Runs in flight at once; more are refused with 429 and ``Retry-After``.
         max_request_bytes: Larger request bodies are refused with 413 (:class:`~.guard.BodyLimit`; the
             CLI's ``--max-request-bytes``).
+        body_timeout_s: A request body not received whole within this many seconds of the
+            request's headers is refused with 408 and its connection closed (the CLI's
+            ``--body-timeout``).
         retry_after_s: The ``Retry-After`` of a 429.
         drain: Shutdown control shared with the server (:func:`~jeeves_router.serve.serve`
             passes one; by default the app makes its own).
@@ -144,13 +148,14 @@ def create_app(
     a client passed to a model as ``client=`` stays open).
 
     Raises:
-        UsageError: for bad arguments.
+        UsageError: for bad arguments (naming the argument: :attr:`UsageError.argument`).
     """
     table = served_agents(agents)
     if isinstance(max_concurrency, bool) or not isinstance(max_concurrency, int) or max_concurrency < 1:
         msg = f"max_concurrency must be a positive integer, got {max_concurrency!r}"
         raise UsageError(msg, argument="max_concurrency")
     check_limit("max_request_bytes", max_request_bytes)
+    check_body_timeout("body_timeout_s", body_timeout_s)
     check_token(token)
     journals = journal_agents(table, journal, session_history)  # as `jeeves-router mcp --journal` does
     slots = Slots(max_concurrency, retry_after_s)
@@ -228,7 +233,7 @@ def create_app(
             Route("/v1/models/{model_id:path}", _api(model), methods=["GET"]),
         ],
         exception_handlers={HTTPException: http_error},
-        middleware=[Middleware(BodyLimit, limit=max_request_bytes)],
+        middleware=[Middleware(BodyLimit, limit=max_request_bytes, timeout_s=body_timeout_s)],
         lifespan=lifespan,
     )
     app.state.slots = slots

@@ -21,7 +21,7 @@ from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .._env import secret_from_env
-from .._limits import too_large
+from .._limits import DEFAULT_BODY_TIMEOUT_S, too_large
 from ..errors import UsageError
 from ..ids import check_idempotency_key
 from .wire import ApiError
@@ -191,49 +191,69 @@ class Slots:
 
 
 class BodyLimit:
-    """Refuse (413, OpenAI error shape) an HTTP request whose body is over ``limit`` bytes.
+    """Refuse (OpenAI error shape) an HTTP request whose body is over ``limit`` bytes (413), or too slow (408).
 
-    The one body limit of both HTTP fronts (``max_request_bytes`` of ``create_app`` and of the MCP
-    server over streamable HTTP). A declared ``Content-Length`` over the
-    limit is refused before anything is read; a body sent without one (chunked) is read up to
-    the limit. The app is handed the body read whole, as one message; its later ``receive``
-    calls (a disconnect) go to the connection.
+    The one body reader of both HTTP fronts (``max_request_bytes`` and ``body_timeout_s`` of
+    ``create_app`` and of the MCP server over streamable HTTP). A declared ``Content-Length``
+    over the limit is refused before anything is read; a body sent without one (chunked) is read
+    up to the limit. A body not received whole within ``timeout_s`` seconds of the request's
+    headers is refused with 408 and the connection closed (uvicorn bounds neither: a client
+    trickling its body would hold its connection and task for as long as it likes). The app is
+    handed the body read whole, as one message; its later ``receive`` calls (a disconnect) go to
+    the connection.
     """
 
-    def __init__(self, app: ASGIApp, limit: int) -> None:
+    def __init__(self, app: ASGIApp, limit: int, timeout_s: float = DEFAULT_BODY_TIMEOUT_S) -> None:
         self.app = app
         self.limit = limit
+        self.timeout_s = timeout_s
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Read the body within the limit, then pass the request on (every lifespan message too)."""
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        read = await self._read(scope, receive)
+        if read is None:  # the client left before it sent its body: nobody to answer
+            return
+        if isinstance(read, ApiError):
+            await send_error(send, read)
+            return
+        body: list[Message] = [{"type": "http.request", "body": read, "more_body": False}]
+
+        async def read_body() -> Message:
+            return body.pop() if body else await receive()
+
+        await self.app(scope, read_body, send)
+
+    async def _read(self, scope: Scope, receive: Receive) -> bytes | ApiError | None:
+        """The whole body; the refusal of one too large or too slow; ``None`` if the client left."""
         too_big = ApiError(413, too_large(self.limit), code="request_too_large")
         for name, value in scope.get("headers", ()):
             if name == b"content-length" and value.isdigit() and int(value) > self.limit:
-                await send_error(send, too_big)
-                return
+                return too_big
         parts: list[bytes] = []
         size = 0
-        more = True
-        while more:
-            message = await receive()
-            if message["type"] != "http.request":  # the client left before it sent its body: nobody to answer
-                return
-            part = message.get("body", b"")
-            size += len(part)
-            if size > self.limit:
-                await send_error(send, too_big)
-                return
-            parts.append(part)
-            more = message.get("more_body", False)
-        body: list[Message] = [{"type": "http.request", "body": b"".join(parts), "more_body": False}]
-
-        async def read() -> Message:
-            return body.pop() if body else await receive()
-
-        await self.app(scope, read, send)
+        with anyio.move_on_after(self.timeout_s):
+            while True:
+                message = await receive()
+                if message["type"] != "http.request":
+                    return None
+                part = message.get("body", b"")
+                size += len(part)
+                if size > self.limit:
+                    return too_big
+                parts.append(part)
+                if not message.get("more_body", False):
+                    return b"".join(parts)
+        log.info("refused a request whose body was not received in time", extra={"timeout_s": self.timeout_s})
+        return ApiError(
+            408,
+            f"the request body did not arrive within the server's limit of {self.timeout_s:g} seconds of its headers; "
+            "send it without pausing",
+            code="request_timeout",
+            headers={"connection": "close"},  # the rest of the body may still come: nothing reads it
+        )
 
 
 #: The request header that makes a run safe to retry (see :mod:`jeeves_router.serve.app`).

@@ -12,6 +12,11 @@ Its error (a 500 before the first token, whole or streamed; an error chunk after
 the run had spent as the error object's ``usage`` (a completion's ``usage`` shape), as does the
 error that ends a started stream a shutdown cuts.
 
+A client that stops reading but keeps its connection open has not disconnected: once the unread
+reply fills the connection's buffers, the run waits at its next write (uvicorn's flow control) and
+keeps its slot until the client reads, goes away or a shutdown cancels the run; a proxy's send
+timeout (nginx ``send_timeout``) closes such a connection, which then cancels the run as above.
+
 A 5xx reply to a request without an ``Idempotency-Key`` says ``X-Should-Retry: false``: its run
 started (it may have refunded before it failed or was cut), so the openai SDK must not run it
 again on their own, as they do for any other 5xx; a keyed request's retry resumes its run instead.
