@@ -12,7 +12,7 @@ Over HTTP the body must also arrive within a time limit (:data:`DEFAULT_BODY_TIM
 
 from __future__ import annotations
 
-from .errors import UsageError
+from .errors import UsageError, argument_named
 
 __all__ = [
     "DEFAULT_BODY_TIMEOUT_S",
@@ -48,7 +48,7 @@ def check_limit(name: str, value: object) -> int:
         raise UsageError(
             f"{name} must be a positive integer (a size in bytes; the default is {DEFAULT_MAX_REQUEST_BYTES}, 1 MiB), "
             f"got {value!r}",
-            argument=name,
+            argument=argument_named(name),
         )
     return value
 
@@ -62,7 +62,7 @@ def check_body_timeout(name: str, value: object) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
         raise UsageError(
             f"{name} must be a number of seconds > 0 (the default is {DEFAULT_BODY_TIMEOUT_S:g}), got {value!r}",
-            argument=name,
+            argument=argument_named(name),
         )
     return float(value)
 

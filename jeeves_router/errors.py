@@ -61,6 +61,15 @@ class UsageError(JeevesError, ValueError):
         self.argument = argument
 
 
+def argument_named(name: str) -> str | None:
+    """The :attr:`UsageError.argument` of a check that names its value ``name``.
+
+    ``name`` itself when it is an argument's name (``max_concurrency``); ``None`` for a
+    description (``"max_scores (how many ranked routes ...)"``, ``"RetryPolicy.jitter"``).
+    """
+    return name if name.isidentifier() else None
+
+
 class RunError(JeevesError):
     """A failure while a run executes.
 

@@ -6,7 +6,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from .errors import UsageError
+from .errors import UsageError, argument_named
 
 if TYPE_CHECKING:
     import random
@@ -21,7 +21,7 @@ def check_count(name: str, value: object, minimum: int) -> None:
         UsageError: naming ``name`` and the value given (``'3'``, ``2.5``, ``-1``).
     """
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise UsageError(f"{name} must be an integer >= {minimum}, got {value!r}", argument=name)
+        raise UsageError(f"{name} must be an integer >= {minimum}, got {value!r}", argument=argument_named(name))
 
 
 def check_number(name: str, value: object, *, low: float, high: float = math.inf, open_low: bool = False) -> None:
@@ -43,7 +43,7 @@ def check_number(name: str, value: object, *, low: float, high: float = math.inf
     bounds = f"> {low:g}" if open_low else f">= {low:g}"
     if high != math.inf:
         bounds = f"within {'(' if open_low else '['}{low:g}, {high:g}]"
-    raise UsageError(f"{name} must be a number {bounds}, got {value!r}", argument=name)
+    raise UsageError(f"{name} must be a number {bounds}, got {value!r}", argument=argument_named(name))
 
 
 @dataclass(frozen=True, slots=True)

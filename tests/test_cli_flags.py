@@ -41,3 +41,15 @@ def _said(message: str, argument: str | None) -> str:
 )
 def test_an_error_about_a_commands_parameter_names_its_flag(message: str, argument: str | None, said: str) -> None:
     assert _said(message, argument) == said
+
+
+@pytest.mark.parametrize(
+    ("name", "argument"),
+    [("max_tokens", "max_tokens"), ("RetryPolicy.max_attempts", None), ("few_shot (examples per route)", None)],
+)
+def test_a_check_names_the_argument_only_when_its_name_is_one(name: str, argument: str | None) -> None:
+    from jeeves_router.policies import check_count
+
+    with pytest.raises(UsageError) as info:
+        check_count(name, 0, 1)
+    assert info.value.argument == argument

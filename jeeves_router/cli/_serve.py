@@ -19,9 +19,8 @@ __all__ = ["mcp_command", "serve_command"]
 
 JournalOpt = Annotated[str | None, typer.Option(help="Sessions journal: a SQLite file or a postgresql:// URL.")]
 _MAX_REQUEST_BYTES = "--max-request-bytes"
-_BODY_TIMEOUT = typer.Option(
-    "--body-timeout", help="Seconds a request body may take to arrive (from its headers); a slower one gets 408."
-)
+_BODY_TIMEOUT = "--body-timeout"
+_BODY_TIMEOUT_HELP = "Seconds a request body may take to arrive (from its headers); a slower one gets 408."
 
 
 def serve_command(
@@ -35,7 +34,7 @@ def serve_command(
     max_request_bytes: Annotated[
         int, typer.Option(_MAX_REQUEST_BYTES, help="Request bodies larger than this many bytes get 413.")
     ] = DEFAULT_MAX_REQUEST_BYTES,
-    body_timeout_s: Annotated[float, _BODY_TIMEOUT] = DEFAULT_BODY_TIMEOUT_S,
+    body_timeout_s: Annotated[float, typer.Option(_BODY_TIMEOUT, help=_BODY_TIMEOUT_HELP)] = DEFAULT_BODY_TIMEOUT_S,
     grace_s: Annotated[int, typer.Option("--grace", help="Seconds runs may finish in after SIGTERM.")] = 30,
 ) -> None:
     """Serve agents over HTTP: OpenAI-compatible chat completions, run event streams, sessions."""
@@ -75,7 +74,10 @@ def mcp_command(
             help="Larger requests (bytes) are refused: an HTTP body gets 413, an `ask` over stdio an error result.",
         ),
     ] = DEFAULT_MAX_REQUEST_BYTES,
-    body_timeout_s: Annotated[float | None, _BODY_TIMEOUT] = None,
+    body_timeout_s: Annotated[
+        float | None,
+        typer.Option(_BODY_TIMEOUT, help=f"HTTP: s{_BODY_TIMEOUT_HELP[1:]} Default: {DEFAULT_BODY_TIMEOUT_S:g}."),
+    ] = None,
 ) -> None:
     """Serve an agent or router as an MCP server with one tool, `ask` (needs the mcp extra)."""
     from ..mcp.server import main
