@@ -20,6 +20,10 @@ retry cannot answer on their own:
   takes: its first model turn), not only at its first tool call, which may come after every
   step the abandoned attempt used (a detour through a tool that does not exist).
 
+  A function capability's call (an async function the Capabilities architecture calls, not
+  an agent) is a call here as a tool's is, answered with its output (usage dropped), and
+  has its ``repeatable`` flag too: :class:`Callee` is what the ledger asks of either.
+
   A tool marked :attr:`~jeeves_router.tools.Tool.repeatable` (harmless to call twice,
   typically a read: a job's status, a balance) is the exception, and the one question the
   ledger asks of a tool: its calls are neither pooled nor answered, so a retry executes
@@ -32,10 +36,11 @@ retry cannot answer on their own:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from dataclasses import is_dataclass, replace
+from typing import Any, Protocol
 
 from ._frozen import frozen
-from .tools import Tool, ToolOutcome
+from .tools import ToolOutcome
 from .usage import NO_USAGE, Usage
 
 
@@ -44,7 +49,30 @@ class LedgerAnswer(ToolOutcome):
     """The outcome of a completed tool call, answering a retry's same call: the tool does not run again."""
 
 
-__all__ = ["Ledger", "LedgerAnswer"]
+__all__ = ["Callee", "Ledger", "LedgerAnswer"]
+
+
+class Callee(Protocol):
+    """What the ledger asks of a call's callee: a :class:`~jeeves_router.tools.Tool` or a function ``Capability``."""
+
+    @property
+    def name(self) -> str:
+        """Its name (a call matches an earlier one of the same name and arguments)."""
+        ...
+
+    @property
+    def repeatable(self) -> bool:
+        """Harmless to call twice (a read): its calls are never answered, only counted in ``reads``."""
+        ...
+
+
+def _answer(outcome: Any) -> Any:
+    """How a completed call's outcome answers a retry: a tool's as a :class:`LedgerAnswer`, any other without usage."""
+    if isinstance(outcome, ToolOutcome):
+        return LedgerAnswer(outcome.content, outcome.is_error, outcome.handoff, outcome.context_update)
+    if is_dataclass(outcome) and not isinstance(outcome, type) and getattr(outcome, "usage", NO_USAGE) != NO_USAGE:
+        return replace(outcome, usage=NO_USAGE)  # type: ignore[call-arg]
+    return outcome
 
 
 class Ledger:
@@ -69,11 +97,11 @@ class Ledger:
         self._first_path: tuple[str, ...] | None = None
         self._first_usage: Usage = NO_USAGE
         self._more: list[Any] | None = None
-        self._tools: dict[tuple[str, int], tuple[str, Mapping[str, Any], ToolOutcome]] | None = None
+        self._tools: dict[tuple[str, int], tuple[str, Mapping[str, Any], Any]] | None = None
         # per session: no call of ``_tools`` is at a later step than this (a step at or before it is a retry's)
         self._last: dict[str, int] | None = None
         # per session: the calls completed by attempts that a retry rewound past, not yet answered again
-        self._pooled: dict[str, list[tuple[str, Mapping[str, Any], ToolOutcome]]] | None = None
+        self._pooled: dict[str, list[tuple[str, Mapping[str, Any], Any]]] | None = None
 
     def spent(self, path: tuple[str, ...], usage: Usage) -> None:
         """Enter one model response's usage under the route path of the agent that made it."""
@@ -127,13 +155,12 @@ class Ledger:
             pooled.setdefault(session_id, []).extend(tools.pop(k) for k in rewound)
         self._last[session_id] = index - 1  # the calls left in ``_tools`` are before this step
 
-    def completed_call(
-        self, session_id: str, index: int, tool: Tool, arguments: Mapping[str, Any]
-    ) -> ToolOutcome | None:
+    def completed_call(self, session_id: str, index: int, tool: Callee, arguments: Mapping[str, Any]) -> Any:
         """The outcome of an earlier attempt's call of this tool with these arguments, if any is left.
 
         An abandoned attempt's calls (see :meth:`step`) answer the calls of the retry, one
         each, in the order they completed. A ``repeatable`` tool's call is never answered.
+        ``tool`` may be a function capability too (:class:`Callee`); ``None`` when none is left.
         """
         self.step(session_id, index)
         pool = self._pooled.get(session_id) if self._pooled is not None else None
@@ -148,7 +175,7 @@ class Ledger:
         return None
 
     def complete_call(
-        self, session_id: str, index: int, tool: Tool, arguments: Mapping[str, Any], outcome: ToolOutcome
+        self, session_id: str, index: int, tool: Callee, arguments: Mapping[str, Any], outcome: Any
     ) -> None:
         """Remember a tool call that completed at this step (a ``repeatable`` tool's is not: no effect to keep).
 
@@ -156,15 +183,15 @@ class Ledger:
         tool did not run again), without its :attr:`~ToolOutcome.usage` (an agent the tool ran):
         the call ran once, and its usage was counted then (an enclosing retry counts the
         abandoned attempt's from :meth:`since`), so answering a retry with it adds nothing.
+        A function capability's output (:class:`Callee`) is kept as it is, without its usage.
         """
         if tool.repeatable:
             self.reads += 1
             return
         self.calls += 1
-        answer = LedgerAnswer(outcome.content, outcome.is_error, outcome.handoff, outcome.context_update)
-        self._remember(session_id, index, (tool.name, dict(arguments), answer))
+        self._remember(session_id, index, (tool.name, dict(arguments), _answer(outcome)))
 
-    def _remember(self, session_id: str, index: int, done: tuple[str, Mapping[str, Any], ToolOutcome]) -> None:
+    def _remember(self, session_id: str, index: int, done: tuple[str, Mapping[str, Any], Any]) -> None:
         if self._tools is None:
             self._tools = {}
         self._tools[(session_id, index)] = done

@@ -20,6 +20,8 @@ __all__ = [
     "Runtime",
     "StepKey",
     "PASS_THROUGH",
+    "CALL_STEPS",
+    "is_call",
     "LimitWhen",
     "RecordedLimit",
     "current_idempotency_key",
@@ -44,6 +46,19 @@ class StepKey(NamedTuple):
     run_id: str
     name: str
     index: int  # type: ignore[assignment]  # the step position; shadows tuple.index, which no key needs
+
+
+#: The name prefixes of the steps that are calls with possible effects: a tool's call, and a
+#: function capability's (an async function the Capabilities architecture calls, not an agent).
+#: A recording runtime marks such a step started before it runs, applies its
+#: ``on_unknown_tool_outcome`` to one that started and never recorded an outcome (a crash
+#: during it), and sets :func:`current_idempotency_key` around it.
+CALL_STEPS = ("tool:", "capability:")
+
+
+def is_call(key: StepKey) -> bool:
+    """Whether ``key`` names a call with possible effects (see :data:`CALL_STEPS`)."""
+    return key.name.startswith(CALL_STEPS)
 
 
 class RecordedLimit(NamedTuple):
@@ -89,9 +104,10 @@ class Runtime:
             key: The step's identity.
             input: A JSON-ready description of the step's input (digested for replay).
             fn: Performs the step.
-            repeatable: The step is a call of a ``repeatable`` tool (harmless to call twice):
-                a recording runtime calls it again where its outcome is unknown (a crash
-                during it), whatever its ``on_unknown_tool_outcome`` says.
+            repeatable: The step is a call (:func:`is_call`) of a ``repeatable`` tool or
+                function capability (harmless to call twice): a recording runtime calls it
+                again where its outcome is unknown (a crash during it), whatever its
+                ``on_unknown_tool_outcome`` says.
         """
         return fn()
 
@@ -133,9 +149,9 @@ _IDEMPOTENCY_KEY: ContextVar[str | None] = ContextVar("jeeves_idempotency_key", 
 
 
 def current_idempotency_key() -> str | None:
-    """The idempotency key of the tool call being performed (``None`` outside one).
+    """The idempotency key of the tool call (or function capability call) being performed (``None`` outside one).
 
-    A durable runtime (the journal, DBOS) sets it around each tool call, stable across
+    A durable runtime (the journal, DBOS) sets it around each such call (:func:`is_call`), stable across
     replays, resumes and recoveries. A tool that changes the world (a payment, an email)
     can pass it to the remote system to make a repeated call harmless; tools of an MCP
     server receive it in the request's ``_meta`` (see :mod:`jeeves_router.mcp`). It is the

@@ -374,8 +374,17 @@ async def test_react_goes_back_to_the_orchestrator_after_each_step() -> None:
 async def test_react_is_bounded_by_max_iterations() -> None:
     a = Fn("A")
     brain = Brain(yes={"a"}, choices=[json.dumps({"capability": "a", "task": "again"})])
-    res = await agent(brain, [Capability("a", a, "a")], mode="react", max_iterations=3).run("x")
+    res = await agent(brain, [Capability("a", a, "a", repeatable=True)], mode="react", max_iterations=3).run("x")
     assert res.status == "max_turns" and len(a.calls) == 3 and brain.calls["react"] == 3
+
+
+@pytest.mark.anyio
+async def test_a_react_repeat_of_a_completed_function_call_is_answered_by_it() -> None:
+    # not repeatable: its call may have had effects (a refund), so the same task is never called twice
+    a = Fn("A")
+    brain = Brain(yes={"a"}, choices=[json.dumps({"capability": "a", "task": "again"})])
+    res = await agent(brain, [Capability("a", a, "a")], mode="react", max_iterations=3).run("x")
+    assert res.status == "max_turns" and len(a.calls) == 1 and brain.calls["react"] == 3
 
 
 @pytest.mark.anyio

@@ -12,7 +12,7 @@ from jeeves_router import Agent, tool
 from jeeves_router.architectures.capabilities.architecture import Capability
 from jeeves_router.events import CapabilityCompleted, CapabilityStarted, RecoveryReplan
 from jeeves_router.recovery import ErrorSeverity, ExecutionError
-from jeeves_router.testing import Call, Reply, ScriptedModel, capture_events
+from jeeves_router.testing import Call, FunctionModel, Reply, ScriptedModel, capture_events
 from tests.test_capabilities import Brain, Fn, agent, of, plan, result
 
 
@@ -92,13 +92,18 @@ async def test_a_step_with_another_task_still_runs_after_a_replan() -> None:
 
 
 class Balance:
-    """Reads the account's balance: 100 before the refund, 60 after it."""
+    """An agent that tells the account's balance without a tool call: 100 before the refund, 60 after it.
+
+    An agent, not a function capability: a function capability's call is a call with effects
+    (or a read, when ``repeatable``) as a tool's is, so only an agent's step calls no tool.
+    """
 
     def __init__(self, refunds: list[str]) -> None:
         self.refunds = refunds
         self.reads = 0
+        self.agent = Agent("Balance.", name="balance", model=FunctionModel(self._read, name="balance"))
 
-    async def __call__(self, call: object) -> str:
+    def _read(self, request: object) -> str:
         self.reads += 1
         return f"balance {60 if self.refunds else 100}"
 
@@ -114,7 +119,7 @@ async def test_a_new_plan_that_repeats_a_step_twice_runs_the_second_one_afresh()
     second = json.dumps({"steps": [{"capability": c, "task": t} for c, t in [*steps, steps[0]]]})
     brain = Brain(yes={"balance", "refunds", "notify"}, plans=[first, second])
     caps = [
-        Capability("balance", balance, "reads the balance"),
+        Capability("balance", balance.agent, "reads the balance"),
         Capability("refunds", refunds_agent(refunds), "refunds invoices"),
         Capability("notify", failing_once(), "tells the customer"),
     ]

@@ -148,7 +148,8 @@ async def test_a_routers_retry_of_a_failed_capabilities_route_counts_what_a_func
     refunds_model = ScriptedModel([LookupError("no invoice"), "Refund issued."])
     refunds = Agent("Refunds.", name="refunds", model=refunds_model)
     brain = Brain(yes={"lookup", "refunds"}, plans=[plan("lookup", "refunds")])
-    caps = [Capability("lookup", lookup, "invoice lookups"), Capability("refunds", refunds, "refunds")]
+    # a read (repeatable): the retry calls it again, and what each call reported counts
+    caps = [Capability("lookup", lookup, "invoice lookups", repeatable=True), Capability("refunds", refunds, "refunds")]
     # reraise: the refund's critical failure leaves the Capabilities run, and the desk retries the route
     ops = Agent("Ops.", name="ops", model=brain.model, architecture=Capabilities(caps, recovery=Recovery(reraise=True)))
     desk = Agent(

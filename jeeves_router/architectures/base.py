@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Gener
 from dataclasses import dataclass, field
 from functools import partial
 from operator import attrgetter
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 
 from .._aio import EventPump, aclose, closing, emit
 from .._frozen import constructor
@@ -15,7 +15,7 @@ from .._log import get_logger
 from ..classify.types import Classifier, ClassifyRequest, ClassifyResult
 from ..errors import RunError
 from ..events import Event, EventBase, RunCompleted, RunFailed, RunStarted, TextDelta
-from ..ledger import Ledger
+from ..ledger import Callee, Ledger
 from ..messages import Message, ToolCallPart
 from ..models.base import Model, ModelRequest, ModelStreamItem
 from ..results import RunResult
@@ -186,10 +186,6 @@ class RunContext:
         retry never executes a completed side effect twice; a ``repeatable`` tool (a read)
         runs again.
         """
-        key = self.next_key(f"tool:{tool.name}")
-        done = self.ledger.completed_call(key.session_id, key.index, tool, call.arguments)
-        if done is not None:
-            return done
         tctx = ToolContext(self.session_id, self.path, self.context)
 
         async def perform() -> ToolOutcome:
@@ -198,14 +194,37 @@ class RunContext:
             )
             return outcome
 
-        outcome = await self.runtime.step(
-            key,
-            {"id": call.id, "name": call.name, "arguments": dict(call.arguments)},
-            perform,
-            repeatable=tool.repeatable,
-        )
-        if not outcome.is_error:
-            self.ledger.complete_call(key.session_id, key.index, tool, call.arguments, outcome)
+        input = {"id": call.id, "name": call.name, "arguments": dict(call.arguments)}
+        return await self.call(f"tool:{tool.name}", tool, call.arguments, input, perform)
+
+    async def call(
+        self, name: str, callee: Callee, arguments: Mapping[str, Any], input: Any, perform: Callable[[], Awaitable[T]]
+    ) -> T:
+        """Run one call with possible effects through the runtime, unless it already completed in this run.
+
+        The one path of a tool's call (:meth:`call_tool`) and a function capability's: the
+        ledger answers a framework retry's call of the same callee with the same
+        ``arguments`` that an earlier attempt completed (a ``repeatable`` callee runs again);
+        otherwise the runtime performs it as a call (``name`` starts with one of
+        :data:`~jeeves_router.runtime.CALL_STEPS`): a recording runtime marks it started,
+        applies its unknown-outcome policy after a crash during it and sets
+        :func:`~jeeves_router.runtime.current_idempotency_key` around it. An outcome with
+        ``is_error`` set (a failed tool call, a skipped one) is not kept in the ledger.
+
+        Args:
+            name: The step name, e.g. ``"tool:refund"`` or ``"capability:charge"``.
+            callee: The tool or function capability (its ``name`` and ``repeatable``).
+            arguments: What the ledger matches a retry's call by.
+            input: The step's JSON-ready input (digested for replay).
+            perform: Makes the call.
+        """
+        key = self.next_key(name)
+        done = self.ledger.completed_call(key.session_id, key.index, callee, arguments)
+        if done is not None:
+            return cast(T, done)
+        outcome = await self.runtime.step(key, input, perform, repeatable=callee.repeatable)
+        if not getattr(outcome, "is_error", False):
+            self.ledger.complete_call(key.session_id, key.index, callee, arguments, outcome)
         return outcome
 
     def record(self, name: str, input: Any, fn: Callable[[], Awaitable[T]]) -> Awaitable[T]:

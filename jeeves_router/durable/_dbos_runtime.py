@@ -1,12 +1,13 @@
 """DBOSRuntime: each step of a run as a DBOS step (see :mod:`jeeves_router.durable.dbos`).
 
-Model calls, classifications and other steps are one DBOS step each; a tool call is two, a
-start mark and the call (an unknown outcome on recovery: ``on_unknown_tool_outcome``); a
-step that failed is checkpointed as the journal's ``step.failed`` record and raised again
-from it on recovery, with the recovery ladders' judgement of it, which the next step (or the
-end of the run) checkpoints as ``<name>.judged`` (:mod:`._dbos_judged`). Where the run's time
-limit stopped it is checkpointed the same way, as ``<limit key>.limit``, and a recovered run
-answers the ladder's ``recorded_limit`` from those checkpoints (:mod:`._dbos_limits`).
+Model calls, classifications and other steps are one DBOS step each; a tool call (or a function
+capability's call) is two, a start mark and the call (an unknown outcome on recovery:
+``on_unknown_tool_outcome``); a step that failed is checkpointed as the journal's
+``step.failed`` record and raised again from it on recovery, with the recovery ladders'
+judgement of it, which the next step (or the end of the run) checkpoints as ``<name>.judged``
+(:mod:`._dbos_judged`). Where the run's time limit stopped it is checkpointed the same way, as
+``<limit key>.limit``, and a recovered run answers the ladder's ``recorded_limit`` from those
+checkpoints (:mod:`._dbos_limits`).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from ..journal.idempotency import UnknownToolPolicy, unknown_outcome
 from ..journal.records import StepFailedRecord, digest
 from ..journal.step_results import decode_result, encode_result
 from ..models.base import Model, ModelRequest, ModelResponse, ModelStreamItem, ModelTextDelta
-from ..runtime import LimitWhen, RecordedLimit, Runtime, StepKey, idempotency_scope
+from ..runtime import LimitWhen, RecordedLimit, Runtime, StepKey, idempotency_scope, is_call
 from ..usage import Usage
 from ._dbos_judged import Judgements
 from ._dbos_limits import RecordedLimits
@@ -75,7 +76,7 @@ class DBOSRuntime(Runtime):
         return f"DBOSRuntime(on_unknown_tool_outcome={self.on_unknown_tool_outcome!r})"
 
     async def step(self, key: StepKey, input: Any, fn: Callable[[], Awaitable[T]], *, repeatable: bool = False) -> T:
-        """Perform ``fn`` as a checkpointed DBOS step (a tool call after a checkpointed start mark).
+        """Perform ``fn`` as a checkpointed DBOS step (a call, :func:`is_call`, after a checkpointed start mark).
 
         ``repeatable``: see :meth:`Runtime.step`.
         """
@@ -83,7 +84,7 @@ class DBOSRuntime(Runtime):
         if workflow_id is None:
             return await fn()
         d = digest({"name": key.name, "input": input})
-        unknown = key.name.startswith("tool:") and not await self._mark_started(key, d)
+        unknown = is_call(key) and not await self._mark_started(key, d)  # a tool's or function capability's call
 
         raised: list[Exception] = []  # this execution's own exception, raised as it is
 

@@ -1,5 +1,10 @@
 """Idempotency keys of tool calls, and what a resume does with a call whose outcome is unknown.
 
+A function capability's call (an async function the Capabilities architecture calls) is a
+call here as a tool's is (:func:`jeeves_router.runtime.is_call`): everything below applies to
+it, its ``repeatable`` flag included; a skipped one's step answers with the sentence a
+skipped tool call gives the model.
+
 The keys are stable across replays, resumes, DBOS recoveries and forks. A ``tool.started`` entry
 with no recorded result had an unknown outcome (the process died during the call), unless
 a ``step.failed`` entry names its claim (the call raised: its outcome is known, and a retry
@@ -81,7 +86,7 @@ def unknown_outcome(
         )
     if policy == "skip":
         return ToolOutcome(
-            f"the outcome of this {key.name.removeprefix('tool:')} call is unknown (interrupted); it was not repeated",
+            f"the outcome of this {key.name.split(':', 1)[-1]} call is unknown (interrupted); it was not repeated",
             is_error=True,
         )
     return None

@@ -27,7 +27,8 @@ step) had an unknown outcome (the process died during it), and so does one that 
 :class:`~jeeves_router.errors.ToolOutcomeUnknown` (it may have run); on resume,
 ``on_unknown_tool_outcome`` decides (``"fail"``, ``"retry"`` or ``"skip"``, see
 :mod:`.idempotency`), as it does for the loser when two processes execute one run at once;
-a ``repeatable`` tool's call cut by a crash is called again whatever the policy.
+a ``repeatable`` tool's call cut by a crash is called again whatever the policy. A function
+capability's call (``Capability(name, async_fn, ..., repeatable=...)``) is a call here too.
 
 Failed attempts are recorded (``step.failed``); resuming a *completed* run raises them
 again where they happened, so a run that ended on a failure replays to the same result
@@ -83,8 +84,9 @@ class JournalRuntime(StepRecorder):
         strict: On resume, raise :class:`~jeeves_router.errors.ReplayDivergence` instead of
             calling live when a recorded step does not match (a keyed retry of a completed
             run always does: :mod:`.keyed`).
-        on_unknown_tool_outcome: What resume does with a tool call whose outcome is
-            unknown: ``"fail"`` (default), ``"retry"`` or ``"skip"`` (see module docs).
+        on_unknown_tool_outcome: What resume does with a tool call (or a function
+            capability's call) whose outcome is unknown: ``"fail"`` (default), ``"retry"``
+            or ``"skip"`` (see module docs).
         record_events: Also record each run's event stream (for ``jeeves-router replay``).
         session_history: Give a root run called without ``history`` the earlier answered
             turns of its session, within these limits (see ``jeeves_router.journal.sessions``);

@@ -11,7 +11,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import aclosing
-from dataclasses import replace
+from dataclasses import is_dataclass, replace
 from typing import Any, TypeVar
 
 from pydantic import TypeAdapter
@@ -19,8 +19,7 @@ from pydantic import TypeAdapter
 from .._log import get_logger
 from ..errors import ReplayDivergence, ToolOutcomeUnknown
 from ..models.base import Model, ModelRequest, ModelResponse, ModelStreamItem, ModelTextDelta
-from ..runtime import LimitWhen, RecordedLimit, Runtime, StepKey
-from ..tools import ToolOutcome
+from ..runtime import LimitWhen, RecordedLimit, Runtime, StepKey, is_call
 from ..usage import NO_USAGE, Usage
 from .base import Journal
 from .failures import PendingFailure, limit_digest, limit_record, replayed_error
@@ -39,15 +38,17 @@ _NO_LIMIT = RecordedLimit("")  # the recorded run's limit did not end this attem
 
 
 def _unpaid(index: StepIndex, position: int, d: str, result: T) -> T:
-    """A recorded tool outcome served again: its usage (an agent the tool ran) counts once per execution.
+    """A recorded call's outcome served again: its usage (an agent the tool ran) counts once per execution.
 
     A replay (a resume) counts it, as it counts the recorded model turns; a retry of this run
     that asks the same step again (a ``repeatable`` tool, which the ledger does not answer)
-    gets it without usage, as a model call served twice does.
+    gets it without usage, as a model call served twice does. The same for the usage a
+    function capability reported (its :class:`CapabilityOutput`, a dataclass with ``usage``).
     """
-    if isinstance(result, ToolOutcome) and result.usage != NO_USAGE:
+    used = getattr(result, "usage", NO_USAGE)
+    if is_dataclass(result) and isinstance(used, Usage) and used != NO_USAGE:
         if (position, d) in index.paid:
-            return replace(result, usage=NO_USAGE)  # type: ignore[return-value]
+            return replace(result, usage=NO_USAGE)  # type: ignore[return-value,type-var]
         index.paid.add((position, d))
     return result
 
@@ -182,7 +183,7 @@ class StepRecorder(Runtime):
         if failed is not None:
             raise replayed_error(failed)
         rec = index.done.get((key.index, d))
-        tool = key.name.startswith("tool:")
+        tool = is_call(key)  # a tool's call or a function capability's: marked started, then performed
         if isinstance(rec, StepRecord):
             result: T = decode_result(rec.result_type, rec.result)
             return _unpaid(index, key.index, d, result) if tool else result

@@ -39,6 +39,7 @@ from ...recovery.config import Recovery
 from ...recovery.run import RecoveryRedirect, RecoveryRun, RecoveryStop
 from ...recovery.severity import ErrorSeverity, ExecutionError
 from ...results import RunResult
+from ...tools import ToolOutcome
 from ...usage import NO_USAGE
 from ..base import RunContext
 from ..base import execute as execute_agent
@@ -267,10 +268,11 @@ class Capabilities:
         """Run one capability step under the ladder, emitting its events; RecoveryRedirect to replan/reclassify.
 
         Returns the step's result text. A step with the same capability and task as one that
-        completed a tool call with effects (one not ``repeatable``, such as a refund) is not run
-        again, in any plan: a refund is not made twice. One that only read (``repeatable``
-        tools) runs again. One that called no tool and completed before the last replan or
-        reclassification answers one repeat of a later plan (:meth:`RunState.earlier`).
+        completed a call with effects (of a tool or a function capability that is not
+        ``repeatable``, such as a refund) is not run again, in any plan: a refund is not made
+        twice. One that only read (``repeatable`` ones) runs again. An agent's step that called
+        no tool and completed before the last replan or reclassification answers one repeat of
+        a later plan (:meth:`RunState.earlier`).
         A step answered so is announced by ``answered_from``.
         """
         cap = self.by_name[name]
@@ -375,13 +377,16 @@ class Capabilities:
                 return value
             return CapabilityOutput(value if isinstance(value, str) else str(value))
 
-        key = ctx.next_key(f"capability:{cap.name}")
+        # a call as a tool's is: the ledger answers a retry's, a journal marks it started (see Capability.repeatable)
+        step = {"capability": cap.name, "task": task}
         try:
             with rec.time_box():
-                got: CapabilityOutput = await ctx.runtime.step(key, {"capability": cap.name, "task": task}, perform)
+                got: CapabilityOutput | ToolOutcome = await ctx.call(f"capability:{cap.name}", cap, step, step, perform)
         except TimeoutError as exc:
             cut = take_cut(exc)  # the model calls of the function the time box cut off (they were sent)
             if cut is not None:
                 st.add(cap.name, cut, rec)
             raise
+        if isinstance(got, ToolOutcome):  # skipped: a resume's on_unknown_tool_outcome="skip" did not call it again
+            return CapabilityOutput(got.content)
         return got

@@ -119,6 +119,15 @@ class Capability:
         provides: Context types it sets (to its output text unless it sets them itself).
         classify_error: Hook ``(exc, context) -> ErrorClassification | None``.
         retry_policy: Its retry policy (default: the recovery config's, 3 x 0.5 s x1.5).
+        repeatable: A function handler harmless to call twice (a read), as
+            :attr:`Tool.repeatable <jeeves_router.tools.Tool.repeatable>`. A function handler's
+            call is a call as a tool's is: a journal marks it started, sets
+            :func:`~jeeves_router.journal.current_idempotency_key` around it (pass it on to
+            the system that charges or sends), and a resume after a crash during it applies
+            ``on_unknown_tool_outcome`` (default ``"fail"``: not called again); a framework
+            retry (a Router's of the route) after it completed is answered from the run's
+            ledger. A ``repeatable`` one is called again in both cases. Not for an agent
+            handler: its tools carry their own flag.
     """
 
     name: str
@@ -130,6 +139,7 @@ class Capability:
     provides: Sequence[str] = ()
     classify_error: ErrorHook | None = None
     retry_policy: RetryPolicy | None = None
+    repeatable: bool = False
 
     @property
     def is_agent(self) -> bool:
@@ -154,6 +164,13 @@ class Capability:
         check_hook(self.classify_error, f"capability {self.name!r}")
         if self.retry_policy is not None and not isinstance(self.retry_policy, RetryPolicy):
             raise UsageError(f"capability {self.name!r}: retry_policy must be a RetryPolicy(...) or None")
+        if not isinstance(self.repeatable, bool):
+            raise UsageError(f"capability {self.name!r}: repeatable must be True or False, got {self.repeatable!r}")
+        if self.repeatable and is_agent:
+            raise UsageError(
+                f"capability {self.name!r}: repeatable applies to a function capability; its agent's tools "
+                "carry their own (tool(fn, repeatable=True))"
+            )
         if not isinstance(self.always_active, bool):
             raise UsageError(f"capability {self.name!r}: always_active must be True or False")
         if self.guide is not None and not isinstance(self.guide, ClassifierGuide):
@@ -175,8 +192,9 @@ SELECTION_USAGE_KEY = "<classifier>"
 ORCHESTRATOR_USAGE_KEY = "<orchestrator>"
 
 
-#: What a completed step did: ``"effects"`` (it completed a call of a tool that is not
-#: ``repeatable``), ``"reads"`` (calls of ``repeatable`` tools only) or ``""`` (no tool call).
+#: What a completed step did: ``"effects"`` (it completed a call of a tool, or of a function
+#: capability, that is not ``repeatable``), ``"reads"`` (calls of ``repeatable`` ones only) or
+#: ``""`` (no such call).
 StepDid = Literal["effects", "reads", ""]
 
 
