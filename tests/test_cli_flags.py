@@ -7,6 +7,8 @@ check serves the API and the command line.
 
 from __future__ import annotations
 
+from importlib import resources
+from pathlib import Path
 from typing import Annotated
 
 import pytest
@@ -53,3 +55,43 @@ def test_a_check_names_the_argument_only_when_its_name_is_one(name: str, argumen
     with pytest.raises(UsageError) as info:
         check_count(name, 0, 1)
     assert info.value.argument == argument
+
+
+_DATA = Path(str(resources.files("jeeves_router") / "data"))
+_NO_KEY = "a PostgreSQL journal has no key (its entries carry no checksum); leave it out"
+_PG = "postgresql://someone@127.0.0.1:1/nowhere"  # refused before any connection
+
+
+@pytest.mark.parametrize(
+    ("command", "said"),
+    [
+        (["route", "hello", "--threshold", "2"], "error: --threshold must be within [0, 1], got 2.0\n"),
+        (
+            [
+                "fit",
+                "--data",
+                str(_DATA / "desk_val.jsonl"),
+                "--out",
+                "{tmp}/c.json",
+                "--max-misroute",
+                "0.1",
+                "--calibration",
+                "isotonic",
+            ],
+            "error: --max-misroute needs the 'platt' calibration, not 'isotonic' (a strictly increasing map keeps "
+            "the certified cut)\n",
+        ),
+        (["fit", "--data", "-", "--max-misroute", "1.5"], "error: --max-misroute must be within (0, 1), got 1.5\n"),
+        (
+            ["eval", "--data", str(_DATA / "desk_test.jsonl"), "--threshold", "-1"],
+            "error: --threshold must be within [0, 1], got -1.0\n",
+        ),
+        (["replay", _PG, "--session", "s", "--key-env", "HOME"], f"error: --key-env: {_NO_KEY}\n"),
+        (["trace", _PG, "--session", "s", "--key-env", "HOME"], f"error: --key-env: {_NO_KEY}\n"),
+    ],
+)
+def test_every_command_names_the_flag_the_user_typed(command: list[str], said: str, tmp_path: Path) -> None:
+    from jeeves_router.cli import app
+
+    result = CliRunner().invoke(app, [part.replace("{tmp}", str(tmp_path)) for part in command])
+    assert (result.exit_code, result.output) == (2, said)

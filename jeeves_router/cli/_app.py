@@ -101,6 +101,7 @@ OosOpt = Annotated[str, typer.Option("--oos-label", help="Label of out-of-scope 
 
 @app.command()
 def route(
+    ctx: typer.Context,
     text: Annotated[
         str | None, typer.Argument(help="The request to route; '-' reads one request per line from stdin.")
     ] = None,
@@ -122,7 +123,7 @@ def route(
 
     One request as an argument; many with `-` (stdin, one per line) or --data FILE (JSONL).
     """
-    with bad_input():
+    with bad_input(ctx):
         if (text is None) == (data is None):
             raise UsageError("give one request as an argument, '-' to read requests from stdin, or --data FILE.jsonl")
         requests = emb.read_requests(data) if data is not None or text == "-" else None
@@ -139,6 +140,7 @@ def route(
 
 @app.command()
 def fit(
+    ctx: typer.Context,
     data: Annotated[Path, typer.Option("--data", "-d", help="Labelled validation JSONL {text, route} ('-': stdin).")],
     save_to: Annotated[
         Path | None, typer.Option("--out", "-o", help="Where to write the fitted classifier (JSON); required.")
@@ -181,13 +183,13 @@ def fit(
     """
     from ..eval import check_labels, load_labelled
 
-    with bad_input():
+    with bad_input(ctx):
         if save_to is not None:
             check_output(save_to, "--out")
-        emb.check_unit("--target-precision", target_precision, low_open=True)
-        emb.check_unit("--max-misroute", max_misroute, low_open=True, high_open=True)
-        emb.check_unit("--risk-confidence", risk_confidence, low_open=True, high_open=True)
-        emb.check_unit("--oos-share", oos_share, high_open=True)
+        emb.check_unit("target_precision", target_precision, low_open=True)
+        emb.check_unit("max_misroute", max_misroute, low_open=True, high_open=True)
+        emb.check_unit("risk_confidence", risk_confidence, low_open=True, high_open=True)
+        emb.check_unit("oos_share", oos_share, high_open=True)
         if oos_share is not None and max_misroute is None:
             raise UsageError("--oos-share applies to --max-misroute; give both")
         if classifier is not None:
@@ -241,6 +243,7 @@ def fit(
 
 @app.command("eval")
 def eval_(
+    ctx: typer.Context,
     data: Annotated[
         Path,
         typer.Option("--data", "-d", help="Labelled JSONL {text, route}; route 'oos' = out of scope ('-': stdin)."),
@@ -261,7 +264,7 @@ def eval_(
     """Measure a classifier on labelled data: accuracy, coverage and misroutes, OOS recall, ECE, confusion."""
     from ..eval import check_labels, evaluate, load_labelled, load_routes, write_misrouted, write_plots
 
-    with bad_input():
+    with bad_input(ctx):
         if misrouted is not None:
             check_output(misrouted, "--out", suffixes=(".csv", ".json"))
         if plots is not None:
@@ -313,9 +316,9 @@ DEMO_REQUESTS = (
 
 
 @app.command()
-def demo() -> None:
+def demo(ctx: typer.Context) -> None:
     """Route a few sample requests through the shipped support-desk classifier."""
-    with bad_input():
+    with bad_input(ctx):
         clf = emb.load_embedding(None, None, None, None)
         results = clf.classify_batch(list(DEMO_REQUESTS))
     table = Table("request", "route", "confidence", "runner-up", title="support desk (offline, no API key)")

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._files import write_whole
-from ..errors import UsageError
+from ..errors import UsageError, argument_named
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -106,15 +106,19 @@ def _saved(path: Path) -> dict[str, Any] | None:
     return data if isinstance(fmt, str) and fmt.startswith("jeeves-router/") else None
 
 
-def check_unit(label: str, value: float | None, *, low_open: bool = False, high_open: bool = False) -> None:
-    """Raise UsageError unless ``value`` is None or within [0, 1] (open ends as asked)."""
+def check_unit(name: str, value: float | None, *, low_open: bool = False, high_open: bool = False) -> None:
+    """Raise UsageError unless ``value`` is None or within [0, 1] (open ends as asked).
+
+    ``name`` is the command's parameter (``max_misroute``): ``bad_input(ctx)`` reports the
+    error with the option the user typed for it (``--max-misroute``).
+    """
     if value is None:
         return
     lo_ok = value > 0.0 if low_open else value >= 0.0
     hi_ok = value < 1.0 if high_open else value <= 1.0
     if not (lo_ok and hi_ok):
         interval = f"{'(' if low_open else '['}0, 1{')' if high_open else ']'}"
-        raise UsageError(f"{label} must be within {interval}, got {value}")
+        raise UsageError(f"{name} must be within {interval}, got {value}", argument=argument_named(name))
 
 
 def _scorer_options(scorer: ScorerName, encoder: EncoderName | None) -> dict[str, Any]:
@@ -151,7 +155,7 @@ def load_embedding(
         os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     from ..classify.embedding import EmbeddingClassifier
 
-    check_unit("--threshold", threshold)
+    check_unit("threshold", threshold)
     source = routes_path if routes_path is not None else data_file(DESK_CLASSIFIER)
     saved = _saved(source) if source.is_file() else None
     if saved is not None and scorer is not None:

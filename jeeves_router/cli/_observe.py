@@ -35,16 +35,18 @@ def import_agent(spec: str, *, option: str = "AGENT") -> Agent:
 
 
 def graph_command(
+    ctx: typer.Context,
     agent: Annotated[str, typer.Argument(help="The agent as module:attribute (an Agent or a function returning one).")],
 ) -> None:
     """Print the agent tree as a Mermaid flowchart (routes, thresholds, fallbacks, handoffs, capabilities)."""
-    with bad_input():  # a factory that raises, too, is one error line
+    with bad_input(ctx):  # a factory that raises, too, is one error line
         found = import_agent(agent)
         text = found.graph()
     typer.echo(text, nl=False)
 
 
 def trace_command(
+    ctx: typer.Context,
     journal: Annotated[str, typer.Argument(help=JOURNAL_HELP)],
     session: Annotated[str, typer.Option("--session", "-s", help="The session id to show.")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Where to write the HTML page.")] = Path("trace.html"),
@@ -64,7 +66,7 @@ def trace_command(
         finally:
             await store.aclose()
 
-    with bad_input():  # any failure, an unwritable --out too, is one error line
+    with bad_input(ctx):  # any failure, an unwritable --out too, is one error line
         store = read_journal(journal, key_env)
         check_output(out, "--out")
         graph = None

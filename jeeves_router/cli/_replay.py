@@ -34,7 +34,9 @@ def read_journal(spec: str, key_env: str | None) -> Journal:
     from ..journal.attach import is_postgres_url, open_journal
 
     if key_env is not None and is_postgres_url(spec):
-        raise UsageError("--key-env: a PostgreSQL journal has no key (its entries carry no checksum); leave it out")
+        raise UsageError(
+            "a PostgreSQL journal has no key (its entries carry no checksum); leave it out", argument="key_env"
+        )
     key = secret_from_env(key_env, option="--key-env")
     return open_journal(spec, reading=True, key=key.encode("utf-8", "surrogateescape") if key is not None else None)
 
@@ -46,6 +48,7 @@ KEY_ENV_HELP = "Environment variable holding the journal's key, if it was writte
 
 
 def replay_command(
+    ctx: typer.Context,
     journal: Annotated[str, typer.Argument(help=JOURNAL_HELP)],
     session: Annotated[str, typer.Option("--session", "-s", help="The session id whose recorded events to print.")],
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON event per line instead of text.")] = False,
@@ -69,7 +72,7 @@ def replay_command(
             return [json_text(adapter.dump_python(ev, mode="json")) for ev in events]
         return [format_event(ev) for ev in events]
 
-    with bad_input():  # any failure is one error line
+    with bad_input(ctx):  # any failure is one error line
         store = read_journal(journal, key_env)
         try:
             lines = anyio.run(read)

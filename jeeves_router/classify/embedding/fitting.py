@@ -99,7 +99,11 @@ def fit_threshold(
         UsageError: When the fit is degenerate (constant confidence) or the cap cannot be certified.
     """
     if max_misroute is not None and calibration != "platt":
-        raise UsageError("max_misroute needs calibration='platt' (a strictly increasing map keeps the certified cut)")
+        raise UsageError(
+            f"max_misroute needs the 'platt' calibration, not {calibration!r} (a strictly increasing map keeps the "
+            "certified cut)",
+            argument="max_misroute",
+        )
     top = features.argmax(axis=1)
     top_feature = features[np.arange(len(top)), top]
     correct = top == truth
