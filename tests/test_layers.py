@@ -35,6 +35,7 @@ LAYERS: list[tuple[str, int]] = [
     ("models", 2),
     ("tools", 2),
     ("mcp.server", 6),  # serves an Agent: the front
+    ("mcp._ask_run", 6),  # how the server's `ask` runs its agent
     ("mcp", 2),  # the client side: a toolset next to tools
     ("runtime", 2),
     ("ledger", 2),

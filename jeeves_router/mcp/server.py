@@ -43,7 +43,7 @@ so a ``session_id`` also continues the session's stored history; an agent built 
 ``JournalRuntime`` keeps it. Without a journal a key is an error result.
 A keyed run goes on when its call is cancelled (a client that timed out will call again; a
 refund cut mid-call would leave an unknown outcome that fails every retry): it runs in the
-server's task group, which only the server's end cuts.
+server's task group, which only the server's end cuts (:mod:`._ask_run`).
 
 Over stdio the protocol owns stdout, so logs must go to stderr: the library logs through the
 standard :mod:`logging` module and is silent unless configured; configure a handler on stderr
@@ -69,9 +69,9 @@ from ..ids import SESSION_ID, SESSION_ID_RULE
 from ..journal.attach import DEFAULT_HISTORY, JournalSpec, journal_agents
 from ..journal.keyed import IdempotencyConflict, RunInFlight, log_refused
 from ..journal.sessions import SessionHistory
-from ..reply import ReplyText
 from ..results import RunResult
 from ._ask_checks import IDEMPOTENCY_META, ask_tool, client_key, key_problem, meta_of, request_problem
+from ._ask_run import outliving, replied
 from ._link import IDEMPOTENCY_META_KEY
 
 if TYPE_CHECKING:
@@ -189,9 +189,9 @@ def router_server(
             key = client_key(meta.get(IDEMPOTENCY_META_KEY), agent)
         try:
             if key is not None and hosts:
-                result, reply = await _outliving(hosts[-1], agent, request, session_id or None, key)
+                result, reply = await outliving(hosts[-1], agent, request, session_id or None, key)
             else:
-                result, reply = await _replied(agent, request, session_id or None, key)
+                result, reply = await replied(agent, request, session_id or None, key)
         except IdempotencyConflict as exc:
             log_refused(exc, "conflict", tool=tool_name)
             return refused(f"the {IDEMPOTENCY_META} was already used with other arguments; nothing was run")
@@ -240,46 +240,6 @@ def router_server(
         lifespan=lifespan,
         tools=[ask_tool(ask, name=tool_name, description=description)],
     )
-
-
-async def _replied(agent: Agent, request: str, session_id: str | None, key: str | None) -> tuple[RunResult, str | None]:
-    """Run ``agent`` as ``agent.run`` does: its result, and the text of its reply (:class:`ReplyText`).
-
-    Raises what ``agent.run`` raises (the run's own exception after its ``run.failed``).
-    """
-    reply = ReplyText()
-    async with agent.stream(request, session_id=session_id, idempotency_key=key) as stream:
-        async for ev in stream:
-            reply.feed(ev)
-    result = stream.result
-    if result is None:  # pragma: no cover - a stream consumed to its end without raising has a result
-        raise RuntimeError("the run ended without a result")
-    reply.end(result)
-    return result, reply.text
-
-
-async def _outliving(
-    host: anyio.abc.TaskGroup, agent: Agent, request: str, session_id: str | None, key: str
-) -> tuple[RunResult, str | None]:
-    """The keyed run's result and reply; the run goes on in ``host`` if this wait is cancelled (its retry gets it)."""
-    done = anyio.Event()
-    outcome: list[tuple[RunResult, str | None] | Exception] = []
-
-    async def run() -> None:
-        try:
-            outcome.append(await _replied(agent, request, session_id, key))
-        except Exception as exc:  # raised again to the caller, if it still waits
-            outcome.append(exc)
-        finally:
-            done.set()
-
-    host.start_soon(run)
-    await done.wait()
-    if not outcome:  # the server stopped under it
-        raise RunInFlight("the server stopped while the run was in flight; call again", metadata={})
-    if isinstance(outcome[0], Exception):
-        raise outcome[0]
-    return outcome[0]
 
 
 async def serve(
