@@ -47,7 +47,8 @@ def open_journal(spec: str | os.PathLike[str], *, reading: bool = False, key: by
     Args:
         spec: The journal, as ``--journal`` (``serve``, ``mcp``) or ``replay``/``trace`` name it.
         reading: Only read it (``replay``, ``trace``): a SQLite file must be a journal already
-            (``SQLiteJournal(path, create=False)``).
+            (``SQLiteJournal(path, create=False)``), and so must a PostgreSQL table
+            (``PostgresJournal(url, create=False)``: nothing is created in the database).
         key: A SQLite journal's key (``SQLiteJournal(path, key=...)``); a PostgreSQL journal has none.
 
     Raises:
@@ -60,7 +61,7 @@ def open_journal(spec: str | os.PathLike[str], *, reading: bool = False, key: by
 
         if key is not None:
             raise UsageError("a PostgreSQL journal has no key (its entries carry no checksum); leave it out")
-        return PostgresJournal(str(spec))
+        return PostgresJournal(str(spec), create=not reading)
     from ._sqlite_file import check_journal_file
     from .records import JournalError
     from .sqlite import SQLiteJournal

@@ -1,17 +1,18 @@
 """A journal in PostgreSQL, for sessions and durable runs shared by many machines.
 
 Needs ``psycopg`` 3 (``pip install 'jeeves-router[postgres]'``). Entries go to one table
-(default ``jeeves_journal``, created when missing) as the same versioned JSON the SQLite
-journal stores; ``seq`` is a ``BIGSERIAL``, so entries keep their append order across
-writers. A ``seq`` is taken at insert and transactions may commit out of that order, so an
-append first takes a transaction-level advisory lock per session (keyed by table and
-session id): the appends of one session commit one at a time, and a reader that sees an
-entry sees every earlier entry of its session — what the claims of ``tool.started`` and
-``run.start`` rely on. The journal holds one connection per event loop (a connection and its
-lock belong to the loop that made them: an agent run by two threads, each running its own
-loop, or by two ``asyncio.run`` calls in turn, uses one in each), used by one query at a
-time and closed when its loop shuts down; an append is one transaction and is shielded from
-cancellation, so a step that completed is recorded even if its run is cancelled right after.
+(default ``jeeves_journal``, created when missing; a reader, ``create=False``, creates
+nothing) as the same versioned JSON the SQLite journal stores; ``seq`` is a ``BIGSERIAL``,
+so entries keep their append order across writers. A ``seq`` is taken at insert and
+transactions may commit out of that order, so an append first takes a transaction-level
+advisory lock per session (keyed by table and session id): the appends of one session commit
+one at a time, and a reader that sees an entry sees every earlier entry of its session —
+what the claims of ``tool.started`` and ``run.start`` rely on. The journal holds one
+connection per event loop (a connection and its lock belong to the loop that made them: an
+agent run by two threads, each running its own loop, or by two ``asyncio.run`` calls in
+turn, uses one in each), used by one query at a time and closed when its loop shuts down; an
+append is one transaction and is shielded from cancellation, so a step that completed is
+recorded even if its run is cancelled right after.
 
 Integrity rests on the database's access control: unlike :class:`SQLiteJournal`, entries
 carry no checksum chain.
@@ -71,15 +72,19 @@ class PostgresJournal:
         url: A libpq connection string (``postgresql://user@host:port/db``); it may hold a
             password, so it is never shown in ``repr`` or errors.
         table: The table's name (lower-case letters, digits, ``_``).
+        create: Create the table (and its index) when missing, on connecting. ``False``: only
+            read an existing journal (``replay``, ``trace``: the wrong database is left as it
+            is), and a missing table is a :class:`JournalError` naming the database and table.
     """
 
-    def __init__(self, url: str, *, table: str = "jeeves_journal") -> None:
+    def __init__(self, url: str, *, table: str = "jeeves_journal", create: bool = True) -> None:
         if not isinstance(url, str) or not url:
             raise JournalError("PostgresJournal needs a connection URL, e.g. postgresql://user@host/db")
         if not _TABLE.fullmatch(table):
             raise JournalError(f"table must be lower-case letters, digits and '_' (at most 63), got {table!r}")
         self._url = url
         self.table = table
+        self._create = create
         self._links: PerLoop[_Link] = PerLoop(_Link)  # one per event loop
 
     def __repr__(self) -> str:
@@ -99,28 +104,47 @@ class PostgresJournal:
         conn = None
         try:
             conn = await psycopg.AsyncConnection.connect(self._url, autocommit=True)
-            async with conn.transaction():
-                # Two processes creating the table at once collide in PostgreSQL's catalog
-                # (UniqueViolation on pg_type), IF NOT EXISTS notwithstanding: one creates at a time.
-                await conn.execute(
-                    "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", [f"jeeves-router schema:{self.table}"]
-                )
-                await conn.execute(
-                    f"CREATE TABLE IF NOT EXISTS {self.table} (seq BIGSERIAL PRIMARY KEY, session_id TEXT NOT NULL, "
-                    "run_id TEXT NOT NULL, type TEXT NOT NULL, body TEXT NOT NULL)"
-                )
-                await conn.execute(
-                    f"CREATE INDEX IF NOT EXISTS {self.table}_by_session ON {self.table} (session_id, run_id, seq)"
-                )
+            found = await self._create_table(conn) if self._create else await self._has_table(conn)
+            database = conn.info.dbname  # named in errors, never the URL: it may hold a password
         except psycopg.Error as exc:
             if conn is not None:
                 await conn.close()
+            what = "connect or create the table" if self._create else "connect"
+            may = " and the user may create tables" if self._create else ""
             raise JournalError(
-                f"{self!r}: cannot connect or create the table ({type(exc).__name__}); check that the server in the "
-                "URL is running and the user may create tables"
+                f"{self!r}: cannot {what} ({type(exc).__name__}); check that the server in the URL is running{may}"
             ) from None
+        if not found:  # a reader, on another database: it is left as it is
+            await conn.close()
+            raise JournalError(
+                f"PostgreSQL database {database!r} has no table {self.table!r}: it holds no jeeves-router journal; "
+                "give the URL a JournalRuntime(PostgresJournal(url)) wrote"
+            )
         link.keep(conn)
         return conn
+
+    async def _create_table(self, conn: Any) -> bool:
+        """Create the table and its index when missing (a writer); ``True``."""
+        async with conn.transaction():
+            # Two processes creating the table at once collide in PostgreSQL's catalog
+            # (UniqueViolation on pg_type), IF NOT EXISTS notwithstanding: one creates at a time.
+            await conn.execute(
+                "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", [f"jeeves-router schema:{self.table}"]
+            )
+            await conn.execute(
+                f"CREATE TABLE IF NOT EXISTS {self.table} (seq BIGSERIAL PRIMARY KEY, session_id TEXT NOT NULL, "
+                "run_id TEXT NOT NULL, type TEXT NOT NULL, body TEXT NOT NULL)"
+            )
+            await conn.execute(
+                f"CREATE INDEX IF NOT EXISTS {self.table}_by_session ON {self.table} (session_id, run_id, seq)"
+            )
+        return True
+
+    async def _has_table(self, conn: Any) -> bool:
+        """Whether the table is there (a reader: nothing is created)."""
+        cur = await conn.execute("SELECT to_regclass(%s) IS NOT NULL", [self.table])
+        row = await cur.fetchone()
+        return bool(row and row[0])
 
     async def _query(self, sql: str, args: Sequence[Any]) -> list[tuple[Any, ...]]:
         import psycopg
