@@ -212,8 +212,9 @@ class Agent:
                 ``child_session_id(session_id, route)``.
             history: Earlier conversation turns.
             context: Context variables for tools and context-aware routing (never mutated).
-            force_route: Router only: skip classification and dispatch to this route (a
-                ``UsageError`` for an agent without routes).
+            force_route: Router only: skip classification and dispatch to this route, named
+                as route names match everywhere (case and ``-``/``_``/space alike; a
+                ``UsageError`` for an agent without routes or a name outside its routes).
             options: Architecture-specific per-run options: ``reset_sticky`` (Router, handoff
                 chain), ``bypass_selection`` (Capabilities); a key the agent's architecture
                 does not read is a ``UsageError``.

@@ -179,6 +179,17 @@ async def test_force_route_skips_the_router_turn() -> None:
         await desk.run("x", force_route="nope")
 
 
+@pytest.mark.anyio
+async def test_force_route_names_a_route_as_a_classify_tool_does() -> None:
+    # classify_as_Technical picks "technical"; force_route="Technical" was refused
+    desk, models = desk_with([], technical=["Fixed."])
+    events = await capture_events(desk, "x", session_id="s", force_route="Technical")
+    assert [(e.route, e.forced) for e in kinds(events, RouterDispatched)] == [("technical", True)]
+    result = kinds(events, RunCompleted)[-1].result
+    assert (result.route, result.output, result.specialist_session_id) == ("technical", "Fixed.", "s__route_technical")
+    assert models["router"].requests == []
+
+
 # -- several calls, unknown targets, no tool call ---------------------------------------------------
 
 

@@ -163,6 +163,34 @@ async def test_force_route_skips_classification() -> None:
         await agent.run("x", force_route="nope")
 
 
+@pytest.mark.parametrize("given", ["Technical", "TECHNICAL", " technical ", "technical"])
+async def test_force_route_matches_route_names_as_the_classifiers_do(given: str) -> None:
+    # was: "Technical" refused ("is not a declared route") while the parser, the classify tools
+    # and handoff targets all match route names case- and separator-insensitively
+    agent, model, _ = desk([])
+    events = await capture_events(agent, "x", session_id="s", force_route=given)
+    d = [e for e in events if isinstance(e, RouterDispatched)]
+    assert [(e.route, e.forced, e.child_session_id) for e in d] == [("technical", True, "s__route_technical")]
+    result = events[-1].result  # type: ignore[union-attr]
+    assert (result.route, result.output, result.usage_by_route.keys() >= {"technical"}) == (
+        "technical",
+        "technical answer",
+        True,
+    )
+    assert model.requests == []
+
+
+async def test_force_route_outside_the_declared_routes_is_still_refused_with_the_routes() -> None:
+    agent, _, _ = desk([])
+    for name in ("Technica", "tech support", "desk"):
+        with pytest.raises(UsageError) as info:
+            await agent.run("x", force_route=name)
+        assert str(info.value) == (
+            f"force_route {name!r} is not a declared route; pass one of the declared routes of 'desk': "
+            "billing, technical, general"
+        )
+
+
 async def test_classified_event_fields() -> None:
     agent, _, _ = desk(["route: billing\nconfidence: 0.75\nreason: invoice"])
     events = await capture_events(agent, "x", session_id="p")

@@ -187,6 +187,19 @@ def test_runs_refuse_a_context_off_the_routers_schema_naming_the_field() -> None
         assert httpx.post(server.url + "/v1/runs", json={**ask, "context": {"account_id": 7}}).status_code == 200
 
 
+def test_runs_match_force_route_as_route_names_are_matched(served: ServerThread) -> None:
+    # was a 400 "force_route 'Billing' is not a declared route"
+    ok = httpx.post(served.url + "/v1/runs", json={"model": "desk", "input": "hi", "force_route": "Billing"})
+    assert ok.status_code == 200
+    parsed = [json.loads(line[len("data: ") :]) for line in ok.text.splitlines() if line.startswith("data: ")]
+    dispatched = [e for e in parsed if e.get("kind") == "router.dispatched"]
+    assert [(e["route"], e["forced"]) for e in dispatched] == [("billing", True)]
+    assert parsed[-1]["kind"] == "run.completed" and parsed[-1]["result"]["route"] == "billing"
+    bad = httpx.post(served.url + "/v1/runs", json={"model": "desk", "input": "hi", "force_route": "Bill"})
+    assert bad.status_code == 400
+    assert bad.json()["error"]["message"].startswith("force_route 'Bill' is not a declared route; pass one of")
+
+
 def test_runs_refuse_stream_false_naming_the_field_and_stream_with_stream_true(served: ServerThread) -> None:
     ask = {"model": "desk", "input": "refund me"}
     whole = httpx.post(served.url + "/v1/runs", json={**ask, "stream": False})

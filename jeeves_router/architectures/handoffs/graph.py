@@ -19,7 +19,7 @@ from ...errors import UsageError
 if TYPE_CHECKING:
     from ...actor import Actor
 
-__all__ = ["HandoffNode", "HandoffGraph", "build_graph", "describe_agent"]
+__all__ = ["HandoffNode", "HandoffGraph", "build_graph", "describe_agent", "resolve_name"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,10 +57,15 @@ class HandoffGraph:
 
     def resolve(self, target: str) -> str | None:
         """The node called ``target`` (exactly, else case- and separator-insensitively)."""
-        return _resolve(self.nodes, target)
+        return resolve_name(self.nodes, target)
 
 
-def _resolve(names: Iterable[str], target: str) -> str | None:
+def resolve_name(names: Iterable[str], target: str) -> str | None:
+    """The one of ``names`` that ``target`` names: exactly, else by :func:`normalize_route_name`.
+
+    The rule every route and agent name is matched by (a handoff's target, ``force_route``):
+    case, and runs of ``-``, ``_`` and spaces, do not matter. ``None`` when none matches.
+    """
     names = list(names)
     if target in names:
         return target
@@ -145,7 +150,7 @@ def build_graph(
     for name, agent in agents.items():
         targets: list[str] = []
         for t in raw.get(name, ()):
-            resolved = _resolve(agents, t)
+            resolved = resolve_name(agents, t)
             if resolved is None:
                 raise UsageError(
                     f"agent {name!r} hands off to {t!r}, which is not an agent of this chain; "

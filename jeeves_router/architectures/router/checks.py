@@ -10,6 +10,8 @@
   specialist's own ``session_store``: a Router keeps one store, which chooses the agent of a
   session's follow-up turn before any specialist runs, so two specialists with different
   stores cannot both be honoured; the Router's own store (the same object) is fine.
+
+And per run (:func:`forced_route`): a ``force_route`` that names no declared route.
 """
 
 from __future__ import annotations
@@ -20,12 +22,13 @@ from typing import TYPE_CHECKING
 from ...errors import UsageError
 from ..checks import check_unused_agent_options
 from ..handoffs.chain import HandoffChain
+from ..handoffs.graph import resolve_name
 
 if TYPE_CHECKING:
     from ...actor import Actor
     from .router import Router
 
-__all__ = ["check_router_agent", "check_chain_options"]
+__all__ = ["check_router_agent", "check_chain_options", "forced_route"]
 
 
 def check_router_agent(agent: Actor) -> None:
@@ -83,6 +86,31 @@ def check_chain_options(router: Router, agents: Iterable[Actor]) -> None:
                     f"{theirs[name]!r}), so this option would be ignored; set Router({option}=...) instead, "
                     f"or drop it from the specialist's HandoffChain"
                 )
+
+
+def forced_route(router: Router, agent: Actor, name: object) -> str:
+    """The declared route ``force_route=name`` picks, matched as route names are everywhere.
+
+    Case and separators do not matter (:func:`~jeeves_router.architectures.handoffs.graph.resolve_name`,
+    the rule of the parser, the classify tools and handoff targets): ``"Billing"`` picks ``billing``.
+
+    Raises:
+        UsageError: for a name that is no declared route (saying so when it names an agent
+            reached only by a handoff), listing the declared routes.
+    """
+    routes = router.routes_by_name
+    found = resolve_name(routes, name) if isinstance(name, str) else None
+    if found is not None:
+        return found
+    graph = router.graph(agent)
+    node = graph.resolve(name) if isinstance(name, str) else None
+    why = "is not a declared route"
+    if node is not None and not graph.nodes[node].is_router:  # reachable only through a transfer
+        why += " but a handoff target (a route's agent hands the turn to it; force_route picks a route)"
+    raise UsageError(
+        f"force_route {name!r} {why}; pass one of the declared routes of {agent.name!r}: {', '.join(routes)}",
+        argument="force_route",
+    )
 
 
 def _store(store: object) -> str:

@@ -63,7 +63,7 @@ from ..routes import (
     check_route_table,
     check_unit_interval,
 )
-from .checks import check_chain_options, check_router_agent
+from .checks import check_chain_options, check_router_agent, forced_route
 from .contract import CLASSIFIER_USAGE_KEY, within_contract
 from .run import RouterRun
 
@@ -274,8 +274,8 @@ class Router:
     def prepare(self, agent: Actor, ctx: RunContext) -> None:
         """Check the per-run options and the context before the run starts."""
         check_run_request(agent, ctx, options=("reset_sticky",))
-        if ctx.force_route is not None and ctx.force_route not in self._by_name:
-            raise UsageError(self._not_a_route(agent, ctx.force_route), argument="force_route")
+        if ctx.force_route is not None:  # the run (events, journal, result) names the route as declared
+            ctx.force_route = forced_route(self, agent, ctx.force_route)
         if self.context_schema is not None:
             try:
                 self.context_schema.model_validate(dict(ctx.context))
@@ -283,16 +283,6 @@ class Router:
                 msg = f"context does not match {self.context_schema.__name__}: {exc}"
                 raise UsageError(msg, argument="context") from exc
         self.graph(agent)
-
-    def _not_a_route(self, agent: Actor, name: str) -> str:
-        """Why ``force_route=name`` is refused, and what to pass instead (the declared routes)."""
-        node = self.graph(agent).nodes.get(name)
-        why = "is not a declared route"
-        if node is not None and not node.is_router:  # reachable only through a transfer
-            why += " but a handoff target (a route's agent hands the turn to it; force_route picks a route)"
-        return (
-            f"force_route {name!r} {why}; pass one of the declared routes of {agent.name!r}: {', '.join(self._by_name)}"
-        )
 
     async def reset(self, session_id: str) -> None:
         """Forget the sticky agent of ``session_id``: its next turn is classified afresh."""
