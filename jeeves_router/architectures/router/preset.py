@@ -107,14 +107,12 @@ class HandoffRouter(Router):
             raise UsageError(f"router_prompt must be a string, got {type(router_prompt).__name__}")
         self.router_prompt = router_prompt
 
-    def classifier_for(self, agent: Actor) -> Classifier:
-        """A tool-call classifier on ``agent``'s model, instructed by the agent (built on first use)."""
-        if self._classifier is None:
-            parts = (agent.instructions.strip(), (self.router_prompt or "").strip())
-            self._classifier = ToolCallClassifier(
-                agent.resolved_model(),
-                instructions="\n\n".join(p for p in parts if p) or None,
-                max_format_retries=self.max_format_retries,
-                on_missing_confidence=self.on_missing_confidence,
-            )
-        return self._classifier
+    def _agent_classifier(self, agent: Actor) -> Classifier:
+        """A tool-call classifier on ``agent``'s model, instructed by the agent (one per agent: ``classifier_for``)."""
+        parts = (agent.instructions.strip(), (self.router_prompt or "").strip())
+        return ToolCallClassifier(
+            agent.resolved_model(),
+            instructions="\n\n".join(p for p in parts if p) or None,
+            max_format_retries=self.max_format_retries,
+            on_missing_confidence=self.on_missing_confidence,
+        )

@@ -36,6 +36,7 @@ from __future__ import annotations
 from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
+from weakref import WeakKeyDictionary
 
 from ..._frozen import constructor
 from ...classify.parser import normalize_route_name
@@ -195,6 +196,7 @@ class Router:
             owner=type(self).__name__,
         )
         self._classifier: Classifier | None = classifier
+        self._built: WeakKeyDictionary[Actor, Classifier] = WeakKeyDictionary()  # without one: per router agent
         self.specs: tuple[RouteSpec, ...] = tuple(r.spec for r in self.routes)
         self._graph: tuple[Actor, HandoffGraph] | None = None
         self._chaining = hand_back or sticky
@@ -290,10 +292,17 @@ class Router:
             await self.settings.store.delete(session_id)
 
     def classifier_for(self, agent: Actor) -> Classifier:
-        """The classifier used for ``agent`` (built from its model on first use)."""
-        if self._classifier is None:
-            self._classifier = self._llm_classifier(agent.resolved_model())
-        return self._classifier
+        """The Router's classifier, else ``agent``'s own (built at its first run, kept per agent like :meth:`graph`)."""
+        if self._classifier is not None:
+            return self._classifier
+        built = self._built.get(agent)
+        if built is None:
+            built = self._built[agent] = self._agent_classifier(agent)
+        return built
+
+    def _agent_classifier(self, agent: Actor) -> Classifier:
+        """The classifier built for ``agent`` when the Router has none: the LLM classifier on its model."""
+        return self._llm_classifier(agent.resolved_model())
 
     def route(self, name: str) -> RouterRoute:
         """The route called ``name``."""
