@@ -242,6 +242,9 @@ class HandoffCompleted(EventBase):
 class HandoffRejected(EventBase):
     """A handoff was refused: ``why`` is unknown, duplicate, limit, cycle, low_confidence or no_handoff.
 
+    ``duplicate``: a second handoff call in a turn that had handed off, answered "ignored"
+    and never run: a ``transfer_to_<agent>`` tool (``to_agent`` names the agent) or the
+    agent's own tool declared ``-> Handoff`` (its target is not known: ``to_agent`` is empty).
     ``no_handoff``: the agent announced a handoff in text but called no handoff tool.
     """
 

@@ -72,6 +72,8 @@ class RunContext:
         options: Architecture-specific per-run options.
         result: Set by the architecture before it finishes.
         handoff: Set by the tool loop when a tool returned a Handoff.
+        ignored: Set by the tool loop: the calls of the turn that handed off which it answered
+            "ignored" (never run), in order, each added before its ``tool.result`` is sent.
         takes_handoff: Set by a handoff chain (a Router's too) on the run of its member: it
             reads ``handoff``. Without it, a tool's Handoff has nowhere to go and the tool
             loop answers it as an unknown target.
@@ -107,6 +109,7 @@ class RunContext:
     options: dict[str, Any] = field(default_factory=dict)
     result: RunResult | None = None
     handoff: Handoff | None = None
+    ignored: tuple[ToolCallPart, ...] = ()
     takes_handoff: bool = False
     resume_run: str | None = None
     idempotency_key: str | None = None

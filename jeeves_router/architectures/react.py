@@ -199,6 +199,7 @@ class ToolLoop:
                     outcome = ToolOutcome(
                         f"ignored: this turn already handed off to {ctx.handoff.target}", is_error=True
                     )
+                    ctx.ignored = (*ctx.ignored, call)  # a chain reports an ignored handoff (handoffs.state)
                 else:
                     call_tool = partial(self._call, agent, ctx, call, tool_spent)
                     if rec is None:

@@ -24,7 +24,7 @@ from ..base import Architecture, RunContext
 from ..react import ToolLoop
 from .graph import HandoffGraph, HandoffNode
 from .session import SessionStore
-from .tools import TRANSFER_PREFIX, HandoffInput, HistoryMode, target_conversation
+from .tools import TRANSFER_PREFIX, HandoffInput, HistoryMode, declares_handoff, target_conversation
 
 if TYPE_CHECKING:
     from ...actor import Actor
@@ -53,7 +53,6 @@ class Visit:
     inner: Architecture
     tool_targets: dict[str, str]
     tool_names: frozenset[str]
-    handoff_call: str | None = None
     unknown: int = 0
     notes: tuple[Event, ...] = ()
     # outcome
@@ -193,6 +192,9 @@ class ChainState:
                     self._rejected_plain(visit, child.handoff.target)
             else:
                 visit.handoff = replace(child.handoff, target=target)
+            if not visit.tool_targets:  # a watched turn reported each as its result came (``_watch``)
+                for call in child.ignored:
+                    self._note(visit, self._ignored(visit, child, call.name))
             return None
         if res is None:  # an architecture that ended without a result
             res = RunResult(
@@ -208,6 +210,35 @@ class ChainState:
             self.ctx.failure = child.failure
         visit.result = res
         return res
+
+    def _ignored(self, visit: Visit, child: RunContext, tool: str) -> HandoffRejected | None:
+        """The ``handoff.rejected`` of a call the tool loop ignored (its turn had handed off), if it hands off.
+
+        The one report of a second handoff in a turn, whichever tool it called: a generated
+        ``transfer_to_<agent>`` tool (its target named) or an agent's own tool declared to
+        return a ``Handoff`` (never run, so its target is not known: ``to_agent`` is empty).
+        Any other ignored call is no handoff: ``None``.
+        """
+        assert child.handoff is not None
+        target = visit.tool_targets.get(tool)
+        if target is None:
+            own = visit.node.agent.tool_map.get(tool)
+            if own is None or not declares_handoff(own):
+                return None
+            target = ""
+        return HandoffRejected(
+            **self._ev(),
+            from_agent=visit.node.name,
+            to_agent=target,
+            why="duplicate",
+            reason=f"ignored: this turn already handed off to {child.handoff.target}",
+        )
+
+    @staticmethod
+    def _note(visit: Visit, event: Event | None) -> None:
+        """Keep ``event`` (if any) for the chain to send after the turn."""
+        if event is not None:
+            visit.notes = (*visit.notes, event)
 
     def _rejected_plain(self, visit: Visit, requested: str) -> None:
         """Note the unknown target of a tool's handoff in a turn that had no handoff tools to correct it."""

@@ -3,7 +3,8 @@
 * :func:`classify_tool` and :func:`transfer_tool` generate ``classify_as_<route>`` and
   ``transfer_to_<agent>`` tools that return a :class:`~jeeves_router.tools.Handoff`.
 * :class:`GuardedTool` wraps an agent's own tool so an unknown handoff target it returns
-  becomes a correctable tool error.
+  becomes a correctable tool error; :func:`declares_handoff` tells an own tool that may
+  return a ``Handoff`` (declared ``-> Handoff``) without calling it.
 * :func:`agent_view` gives a hop's architecture a shallow copy of the agent with the extra
   tools, so the agent itself is never modified.
 * :func:`target_conversation` turns a :class:`HandoffInput` into what the target sees,
@@ -20,7 +21,7 @@ import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, Union
+from typing import TYPE_CHECKING, Any, Literal, Union, get_args, get_type_hints
 
 from ...errors import UsageError
 from ...messages import Message, TextPart, ToolCallPart, ToolResultPart, user
@@ -36,6 +37,7 @@ __all__ = [
     "HandoffInput",
     "HistoryMode",
     "GuardedTool",
+    "declares_handoff",
     "classify_tool",
     "transfer_tool",
     "agent_view",
@@ -203,6 +205,27 @@ class GuardedTool(Tool):
         """Run the inner tool, then ``check`` its outcome."""
         outcome = await self._inner.call(arguments, ctx)
         return self._check(outcome) if outcome.handoff is not None else outcome
+
+
+def declares_handoff(tool: Tool) -> bool:
+    """True when ``tool``'s function is declared to return a :class:`Handoff` (alone or in a union).
+
+    Read from the return annotation, so a call the tool loop never ran (an earlier call of
+    its turn handed off) can still be told for a handoff; a tool without one (an MCP tool,
+    an unannotated function) is not taken for one.
+    """
+    fn = getattr(tool, "fn", None)
+    try:
+        returns = get_type_hints(fn).get("return") if fn is not None else None
+    except Exception:  # unresolvable hints: Tool() refuses those, a subclass may not have checked
+        return False
+    pending = [returns]
+    while pending:
+        ann = pending.pop()
+        if ann is Handoff:
+            return True
+        pending.extend(get_args(ann))
+    return False
 
 
 def agent_view(

@@ -5,8 +5,9 @@ that also has the generated handoff tools, under the agent's session id; the age
 events go straight to the consumer (``execute``, no re-yield). An agent with nothing to
 hand off to runs as it is (its toolsets opened as for any run). An agent that can hand off
 has its events read on the way (``run_child``), and the visit watches its tool results: a
-handoff call the tool loop ignored (an earlier call of the turn already handed off) is
-reported as a ``duplicate``; a call to a handoff tool that does not exist, or an own tool
+call the tool loop ignored (an earlier call of the turn already handed off) is reported as
+a ``duplicate`` when it hands off (a transfer tool, or an own tool declared ``-> Handoff``;
+a plain turn's are reported after it); a call to a handoff tool that does not exist, or an own tool
 returning a ``Handoff`` to an unknown target, is an ``unknown`` target the model may
 correct once. A text reply that announces a handoff gets one corrective re-prompt.
 
@@ -117,7 +118,6 @@ class VisitRunner(ChainState):
             child.context, child._step, child.escalate = self.context, self.steps.get(sid, 0), self._escalates()
             child.takes_handoff = True
             mark = ctx.ledger.mark()  # what this turn spends, kept even if it is cut short
-            visit.handoff_call = None
             try:
                 cut = await self._watched(view, child, visit.inner, own_run, visit)
             finally:
@@ -184,20 +184,11 @@ class VisitRunner(ChainState):
             return ()
         out: list[Event] = []
         if child.handoff is not None:
-            # The first result after the handoff was set is the handoff's own; the tool loop
-            # answers every later call of that turn "ignored".
-            if visit.handoff_call is None:
-                visit.handoff_call = ev.call_id
-            elif ev.call_id != visit.handoff_call and ev.tool in visit.tool_targets:
-                out.append(
-                    HandoffRejected(
-                        **self._ev(),
-                        from_agent=visit.node.name,
-                        to_agent=visit.tool_targets[ev.tool],
-                        why="duplicate",
-                        reason=f"ignored: this turn already handed off to {child.handoff.target}",
-                    )
-                )
+            # the tool loop answers every later call of the turn "ignored", noting it first
+            if child.ignored and child.ignored[-1].id == ev.call_id:
+                rejected = self._ignored(visit, child, ev.tool)
+                if rejected is not None:
+                    out.append(rejected)
         elif ev.is_error and ev.tool not in visit.tool_names and ev.tool.startswith((TRANSFER_PREFIX, CLASSIFY_PREFIX)):
             visit.unknown += 1
             requested = ev.tool.removeprefix(TRANSFER_PREFIX).removeprefix(CLASSIFY_PREFIX)
