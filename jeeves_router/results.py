@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import field
-from typing import Any, Literal
+from types import MappingProxyType
+from typing import Annotated, Any, Literal, TypeAlias
 
 from ._frozen import frozen
 from .messages import Message
 from .usage import NO_USAGE, Usage
 
-__all__ = ["RunResult", "RunStatus", "FallbackReason"]
+__all__ = ["RunResult", "RunStatus", "FallbackReason", "METADATA_TUPLES", "RunMetadata"]
 
 #: ``ok`` — answered by the chosen agent; ``fallback`` — answered by the fallback route;
 #: ``unresolved`` — no route could be chosen and there is no fallback (``output`` is None);
@@ -43,6 +44,48 @@ FallbackReason = Literal[
     "classifier_error",
     "no_handoff",
 ]
+
+
+#: The :attr:`RunResult.metadata` keys the built-in architectures write whose values are
+#: tuples, with their types. Declared to pydantic, so a result validated back from JSON (an
+#: ``event_adapter()`` round trip, a journal or a served stream read back) has them as tuples
+#: again and equals the result it was dumped from. Any other key holds JSON values: a tuple an
+#: architecture of your own puts there comes back as a list.
+METADATA_TUPLES: Mapping[str, Any] = MappingProxyType(
+    {
+        "handoffs": tuple[dict[str, Any], ...],  # handoff chains and Routers: each accepted handoff
+        "agents": tuple[str, ...],  # the agents the run visited, in order
+        "excluded_routes": tuple[str, ...],  # a Router's routes left out by reclassification
+        "capabilities": tuple[str, ...],  # Capabilities: the selected ones
+        "excluded": tuple[str, ...],
+        "plan": tuple[tuple[str, str], ...],  # (capability, task) per step
+        "steps": tuple[str, ...],  # the capabilities whose steps completed
+    }
+)
+
+
+class _MetadataSchema:
+    """How pydantic reads :attr:`RunResult.metadata`: :data:`METADATA_TUPLES` by their types, the rest as they are.
+
+    A declared key whose value does not fit its type (an architecture of your own using the
+    name) is kept as it is rather than refused. pydantic is imported only when it asks.
+    """
+
+    def __get_pydantic_core_schema__(self, source: Any, handler: Any) -> Any:
+        from pydantic_core import core_schema as cs
+
+        fields = {
+            key: cs.typed_dict_field(
+                cs.union_schema([handler.generate_schema(kind), cs.any_schema()], mode="left_to_right"),
+                required=False,
+            )
+            for key, kind in METADATA_TUPLES.items()
+        }
+        return cs.typed_dict_schema(fields, extra_behavior="allow", total=False)
+
+
+#: The type of :attr:`RunResult.metadata`: a mapping of names to values (see :data:`METADATA_TUPLES`).
+RunMetadata: TypeAlias = Annotated[Mapping[str, Any], _MetadataSchema()]
 
 
 @frozen(kw_only=True)
@@ -82,7 +125,9 @@ class RunResult:
             selection under ``"<classifier>"``, its planning under ``"<orchestrator>"``.
         messages: The messages this run added to the conversation.
         report: A recovery report (a JSON-ready mapping) when recovery stopped the run.
-        metadata: Architecture-specific extras (e.g. the handoff chain).
+        metadata: Architecture-specific extras (e.g. the handoff chain); the built-in
+            architectures' tuples are listed in :data:`METADATA_TUPLES` (they stay tuples
+            through JSON), any other value is a JSON value.
     """
 
     output: str | None
@@ -98,7 +143,7 @@ class RunResult:
     usage_by_route: Mapping[str, Usage] = field(default_factory=dict)
     messages: tuple[Message, ...] = ()
     report: Mapping[str, Any] | None = None
-    metadata: Mapping[str, Any] = field(default_factory=dict)
+    metadata: RunMetadata = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
