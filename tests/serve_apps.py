@@ -21,7 +21,16 @@ from jeeves_router.messages import TextPart
 from jeeves_router.models.base import ModelRequest, ModelResponse, ModelStreamItem, ModelTextDelta
 from jeeves_router.testing import FunctionModel
 
-__all__ = ["GatedModel", "ServerThread", "build_desk", "desk_with", "running", "slow_desk", "stuck_desk"]
+__all__ = [
+    "GatedModel",
+    "ServerThread",
+    "build_desk",
+    "desk_with",
+    "running",
+    "served_by_cli",
+    "slow_desk",
+    "stuck_desk",
+]
 
 SLOW_CHUNKS = tuple(f"part{i} " for i in range(8))
 
@@ -147,3 +156,29 @@ def subprocess_env() -> dict[str, str]:
     env["PYTHONPATH"] = root
     env["JEEVES_BLOCK_REAL_MODELS"] = "1"
     return env
+
+
+def served_by_cli(monkeypatch: Any, args: Sequence[str]) -> Any:
+    """The ASGI app ``jeeves-router serve ARGS`` builds, taken from it before uvicorn would listen."""
+    from typer.testing import CliRunner
+
+    from jeeves_router.cli import app as cli
+
+    served: list[Any] = []
+
+    class Stop(BaseException):  # past the command's one-line error handler
+        pass
+
+    def config(asgi: Any, **options: Any) -> None:
+        served.append(asgi)
+        raise Stop
+
+    monkeypatch.setattr(uvicorn, "Config", config)
+    try:
+        CliRunner().invoke(cli, ["serve", *args])
+    except Stop:
+        pass
+    finally:
+        monkeypatch.undo()
+    assert len(served) == 1, f"jeeves-router serve {' '.join(args)} built no app"
+    return served[0]

@@ -19,7 +19,7 @@ from jeeves_router.cli import app as cli
 from jeeves_router.errors import UsageError
 from jeeves_router.serve import create_app
 from tests.mcp_helpers import http_process
-from tests.serve_apps import build_desk, running
+from tests.serve_apps import build_desk, running, served_by_cli
 
 HEAD = b"POST {path} HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\n"
 ASK = json.dumps({"model": "desk", "messages": [{"role": "user", "content": "refund me"}]}).encode()
@@ -88,22 +88,8 @@ def test_the_body_timeout_flag_is_checked_naming_the_flag(command: list[str]) ->
 
 
 def test_serve_command_body_timeout_is_the_apps(monkeypatch: pytest.MonkeyPatch) -> None:
-    import uvicorn
-
-    served: list[object] = []
-
-    class Stop(BaseException):  # past the one-line error handler
-        pass
-
-    def config(asgi: object, **options: object) -> None:
-        served.append(asgi)
-        raise Stop  # the app is built: it is served below
-
-    monkeypatch.setattr(uvicorn, "Config", config)
-    with pytest.raises(Stop):
-        CliRunner().invoke(cli, ["serve", "tests.serve_apps:slow_desk", "--body-timeout", "0.3"])
-    monkeypatch.undo()
-    with running(served[0]) as server:
+    asgi = served_by_cli(monkeypatch, ["tests.serve_apps:slow_desk", "--body-timeout", "0.3"])
+    with running(asgi) as server:
         status, _, body = exchange(server.port, b"content-length: %d\r\n\r\n" % len(ASK), ASK[:10])
     assert status == "HTTP/1.1 408 Request Timeout" and "limit of 0.3 seconds" in body["error"]["message"]
 

@@ -287,24 +287,9 @@ def test_an_address_that_cannot_be_listened_on_is_one_error_line(command: list[s
 
 
 def test_serve_command_max_request_bytes_is_the_apps_body_limit(monkeypatch: pytest.MonkeyPatch) -> None:
-    import uvicorn
-    from typer.testing import CliRunner
+    from tests.serve_apps import served_by_cli
 
-    from jeeves_router.cli import app
-
-    served: list[object] = []
-
-    class Stop(BaseException):  # past the one-line error handler
-        pass
-
-    def config(asgi: object, **options: object) -> None:
-        served.append(asgi)
-        raise Stop  # the app is built: no need to listen
-
-    monkeypatch.setattr(uvicorn, "Config", config)
-    with pytest.raises(Stop):
-        CliRunner().invoke(app, ["serve", "tests.serve_apps:slow_desk", "--max-request-bytes", "300"])
-    (asgi,) = served
+    asgi = served_by_cli(monkeypatch, ["tests.serve_apps:slow_desk", "--max-request-bytes", "300"])
 
     async def post(size: int) -> httpx.Response:
         ask = {"model": "desk", "messages": [{"role": "user", "content": "x" * size}]}
