@@ -190,3 +190,18 @@ class Wrapped:
 
     async def aclose(self) -> None:
         await self.journal.aclose()
+
+
+async def run_then_fork_at_lookup(durable: Any) -> tuple[str, Any]:
+    """Launch DBOS, run the desk's ``PROMPT`` as workflow ``wf-1`` to its answer, then fork it from its
+    ``lookup_invoice`` call (the state a worker killed mid-call leaves); the workflow's id and the fork's result."""
+    from dbos import DBOS
+
+    DBOS.launch()
+    await durable.register_queue(polling_interval_sec=0.1)
+    wid = await durable.enqueue(PROMPT, session_id="q1", workflow_id="wf-1")
+    assert (await durable.result(wid)).output == "Refund issued: INV-7 was paid twice."
+    steps = await DBOS.list_workflow_steps_async(wid)
+    call = next(s["function_id"] for s in steps if s["function_name"] == "tool:lookup_invoice")
+    forked = await DBOS.fork_workflow_async(wid, call)
+    return wid, await durable.result(forked.workflow_id)

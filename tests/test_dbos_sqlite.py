@@ -11,7 +11,7 @@ import pytest
 from jeeves_router.errors import UsageError
 from jeeves_router.testing import ScriptedModel
 from jeeves_router.tools import Tool, ToolContext, ToolOutcome, tool
-from tests.journal_helpers import PROMPT, DeskModel, build_desk
+from tests.journal_helpers import PROMPT, DeskModel, build_desk, run_then_fork_at_lookup
 
 
 @pytest.fixture
@@ -109,14 +109,7 @@ async def test_a_tool_call_started_and_never_checkpointed_follows_the_policy(dbo
     desk = build_desk(DBOSRuntime(on_unknown_tool_outcome=policy), DeskModel(), tool=lookup_invoice)  # type: ignore[arg-type]
     durable = DurableAgents([desk], workflow_name=f"jeeves_test.unknown_{policy}")
     DBOS(config=dbos_config("jeeves-sqlite-test", dbos_app, executor_id="solo"))
-    DBOS.launch()
-    await durable.register_queue(polling_interval_sec=0.1)
-    wid = await durable.enqueue(PROMPT, session_id="q1", workflow_id="wf-1")
-    assert (await durable.result(wid)).output == "Refund issued: INV-7 was paid twice."
-    steps = await DBOS.list_workflow_steps_async(wid)
-    call = next(s["function_id"] for s in steps if s["function_name"] == "tool:lookup_invoice")
-    forked = await DBOS.fork_workflow_async(wid, call)
-    result = await durable.result(forked.workflow_id)
+    wid, result = await run_then_fork_at_lookup(durable)
     if policy == "retry":  # called again, with the call's own key: the fork is the run again
         assert len(keys) == 2 and keys[1] == keys[0]
         assert keys[0] is not None and keys[0].startswith(f"dbos:{wid}:q1__route_billing:1:")

@@ -24,7 +24,7 @@ from jeeves_router.journal.base import Journal
 from jeeves_router.models.base import ModelRequest
 from jeeves_router.recovery import Recovery
 from jeeves_router.testing import Call, FunctionModel, RecordedSleeps, Reply, StaticClassifier
-from tests.journal_helpers import PROMPT, DeskModel, build_desk
+from tests.journal_helpers import DeskModel, build_desk, run_then_fork_at_lookup
 from tests.task_helpers import pending_tasks, settled_tasks, warnings_of_this_test
 from tests.test_journal_surrogates import journals  # noqa: F401  (fixture)
 from tests.test_seams_lifecycle import cancelled_once
@@ -106,14 +106,7 @@ async def test_a_recovered_workflow_calls_a_repeatable_tool_again_under_the_fail
     durable = DurableAgents([desk], workflow_name="jeeves_test.repeatable_unknown")
     DBOS(config=dbos_config("jeeves-sqlite-test", f"sqlite:///{tmp_path / 'dbos.sqlite'}", executor_id="solo"))
     try:
-        DBOS.launch()
-        await durable.register_queue(polling_interval_sec=0.1)
-        wid = await durable.enqueue(PROMPT, session_id="q1", workflow_id="wf-1")
-        assert (await durable.result(wid)).output == "Refund issued: INV-7 was paid twice."
-        steps = await DBOS.list_workflow_steps_async(wid)
-        call = next(s["function_id"] for s in steps if s["function_name"] == "tool:lookup_invoice")
-        forked = await DBOS.fork_workflow_async(wid, call)
-        result = await durable.result(forked.workflow_id)
+        _, result = await run_then_fork_at_lookup(durable)
         assert result.output == "Refund issued: INV-7 was paid twice."
         assert len(keys) == 2 and keys[0] is not None and keys[1] == keys[0]
     finally:
