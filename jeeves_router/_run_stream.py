@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import types
-from collections.abc import Awaitable, Iterator
-from contextlib import contextmanager
+from collections.abc import Awaitable
+from contextlib import AbstractContextManager, nullcontext
 from types import TracebackType
 from typing import TYPE_CHECKING
 
@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 __all__ = ["RunStream"]
 
 _COUNTED_OUTSIDE: list[Usage] = []  # RunStream._cut: an enclosing cut_requests scope counts the cut requests
+_NOTHING: AbstractContextManager[None] = nullcontext()
 
 
 class RunStream(EventPump[Event]):
@@ -78,23 +79,19 @@ class RunStream(EventPump[Event]):
         with self._reporting():
             await super().aclose()
 
-    @contextmanager
-    def _reporting(self) -> Iterator[None]:
+    def _reporting(self) -> AbstractContextManager[None]:
         """While the run's code runs: report the requests cut off in it to this stream (:attr:`spent`).
 
         Decided as the run first steps: a :func:`~jeeves_router.usage.cut_requests` scope open
         then (the HTTP server's) counts them itself. Otherwise the stream's own list is the scope
         while the run steps — also for the tasks it starts (concurrent capability selections),
         which keep it — and never while the consumer has an event, whose code may run other agents.
+        Entered once per event: no generator.
         """
         sink = self._cut
         if sink is None:
             sink = self._cut = _COUNTED_OUTSIDE if collecting_cut_requests() else []
-        if sink is _COUNTED_OUTSIDE:
-            yield
-            return
-        with cut_requests_into(sink):
-            yield
+        return _NOTHING if sink is _COUNTED_OUTSIDE else cut_requests_into(sink)
 
     def _failed(self, failure: BaseException) -> None:
         """The run failed: what leaves it carries the whole run's spend (``spent_usage``).

@@ -123,19 +123,25 @@ def cut_requests() -> Iterator[list[Usage]]:
         _CUT.reset(token)
 
 
-@contextmanager
-def cut_requests_into(sink: list[Usage]) -> Iterator[None]:
+class cut_requests_into:  # lower case: used as a function, ``with cut_requests_into(sink):``
     """:func:`cut_requests` reporting to ``sink``, a list kept across several scopes (each step of one run).
 
     ``RunStream`` opens one around each step of its run, so that the requests a cancellation
     or a close cuts off count in its ``spent``, and never while its consumer has an event.
+    A class, not a generator: it is entered once per event of a stream.
     """
-    token = _CUT.set(sink)
-    try:
-        yield
-    finally:
+
+    __slots__ = ("_sink", "_token")
+
+    def __init__(self, sink: list[Usage]) -> None:
+        self._sink = sink
+
+    def __enter__(self) -> None:
+        self._token = _CUT.set(self._sink)
+
+    def __exit__(self, *exc: object) -> None:
         try:
-            _CUT.reset(token)
+            _CUT.reset(self._token)
         except ValueError:  # closed by the collector in another context: nothing of ours to restore there
             pass
 
