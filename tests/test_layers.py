@@ -29,6 +29,7 @@ LAYERS: list[tuple[str, int]] = [
     ("_args", 1),
     ("reply", 1),  # what a run says to its user: the one rule of every front door
     ("_limits", 1),  # the request size limit of every front door
+    ("_slots", 1),  # the concurrency limit of every front door
     ("_toolset_host", 2),  # where toolset connections live (tools.py re-exports it)
     ("tracing", 2),
     ("_span_attrs", 2),  # what the tracing spans show

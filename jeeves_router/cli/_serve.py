@@ -1,7 +1,8 @@
 """The commands that serve agents: ``jeeves-router serve`` (HTTP) and ``jeeves-router mcp`` (MCP).
 
 Both take the same request size limit (``--max-request-bytes``, :mod:`jeeves_router._limits`),
-the same journal option and the same token guard. The servers (Starlette, uvicorn, the ``mcp``
+the same concurrency limit (``--max-concurrency``, :mod:`jeeves_router._slots`), the same journal
+option and the same token guard. The servers (Starlette, uvicorn, the ``mcp``
 SDK) are imported when a command runs, not when the command line is built.
 """
 
@@ -12,6 +13,7 @@ from typing import Annotated, Any, Literal
 import typer
 
 from .._limits import DEFAULT_BODY_TIMEOUT_S, DEFAULT_MAX_REQUEST_BYTES
+from .._slots import DEFAULT_MAX_CONCURRENCY
 from ..errors import UsageError
 from ._errors import bad_input
 
@@ -20,6 +22,7 @@ __all__ = ["mcp_command", "serve_command"]
 JournalOpt = Annotated[str | None, typer.Option(help="Sessions journal: a SQLite file or a postgresql:// URL.")]
 _MAX_REQUEST_BYTES = "--max-request-bytes"
 _BODY_TIMEOUT = "--body-timeout"
+_MAX_CONCURRENCY = "--max-concurrency"
 _BODY_TIMEOUT_HELP = "Seconds a request body may take to arrive (from its headers); a slower one gets 408."
 
 
@@ -30,7 +33,9 @@ def serve_command(
     port: Annotated[int, typer.Option(help="TCP port.")] = 8000,
     journal: JournalOpt = None,
     token_env: Annotated[str | None, typer.Option(help="Environment variable holding the bearer token.")] = None,
-    max_concurrency: Annotated[int, typer.Option(help="Runs in flight at once; more get 429.")] = 64,
+    max_concurrency: Annotated[
+        int, typer.Option(_MAX_CONCURRENCY, help="Runs in flight at once; more get 429.")
+    ] = DEFAULT_MAX_CONCURRENCY,
     max_request_bytes: Annotated[
         int, typer.Option(_MAX_REQUEST_BYTES, help="Request bodies larger than this many bytes get 413.")
     ] = DEFAULT_MAX_REQUEST_BYTES,
@@ -40,10 +45,12 @@ def serve_command(
     """Serve agents over HTTP: OpenAI-compatible chat completions, run event streams, sessions."""
     with bad_input(ctx):
         from .._limits import check_body_timeout, check_limit
+        from .._slots import check_max_concurrency
         from ..serve import load_agents, serve, token_from_env
 
         check_limit("max_request_bytes", max_request_bytes)  # before the target's module is imported
         check_body_timeout("body_timeout_s", body_timeout_s)
+        check_max_concurrency("max_concurrency", max_concurrency)
         token = token_from_env(token_env)
         options: dict[str, Any] = {
             "journal": journal,
@@ -78,6 +85,10 @@ def mcp_command(
         float | None,
         typer.Option(_BODY_TIMEOUT, help=f"HTTP: s{_BODY_TIMEOUT_HELP[1:]} Default: {DEFAULT_BODY_TIMEOUT_S:g}."),
     ] = None,
+    max_concurrency: Annotated[
+        int,
+        typer.Option(_MAX_CONCURRENCY, help="Runs in flight at once; a further `ask` gets an error result (busy)."),
+    ] = DEFAULT_MAX_CONCURRENCY,
 ) -> None:
     """Serve an agent or router as an MCP server with one tool, `ask` (needs the mcp extra)."""
     from ..mcp.server import main
@@ -107,4 +118,5 @@ def mcp_command(
             journal=journal,
             max_request_bytes=max_request_bytes,
             body_timeout_s=DEFAULT_BODY_TIMEOUT_S if body_timeout_s is None else body_timeout_s,
+            max_concurrency=max_concurrency,
         )

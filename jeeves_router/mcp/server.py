@@ -62,6 +62,7 @@ from pydantic import BaseModel, Field
 
 from .._limits import DEFAULT_BODY_TIMEOUT_S, DEFAULT_MAX_REQUEST_BYTES, check_body_timeout, check_limit
 from .._models_held import aclose_models
+from .._slots import DEFAULT_MAX_CONCURRENCY, Slots, check_max_concurrency
 from .._targets import import_target
 from ..agent import Agent
 from ..errors import ReplayDivergence, UsageError
@@ -71,7 +72,7 @@ from ..journal.keyed import IdempotencyConflict, RunInFlight, log_refused
 from ..journal.sessions import SessionHistory
 from ..results import RunResult
 from ._ask_checks import IDEMPOTENCY_META, ask_tool, client_key, key_problem, meta_of, request_problem
-from ._ask_run import outliving, replied
+from ._ask_run import asked
 from ._link import IDEMPOTENCY_META_KEY
 
 if TYPE_CHECKING:
@@ -133,7 +134,12 @@ def _answer(result: RunResult, reply: str | None) -> RoutedAnswer:
 
 
 def router_server(
-    agent: Agent, *, name: str | None = None, tool_name: str = "ask", max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
+    agent: Agent,
+    *,
+    name: str | None = None,
+    tool_name: str = "ask",
+    max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
+    max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
 ) -> MCPServer[Any]:
     """An ``mcp`` server (not started) whose one tool runs ``agent``.
 
@@ -144,14 +150,18 @@ def router_server(
         max_request_bytes: A longer request (in UTF-8 bytes) is an error result and nothing
             runs, as the HTTP server refuses a body over its ``max_request_bytes`` (the same default;
             served over HTTP by :func:`serve`, the whole request body is held to it as well).
+        max_concurrency: Runs in flight at once, over every client and session of the server (the
+            HTTP server's limit, :class:`jeeves_router._slots.Slots`, with its default); an ``ask``
+            beyond it is an error result saying the server is busy, and nothing runs.
 
     Raises:
-        UsageError: if ``agent`` is not an Agent, ``max_request_bytes`` is no positive
-            integer, or the ``mcp`` package is missing.
+        UsageError: if ``agent`` is not an Agent, ``max_request_bytes`` or ``max_concurrency`` is
+            no positive integer, or the ``mcp`` package is missing.
     """
     if not isinstance(agent, Agent):
         raise UsageError(f"can only serve an Agent over MCP, got {type(agent).__name__}")
     check_limit("max_request_bytes", max_request_bytes)
+    slots = Slots(check_max_concurrency("max_concurrency", max_concurrency))
     try:
         import mcp_types as types
         from mcp.server.mcpserver import Context, MCPServer
@@ -187,11 +197,11 @@ def router_server(
                 return refused(problem)
         else:
             key = client_key(meta.get(IDEMPOTENCY_META_KEY), agent)
-        try:
-            if key is not None and hosts:
-                result, reply = await outliving(hosts[-1], agent, request, session_id or None, key)
-            else:
-                result, reply = await replied(agent, request, session_id or None, key)
+        if not slots.acquire():  # as over HTTP (429), refused now rather than queued
+            return refused(f"busy: {slots.busy}; nothing was run: call again in a few seconds")
+        try:  # the run gives its slot back when it is over (a keyed one may outlive this call)
+            host = hosts[-1] if hosts else None
+            result, reply = await asked(host, agent, request, session_id or None, key, slots.release)
         except IdempotencyConflict as exc:
             log_refused(exc, "conflict", tool=tool_name)
             return refused(f"the {IDEMPOTENCY_META} was already used with other arguments; nothing was run")
@@ -254,6 +264,7 @@ async def serve(
     session_history: SessionHistory | None = DEFAULT_HISTORY,
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
     body_timeout_s: float = DEFAULT_BODY_TIMEOUT_S,
+    max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
 ) -> None:
     """Serve ``agent`` over MCP until cancelled (stdio) or the HTTP server stops.
 
@@ -278,16 +289,19 @@ async def serve(
             stdio, an ``ask`` whose request is longer (UTF-8 bytes) is an error result.
         body_timeout_s: HTTP only: a request body not received whole within this many seconds
             gets 408 (:class:`~jeeves_router.serve.guard.BodyLimit`, as ``jeeves-router serve``).
+        max_concurrency: Runs in flight at once, as ``jeeves-router serve`` limits them (64 by
+            default); a further ``ask`` is an error result saying the server is busy (:func:`router_server`).
 
     Raises:
         UsageError: for an unknown transport, a token on stdio, a short token, a
-            non-loopback ``host`` without a token, a ``max_request_bytes`` that is no positive
-            integer, a ``body_timeout_s`` that is no number > 0, or a ``journal`` for an agent
-            that has another runtime.
+            non-loopback ``host`` without a token, a ``max_request_bytes`` or ``max_concurrency``
+            that is no positive integer, a ``body_timeout_s`` that is no number > 0, or a
+            ``journal`` for an agent that has another runtime.
     """
     if transport not in ("stdio", "http"):
         raise UsageError(f"transport must be 'stdio' or 'http', got {transport!r}")
     check_limit("max_request_bytes", max_request_bytes)
+    check_max_concurrency("max_concurrency", max_concurrency)
     check_body_timeout("body_timeout_s", body_timeout_s)
     if transport == "stdio" and token is not None:
         raise UsageError("a token guards the HTTP transport only; stdio is reached through its process")
@@ -301,7 +315,7 @@ async def serve(
         for used in journal_agents({agent.name: agent}, journal, session_history):
             closing.push_async_callback(used.aclose)
         closing.push_async_callback(aclose_models, [agent])
-        server = router_server(agent, max_request_bytes=max_request_bytes)
+        server = router_server(agent, max_request_bytes=max_request_bytes, max_concurrency=max_concurrency)
         if transport == "stdio":
             await server.run_stdio_async()
         else:
@@ -350,13 +364,15 @@ def main(
     journal: str | None = None,
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
     body_timeout_s: float = DEFAULT_BODY_TIMEOUT_S,
+    max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
 ) -> None:
     """The ``jeeves-router mcp`` command: load ``spec`` and serve it (logs go to stderr)."""
     import anyio
 
     check_limit("max_request_bytes", max_request_bytes)  # before the agent's module is imported
     check_body_timeout("body_timeout_s", body_timeout_s)
+    check_max_concurrency("max_concurrency", max_concurrency)
     agent = load_agent(spec)
     options: dict[str, Any] = {"token": token, "journal": journal, "max_request_bytes": max_request_bytes}
-    options["body_timeout_s"] = body_timeout_s
+    options.update(body_timeout_s=body_timeout_s, max_concurrency=max_concurrency)
     anyio.run(lambda: serve(agent, transport=transport, host=host, port=port, **options))

@@ -55,13 +55,14 @@ from starlette.types import ASGIApp
 
 from .._limits import DEFAULT_BODY_TIMEOUT_S, DEFAULT_MAX_REQUEST_BYTES, check_body_timeout, check_limit
 from .._models_held import aclose_models
+from .._slots import DEFAULT_MAX_CONCURRENCY, Slots, check_max_concurrency
 from ..agent import Agent
 from ..errors import UsageError
 from ..ids import SESSION_ID, SESSION_ID_RULE
 from ..journal import Journal
 from ..journal.attach import DEFAULT_HISTORY, journal_agents, open_journal
 from ..journal.sessions import SessionHistory, session_turns
-from .guard import BearerAuth, BodyLimit, Drain, Slots, check_token, idempotency_key
+from .guard import BearerAuth, BodyLimit, Drain, check_token, idempotency_key, take_slot
 from .runs import chat_reply, events_reply
 from .wire import ApiError, parse_chat, parse_json, parse_run
 
@@ -116,7 +117,7 @@ def create_app(
     token: str | None = None,
     journal: Journal | str | os.PathLike[str] | None = None,
     session_history: SessionHistory | None = DEFAULT_HISTORY,
-    max_concurrency: int = 64,
+    max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
     body_timeout_s: float = DEFAULT_BODY_TIMEOUT_S,
     retry_after_s: int = 1,
@@ -133,7 +134,8 @@ def create_app(
             already have a ``JournalRuntime`` keep it (and their sessions are served too).
         session_history: History limits for the runtimes this creates (``None``: a
             request sees only the history it sends).
-        max_concurrency: Runs in flight at once; more are refused with 429 and ``Retry-After``.
+        max_concurrency: Runs in flight at once; more are refused with 429 and ``Retry-After``
+            (:class:`jeeves_router._slots.Slots`, the MCP server's limit too).
         max_request_bytes: Larger request bodies are refused with 413 (:class:`~.guard.BodyLimit`; the
             CLI's ``--max-request-bytes``).
         body_timeout_s: A request body not received whole within this many seconds of the
@@ -151,14 +153,12 @@ def create_app(
         UsageError: for bad arguments (naming the argument: :attr:`UsageError.argument`).
     """
     table = served_agents(agents)
-    if isinstance(max_concurrency, bool) or not isinstance(max_concurrency, int) or max_concurrency < 1:
-        msg = f"max_concurrency must be a positive integer, got {max_concurrency!r}"
-        raise UsageError(msg, argument="max_concurrency")
+    check_max_concurrency("max_concurrency", max_concurrency)
     check_limit("max_request_bytes", max_request_bytes)
     check_body_timeout("body_timeout_s", body_timeout_s)
     check_token(token)
     journals = journal_agents(table, journal, session_history)  # as `jeeves-router mcp --journal` does
-    slots = Slots(max_concurrency, retry_after_s)
+    slots = Slots(max_concurrency)
     drain = drain if drain is not None else Drain()
 
     def agent_for(model: str) -> Agent:
@@ -176,7 +176,7 @@ def create_app(
         if key is not None:
             req = dataclasses.replace(req, idempotency_key=key)
         drain.check()
-        slots.acquire()
+        take_slot(slots, retry_after_s)
         try:
             response: Response = reply(agent, req, slots.release, drain, retry_after_s)
             return response

@@ -5,6 +5,9 @@ buffers a reply); the token is compared in constant time with :func:`hmac.compar
 never logged. Both HTTP fronts use them: ``jeeves-router serve`` and the MCP server over streamable HTTP
 (``jeeves-router mcp --transport http``), with the same token checks
 (:func:`check_token`, :func:`check_host`, :func:`token_from_env`).
+
+The concurrency limit is :class:`jeeves_router._slots.Slots`, shared with the MCP server; here a
+run over it is refused with 429 (:func:`take_slot`).
 """
 
 from __future__ import annotations
@@ -14,7 +17,6 @@ import ipaddress
 import json
 import logging
 import socket
-import threading
 
 import anyio
 from starlette.requests import Request
@@ -22,6 +24,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .._env import secret_from_env
 from .._limits import DEFAULT_BODY_TIMEOUT_S, too_large
+from .._slots import Slots
 from ..errors import UsageError
 from ..ids import check_idempotency_key
 from .wire import ApiError
@@ -31,13 +34,13 @@ __all__ = [
     "BearerAuth",
     "BodyLimit",
     "Drain",
-    "Slots",
     "check_host",
     "check_listen",
     "check_token",
     "idempotency_key",
     "is_loopback",
     "send_error",
+    "take_slot",
     "token_from_env",
 ]
 
@@ -152,42 +155,20 @@ class BearerAuth:
         await self.app(scope, receive, send)
 
 
-class Slots:
-    """A non-blocking concurrency limit: a run either gets a slot now or is refused (429).
+def take_slot(slots: Slots, retry_after_s: int) -> None:
+    """Take a run slot of ``slots`` (:mod:`jeeves_router._slots`, the MCP server's too), or refuse the run.
 
-    Safe across threads: one app may be served by several servers at once, each in a thread
-    of its own with its own event loop (the limit is the app's, over all of them).
-
-    Args:
-        limit: Runs in flight at once.
-        retry_after_s: The ``Retry-After`` a refused client is given.
+    Raises:
+        ApiError: 429 carrying ``Retry-After: retry_after_s`` when every slot is taken.
     """
-
-    def __init__(self, limit: int, retry_after_s: int = 1) -> None:
-        self.limit = limit
-        self.retry_after_s = retry_after_s
-        self._lock = threading.Lock()  # one app may be served by several servers (threads) at once
-        self.in_flight = 0
-
-    def acquire(self) -> None:
-        """Take a slot, or raise a 429 :class:`ApiError` carrying ``Retry-After``."""
-        with self._lock:  # the count is read and written at once: two threads cannot both take the last slot
-            free = self.in_flight < self.limit
-            if free:
-                self.in_flight += 1
-        if not free:
-            raise ApiError(
-                429,
-                f"the server is running its limit of {self.limit} concurrent runs; retry after {self.retry_after_s} s",
-                code="rate_limit_exceeded",
-                type="rate_limit_error",
-                headers={"retry-after": str(self.retry_after_s)},
-            )
-
-    def release(self) -> None:
-        """Give a slot back."""
-        with self._lock:
-            self.in_flight -= 1
+    if not slots.acquire():
+        raise ApiError(
+            429,
+            f"{slots.busy}; retry after {retry_after_s} s",
+            code="rate_limit_exceeded",
+            type="rate_limit_error",
+            headers={"retry-after": str(retry_after_s)},
+        )
 
 
 class BodyLimit:
