@@ -7,7 +7,9 @@ last user message of a chat completion, a run's ``input``, an ``ask``'s ``reques
 Over HTTP (``jeeves-router serve``, ``jeeves-router mcp --transport http``) the limit counts the
 whole request body (:class:`jeeves_router.serve.guard.BodyLimit`, 413 beyond it); over stdio,
 where a request has no body of its own, the MCP ``ask`` tool counts its request's UTF-8 bytes.
-Over HTTP the body must also arrive within a time limit (:data:`DEFAULT_BODY_TIMEOUT_S`, 408 after it).
+Over HTTP the body must also arrive within a time limit (:data:`DEFAULT_BODY_TIMEOUT_S`, 408 after it),
+and ``jeeves-router serve``'s streamed reply must be taken by its reader: a write not accepted within
+:data:`DEFAULT_SEND_TIMEOUT_S` drops the client (:class:`jeeves_router.serve.runs.RunReply`).
 """
 
 from __future__ import annotations
@@ -19,8 +21,10 @@ __all__ = [
     "DEFAULT_MAX_REQUEST_BYTES",
     "EMPTY_REQUEST",
     "blank",
+    "DEFAULT_SEND_TIMEOUT_S",
     "check_body_timeout",
     "check_limit",
+    "check_seconds",
     "too_large",
 ]
 
@@ -36,6 +40,11 @@ DEFAULT_MAX_REQUEST_BYTES = 1_048_576
 #: ``body_timeout_s=`` of ``create_app`` and ``mcp.server.serve``, the ``--body-timeout`` of
 #: ``jeeves-router serve`` and ``jeeves-router mcp --transport http``; later, 408.
 DEFAULT_BODY_TIMEOUT_S = 30.0
+
+#: How long one write of a reply may wait for its reader, in seconds (nginx's ``send_timeout``):
+#: the ``send_timeout_s=`` of ``create_app``, the ``--send-timeout`` of ``jeeves-router serve``;
+#: a reader that takes no data for longer is dropped, as a client that disconnected.
+DEFAULT_SEND_TIMEOUT_S = 60.0
 
 
 def check_limit(name: str, value: object) -> int:
@@ -53,18 +62,23 @@ def check_limit(name: str, value: object) -> int:
     return value
 
 
-def check_body_timeout(name: str, value: object) -> float:
-    """``value``, a body timeout named ``name``, once it is a number of seconds > 0 (not a bool, not NaN).
+def check_seconds(name: str, value: object, default: float) -> float:
+    """``value``, a timeout named ``name``, once it is a number of seconds > 0 (not a bool, not NaN).
 
     Raises:
-        UsageError: naming ``name``, the value given and the default.
+        UsageError: naming ``name``, the value given and ``default``.
     """
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
         raise UsageError(
-            f"{name} must be a number of seconds > 0 (the default is {DEFAULT_BODY_TIMEOUT_S:g}), got {value!r}",
+            f"{name} must be a number of seconds > 0 (the default is {default:g}), got {value!r}",
             argument=argument_named(name),
         )
     return float(value)
+
+
+def check_body_timeout(name: str, value: object) -> float:
+    """``value``, a body timeout named ``name``, once it is a number of seconds > 0 (:func:`check_seconds`)."""
+    return check_seconds(name, value, DEFAULT_BODY_TIMEOUT_S)
 
 
 def too_large(limit: int, what: str = "the request body") -> str:

@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import uvicorn
 
 from examples.serve_desk import build_desk, classify
@@ -22,10 +23,13 @@ from jeeves_router.models.base import ModelRequest, ModelResponse, ModelStreamIt
 from jeeves_router.testing import FunctionModel
 
 __all__ = [
+    "FLOOD",
+    "Flood",
     "GatedModel",
     "ServerThread",
     "build_desk",
     "desk_with",
+    "flood_desk",
     "running",
     "served_by_cli",
     "slow_desk",
@@ -74,6 +78,36 @@ class GatedModel:
                 self.cancelled.set()
 
 
+class Flood:
+    """Streams 8 KiB text deltas until ``stop`` is set, then answers with their text.
+
+    ``cut`` is set when the stream is closed before it finished, ``finished`` when it finished.
+    """
+
+    name = "test:flood"
+
+    def __init__(self) -> None:
+        self.stop = threading.Event()
+        self.cut = threading.Event()
+        self.finished = threading.Event()
+
+    async def request(self, request: ModelRequest) -> ModelResponse:  # pragma: no cover - streamed only
+        raise NotImplementedError
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelStreamItem]:
+        pieces = 0
+        try:
+            while not self.stop.is_set():
+                yield ModelTextDelta("x" * 8192)
+                pieces += 1
+                await anyio.lowlevel.checkpoint()
+            yield ModelResponse((TextPart("x" * 8192 * pieces),))
+            self.finished.set()
+        finally:
+            if not self.finished.is_set():
+                self.cut.set()
+
+
 def desk_with(
     specialist: Any, *, name: str = "desk", handoffs: Sequence[Agent] = (), recovery: Recovery | None = None
 ) -> Agent:
@@ -108,6 +142,9 @@ def _stuck() -> Agent:
 
 slow_desk = _slow()
 stuck_desk = _stuck()
+#: A desk whose billing specialist streams without end (its model: ``FLOOD``), for one test.
+FLOOD = Flood()
+flood_desk = desk_with(FLOOD)
 
 
 class ServerThread:

@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 
 import typer
 
-from .._limits import DEFAULT_BODY_TIMEOUT_S, DEFAULT_MAX_REQUEST_BYTES
+from .._limits import DEFAULT_BODY_TIMEOUT_S, DEFAULT_MAX_REQUEST_BYTES, DEFAULT_SEND_TIMEOUT_S
 from .._slots import DEFAULT_MAX_CONCURRENCY
 from ..errors import UsageError
 from ._errors import bad_input
@@ -23,6 +23,9 @@ JournalOpt = Annotated[str | None, typer.Option(help="Sessions journal: a SQLite
 _MAX_REQUEST_BYTES = "--max-request-bytes"
 _BODY_TIMEOUT = "--body-timeout"
 _MAX_CONCURRENCY = "--max-concurrency"
+_SEND_TIMEOUT_HELP = (
+    "Seconds a streamed reply may wait for its client to read; then the client is dropped, its run cut."
+)
 _BODY_TIMEOUT_HELP = "Seconds a request body may take to arrive (from its headers); a slower one gets 408."
 
 
@@ -40,16 +43,18 @@ def serve_command(
         int, typer.Option(_MAX_REQUEST_BYTES, help="Request bodies larger than this many bytes get 413.")
     ] = DEFAULT_MAX_REQUEST_BYTES,
     body_timeout_s: Annotated[float, typer.Option(_BODY_TIMEOUT, help=_BODY_TIMEOUT_HELP)] = DEFAULT_BODY_TIMEOUT_S,
+    send_timeout_s: Annotated[float, typer.Option("--send-timeout", help=_SEND_TIMEOUT_HELP)] = DEFAULT_SEND_TIMEOUT_S,
     grace_s: Annotated[int, typer.Option("--grace", help="Seconds runs may finish in after SIGTERM.")] = 30,
 ) -> None:
     """Serve agents over HTTP: OpenAI-compatible chat completions, run event streams, sessions."""
     with bad_input(ctx):
-        from .._limits import check_body_timeout, check_limit
+        from .._limits import check_body_timeout, check_limit, check_seconds
         from .._slots import check_max_concurrency
         from ..serve import load_agents, serve, token_from_env
 
         check_limit("max_request_bytes", max_request_bytes)  # before the target's module is imported
         check_body_timeout("body_timeout_s", body_timeout_s)
+        check_seconds("send_timeout_s", send_timeout_s, DEFAULT_SEND_TIMEOUT_S)
         check_max_concurrency("max_concurrency", max_concurrency)
         token = token_from_env(token_env)
         options: dict[str, Any] = {
@@ -57,6 +62,7 @@ def serve_command(
             "max_concurrency": max_concurrency,
             "max_request_bytes": max_request_bytes,
             "body_timeout_s": body_timeout_s,
+            "send_timeout_s": send_timeout_s,
         }
         serve(load_agents(target), host=host, port=port, token=token, grace_s=grace_s, **options)
 

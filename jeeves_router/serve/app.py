@@ -53,7 +53,14 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp
 
-from .._limits import DEFAULT_BODY_TIMEOUT_S, DEFAULT_MAX_REQUEST_BYTES, check_body_timeout, check_limit
+from .._limits import (
+    DEFAULT_BODY_TIMEOUT_S,
+    DEFAULT_MAX_REQUEST_BYTES,
+    DEFAULT_SEND_TIMEOUT_S,
+    check_body_timeout,
+    check_limit,
+    check_seconds,
+)
 from .._models_held import aclose_models
 from .._slots import DEFAULT_MAX_CONCURRENCY, Slots, check_max_concurrency
 from ..agent import Agent
@@ -120,6 +127,7 @@ def create_app(
     max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
     body_timeout_s: float = DEFAULT_BODY_TIMEOUT_S,
+    send_timeout_s: float = DEFAULT_SEND_TIMEOUT_S,
     retry_after_s: int = 1,
     drain: Drain | None = None,
 ) -> ASGIApp:
@@ -141,6 +149,10 @@ def create_app(
         body_timeout_s: A request body not received whole within this many seconds of the
             request's headers is refused with 408 and its connection closed (the CLI's
             ``--body-timeout``).
+        send_timeout_s: A streamed reply whose client has taken none of it for this many seconds
+            (one write waited that long: the client stopped reading but kept its connection) is
+            dropped as a client that disconnected: its run is cancelled (a keyed one goes on), its
+            slot released, its connection closed (the CLI's ``--send-timeout``).
         retry_after_s: The ``Retry-After`` of a 429.
         drain: Shutdown control shared with the server (:func:`~jeeves_router.serve.serve`
             passes one; by default the app makes its own).
@@ -156,6 +168,7 @@ def create_app(
     check_max_concurrency("max_concurrency", max_concurrency)
     check_limit("max_request_bytes", max_request_bytes)
     check_body_timeout("body_timeout_s", body_timeout_s)
+    check_seconds("send_timeout_s", send_timeout_s, DEFAULT_SEND_TIMEOUT_S)
     check_token(token)
     journals = journal_agents(table, journal, session_history)  # as `jeeves-router mcp --journal` does
     slots = Slots(max_concurrency)
@@ -178,7 +191,7 @@ def create_app(
         drain.check()
         take_slot(slots, retry_after_s)
         try:
-            response: Response = reply(agent, req, slots.release, drain, retry_after_s)
+            response: Response = reply(agent, req, slots.release, drain, retry_after_s, send_timeout_s=send_timeout_s)
             return response
         except BaseException:
             slots.release()

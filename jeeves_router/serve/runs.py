@@ -12,10 +12,12 @@ Its error (a 500 before the first token, whole or streamed; an error chunk after
 the run had spent as the error object's ``usage`` (a completion's ``usage`` shape), as does the
 error that ends a started stream a shutdown cuts.
 
-A client that stops reading but keeps its connection open has not disconnected: once the unread
-reply fills the connection's buffers, the run waits at its next write (uvicorn's flow control) and
-keeps its slot until the client reads, goes away or a shutdown cancels the run; a proxy's send
-timeout (nginx ``send_timeout``) closes such a connection, which then cancels the run as above.
+A client that stops reading but keeps its connection open is dropped as one that disconnected:
+once the unread reply fills the connection's buffers, the run waits at its next write (uvicorn's
+flow control), and a write that waited ``send_timeout_s`` seconds (the CLI's ``--send-timeout``,
+as nginx's ``send_timeout``) takes the disconnect path above — the run is cancelled (a keyed run
+goes on unseen), its slot released, and the reply ends unfinished, so uvicorn closes the
+connection (logging ``ASGI callable returned without completing response.``).
 
 A 5xx reply to a request without an ``Idempotency-Key`` says ``X-Should-Retry: false``: its run
 started (it may have refunded before it failed or was cut), so the openai SDK must not run it
@@ -35,6 +37,7 @@ import anyio
 from starlette.responses import Response
 from starlette.types import Message, Receive, Scope, Send
 
+from .._limits import DEFAULT_SEND_TIMEOUT_S
 from ..agent import Agent, RunStream
 from ..errors import UsageError
 from ..events import Event as RunEvent
@@ -93,6 +96,8 @@ class RunReply(Response):
             the run, which goes on to its end unseen (a shutdown still cancels it).
         run: The run ``produce`` streams: a run this reply cuts (its client left, the server
             shut down) is logged with what it had spent (:func:`._unfinished.log_cut`).
+        send_timeout_s: How long one write may wait for the client to read; after it the client
+            is gone, as one that disconnected.
     """
 
     def __init__(
@@ -104,6 +109,7 @@ class RunReply(Response):
         *,
         keyed: bool = False,
         run: RunStream | None = None,
+        send_timeout_s: float = DEFAULT_SEND_TIMEOUT_S,
     ) -> None:
         super().__init__()
         self._produce = produce
@@ -112,10 +118,25 @@ class RunReply(Response):
         self._cut = cut
         self._keyed = keyed
         self._run = run
+        self._send_timeout_s = send_timeout_s
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """Run the reply; cancel it if the client disconnects; release the slot at the end."""
-        sent = {"started": False, "done": False, "gone": False, "left": False}
+        """Run the reply; cancel it if the client disconnects or stops reading; release the slot at the end."""
+        sent = {"started": False, "done": False, "gone": False, "left": False, "over": False}
+        left_because = ["client_disconnected"]
+        client = anyio.CancelScope()  # the run's, for the client: cancelled when it is gone
+
+        def gone(why: str) -> None:
+            """The one path of a client that is gone (``why``: it disconnected, or stopped reading)."""
+            if self._keyed:  # its retry gets the answer: let the run end
+                if not sent["gone"]:
+                    log.info("%s; its keyed run goes on for the retry", why.replace("_", " "))
+                sent["gone"] = True
+                return
+            if not client.cancel_called and not sent["over"]:  # a run that has ended is not cut
+                log.info("%s; cancelling its run", why.replace("_", " "))
+                sent["left"], left_because[0] = True, why
+            client.cancel()
 
         async def tracked(message: Message) -> None:
             if sent["gone"]:
@@ -126,33 +147,32 @@ class RunReply(Response):
                     message = {**message, "headers": [*message["headers"], _NO_RETRY]}
             elif not message.get("more_body", False):
                 sent["done"] = True
-            await send(message)
+            with anyio.move_on_after(self._send_timeout_s) as write:
+                await send(message)
+            if write.cancelled_caught:  # the reader took nothing for that long: it is gone
+                sent["done"] = False
+                gone("client_stalled")
 
         shutdown = anyio.CancelScope()
         self._drain.add(shutdown)
         cut_off: list[Usage] = []  # the model requests a cancellation cut off (sent: they count)
         try:
             with shutdown, cut_requests() as cut_off:
-                async with anyio.create_task_group() as tg:
+                with client:
+                    async with anyio.create_task_group() as tg:
 
-                    async def watch() -> None:
-                        while (await receive())["type"] != "http.disconnect":
-                            pass
-                        if self._keyed:  # its retry gets the answer: let the run end
-                            sent["gone"] = True
-                            log.info("client disconnected; its keyed run goes on for the retry")
-                            return
-                        if not tg.cancel_scope.cancel_called:
-                            log.info("client disconnected; cancelling its run")
-                            sent["left"] = True
+                        async def watch() -> None:
+                            while (await receive())["type"] != "http.disconnect":
+                                pass
+                            gone("client_disconnected")
+
+                        tg.start_soon(watch)
+                        await self._guarded(tracked, sent)
+                        sent["over"] = True
                         tg.cancel_scope.cancel()
-
-                    tg.start_soon(watch)
-                    await self._guarded(tracked, sent)
-                    tg.cancel_scope.cancel()
             spent = cut_spend(self._run, cut_off) if self._run is not None else None
             if sent.get("left") and self._run is not None and spent is not None:
-                log_cut(self._run, "client_disconnected", spent)
+                log_cut(self._run, left_because[0], spent)
             if shutdown.cancelled_caught:
                 log.info("run cancelled by the server's shutdown")
                 if self._run is not None and spent is not None:
@@ -161,7 +181,7 @@ class RunReply(Response):
                     err = cut_before_start(spent)
                     await _send_json(tracked, err.status, err.body())
                 elif not sent["done"]:
-                    await send(_body(self._cut(cut_failure(spent).body()), more=False))
+                    await tracked(_body(self._cut(cut_failure(spent).body()), more=False))
         finally:
             self._drain.discard(shutdown)
             self._release()
@@ -206,11 +226,18 @@ def _open(agent: Agent, prompt: str, req: ChatRequest | RunRequest, force_route:
 
 
 def chat_reply(
-    agent: Agent, req: ChatRequest, release: Callable[[], None], drain: Drain, retry_after_s: int = 1
+    agent: Agent,
+    req: ChatRequest,
+    release: Callable[[], None],
+    drain: Drain,
+    retry_after_s: int = 1,
+    *,
+    send_timeout_s: float = DEFAULT_SEND_TIMEOUT_S,
 ) -> RunReply:
     """The reply to a chat completion request (raises :class:`ApiError` for bad arguments).
 
-    ``retry_after_s``: the ``Retry-After`` of a 409 (the run of the request's idempotency key is in flight).
+    ``retry_after_s``: the ``Retry-After`` of a 409 (the run of the request's idempotency key is in flight);
+    ``send_timeout_s``: :class:`RunReply`'s.
     """
     stream = _open(agent, req.prompt, req)
     produce = _chat_stream if req.stream else _chat_whole
@@ -222,6 +249,7 @@ def chat_reply(
         _cut_chunk,
         keyed=keyed,
         run=stream,
+        send_timeout_s=send_timeout_s,
     )
 
 
@@ -306,7 +334,13 @@ async def _chat_stream(agent: Agent, req: ChatRequest, stream: RunStream, send: 
 
 
 def events_reply(
-    agent: Agent, req: RunRequest, release: Callable[[], None], drain: Drain, retry_after_s: int = 1
+    agent: Agent,
+    req: RunRequest,
+    release: Callable[[], None],
+    drain: Drain,
+    retry_after_s: int = 1,
+    *,
+    send_timeout_s: float = DEFAULT_SEND_TIMEOUT_S,
 ) -> RunReply:
     """The reply to ``POST /v1/runs``: every event of the run as a named server-sent event (409 as above)."""
     stream = _open(agent, req.prompt, req, req.force_route)
@@ -347,7 +381,8 @@ def events_reply(
                     raise
             await send(_body(b"", more=False))
 
-    return RunReply(produce, release, drain, _cut_event, keyed=req.idempotency_key is not None, run=stream)
+    keyed = req.idempotency_key is not None
+    return RunReply(produce, release, drain, _cut_event, keyed=keyed, run=stream, send_timeout_s=send_timeout_s)
 
 
 def _cut_chunk(error: dict[str, Any]) -> bytes:
