@@ -19,6 +19,9 @@ Before running, ``ask`` refuses (an error result naming the rule; :mod:`._ask_ch
 blank request, one over the HTTP server's size limit (``max_request_bytes``, 1 MiB by default: the
 request's UTF-8 bytes; over streamable HTTP the whole request body is held to it first, by the HTTP
 server's own :class:`~jeeves_router.serve.guard.BodyLimit`), and arguments that do not fit its schema.
+Then it takes a slot of the server's concurrency limit (``max_concurrency``, 64 by default: the HTTP
+server's, with the same :class:`~jeeves_router._slots.Slots`), or, when every slot is taken, is an
+error result saying the server is busy; a run gives its slot back when it ends (:mod:`._ask_run`).
 
 Retries: a request whose ``_meta`` carries ``"idempotency_key"`` (:data:`IDEMPOTENCY_META`,
 1-255 printable ASCII characters) is made as ``agent.run(..., idempotency_key=key)``
