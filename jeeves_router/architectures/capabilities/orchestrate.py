@@ -18,7 +18,7 @@ from ...recovery.ladder import Action
 from ...recovery.run import RecoveryRedirect, RecoveryRun
 from ..base import RunContext
 from .capability import ORCHESTRATOR_USAGE_KEY
-from .planning import PlanStep, ReactChoice, parse_plan, parse_react_choice, plan_request, react_request
+from .planning import PlanStep, ReactChoice, parse_plan, parse_react_choice, plan_problem, plan_request, react_request
 
 if TYPE_CHECKING:
     from ...actor import Actor
@@ -51,7 +51,7 @@ async def _plan_first(
             return parse_plan(response.text, allowed, list(ctx.context))  # noqa: B023
 
         try:
-            hooks = (agent.classify_error,)
+            hooks = (agent.classify_error, plan_problem)
             steps = await rec.call_retrying("plan", make_plan, hooks=hooks, can_replan=True, spent=orchestrated)
             st.plan = tuple((s.capability, s.task) for s in steps)
             last: str | None = None  # the plan's last step answers (also when an earlier result answered it)
@@ -82,7 +82,7 @@ async def _react(
             return parse_react_choice(response.text, allowed, list(ctx.context))  # noqa: B023
 
         try:
-            hooks = (agent.classify_error,)
+            hooks = (agent.classify_error, plan_problem)
             choice = await rec.call_retrying("orchestrate", choose, hooks=hooks, can_replan=True, spent=orchestrated)
             if choice.step is None:
                 st.output = choice.answer

@@ -2,9 +2,11 @@
 
 Replies are JSON objects (a fenced or surrounded one is found). Anything unusable —
 no JSON, an unknown or excluded capability, a step whose required context type neither
-the context holds nor an earlier step provides — raises :class:`ExecutionError` with
-severity REPLANNING, so the recovery ladder asks again with the problem in the prompt,
-up to ``max_replans``.
+the context holds nor an earlier step provides — raises :class:`PlanRejected` (an
+:class:`ExecutionError` with severity REPLANNING), so the recovery ladder asks again with the
+problem in the prompt, up to ``max_replans``. The problem is the library's own account of the
+orchestrator's reply, so :func:`plan_problem` shows it in that prompt (as the classification's
+``problem``) whatever ``Recovery(expose_details=...)`` says, which governs exceptions' messages.
 """
 
 from __future__ import annotations
@@ -17,12 +19,13 @@ from typing import TYPE_CHECKING, Any
 
 from ...messages import Message, text_of, user
 from ...models.base import ModelRequest
-from ...recovery.severity import ErrorSeverity, ExecutionError
+from ...recovery.severity import ErrorClassification, ErrorSeverity, ExecutionError
 
 if TYPE_CHECKING:
     from .capability import Capability
 
 __all__ = [
+    "PlanRejected",
     "PlanStep",
     "ReactChoice",
     "extraction_request",
@@ -30,6 +33,7 @@ __all__ = [
     "react_request",
     "parse_plan",
     "parse_react_choice",
+    "plan_problem",
 ]
 
 _EXTRACT_SYSTEM = (
@@ -37,6 +41,27 @@ _EXTRACT_SYSTEM = (
     "the earlier conversation (for example 'and for last month?'). Reply with the task statement only."
 )
 _FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL)
+
+
+class PlanRejected(ExecutionError):
+    """The orchestrator's reply is not a usable plan or step: REPLANNING, with what was wrong with it."""
+
+    def __init__(
+        self, message: str, capability_name: str | None = None, metadata: Mapping[str, Any] | None = None
+    ) -> None:
+        super().__init__(ErrorSeverity.REPLANNING, message, capability_name, metadata)
+
+
+def plan_problem(exc: BaseException, context: object) -> ErrorClassification | None:
+    """The plan and ReAct steps' own hook: a :class:`PlanRejected` reply, with its problem for the orchestrator.
+
+    Asked after the agent's ``classify_error``. The problem names nothing but the
+    orchestrator's own reply and the capabilities, so the replan prompt shows it
+    (``problem: ...``) even where the exception's message is not shown.
+    """
+    if isinstance(exc, PlanRejected):
+        return ErrorClassification(ErrorSeverity.REPLANNING, metadata={"problem": exc.message})
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,30 +152,27 @@ def _json_object(text: str) -> Mapping[str, Any]:
     body = fenced.group(1) if fenced else (text or "")
     start, end = body.find("{"), body.rfind("}")
     if start < 0 or end <= start:
-        raise ExecutionError(ErrorSeverity.REPLANNING, "the orchestrator's reply has no JSON object")
+        raise PlanRejected("the orchestrator's reply has no JSON object")
     try:
         value = json.loads(body[start : end + 1])
     except json.JSONDecodeError as exc:
-        raise ExecutionError(ErrorSeverity.REPLANNING, f"the orchestrator's JSON is invalid ({exc.msg})") from None
+        raise PlanRejected(f"the orchestrator's JSON is invalid ({exc.msg})") from None
     if not isinstance(value, dict):
-        raise ExecutionError(ErrorSeverity.REPLANNING, "the orchestrator's reply is not a JSON object")
+        raise PlanRejected("the orchestrator's reply is not a JSON object")
     return value
 
 
 def _step(raw: object, allowed: Mapping[str, Capability], available: set[str]) -> PlanStep:
     if not isinstance(raw, Mapping) or not isinstance(raw.get("capability"), str):
-        raise ExecutionError(ErrorSeverity.REPLANNING, "a plan step lacks a 'capability' name")
+        raise PlanRejected("a plan step lacks a 'capability' name")
     name = raw["capability"].strip()
     cap = allowed.get(name)
     if cap is None:
         names = ", ".join(allowed) or "none"
-        raise ExecutionError(
-            ErrorSeverity.REPLANNING, f"unknown capability {name!r}; use one of: {names}", metadata={"capability": name}
-        )
+        raise PlanRejected(f"unknown capability {name!r}; use one of: {names}", metadata={"capability": name})
     missing = [t for t in cap.requires if t not in available]
     if missing:
-        raise ExecutionError(
-            ErrorSeverity.REPLANNING,
+        raise PlanRejected(
             f"step {name!r} needs {', '.join(missing)}, which no earlier step provides",
             capability_name=name,
             metadata={"missing": ", ".join(missing)},
@@ -163,7 +185,7 @@ def parse_plan(text: str, allowed: Mapping[str, Capability], available: Sequence
     """The plan in ``text``, validated against ``allowed`` capabilities and context types."""
     steps = _json_object(text).get("steps")
     if not isinstance(steps, list) or not steps:
-        raise ExecutionError(ErrorSeverity.REPLANNING, "the plan has no 'steps' list")
+        raise PlanRejected("the plan has no 'steps' list")
     have = set(available)
     plan = []
     for raw in steps:
