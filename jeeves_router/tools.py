@@ -3,7 +3,8 @@
 ``@tool`` turns a sync or async function into a :class:`Tool` whose argument schema is
 made by pydantic from the type hints. Arguments are validated before the call; a
 validation error or an exception raised by the function goes back to the model as an
-error result (the run goes on), never as a crash; but a
+error result (the run goes on; an exception by its type, its message only where the run's
+``Recovery(expose_details=True)`` allows), never as a crash; but a
 :class:`~jeeves_router.errors.ToolOutcomeUnknown` (it may have run) propagates, as an MCP
 tool's does, unless the tool is ``repeatable`` (:attr:`Tool.repeatable`: harmless to call
 twice, e.g. a read; a framework retry runs it again, see :mod:`jeeves_router.ledger`).
@@ -35,6 +36,7 @@ import anyio.to_thread
 
 from ._args import check_handoff, listed, opened_toolset, returned_awaitable
 from ._frozen import frozen
+from ._shown import shown_error
 from ._toolset_host import ToolsetHost, current_toolset_host, toolset_host, toolsets_in_use
 from .errors import ToolOutcomeUnknown, UsageError
 from .models.base import ToolSpec
@@ -103,11 +105,16 @@ class ContextUpdate:
 
 @frozen
 class ToolContext:
-    """What a tool may read of the run that called it."""
+    """What a tool may read of the run that called it.
+
+    ``expose_details`` is that run's ``Recovery(expose_details=...)``: whether the model is
+    shown the message of an exception the tool raises, or its type only (:mod:`jeeves_router._shown`).
+    """
 
     session_id: str
     path: tuple[str, ...]
     context: Mapping[str, Any] = field(default_factory=dict)
+    expose_details: bool = False
 
 
 @frozen
@@ -283,10 +290,13 @@ class Tool:
                 exc.metadata.setdefault("tool", self.name)
                 raise
             used = spent_usage(exc) or NO_USAGE
-            return ToolOutcome(f"{self.name} failed: {exc} (it may be called again)", is_error=True, usage=used)
+            failed = shown_error(exc, expose_details=ctx.expose_details)
+            return ToolOutcome(f"{self.name} failed: {failed} (it may be called again)", is_error=True, usage=used)
         except Exception as exc:
             used = spent_usage(exc) or NO_USAGE  # an inner agent run's failed model call was paid for
-            return ToolOutcome(f"{self.name} failed: {type(exc).__name__}: {exc}", is_error=True, usage=used)
+            # its message may quote a secret: the model is shown its type unless details are exposed
+            failed = shown_error(exc, expose_details=ctx.expose_details)
+            return ToolOutcome(f"{self.name} failed: {failed}", is_error=True, usage=used)
         if not self._is_async and inspect.isawaitable(value):  # a def that forgot to be async: nothing awaited it
             raise returned_awaitable(self.name, value)
         if isinstance(value, RunResult):  # an agent as a tool: its answer for the model, its usage for the run

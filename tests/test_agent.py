@@ -52,7 +52,7 @@ async def test_tool_errors_go_back_to_the_model() -> None:
     events = await capture_events(agent, "go")
     results = [e for e in events if isinstance(e, ToolResult)]
     assert [r.is_error for r in results] == [True, True, True, True]
-    assert "boom: x" in results[0].content
+    assert results[0].content == "explode failed: RuntimeError"  # its message only under expose_details
     assert "invalid arguments for add" in results[1].content and "a:" in results[1].content
     assert "unknown tool 'nope'" in results[2].content
     assert "not a valid JSON object" in results[3].content

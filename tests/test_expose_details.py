@@ -114,7 +114,8 @@ def desk(expose: bool, billing_model: Any = None, **kw: Any) -> tuple[Agent, Fun
     classifier = FunctionModel(classify, name="classifier")
     recovery = Recovery(sleep=RecordedSleeps(), expose_details=expose)
     routes = [RouterRoute("billing", billing, "payments"), RouterRoute("general", general, "the rest")]
-    return Agent("Desk", name="desk", model=classifier, architecture=Router(routes=routes, recovery=recovery), **kw), classifier
+    router = Router(routes=routes, recovery=recovery)
+    return Agent("Desk", name="desk", model=classifier, architecture=router, **kw), classifier
 
 
 def prompts(model: FunctionModel) -> str:
@@ -199,11 +200,11 @@ def journal_bytes(folder: Path) -> str:
 async def test_the_journal_keeps_the_message_only_under_expose_details(tmp_path: Path, expose: bool) -> None:
     journal = SQLiteJournal(tmp_path / "journal.sqlite")
     runtime = JournalRuntime(journal)
-    agent_, _ = desk(expose=expose, runtime=runtime)
+    agent_, classifier = desk(expose=expose, runtime=runtime)
     result = await agent_.run("I was charged twice", session_id="s-1")
-    assert result.route == "general"
-    again = await agent_.resume("s-1")  # replays the recorded failure: the same prompt, the same answer
-    assert (again.route, again.output) == (result.route, result.output)
+    assert result.route == "general" and len(classifier.requests) == 2
+    again = await agent_.resume("s-1")  # replays the recorded failure: the same prompt, from the journal
+    assert (again.route, again.output) == (result.route, result.output) and len(classifier.requests) == 2
     teller_, _ = teller()
     await Agent("Teller.", name="teller", model=teller_.model, tools=teller_.tools, runtime=runtime).run(
         "INV-7?", session_id="s-2"

@@ -30,6 +30,7 @@ LAYERS: list[tuple[str, int]] = [
     ("reply", 1),  # what a run says to its user: the one rule of every front door
     ("_limits", 1),  # the request size limit of every front door
     ("_slots", 1),  # the concurrency limit of every front door
+    ("_shown", 1),  # what an exception's text may show outside a run (Recovery.expose_details)
     ("_toolset_host", 2),  # where toolset connections live (tools.py re-exports it)
     ("tracing", 2),
     ("_span_attrs", 2),  # what the tracing spans show

@@ -108,7 +108,7 @@ async def test_the_spent_usage_of_an_inner_runs_failure_counts_as_a_failed_model
     billing, _ = inner_agent(ModelError("overloaded"))
     outer = ScriptedModel(script())
     result = await caller(billing, outer).run("Does ACME owe us?")
-    assert tool_content(outer).is_error and "overloaded" in tool_content(outer).content
+    assert tool_content(outer).is_error and tool_content(outer).content == "ask_billing failed: ModelError"
     assert result.usage == DEFAULT_USAGE + DEFAULT_USAGE + FAILED_USAGE
 
 

@@ -186,7 +186,7 @@ async def test_a_repeatable_local_tools_unknown_outcome_comes_back_to_the_model(
     result = await agent.run("charge INV-7")
     assert (result.status, result.output) == ("ok", "The provider did not answer.")
     assert tool_results(model.requests[1]) == [
-        ("charge", "charge failed: the provider did not answer for INV-7 (it may be called again)")
+        ("charge", "charge failed: ToolOutcomeUnknown (it may be called again)")  # its message: expose_details
     ]
     assert calls == ["INV-7"]
 

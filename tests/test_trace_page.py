@@ -74,7 +74,7 @@ def build_desk(runtime: JournalRuntime | None = None) -> Agent:
             classifier=RankingClassifier(),
             fallback_route="general",
             require_confidence_above=0.6,
-            recovery=Recovery(sleep=_no_wait),
+            recovery=Recovery(sleep=_no_wait, expose_details=True),  # the page shows what the journal kept
         ),
         runtime=runtime,
     )

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 from .._aio import EventPump, aclose, closing, emit
 from .._frozen import constructor
 from .._log import get_logger
+from .._shown import shown_message
 from ..classify.types import Classifier, ClassifyRequest, ClassifyResult
 from ..errors import RunError
 from ..events import Event, EventBase, RunCompleted, RunFailed, RunStarted, TextDelta
@@ -95,6 +96,9 @@ class RunContext:
             ``"critical"``; for a handoff chain or Router, also the one that stopped the member
             whose critical answer ends the run), for an enclosing architecture to report as
             the cause; ``None`` otherwise (also for a stop by ``max_steps`` or the time limit).
+        expose_details: Whether an exception's message may leave this run (to a model, an
+            event, the journal) or only its type: set by the run's recovery from its
+            ``Recovery(expose_details=...)``, else the parent's (:mod:`jeeves_router._shown`).
     """
 
     agent: Actor
@@ -118,6 +122,7 @@ class RunContext:
     ledger: Ledger = field(default_factory=Ledger)
     escalate: bool = False
     failure: BaseException | None = None
+    expose_details: bool = False
     _step: int = 0
 
     def child(
@@ -147,6 +152,7 @@ class RunContext:
             ledger=self.ledger,
             escalate=escalate,
             superseded=self.superseded,
+            expose_details=self.expose_details,
         )
 
     @types.coroutine
@@ -189,7 +195,7 @@ class RunContext:
         retry never executes a completed side effect twice; a ``repeatable`` tool (a read)
         runs again.
         """
-        tctx = ToolContext(self.session_id, self.path, self.context)
+        tctx = ToolContext(self.session_id, self.path, self.context, self.expose_details)
 
         async def perform() -> ToolOutcome:
             outcome: ToolOutcome = await traced_tool_call(
@@ -343,7 +349,7 @@ async def execute(
                 session_id=sid,
                 path=path,
                 error_type=type(exc).__name__,
-                message=str(exc),
+                message=shown_message(exc, expose_details=ctx.expose_details),
                 severity=severity,
                 usage=spent,
             )

@@ -34,6 +34,11 @@ the replay's ladder asks for it instead of reading the clock
 
 Replaying an *unfinished* run (after a crash) serves no failure: its failed steps run
 live again, as before.
+
+An exception's message (and a hook's own error's) is recorded only when a ladder that judged
+it ran under ``Recovery(expose_details=True)``: its prompts showed the message, so a replay
+must raise it again with it. Otherwise the record names the type and keeps an empty message
+(:mod:`jeeves_router._shown`): the message may quote a secret, and nothing showed it.
 """
 
 from __future__ import annotations
@@ -46,9 +51,10 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic_core import to_jsonable_python
 
+from .._shown import shown_message
 from ..classify.types import with_spent_usage
 from ..errors import ModelError, RunError, StreamInterrupted
-from ..recovery.classify import decided_severity, default_classification, judgements, mark_replayed
+from ..recovery.classify import decided_severity, default_classification, is_exposed, judgements, mark_replayed
 from ..recovery.severity import ErrorClassification
 from ..usage import Usage
 from .records import Entry, StepFailedRecord, digest
@@ -66,6 +72,8 @@ __all__ = [
     "replayed_error",
 ]
 
+#: A shown message is recorded up to this many characters (a replay raises it again as recorded).
+_MESSAGE_LIMIT = 100_000
 _MODEL_ERRORS: dict[str, type[ModelError]] = {"ModelError": ModelError, "StreamInterrupted": StreamInterrupted}
 
 
@@ -99,10 +107,8 @@ def failure_record(
     outcome is known, so a retry or a resume calls the tool again instead of applying
     ``on_unknown_tool_outcome``.
     """
-    try:
-        message = str(exc)
-    except Exception:
-        message = ""
+    shown = is_exposed(exc)  # only a ladder under Recovery(expose_details=True) showed the message (_shown)
+    message = shown_message(exc, expose_details=shown, limit=_MESSAGE_LIMIT)
     spent = getattr(exc, "spent_usage", None)
     return StepFailedRecord(
         name=name,
@@ -117,19 +123,19 @@ def failure_record(
         retry_after_s=getattr(exc, "retry_after_s", None) if isinstance(exc, ModelError) else None,
         retries_exhausted=bool(getattr(exc, "retries_exhausted", False)),
         spent_usage=asdict(spent) if isinstance(spent, Usage) else None,
-        judgements=[_judgement(c) for c in judgements(exc)],
+        judgements=[_judgement(c, shown) for c in judgements(exc)],
         claim=claim,
     )
 
 
-def _judgement(c: ErrorClassification) -> dict[str, Any]:
-    """A ladder's classification as JSON (metadata that is not JSON-ready is kept as text)."""
+def _judgement(c: ErrorClassification, shown: bool) -> dict[str, Any]:
+    """A ladder's classification as JSON (metadata that is not JSON-ready is kept as text).
+
+    The message of a hook's own error is kept only when details were shown (``shown``).
+    """
     hook_error = None
     if c.hook_error is not None:
-        try:
-            hook_message = str(c.hook_error)
-        except Exception:
-            hook_message = ""
+        hook_message = shown_message(c.hook_error, expose_details=shown, limit=_MESSAGE_LIMIT)
         hook_error = {"type": type(c.hook_error).__name__, "message": hook_message}
     metadata = to_jsonable_python(dict(c.metadata), fallback=str) if c.metadata is not None else None
     return {

@@ -54,6 +54,7 @@ from typing import TYPE_CHECKING
 import anyio
 
 from .._log import get_logger
+from .._shown import shown_message
 from ..errors import UsageError
 from ..events import Event, event_adapter
 from ..ids import keyed_run_id
@@ -173,7 +174,12 @@ class JournalRuntime(StepRecorder):
             ended = True
             await self._finish(
                 state,
-                RunEndRecord(attempt=state.attempt, status="failed", error_type=type(exc).__name__, message=str(exc)),
+                RunEndRecord(
+                    attempt=state.attempt,
+                    status="failed",
+                    error_type=type(exc).__name__,
+                    message=shown_message(exc, expose_details=ctx.expose_details),
+                ),
             )
             raise
         else:

@@ -76,6 +76,7 @@ _FATAL_MARK = "__jeeves_fatal__"
 _JUDGED_MARK = "__jeeves_judged__"
 _REPLAYED_MARK = "__jeeves_replayed__"
 _RECORDED_MARK = "__jeeves_recorded__"
+_EXPOSED_MARK = "__jeeves_exposed__"
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,6 +156,19 @@ def mark_replayed(exc: BaseException, judged: Sequence[ErrorClassification] = ()
         setattr(exc, _RECORDED_MARK, list(judged))
     except (AttributeError, TypeError):  # exceptions with __slots__: nothing to remember on
         pass
+
+
+def mark_exposed(exc: BaseException) -> None:
+    """Remember that a ladder that judged ``exc`` exposes its details (a journal then keeps its message)."""
+    try:
+        setattr(exc, _EXPOSED_MARK, True)
+    except (AttributeError, TypeError):  # exceptions with __slots__: nothing to remember on
+        pass
+
+
+def is_exposed(exc: BaseException) -> bool:
+    """True when a ladder under ``Recovery(expose_details=True)`` judged ``exc`` (see :func:`mark_exposed`)."""
+    return bool(getattr(exc, _EXPOSED_MARK, False))
 
 
 def is_replayed(exc: BaseException) -> bool:

@@ -49,8 +49,16 @@ class Recovery:
             asked after the route's, capability's and agent's hooks.
         reraise: Development mode: where a report would be written, raise the original
             exception instead.
-        expose_details: Put exception messages in the report (they may quote provider or
-            tool output; the user message never does).
+        expose_details: Let an exception's message leave the run, not only its type
+            (default ``False``: a message may quote provider or tool output, a key, a card
+            number). On, it is shown in the report (``error.message``; the user message never
+            shows it), to the models (the tool result the calling model reads, the
+            reclassification and replan prompts), in the ``tool.result`` and ``run.failed``
+            events, and kept in the journal; off, all of them name the type only. Logs, the
+            explanation's prompt, served error replies and MCP results name the type either
+            way. The runs below this one (a Router's specialists, Capabilities' agents)
+            inherit it unless given a ``Recovery`` of their own (see
+            :mod:`jeeves_router._shown`).
         explain_model: A model object that writes a short user-facing explanation into
             the report (``report["explanation"]``); ``None`` for none. A
             ``"provider:model"`` string is refused: pass

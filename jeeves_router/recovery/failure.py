@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .._shown import shown_error
 from .ladder import Action, Decision
 from .severity import ErrorClassification
 
@@ -29,6 +30,7 @@ class Failure:
     attempt: int
     route: str | None = None
     capability: str | None = None
+    expose_details: bool = False
 
     @property
     def action(self) -> Action:
@@ -53,16 +55,14 @@ class Failure:
     def feedback(self) -> str:
         """The failure as the next classifier or planner prompt shows it.
 
-        The prompt goes to a model, not to the user: the error's own message (redacted by
-        the adapters for provider errors, cut to 300 characters) is included.
+        A model is a third party too: the error is named by its type, with its own message
+        (cut to 300 characters) only under ``Recovery(expose_details=True)``
+        (:mod:`jeeves_router._shown`). The hook's user message and metadata are shown as
+        :meth:`~.severity.ErrorClassification.format_for_llm` says.
         """
         where = self.capability or self.route or self.operation
-        try:
-            detail = str(self.error)[:300]
-        except Exception:
-            detail = ""
         text = f"{where} failed. {self.classification.format_for_llm()}"
-        return f"{text}\nError: {type(self.error).__name__}: {detail}" if detail else text
+        return f"{text}\nError: {shown_error(self.error, expose_details=self.expose_details, limit=300)}"
 
 
 class RecoveryStop(Exception):

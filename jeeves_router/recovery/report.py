@@ -4,7 +4,8 @@ The report is a JSON-ready mapping for developers (on ``RunResult.report`` and i
 ``recovery.report`` event). Its ``user_message`` is the only part meant for end users: it
 is the hook's ``user_message`` when one was given, else a generic sentence that names no
 exception, route, model or stack detail. Error messages appear under ``error`` only when
-``expose_details`` is set (they may quote provider or tool output).
+``expose_details`` is set (they may quote provider or tool output): the rule every other
+place an exception's text could leave a run follows too (:mod:`jeeves_router._shown`).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 import anyio
 
 from .._log import get_logger
+from .._shown import shown_message
 from ..messages import user
 from ..models.base import Model, ModelRequest
 from ..usage import NO_USAGE, Usage, cut_requests, spent_usage, spent_when_cut
@@ -157,16 +159,16 @@ def build_report(
             suggestions.append("A classify_error hook raised while classifying the failure: fix the hook.")
         err: dict[str, Any] = {"type": type(error).__name__ if error is not None else None}
         if expose_details and error is not None:
-            err["message"] = _safe_str(error)
+            err["message"] = shown_message(error, expose_details=True)
         if hook_error is not None:
             err["hook_error_type"] = type(hook_error).__name__
             if expose_details:
-                err["hook_error_message"] = _safe_str(hook_error)
+                err["hook_error_message"] = shown_message(hook_error, expose_details=True)
         if isinstance(error, ExecutionError) and error.cause:  # an inner run stopped with its own report
             err["cause"] = {str(k): v for k, v in error.cause.items()}  # where and why, as that report said
             inner = _root_cause(error)
             if expose_details and inner is not None:
-                err["cause"]["message"] = _safe_str(inner)
+                err["cause"]["message"] = shown_message(inner, expose_details=True)
         meta = classification.metadata if classification is not None and classification.metadata else {}
         return {
             "severity": severity.value,

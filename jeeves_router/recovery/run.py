@@ -33,7 +33,15 @@ from ..policies import RetryPolicy
 from ..results import RunResult
 from ..runtime import StepKey
 from ..usage import NO_USAGE, Usage
-from .classify import ErrorContext, ErrorHook, classify_failure, is_replayed, mark_fatal, remember_classification
+from .classify import (
+    ErrorContext,
+    ErrorHook,
+    classify_failure,
+    is_replayed,
+    mark_exposed,
+    mark_fatal,
+    remember_classification,
+)
 from .clock import LimitClock, take_cut
 from .config import Recovery
 from .failure import Failure, RecoveryRedirect, RecoveryStop, _BudgetSpent
@@ -44,19 +52,25 @@ from .severity import ErrorClassification, ErrorSeverity
 if TYPE_CHECKING:
     from ..architectures.base import RunContext
 
-__all__ = ["RecoveryRun", "RecoveryStop", "RecoveryRedirect", "Failure", "recovery_for"]
+__all__ = ["IMPLIED_RECOVERY", "RecoveryRun", "RecoveryStop", "RecoveryRedirect", "Failure", "recovery_for"]
 
 log = get_logger(__name__)
 T = TypeVar("T")
 
 
+#: The defaults an architecture recovers with when no ``Recovery`` was given (a ``classify_error``
+#: hook turns recovery on; Capabilities always recover). Unlike a given one, it does not decide
+#: ``expose_details``: its run keeps its parent's (:mod:`jeeves_router._shown`).
+IMPLIED_RECOVERY = Recovery()
+
+
 def recovery_for(config: Recovery | None, *hooks: object) -> Recovery | None:
-    """The recovery config in force: ``config``, or the defaults when any hook is set."""
+    """The recovery config in force: ``config``, or :data:`IMPLIED_RECOVERY` when any hook is set."""
     if config is not None:
         return config
     for h in hooks:  # a loop, not any(genexpr): this runs once per run of every architecture
         if h is not None:
-            return Recovery()
+            return IMPLIED_RECOVERY
     return None
 
 
@@ -76,6 +90,17 @@ class RecoveryRun:
     _attempt_started: float = 0.0
     _first_key: int = 0
     _limit: LimitClock | None = None  # under a time limit: where it stands (see .clock)
+
+    def __post_init__(self) -> None:
+        # a given Recovery decides what this run shows of an exception (jeeves_router._shown) and its
+        # child runs inherit it; the implied one keeps what the parent decided
+        if self.config is not IMPLIED_RECOVERY:
+            self.ctx.expose_details = self.config.expose_details
+
+    @property
+    def expose_details(self) -> bool:
+        """Whether this run shows an exception's message (its ``Recovery``'s, else its parent's), or its type only."""
+        return self.ctx.expose_details
 
     def elapsed(self) -> float:
         """Seconds since the run started."""
@@ -162,6 +187,8 @@ class RecoveryRun:
         ectx = ErrorContext(operation, attempt, self.ctx.session_id, self.ctx.path, route, capability, self.ctx.context)
         cls = classify_failure(exc, ectx, (*hooks, self.config.classify_error))
         remember_classification(exc, cls)  # a journal records the failure as judged (a replay judges so)
+        if self.expose_details:  # a journal keeps its message, which this ladder's prompts show
+            mark_exposed(exc)
         if self._limit is not None:
             self._limit.judged()
         decision = next_action(
@@ -200,7 +227,7 @@ class RecoveryRun:
             raise exc
         if decision.action is Action.ESCALATE:
             raise exc
-        return Failure(exc, cls, decision, operation, attempt, route, capability)
+        return Failure(exc, cls, decision, operation, attempt, route, capability, self.expose_details)
 
     async def call(
         self,
@@ -348,7 +375,7 @@ class RecoveryRun:
             capability=f.capability,
             path=self.ctx.path,
             counters={"steps": self.steps, "reclassifications": self.reclassifications, "replans": self.replans},
-            expose_details=self.config.expose_details,
+            expose_details=self.expose_details,
         )
         ctx, model = self.ctx, self.config.explain_model
         fields: dict[str, Any] = {"usage": self.usage, **result}

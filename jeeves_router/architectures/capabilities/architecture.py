@@ -36,7 +36,7 @@ from ...models.registry import check_model, resolve_model
 from ...policies import check_count
 from ...recovery.clock import take_cut
 from ...recovery.config import Recovery
-from ...recovery.run import RecoveryRedirect, RecoveryRun, RecoveryStop
+from ...recovery.run import IMPLIED_RECOVERY, RecoveryRedirect, RecoveryRun, RecoveryStop
 from ...recovery.severity import ErrorSeverity, ExecutionError
 from ...results import RunResult
 from ...tools import ToolOutcome
@@ -91,7 +91,7 @@ class Capabilities:
         bypass: Select every capability without asking (per run:
             ``options={"bypass_selection": True}``).
         max_iterations: Bound on ReAct steps (default 100).
-        recovery: Recovery config (default ``Recovery()``).
+        recovery: Recovery config (default ``Recovery()``; its ``expose_details`` is then the parent run's).
 
     Raises:
         UsageError: For no capabilities, two whose names differ only by case or ``-``/``_``
@@ -138,7 +138,7 @@ class Capabilities:
         self.task_extraction = task_extraction
         self.bypass = bypass
         self.max_iterations = max_iterations
-        self.recovery = recovery if recovery is not None else Recovery()
+        self.recovery = recovery if recovery is not None else IMPLIED_RECOVERY
         self.resolved_models: dict[str, Model] = {}  # "provider:model" -> the adapter built for it, on first use
 
     def validate(self, agent: Actor) -> None:
