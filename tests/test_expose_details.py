@@ -4,9 +4,9 @@ An exception's text may quote a secret (an API key in a URL, a card number in a 
 (the default, and where no Recovery is in force), only its type is shown: to a model (the tool
 result the calling model reads, the reclassification and replan prompts), in the run's events,
 in the journal and in the logs. On, the message is shown to the models, in the events, the
-report and the journal; never in the logs. The setting in force is the nearest Recovery's: a
-run without one takes its parent's. The served replies and MCP results are in
-``test_expose_details_fronts.py``.
+report and the journal; never in the logs nor the explanation model's prompt. The setting in
+force is the nearest Recovery's: a run without one takes its parent's. The served replies and
+MCP results are in ``test_expose_details_fronts.py``.
 """
 
 from __future__ import annotations
@@ -228,3 +228,20 @@ async def test_no_log_line_quotes_the_exception(caplog: pytest.LogCaptureFixture
     with pytest.raises(RuntimeError):
         await Agent("Plain.", name="plain", model=FunctionModel(fails, name="p"), architecture=arch).run("x")
     assert caplog.records and not shows_secret(caplog.text)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("expose", [False, True])
+async def test_the_explanation_model_is_never_shown_the_message(expose: bool) -> None:
+    explainer = FunctionModel(lambda r: "The payment service failed; please try again.", name="explainer")
+    billing = Agent("Payments.", name="billing", model=FunctionModel(fails, name="billing"))
+    general = Agent("The rest.", name="general", model=FunctionModel(lambda r: "general answer", name="general"))
+    recovery = Recovery(sleep=RecordedSleeps(), expose_details=expose, explain_model=explainer)
+    routes = [RouterRoute("billing", billing, "payments"), RouterRoute("general", general, "the rest")]
+    model = FunctionModel(classify, name="classifier")
+    result = await Agent("Desk", name="desk", model=model, architecture=Router(routes=routes, recovery=recovery)).run(
+        "I was charged twice"
+    )
+    assert result.status == "critical" and result.report is not None and len(explainer.requests) == 1
+    assert ("message" in result.report["error"]) is expose  # the report shows it under expose_details
+    assert not shows_secret(prompts(explainer))
