@@ -143,7 +143,13 @@ class StreamInterrupted(ModelError):
 
 
 class ToolError(RunError):
-    """A tool failed. The tool loop normally reports it to the model instead of raising."""
+    """A tool failed. The tool loop normally reports it to the model instead of raising.
+
+    Raise it from a tool to tell the model what was wrong (``ToolError("invoice ids look like
+    INV-1234")``): its message is written for the model, so the tool result shows it whatever
+    ``Recovery(expose_details=...)`` says; any other exception is shown by its type only unless
+    details are exposed.
+    """
 
 
 class ToolOutcomeUnknown(ToolError):

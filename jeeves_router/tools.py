@@ -4,7 +4,8 @@
 made by pydantic from the type hints. Arguments are validated before the call; a
 validation error or an exception raised by the function goes back to the model as an
 error result (the run goes on; an exception by its type, its message only where the run's
-``Recovery(expose_details=True)`` allows), never as a crash; but a
+``Recovery(expose_details=True)`` allows, or when it is a :class:`~jeeves_router.errors.ToolError`,
+which a tool raises to tell the model what was wrong), never as a crash; but a
 :class:`~jeeves_router.errors.ToolOutcomeUnknown` (it may have run) propagates, as an MCP
 tool's does, unless the tool is ``repeatable`` (:attr:`Tool.repeatable`: harmless to call
 twice, e.g. a read; a framework retry runs it again, see :mod:`jeeves_router.ledger`).
@@ -38,7 +39,7 @@ from ._args import check_handoff, listed, opened_toolset, returned_awaitable
 from ._frozen import frozen
 from ._shown import shown_error
 from ._toolset_host import ToolsetHost, current_toolset_host, toolset_host, toolsets_in_use
-from .errors import ToolOutcomeUnknown, UsageError
+from .errors import ToolError, ToolOutcomeUnknown, UsageError
 from .models.base import ToolSpec
 from .results import RunResult
 from .usage import NO_USAGE, Usage, spent_usage
@@ -294,8 +295,9 @@ class Tool:
             return ToolOutcome(f"{self.name} failed: {failed} (it may be called again)", is_error=True, usage=used)
         except Exception as exc:
             used = spent_usage(exc) or NO_USAGE  # an inner agent run's failed model call was paid for
-            # its message may quote a secret: the model is shown its type unless details are exposed
-            failed = shown_error(exc, expose_details=ctx.expose_details)
+            # its message may quote a secret: the model is shown its type unless details are exposed,
+            # but a ToolError the tool raised is a message written for the model: always shown
+            failed = shown_error(exc, expose_details=ctx.expose_details or isinstance(exc, ToolError))
             return ToolOutcome(f"{self.name} failed: {failed}", is_error=True, usage=used)
         if not self._is_async and inspect.isawaitable(value):  # a def that forgot to be async: nothing awaited it
             raise returned_awaitable(self.name, value)

@@ -245,3 +245,20 @@ async def test_the_explanation_model_is_never_shown_the_message(expose: bool) ->
     assert result.status == "critical" and result.report is not None and len(explainer.requests) == 1
     assert ("message" in result.report["error"]) is expose  # the report shows it under expose_details
     assert not shows_secret(prompts(explainer))
+
+
+@pytest.mark.anyio
+async def test_a_tool_error_the_tool_raises_is_written_for_the_model_and_shown_whatever_the_setting() -> None:
+    from jeeves_router import ToolError
+
+    @tool
+    def lookup(invoice: str) -> str:
+        """Look up an invoice."""
+        raise ToolError("invoice ids look like INV-1234; ask the customer for the full id")
+
+    model = FunctionModel(calls_lookup, name="teller")
+    desk = Agent("Teller.", name="teller", model=model, tools=[lookup])
+    events = await capture_events(desk, "what is on INV-7?")
+    shown = "lookup failed: ToolError: invoice ids look like INV-1234; ask the customer for the full id"
+    assert tool_result_sent(model) == shown
+    assert tool_result_event(events).content == shown
