@@ -338,7 +338,7 @@ def test_the_shipped_desk_encodes_one_request_on_its_thread_and_a_batch_on_two(m
     from jeeves_router.cli._embed import load_embedding
 
     monkeypatch.setattr(encoders, "_DEFAULT", [])  # a fresh shared encoder, as in a new process
-    clf = load_embedding(None, None, None, None, one_request=True)
+    clf = load_embedding(None, None, None, None, one_request=True, typed=str)
     enc = clf.encoder
     assert isinstance(enc, MiniLMEncoder) and enc.quantized
     assert enc._session.get_session_options().intra_op_num_threads == 1  # one session, one thread per call

@@ -121,7 +121,7 @@ def test_routing_one_request_from_the_command_line_starts_blas_with_one_thread(
             else "os.environ.pop('OPENBLAS_NUM_THREADS', None)\n"
         )
         + "from jeeves_router.cli._embed import load_embedding\n"
-        "load_embedding(None, None, None, None, one_request=True)\n"
+        "load_embedding(None, None, None, None, one_request=True, typed=str)\n"
         "import threadpoolctl\n"
         "blas = [str(i['num_threads']) for i in threadpoolctl.threadpool_info() if i['user_api'] == 'blas']\n"
         "print('BLAS=' + ','.join(blas))"

@@ -37,7 +37,10 @@ def make_for(name):
 LOADERS = [
     pytest.param(load_agent, id="mcp"),
     pytest.param(load_agents, id="serve"),
-    pytest.param(lambda spec: __import__("jeeves_router.cli._observe", fromlist=["x"]).import_agent(spec), id="graph"),
+    pytest.param(
+        lambda spec: __import__("jeeves_router.cli._observe", fromlist=["x"]).import_agent(spec, option="AGENT"),
+        id="graph",
+    ),
 ]
 
 
@@ -109,7 +112,7 @@ def test_a_classifier_of_the_current_directory_is_importable_as_the_commands_tar
 
     (here / "user_clf_mod.py").write_text("from jeeves_router.testing import StaticClassifier\n"
                                           "clf = StaticClassifier('billing', 0.9)\n")  # fmt: skip
-    clf = import_classifier("user_clf_mod:clf", (RouteSpec("billing", "payments", ()),))
+    clf = import_classifier("user_clf_mod:clf", (RouteSpec("billing", "payments", ()),), option="--classifier")
     assert isinstance(clf, StaticClassifier)
     with pytest.raises(UsageError, match=r"--classifier 'user_clf_mod': expected module:attribute"):
-        import_classifier("user_clf_mod", ())
+        import_classifier("user_clf_mod", (), option="--classifier")

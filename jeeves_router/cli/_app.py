@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -17,7 +18,7 @@ from ..errors import UsageError
 from . import _embed as emb
 from . import _show as show
 from ._embed import CalibrationName, EncoderName, ObjectiveName, ScorerName, data_file
-from ._errors import VERBOSE, OneLineErrors, bad_input
+from ._errors import VERBOSE, OneLineErrors, bad_input, flag
 from ._observe import graph_command, trace_command
 from ._replay import replay_command
 from ._serve import mcp_command, serve_command
@@ -125,10 +126,12 @@ def route(
     """
     with bad_input(ctx):
         if (text is None) == (data is None):
-            raise UsageError("give one request as an argument, '-' to read requests from stdin, or --data FILE.jsonl")
+            raise UsageError(
+                f"give one request as an argument, '-' to read requests from stdin, or {flag(ctx, 'data')} FILE.jsonl"
+            )
         requests = emb.read_requests(data) if data is not None or text == "-" else None
         clf = emb.load_embedding(routes, scorer, threshold, fit_on, oos_label=oos_label, one_request=requests is None,
-                                 encoder=encoder)  # fmt: skip
+                                 encoder=encoder, typed=partial(flag, ctx))  # fmt: skip
         warning = emb.calibration_warning(clf, str(routes or "the classifier"))
         if warning:
             err.print(warning, highlight=False, soft_wrap=True, markup=False)
@@ -185,24 +188,27 @@ def fit(
 
     with bad_input(ctx):
         if save_to is not None:
-            check_output(save_to, "--out")
+            check_output(save_to, flag(ctx, "save_to"))
         emb.check_unit("target_precision", target_precision, low_open=True)
         emb.check_unit("max_misroute", max_misroute, low_open=True, high_open=True)
         emb.check_unit("risk_confidence", risk_confidence, low_open=True, high_open=True)
         emb.check_unit("oos_share", oos_share, high_open=True)
         if oos_share is not None and max_misroute is None:
-            raise UsageError("--oos-share applies to --max-misroute; give both")
+            raise UsageError(f"{flag(ctx, 'oos_share')} applies to {flag(ctx, 'max_misroute')}; give both")
         if classifier is not None:
             if scorer is not None or encoder is not None or max_misroute is None:
                 raise UsageError(
-                    "--classifier needs --max-misroute (and no --scorer or --encoder): fit certifies its threshold"
+                    f"{flag(ctx, 'classifier')} needs {flag(ctx, 'max_misroute')} (and no {flag(ctx, 'scorer')} or "
+                    f"{flag(ctx, 'encoder')}): fit certifies its threshold"
                 )
             emb.certify_classifier(classifier, routes, data, save_to, oos_label=oos_label, max_misroute=max_misroute,
-                                   risk_confidence=risk_confidence, oos_share=oos_share, out=out, err=err)  # fmt: skip
+                                   risk_confidence=risk_confidence, oos_share=oos_share, out=out, err=err,
+                                   typed=partial(flag, ctx))  # fmt: skip
             return
         if save_to is None:
-            raise UsageError("fit needs --out FILE.json: where to write the fitted classifier")
-        clf = emb.load_embedding(routes or data_file(emb.DESK_ROUTES), scorer, None, None, encoder=encoder)
+            raise UsageError(f"fit needs {flag(ctx, 'save_to')} FILE.json: where to write the fitted classifier")
+        clf = emb.load_embedding(routes or data_file(emb.DESK_ROUTES), scorer, None, None, encoder=encoder,
+                                 typed=partial(flag, ctx))  # fmt: skip
         rows = load_labelled(data)
         check_labels(rows, clf.route_names, oos_label=oos_label, path=data)
         report = clf.fit(
@@ -266,28 +272,31 @@ def eval_(
 
     with bad_input(ctx):
         if misrouted is not None:
-            check_output(misrouted, "--out", suffixes=(".csv", ".json"))
+            check_output(misrouted, flag(ctx, "misrouted"), suffixes=(".csv", ".json"))
         if plots is not None:
-            check_output(plots, "--plots", folder=True)
+            check_output(plots, flag(ctx, "plots"), folder=True)
         rows = load_labelled(data)
         clf: Classifier
         if classifier is not None and ":" in classifier:
             if scorer is not None or encoder is not None or fit_on is not None or threshold is not None:
+                embedded_only = ", ".join(flag(ctx, p) for p in ("scorer", "encoder", "fit_on"))
                 raise UsageError(
-                    "--scorer, --encoder, --fit-on and --threshold apply to the embedded classifier, "
-                    "not to --classifier module:attr"
+                    f"{embedded_only} and {flag(ctx, 'threshold')} apply to the embedded classifier, "
+                    f"not to {flag(ctx, 'classifier')} module:attr"
                 )
             route_specs = load_routes(routes or data_file(emb.DESK_ROUTES))
-            clf = emb.import_classifier(classifier, route_specs)
+            clf = emb.import_classifier(classifier, route_specs, option=flag(ctx, "classifier"))
         else:
             if classifier is not None and classifier not in ScorerName.__members__:
-                raise UsageError(f"--classifier {classifier!r}: use centroid, nearest, logreg, late or module:attr")
+                raise UsageError(
+                    f"{flag(ctx, 'classifier')} {classifier!r}: use centroid, nearest, logreg, late or module:attr"
+                )
             if classifier is not None and scorer is not None:
-                raise UsageError("give the scorer once: --classifier or --scorer")
+                raise UsageError(f"give the scorer once: {flag(ctx, 'classifier')} or {flag(ctx, 'scorer')}")
             chosen = ScorerName(classifier) if classifier is not None else scorer
-            option = "--classifier" if classifier is not None else "--scorer"
-            model = emb.load_embedding(routes, chosen, threshold, fit_on, oos_label=oos_label, option=option,
-                                       encoder=encoder)  # fmt: skip
+            model = emb.load_embedding(routes, chosen, threshold, fit_on, oos_label=oos_label, encoder=encoder,
+                                       scorer_param="classifier" if classifier is not None else "scorer",
+                                       typed=partial(flag, ctx))  # fmt: skip
             route_specs, clf = model.routes, model
             warning = emb.calibration_warning(model, str(routes or "the classifier"))
             if warning:
@@ -319,7 +328,7 @@ DEMO_REQUESTS = (
 def demo(ctx: typer.Context) -> None:
     """Route a few sample requests through the shipped support-desk classifier."""
     with bad_input(ctx):
-        clf = emb.load_embedding(None, None, None, None)
+        clf = emb.load_embedding(None, None, None, None, typed=partial(flag, ctx))
         results = clf.classify_batch(list(DEMO_REQUESTS))
     table = Table("request", "route", "confidence", "runner-up", title="support desk (offline, no API key)")
     for text, res in zip(DEMO_REQUESTS, results, strict=True):

@@ -136,8 +136,9 @@ def load_embedding(
     threshold: float | None,
     fit_on: Path | None,
     *,
+    typed: Callable[[str], str],
     oos_label: str = "oos",
-    option: str = "--scorer",
+    scorer_param: str = "scorer",
     one_request: bool = False,
     encoder: EncoderName | None = None,
 ) -> EmbeddingClassifier:
@@ -145,8 +146,10 @@ def load_embedding(
 
     ``scorer`` and ``encoder`` (``None``: not given) only apply to a route file; giving one
     with a saved classifier (including the shipped desk, the default) is an error rather than
-    ignored (a saved classifier keeps the encoder it was fitted with).
-    With ``one_request`` numpy's BLAS is kept to one thread (unless the user set it).
+    ignored (a saved classifier keeps the encoder it was fitted with). ``typed`` gives the
+    option the user types for a command parameter (``cli._errors.flag``), for the messages;
+    ``scorer_param`` is the parameter that gave ``scorer``. With ``one_request`` numpy's BLAS
+    is kept to one thread (unless the user set it).
     """
     if one_request and "numpy" not in sys.modules:
         # One short request gains nothing from BLAS threads, and OpenBLAS sets up its
@@ -161,16 +164,16 @@ def load_embedding(
     if saved is not None and scorer is not None:
         what = "the shipped support-desk classifier" if routes_path is None else f"{source}, a saved classifier"
         raise UsageError(
-            f"{option} {scorer.value} applies to a route file, but the routes come from {what}; "
-            "pass --routes ROUTES.json to build a new one"
+            f"{typed(scorer_param)} {scorer.value} applies to a route file, but the routes come from {what}; "
+            f"pass {typed('routes')} ROUTES.json to build a new one"
         )
     if saved is not None and encoder is not None:
         what = "the shipped support-desk classifier" if routes_path is None else f"{source}, a saved classifier"
         kept = saved.get("encoder")
         raise UsageError(
-            f"--encoder {encoder.value} applies to a route file, but the routes come from {what}, which keeps "
-            f"the encoder it was fitted with ({kept.get('name') if isinstance(kept, dict) else 'unknown'}); "
-            "pass --routes ROUTES.json to build a new one"
+            f"{typed('encoder')} {encoder.value} applies to a route file, but the routes come from {what}, which "
+            f"keeps the encoder it was fitted with ({kept.get('name') if isinstance(kept, dict) else 'unknown'}); "
+            f"pass {typed('routes')} ROUTES.json to build a new one"
         )
     if saved is not None:  # the encoder the file was saved with (one text runs on one thread)
         clf = EmbeddingClassifier.from_dict(saved, source=str(source))
@@ -205,22 +208,22 @@ async def closing_models(clf: Classifier, work: Callable[[], Awaitable[T]]) -> T
         await aclose_models(classifiers=[clf])
 
 
-def import_classifier(spec: str, routes: tuple[RouteSpec, ...]) -> Classifier:
-    """``module:attribute`` naming a Classifier, or a factory called with the routes."""
+def import_classifier(spec: str, routes: tuple[RouteSpec, ...], *, option: str) -> Classifier:
+    """``module:attribute`` naming a Classifier, or a factory called with the routes; ``option`` gave it."""
     from .._targets import import_object
     from ..classify.types import Classifier
 
-    obj: Any = import_object(spec, option="--classifier", example="my_classifiers:llm")
+    obj: Any = import_object(spec, option=option, example="my_classifiers:llm")
     if isinstance(obj, type) or (not isinstance(obj, Classifier) and callable(obj)):
         try:
             obj = obj(list(routes))
         except Exception as exc:  # any failure of user code becomes one line
             raise UsageError(
-                f"--classifier {spec!r}: calling it with the route list failed ({type(exc).__name__}: {exc}); "
+                f"{option} {spec!r}: calling it with the route list failed ({type(exc).__name__}: {exc}); "
                 "name a Classifier instance or a factory `def make(routes) -> Classifier`"
             ) from None
     if not isinstance(obj, Classifier):
-        raise UsageError(f"--classifier {spec!r} is not a classifier (needs `async classify(request)`)")
+        raise UsageError(f"{option} {spec!r} is not a classifier (needs `async classify(request)`)")
     return obj
 
 
@@ -306,15 +309,19 @@ def certify_classifier(
     oos_share: float | None = None,
     out: Console,
     err: Console,
+    typed: Callable[[str], str],
 ) -> None:
-    """``fit --classifier module:attr --max-misroute X``: certify any classifier's threshold."""
+    """``fit --classifier module:attr --max-misroute X``: certify any classifier's threshold.
+
+    ``typed`` gives the option the user types for a command parameter (``cli._errors.flag``).
+    """
     import anyio
 
     from ..classify.risk import choose_risk_threshold
     from ..eval import check_labels, load_labelled, load_routes, predict
 
     specs = load_routes(routes or data_file(DESK_ROUTES))
-    clf = import_classifier(spec, specs)
+    clf = import_classifier(spec, specs, option=typed("classifier"))
     rows = load_labelled(data)
     check_labels(rows, [r.name for r in specs], oos_label=oos_label, path=data)
     with progress(err, len(rows), "classifying") as bar:

@@ -18,7 +18,7 @@ from typer.core import TyperGroup
 
 from ..errors import UsageError
 
-__all__ = ["OneLineErrors", "VERBOSE", "bad_input"]
+__all__ = ["OneLineErrors", "VERBOSE", "bad_input", "flag"]
 
 
 def _reader_gone() -> NoReturn:
@@ -82,22 +82,48 @@ class OneLineErrors(TyperGroup):
 VERBOSE = {"on": False}
 
 
+def _typed(param: Any) -> str | None:
+    """How the user types ``param``: an option's longest ``--name``; an argument's name in capitals (``TARGET``)."""
+    if param.param_type_name == "argument":
+        return str(param.name).upper()
+    flags = [o for o in param.opts if o.startswith("--")]
+    return max(flags, key=len) if flags else None
+
+
+def flag(ctx: typer.Context, name: str) -> str:
+    """How the user types the command's parameter ``name``: ``flag(ctx, "save_to")`` is ``--out``.
+
+    Every error message of a command names its options through this (or through
+    :attr:`UsageError.argument`, which :func:`bad_input` turns into the option), never by a
+    spelling of its own, so a renamed option cannot leave a message naming one that is gone.
+
+    Raises:
+        LookupError: When the command has no such parameter (a renamed parameter: a bug).
+    """
+    for param in ctx.command.params:
+        if param.name == name:
+            typed = _typed(param)
+            if typed is not None:
+                return typed
+    raise LookupError(f"`{ctx.command_path}` has no parameter {name!r}")
+
+
 def _as_typed(exc: UsageError, ctx: typer.Context | None) -> str:
     """``exc``'s message, naming the flag the user typed for the argument it is about.
 
     A library check names its Python argument (:attr:`UsageError.argument`, ``grace_s``); the
     command's parameter of that name is the option the user typed (``--grace``), so the message
-    names that instead. Errors about no argument, or none of the command's, are left as they are.
+    names that instead. Errors about no argument, or none of the command's options, are left as they are.
     """
     message = str(exc)
-    params = ctx.command.params if ctx is not None else ()
-    flags = [o for p in params if p.name == exc.argument for o in p.opts if o.startswith("--")]
-    if exc.argument is None or not flags:
+    name = exc.argument
+    params = ctx.command.params if ctx is not None and name is not None else ()
+    flags = [f for p in params if p.name == name and p.param_type_name == "option" and (f := _typed(p)) is not None]
+    if name is None or not flags:
         return message
-    flag = max(flags, key=len)
-    if message.startswith(exc.argument + " "):
-        return flag + message[len(exc.argument) :]
-    return f"{flag}: {message}"
+    if message.startswith(name + " "):
+        return flags[0] + message[len(name) :]
+    return f"{flags[0]}: {message}"
 
 
 @contextmanager

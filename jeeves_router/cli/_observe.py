@@ -10,7 +10,7 @@ import typer
 
 from .._files import check_output
 from ..errors import UsageError
-from ._errors import bad_input
+from ._errors import bad_input, flag
 from ._replay import JOURNAL_HELP, KEY_ENV_HELP, read_journal
 
 if TYPE_CHECKING:
@@ -19,8 +19,10 @@ if TYPE_CHECKING:
 __all__ = ["graph_command", "import_agent", "trace_command"]
 
 
-def import_agent(spec: str, *, option: str = "AGENT") -> Agent:
+def import_agent(spec: str, *, option: str) -> Agent:
     """The agent named by ``module:attribute`` (an Agent, or a function of no arguments returning one).
+
+    ``option`` is how the user gave it (``flag(ctx, "agent")``: ``AGENT``, ``--agent``), for the messages.
 
     Raises:
         UsageError: when it cannot be imported or is not an agent.
@@ -40,7 +42,7 @@ def graph_command(
 ) -> None:
     """Print the agent tree as a Mermaid flowchart (routes, thresholds, fallbacks, handoffs, capabilities)."""
     with bad_input(ctx):  # a factory that raises, too, is one error line
-        found = import_agent(agent)
+        found = import_agent(agent, option=flag(ctx, "agent"))
         text = found.graph()
     typer.echo(text, nl=False)
 
@@ -67,13 +69,13 @@ def trace_command(
             await store.aclose()
 
     with bad_input(ctx):  # any failure, an unwritable --out too, is one error line
-        store = read_journal(journal, key_env)
-        check_output(out, "--out")
+        store = read_journal(journal, key_env, key_option=flag(ctx, "key_env"))
+        check_output(out, flag(ctx, "out"))
         graph = None
         if agent is not None:
             from ..graph import agent_graph
 
-            graph = agent_graph(import_agent(agent, option="--agent"))
+            graph = agent_graph(import_agent(agent, option=flag(ctx, "agent")))
         try:
             trace = anyio.run(read)
         except JournalError as exc:

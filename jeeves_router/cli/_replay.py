@@ -12,7 +12,7 @@ import typer
 
 from .._env import secret_from_env
 from ..errors import UsageError
-from ._errors import bad_input
+from ._errors import bad_input, flag
 
 if TYPE_CHECKING:
     from ..journal.base import Journal
@@ -20,13 +20,14 @@ if TYPE_CHECKING:
 __all__ = ["JOURNAL_HELP", "KEY_ENV_HELP", "read_journal", "replay_command"]
 
 
-def read_journal(spec: str, key_env: str | None) -> Journal:
+def read_journal(spec: str, key_env: str | None, *, key_option: str) -> Journal:
     """The journal ``replay`` and ``trace`` read: a SQLite file or a ``postgresql://`` URL, as ``--journal`` takes.
 
     Args:
         spec: The file or URL.
         key_env: The environment variable holding a SQLite journal's key (``SQLiteJournal(path, key=...)``,
             its text as UTF-8), if it was written with one.
+        key_option: How the user gave ``key_env`` (``flag(ctx, "key_env")``), for the messages.
 
     Raises:
         UsageError: for a file that is no journal, an unset variable, or a key for a PostgreSQL journal.
@@ -37,7 +38,7 @@ def read_journal(spec: str, key_env: str | None) -> Journal:
         raise UsageError(
             "a PostgreSQL journal has no key (its entries carry no checksum); leave it out", argument="key_env"
         )
-    key = secret_from_env(key_env, option="--key-env")
+    key = secret_from_env(key_env, option=key_option)
     return open_journal(spec, reading=True, key=key.encode("utf-8", "surrogateescape") if key is not None else None)
 
 
@@ -73,7 +74,7 @@ def replay_command(
         return [format_event(ev) for ev in events]
 
     with bad_input(ctx):  # any failure is one error line
-        store = read_journal(journal, key_env)
+        store = read_journal(journal, key_env, key_option=flag(ctx, "key_env"))
         try:
             lines = anyio.run(read)
         except JournalError as exc:

@@ -12,10 +12,11 @@ from typing import Annotated, Any, Literal
 
 import typer
 
+from .._env import secret_from_env
 from .._limits import DEFAULT_BODY_TIMEOUT_S, DEFAULT_MAX_REQUEST_BYTES, DEFAULT_SEND_TIMEOUT_S
 from .._slots import DEFAULT_MAX_CONCURRENCY
 from ..errors import UsageError
-from ._errors import bad_input
+from ._errors import bad_input, flag
 
 __all__ = ["mcp_command", "serve_command"]
 
@@ -50,13 +51,13 @@ def serve_command(
     with bad_input(ctx):
         from .._limits import check_body_timeout, check_limit, check_seconds
         from .._slots import check_max_concurrency
-        from ..serve import load_agents, serve, token_from_env
+        from ..serve import load_agents, serve
 
         check_limit("max_request_bytes", max_request_bytes)  # before the target's module is imported
         check_body_timeout("body_timeout_s", body_timeout_s)
         check_seconds("send_timeout_s", send_timeout_s, DEFAULT_SEND_TIMEOUT_S)
         check_max_concurrency("max_concurrency", max_concurrency)
-        token = token_from_env(token_env)
+        token = secret_from_env(token_env, option=flag(ctx, "token_env"))
         options: dict[str, Any] = {
             "journal": journal,
             "max_concurrency": max_concurrency,
@@ -64,7 +65,14 @@ def serve_command(
             "body_timeout_s": body_timeout_s,
             "send_timeout_s": send_timeout_s,
         }
-        serve(load_agents(target), host=host, port=port, token=token, grace_s=grace_s, **options)
+        serve(
+            load_agents(target, option=flag(ctx, "target")),
+            host=host,
+            port=port,
+            token=token,
+            grace_s=grace_s,
+            **options,
+        )
 
 
 def mcp_command(
@@ -101,19 +109,16 @@ def mcp_command(
 
     with bad_input(ctx):
         if transport not in ("stdio", "http"):
-            raise UsageError(f"--transport must be stdio or http, got {transport!r}")
+            raise UsageError(f"{flag(ctx, 'transport')} must be stdio or http, got {transport!r}")
         if transport == "stdio" and (host is not None or port is not None or body_timeout_s is not None):
-            http_only = (("--host", host), ("--port", port), ("--body-timeout", body_timeout_s))
-            given = " and ".join(o for o, v in http_only if v is not None)
+            http_only = (("host", host), ("port", port), ("body_timeout_s", body_timeout_s))
+            given = " and ".join(flag(ctx, p) for p, v in http_only if v is not None)
+            http = f"{flag(ctx, 'transport')} http"
             raise UsageError(
-                f"{given}: only --transport http listens on an address; stdio talks over this process's stdin and "
-                "stdout: add --transport http"
+                f"{given}: only {http} listens on an address; stdio talks over this process's stdin and "
+                f"stdout: add {http}"
             )
-        token = None
-        if token_env is not None:
-            from ..serve.guard import token_from_env
-
-            token = token_from_env(token_env)
+        token = secret_from_env(token_env, option=flag(ctx, "token_env"))
         via: Literal["stdio", "http"] = "http" if transport == "http" else "stdio"
         main(
             target,
@@ -125,4 +130,5 @@ def mcp_command(
             max_request_bytes=max_request_bytes,
             body_timeout_s=DEFAULT_BODY_TIMEOUT_S if body_timeout_s is None else body_timeout_s,
             max_concurrency=max_concurrency,
+            option=flag(ctx, "target"),
         )

@@ -345,15 +345,17 @@ async def _serve_http(
     await uvicorn.Server(config).serve()
 
 
-def load_agent(spec: str) -> Agent:
+def load_agent(spec: str, *, option: str = "AGENT") -> Agent:
     """Import ``module:attr`` (from the current directory too): an Agent, or a function making one.
+
+    ``option`` is what the spec was given as, for the messages (the command line's ``TARGET``).
 
     Raises:
         UsageError: if it cannot be imported or is not an Agent.
     """
-    obj = import_target(spec, option="AGENT", example="examples.serve_desk:desk")
+    obj = import_target(spec, option=option, example="examples.serve_desk:desk")
     if not isinstance(obj, Agent):
-        raise UsageError(f"AGENT {spec!r} is a {type(obj).__name__}, not an Agent (or a function returning one)")
+        raise UsageError(f"{option} {spec!r} is a {type(obj).__name__}, not an Agent (or a function returning one)")
     return obj
 
 
@@ -368,14 +370,18 @@ def main(
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
     body_timeout_s: float = DEFAULT_BODY_TIMEOUT_S,
     max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
+    option: str = "AGENT",
 ) -> None:
-    """The ``jeeves-router mcp`` command: load ``spec`` and serve it (logs go to stderr)."""
+    """The ``jeeves-router mcp`` command: load ``spec`` and serve it (logs go to stderr).
+
+    ``option`` is what ``spec`` was given as, for the messages (see :func:`load_agent`).
+    """
     import anyio
 
     check_limit("max_request_bytes", max_request_bytes)  # before the agent's module is imported
     check_body_timeout("body_timeout_s", body_timeout_s)
     check_max_concurrency("max_concurrency", max_concurrency)
-    agent = load_agent(spec)
+    agent = load_agent(spec, option=option)
     options: dict[str, Any] = {"token": token, "journal": journal, "max_request_bytes": max_request_bytes}
     options.update(body_timeout_s=body_timeout_s, max_concurrency=max_concurrency)
     anyio.run(lambda: serve(agent, transport=transport, host=host, port=port, **options))

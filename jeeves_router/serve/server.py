@@ -25,15 +25,16 @@ __all__ = ["serve", "is_loopback", "load_agents", "token_from_env"]
 _BACKSTOP_S = 5
 
 
-def load_agents(spec: str) -> Agent | Sequence[Agent] | Mapping[str, Agent]:
+def load_agents(spec: str, *, option: str = "TARGET") -> Agent | Sequence[Agent] | Mapping[str, Agent]:
     """Import ``module:attr`` naming an agent, a list of agents or a mapping of them.
 
     A callable attribute is called with no arguments and must return one of those (see
     :func:`jeeves_router._targets.import_target`; the current directory is importable).
+    ``option`` is what ``spec`` was given as, for the messages.
     """
-    obj = import_target(spec, option="TARGET", example="examples.serve_desk:desk")
+    obj = import_target(spec, option=option, example="examples.serve_desk:desk")
     if not isinstance(obj, (Agent, Sequence, Mapping)):
-        raise UsageError(f"TARGET {spec!r} is a {type(obj).__name__}, not an Agent, a list or a mapping of agents")
+        raise UsageError(f"{option} {spec!r} is a {type(obj).__name__}, not an Agent, a list or a mapping of agents")
     return obj
 
 
