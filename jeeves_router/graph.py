@@ -16,12 +16,16 @@ placeholder when none is there).
 from __future__ import annotations
 
 import re
+import sys
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from .architectures.capabilities import Capabilities
 from .architectures.handoffs import HandoffChain
-from .architectures.router import Router
+from .architectures.router import HandoffRouter, Router
+from .classify.cascade import CascadeClassifier
+from .classify.llm import LLMClassifier
+from .classify.toolcall import ToolCallClassifier
 
 if TYPE_CHECKING:
     from .actor import Actor
@@ -123,6 +127,37 @@ def _model_name(model: Any) -> str | None:
     return model if isinstance(model, str) else str(getattr(model, "name", type(model).__name__))
 
 
+def _router_classifier(arch: Router) -> list[str]:
+    """The detail lines saying which classifier ``arch`` decides with (:func:`_classifier`)."""
+    classifier = getattr(arch, "_classifier", None)
+    if classifier is None:  # built at the first run, on the router agent's model
+        kind = ToolCallClassifier if isinstance(arch, HandoffRouter) else LLMClassifier
+        return [f"classifier: {kind.__name__} (the agent's model)"]
+    return _classifier(classifier, "classifier")
+
+
+def _classifier(classifier: object, label: str) -> list[str]:
+    """``label: Type (what is cheaply known of it)``, and a cascade's stages on lines of their own."""
+    kind = type(classifier).__name__
+    if isinstance(classifier, CascadeClassifier):
+        within = "" if label == "classifier" else f"{label}, "
+        return [
+            f"{label}: {kind} (first stage taken at confidence ≥ {classifier.accept_above:g})",
+            *_classifier(classifier.first, f"{within}first stage"),
+            *_classifier(classifier.second, f"{within}second stage"),
+        ]
+    if isinstance(classifier, (LLMClassifier, ToolCallClassifier)):
+        return [f"{label}: {kind} (model {_model_name(classifier.model)})"]
+    embedding = sys.modules.get("jeeves_router.classify.embedding.classifier")  # never imported (numpy) just for this
+    if embedding is not None and isinstance(classifier, embedding.EmbeddingClassifier):
+        threshold = "none" if classifier.threshold is None else f"{classifier.threshold:g}"
+        return [
+            f"{label}: {kind} (encoder {classifier.encoder.name}, scorer {classifier.scorer.kind}, "
+            f"threshold {threshold})"
+        ]
+    return [f"{label}: {kind}"]
+
+
 @dataclass
 class _Builder:
     nodes: list[GraphNode] = field(default_factory=list)
@@ -154,9 +189,7 @@ class _Builder:
         model = _model_name(agent.model)
         kind: NodeKind = "router" if isinstance(arch, Router) else "agent"
         if isinstance(arch, Router):
-            classifier = getattr(arch, "_classifier", None)
-            details.append(f"classifier: {type(classifier).__name__ if classifier else 'LLM'}")
-            model = _model_name(arch.classifier_model) or model
+            details.extend(_router_classifier(arch))
         if model:
             details.append(f"model: {model}")
         if isinstance(arch, Router):
@@ -244,7 +277,7 @@ def agent_graph(agent: Actor) -> AgentGraph:
         [('desk', 'route', 'billing'), ('desk', 'route', 'general'), ('desk', 'fallback', 'general')]
         >>> print(graph.mermaid())
         flowchart TD
-            desk{{"<b>desk</b><br/>Router<br/>classifier: LLM<br/>model: openai:gpt-4.1-nano<br/>..."}}
+            desk{{"<b>desk</b><br/>Router<br/>classifier: LLMClassifier (the agent's model)<br/>..."}}
             billing["<b>billing</b><br/>ToolLoop<br/>model: openai:gpt-4.1-mini"]
             general["<b>general</b><br/>ToolLoop<br/>model: openai:gpt-4.1-mini"]
             desk -->|"billing (confidence ≥ 0.6)"| billing

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
 from typer.testing import CliRunner
 
 from jeeves_router import Agent, HandoffRouter, Router, RouterRoute
 from jeeves_router.architectures.capabilities import Capabilities, Capability, CapabilityCall
+from jeeves_router.classify import LLMClassifier, ToolCallClassifier
 from jeeves_router.cli import app
 from jeeves_router.graph import GraphEdge, agent_graph
 from jeeves_router.testing import ScriptedModel, StaticClassifier
@@ -41,7 +43,8 @@ desk = build_desk()
 def test_router_graph_is_exact_mermaid() -> None:
     assert desk.graph() == (
         "flowchart TD\n"
-        '    desk{{"<b>desk</b><br/>Router<br/>classifier: LLM<br/>model: test:clf<br/>threshold: 0.6'
+        "    desk{{\"<b>desk</b><br/>Router<br/>classifier: LLMClassifier (the agent's model)<br/>model: test:clf"
+        "<br/>threshold: 0.6"
         '<br/>fallback: other"}}\n'
         '    billing["<b>billing</b><br/>ToolLoop<br/>model: test:b<br/>tools: lookup"]\n'
         '    general["<b>general</b><br/>ToolLoop<br/>model: test:g"]\n'
@@ -157,3 +160,73 @@ def test_cli_graph_of_the_support_desk_example() -> None:
     assert result.stdout.startswith("flowchart TD\n    desk{{")
     assert '    desk -->|"billing (confidence ≥ 0.6)"| billing\n' in result.stdout
     assert "tools: lookup_invoice" in result.stdout
+
+
+class _Keyword:
+    """A classifier of the user's own (the protocol only)."""
+
+    async def classify(self, request: object) -> object:
+        raise NotImplementedError
+
+
+def _router_node(architecture: Router, model: ScriptedModel | None = None) -> tuple[str, ...]:
+    agent = Agent("R", name="r", model=model, architecture=architecture)
+    return agent_graph(agent).node("r").details
+
+
+_ROUTES = [RouterRoute("a", Agent("A.", name="a", model=_m("a")), "payments", ["I was charged twice"])]
+
+
+@pytest.mark.parametrize(
+    ("architecture", "said"),
+    [
+        (Router(_ROUTES), ["classifier: LLMClassifier (the agent's model)", "model: test:desk"]),
+        (
+            Router(_ROUTES, classifier_model=_m("cheap")),
+            ["classifier: LLMClassifier (model test:cheap)", "model: test:desk"],
+        ),
+        (
+            Router(_ROUTES, classifier=LLMClassifier("openai:gpt-4.1-nano")),
+            ["classifier: LLMClassifier (model openai:gpt-4.1-nano)", "model: test:desk"],
+        ),
+        (HandoffRouter(_ROUTES), ["classifier: ToolCallClassifier (the agent's model)", "model: test:desk"]),
+        (
+            Router(_ROUTES, classifier=ToolCallClassifier(_m("tools"))),
+            ["classifier: ToolCallClassifier (model test:tools)", "model: test:desk"],
+        ),
+        (Router(_ROUTES, classifier=StaticClassifier("a")), ["classifier: StaticClassifier", "model: test:desk"]),
+        (Router(_ROUTES, classifier=_Keyword()), ["classifier: _Keyword", "model: test:desk"]),  # type: ignore[arg-type]
+    ],
+    ids=["default", "classifier_model", "llm", "handoff_router", "tool_call", "static", "custom"],
+)
+def test_a_router_node_says_which_classifier_decides(architecture: Router, said: list[str]) -> None:
+    details = _router_node(architecture, _m("desk"))
+    assert list(details[1:3]) == said
+
+
+def embedded_desk() -> Agent:
+    """A router deciding with the embedded classifier behind a cascade (for ``jeeves-router graph``)."""
+    from jeeves_router.classify.cascade import CascadeClassifier
+    from jeeves_router.classify.embedding import EmbeddingClassifier
+
+    embedded = EmbeddingClassifier([r.spec for r in _ROUTES], scorer="centroid", threshold=0.55)
+    cascade = CascadeClassifier(embedded, LLMClassifier(_m("second")), accept_above=0.7)
+    return Agent("R", name="r", architecture=Router(_ROUTES, classifier=cascade))
+
+
+def test_an_embedded_classifier_and_a_cascade_show_their_encoder_scorer_threshold_and_stages() -> None:
+    pytest.importorskip("onnxruntime")
+    from jeeves_router.classify.embedding import EmbeddingClassifier
+
+    plain = EmbeddingClassifier([r.spec for r in _ROUTES])
+    encoder = plain.encoder.name
+    assert _router_node(Router(_ROUTES, classifier=plain))[1] == (
+        f"classifier: EmbeddingClassifier (encoder {encoder}, scorer late, threshold none)"
+    )
+    result = CliRunner().invoke(app, ["graph", "tests.test_graph:embedded_desk"])
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines()[1] == (
+        '    r{{"<b>r</b><br/>Router<br/>classifier: CascadeClassifier (first stage taken at confidence ≥ 0.7)'
+        f"<br/>first stage: EmbeddingClassifier (encoder {encoder}, scorer centroid, threshold 0.55)"
+        '<br/>second stage: LLMClassifier (model test:second)<br/>threshold: 0<br/>fallback: none (unresolved)"}}'
+    )
