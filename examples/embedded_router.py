@@ -69,12 +69,14 @@ def risk_controlled(classifier: EmbeddingClassifier) -> None:
           f"(coverage {r.coverage:.2f} of the testing rows, upper bound {r.upper_bound:.3f})")  # fmt: skip
 
 
-async def main(queries: list[str]) -> None:
+def main(queries: list[str]) -> None:
     mpnet = queries[:1] == ["--mpnet"]
     queries = queries[1:] if mpnet else queries
+    # Building and fitting encode texts on the CPU: done here, before any event loop runs, not
+    # inside an async function, where it would block the loop (see EmbeddingClassifier).
     classifier = build(mpnet)
     test = load_labelled(str(DATA / "desk_test.jsonl"))
-    report = await evaluate(classifier, classifier.routes, test)
+    report = anyio.run(evaluate, classifier, classifier.routes, test)
 
     def share(x: float | None) -> str:
         return "-" if x is None else f"{x:.3f}"
@@ -94,4 +96,4 @@ if __name__ == "__main__":
     args = sys.argv[1:]
     if not [a for a in args if a != "--mpnet"]:
         args += ["I was charged twice", "what's the capital of Peru"]
-    anyio.run(main, args)
+    main(args)

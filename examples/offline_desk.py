@@ -73,10 +73,8 @@ def build_desk(model: LlamaCppModel, *, accept_above: float = 0.4) -> Agent:
     )
 
 
-async def main(text: str) -> None:
+async def main(desk: Agent, text: str) -> None:
     """Stream one request through the offline desk and print what happens."""
-    model = LlamaCppModel("smollm2", n_ctx=2048)
-    desk = build_desk(model)
     async with desk.stream(text, session_id="offline-demo") as events:
         async for ev in events:
             if isinstance(ev, RouterClassified):
@@ -94,4 +92,7 @@ async def main(text: str) -> None:
 
 if __name__ == "__main__":
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")  # stderr
-    anyio.run(main, " ".join(sys.argv[1:]) or "The API returns 500 when I upload a file")
+    # Built before the event loop starts: the embedded classifier encodes its routes on construction,
+    # CPU work that would block a running loop (inside one: `await anyio.to_thread.run_sync(build_desk, model)`).
+    desk = build_desk(LlamaCppModel("smollm2", n_ctx=2048))
+    anyio.run(main, desk, " ".join(sys.argv[1:]) or "The API returns 500 when I upload a file")

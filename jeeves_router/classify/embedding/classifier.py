@@ -64,6 +64,13 @@ class EmbeddingClassifier:
     Construction encodes every description and example once (about 1 s per 400 texts on
     one core with MiniLM); :meth:`save` / :meth:`load` skip that.
 
+    Construction and :meth:`load` (which also load the encoder the first time: about 0.4 s
+    for MiniLM) and :meth:`fit` are CPU work that blocks the calling thread. Build the
+    classifier before the event loop starts (at import, or in the synchronous setup before
+    ``anyio.run``), or, from inside a running loop, in a worker thread:
+    ``await anyio.to_thread.run_sync(build)``. :meth:`classify` itself moves its encoding off
+    the loop (``offload``).
+
     Args:
         routes: The routes it knows.
         encoder: Any :class:`Encoder`; default the shared :class:`MiniLMEncoder`.
