@@ -260,7 +260,7 @@ def read_requests(path: Path | None) -> list[tuple[int, str]]:
             raise DataFileError(path, 'expected {"text": "..."} (or a JSON string) per line', line=n)
         found.append((n, text))
     if not found:
-        raise DataFileError(path, "no requests")
+        raise DataFileError(path, 'no requests: give one {"text": "..."} per line')
     return found
 
 

@@ -108,16 +108,39 @@ def flag(ctx: typer.Context, name: str) -> str:
     raise LookupError(f"`{ctx.command_path}` has no parameter {name!r}")
 
 
+def _file_option(path: str, ctx: typer.Context) -> str | None:
+    """The one option of the command that was given the file ``path`` (``None``: none, or several)."""
+    found = [
+        typed
+        for p in ctx.command.params
+        if p.param_type_name == "option"
+        and p.name is not None
+        and ctx.params.get(p.name) is not None
+        and str(ctx.params[p.name]) == path
+        and (typed := _typed(p)) is not None
+    ]
+    return found[0] if len(found) == 1 else None
+
+
 def _as_typed(exc: UsageError, ctx: typer.Context | None) -> str:
     """``exc``'s message, naming the flag the user typed for the argument it is about.
 
     A library check names its Python argument (:attr:`UsageError.argument`, ``grace_s``); the
     command's parameter of that name is the option the user typed (``--grace``), so the message
-    names that instead. Errors about no argument, or none of the command's options, are left as they are.
+    names that instead. An error about a file that names it first (a
+    :class:`~jeeves_router.eval.DataFileError`: ``FILE: file not found``) names the option that
+    was given the file (``--fit-on FILE: file not found``). Errors about no argument, or none of
+    the command's options, are left as they are.
     """
     message = str(exc)
+    if ctx is None:
+        return message
     name = exc.argument
-    params = ctx.command.params if ctx is not None and name is not None else ()
+    path = getattr(exc, "path", None)
+    if name is None and isinstance(path, str) and message.startswith(path):
+        option = _file_option(path, ctx)
+        return message if option is None else f"{option} {message}"
+    params = ctx.command.params if name is not None else ()
     flags = [f for p in params if p.name == name and p.param_type_name == "option" and (f := _typed(p)) is not None]
     if name is None or not flags:
         return message

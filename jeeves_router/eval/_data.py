@@ -88,8 +88,10 @@ def read_text(path: str | Path) -> str:
         raise DataFileError(
             p, f"not UTF-8 text (byte 0x{byte} at offset {exc.start}): save the file as UTF-8", line=_line_of(exc)
         ) from None
-    except (IsADirectoryError, PermissionError) as exc:
-        raise DataFileError(p, f"cannot read the file ({exc.__class__.__name__})") from None
+    except IsADirectoryError:
+        raise DataFileError(p, "is a folder, not a file: name the file in it") from None
+    except PermissionError:
+        raise DataFileError(p, "cannot read the file (permission denied): make it readable") from None
 
 
 def _line_of(exc: UnicodeDecodeError) -> int:
@@ -180,7 +182,7 @@ def load_labelled(path: str | Path, *, text_field: str = "text", label_field: st
             raise DataFileError(path, f"{text_field!r} and {label_field!r} must both be strings", line=n)
         rows.append(LabelledRow(text, label, n))
     if not rows:
-        raise DataFileError(path, "no rows")
+        raise DataFileError(path, f'no rows: give one {{"{text_field}": ..., "{label_field}": ...}} per line')
     return rows
 
 
