@@ -6,6 +6,7 @@ import json
 import shutil
 from pathlib import Path
 
+import anyio
 from typer.testing import CliRunner
 
 from jeeves_router.cli import app
@@ -43,6 +44,31 @@ def test_replay_reports_a_missing_file_or_session(tmp_path: Path) -> None:
     assert not (tmp_path / "nope.db").exists()
     unknown = CliRunner().invoke(app, ["replay", str(_copy(tmp_path)), "--session", "no-such-session"])
     assert unknown.exit_code == 2 and "no recorded events" in unknown.output
+
+
+def test_an_unknown_session_is_one_line_naming_the_sessions_to_give_instead(tmp_path: Path) -> None:
+    """Its route's child sessions (``golden-1__route_billing``) are not offered: the parent is the one to give."""
+    journal = _copy(tmp_path)
+    for command, what in (["replay"], "recorded events"), (["trace", "-o", str(tmp_path / "t.html")], "recorded run"):
+        result = CliRunner().invoke(app, [*command, str(journal), "--session", "no-such-session"])
+        assert (result.exit_code, result.output) == (
+            2,
+            f"error: session 'no-such-session' has no {what} in {journal}; give one it has with --session: "
+            "'golden-1'\n",
+        )
+    empty = tmp_path / "empty.db"
+    anyio.run(_create, empty)
+    result = CliRunner().invoke(app, ["replay", str(empty), "--session", "s"])
+    assert result.output == f"error: session 's' has no recorded events in {empty}, which has no sessions\n"
+
+
+async def _create(path: Path) -> None:
+    """A journal with its tables and no entries."""
+    from jeeves_router.journal.sqlite import SQLiteJournal
+
+    journal = SQLiteJournal(path)
+    await journal.sessions()
+    await journal.aclose()
 
 
 def test_replay_and_trace_leave_a_file_that_is_no_journal_unchanged(tmp_path: Path) -> None:

@@ -11,7 +11,7 @@ import typer
 from .._files import check_output
 from ..errors import UsageError
 from ._errors import bad_input, flag
-from ._replay import JOURNAL_HELP, KEY_ENV_HELP, read_journal
+from ._replay import JOURNAL_HELP, KEY_ENV_HELP, no_such_session, read_journal
 
 if TYPE_CHECKING:
     from ..agent import Agent
@@ -64,6 +64,8 @@ def trace_command(
 
     async def read() -> SessionTrace:
         try:
+            if session not in await store.sessions():
+                raise UsageError(await no_such_session(store, session, "recorded run", flag(ctx, "session")))
             return await load_trace(store, session)
         finally:
             await store.aclose()

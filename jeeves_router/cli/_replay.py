@@ -17,7 +17,7 @@ from ._errors import bad_input, flag
 if TYPE_CHECKING:
     from ..journal.base import Journal
 
-__all__ = ["JOURNAL_HELP", "KEY_ENV_HELP", "read_journal", "replay_command"]
+__all__ = ["JOURNAL_HELP", "KEY_ENV_HELP", "no_such_session", "read_journal", "replay_command"]
 
 
 def read_journal(spec: str, key_env: str | None, *, key_option: str) -> Journal:
@@ -42,6 +42,25 @@ def read_journal(spec: str, key_env: str | None, *, key_option: str) -> Journal:
     return open_journal(spec, reading=True, key=key.encode("utf-8", "surrogateescape") if key is not None else None)
 
 
+def _shown(store: Journal) -> str:
+    """How a message names ``store``: a SQLite file by its path; a URL may hold a password, so not that."""
+    from ..journal.sqlite import SQLiteJournal
+
+    return str(store.path) if isinstance(store, SQLiteJournal) else repr(store)
+
+
+async def no_such_session(store: Journal, session: str, what: str, option: str) -> str:
+    """The message for a ``session`` that has no ``what`` in ``store``, naming sessions it has, for ``option``.
+
+    Child sessions (a route's, ``desk-1__route_billing``) are left out: their parent is the one to give.
+    """
+    known = [s for s in await store.sessions() if "__" not in s]
+    if not known:
+        return f"session {session!r} has no {what} in {_shown(store)}, which has no sessions"
+    listed = ", ".join(repr(s) for s in known[:5]) + (f" and {len(known) - 5} more" if len(known) > 5 else "")
+    return f"session {session!r} has no {what} in {_shown(store)}; give one it has with {option}: {listed}"
+
+
 #: The journal argument of ``replay`` and ``trace``.
 JOURNAL_HELP = "The journal: a SQLite file or a postgresql:// URL (what serve --journal was given)."
 #: Their ``--key-env`` option.
@@ -61,11 +80,12 @@ def replay_command(
     from ..events import event_adapter
     from ..journal.records import JournalError, json_text
     from ..journal.replay import format_event, recorded_events
-    from ..journal.sqlite import SQLiteJournal
 
     async def read() -> list[str]:
         try:
             events = await recorded_events(store, session)
+            if not events:
+                raise UsageError(await no_such_session(store, session, "recorded events", flag(ctx, "session")))
         finally:
             await store.aclose()
         if as_json:
@@ -79,9 +99,5 @@ def replay_command(
             lines = anyio.run(read)
         except JournalError as exc:
             raise UsageError(str(exc)) from None
-    if not lines:
-        shown = store.path if isinstance(store, SQLiteJournal) else repr(store)  # a URL may hold a password
-        typer.echo(f"error: session {session!r} has no recorded events in {shown}", err=True)
-        raise typer.Exit(2)
     for line in lines:
         typer.echo(line)
