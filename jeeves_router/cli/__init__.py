@@ -11,7 +11,8 @@ on) and :func:`main` (the console command). What lives where:
 - ``_embed``: building, fitting and saving embedded classifiers from route files and data;
 - ``_show``: printing a route decision or an evaluation report (rich tables, JSON);
 - ``_observe``: ``trace`` and ``graph``; ``_replay``: ``replay``;
-- ``_errors``: every error becomes one line and exit code 2;
+- ``_errors``: every error becomes one line and exit code 2, naming the command's options
+  through ``flag`` (never spelled by hand);
 - ``_exit``: how the console command ends its process.
 """
 
