@@ -150,6 +150,13 @@ def test_usage_errors_name_the_problem() -> None:
         LateInteractionScorer(top_k=0)
 
 
+@pytest.mark.parametrize("negative", [..., None, 3, b"tell me a joke"])
+def test_a_negative_that_is_not_a_text_is_a_usage_error_naming_it(negative: object) -> None:
+    # the README once wrote negatives=["tell me a joke", ...]: Ellipsis raised AttributeError ('strip')
+    with pytest.raises(UsageError, match=r"negatives\[1\] must be a text \(a request none of the routes should take\)"):
+        EmbeddingClassifier(ROUTES, encoder=HashingEncoder(), scorer="late", negatives=["tell me a joke", negative])
+
+
 def test_hashing_encoder_tokens_are_words() -> None:
     enc = HashingEncoder(dim=64)
     v, tok = enc.encode_tokens(["Refund my payment!", ""])

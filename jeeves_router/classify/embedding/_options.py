@@ -7,21 +7,41 @@ raised before any work (encoding the routes, writing a file).
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from pathlib import Path
 
 from ...errors import UsageError
 from ...policies import check_count, check_number
 
 
-def check_options(
-    encoder: object, offload: object, offload_above_ms: object, negatives: object, max_scores: object = 10
-) -> None:
-    """Refuse a bad ``encoder``, ``offload``, ``offload_above_ms``, ``negatives`` or ``max_scores`` of the classifier.
+def check_negatives(negatives: object) -> tuple[str, ...]:
+    """The classifier's ``negatives``: its texts that are not blank.
+
+    Raises:
+        UsageError: For one string instead of a sequence, something that is no sequence, or an
+            item that is no string (naming its index), e.g. the ``...`` of a sketch.
+    """
+    if isinstance(negatives, str):
+        raise UsageError("negatives must be a sequence of texts, not one string; wrap it in a list")
+    if not isinstance(negatives, Iterable):
+        raise UsageError(f"negatives must be a sequence of texts, got {type(negatives).__name__}")
+    texts = tuple(negatives)
+    for i, text in enumerate(texts):
+        if not isinstance(text, str):
+            raise UsageError(
+                f"negatives[{i}] must be a text (a request none of the routes should take), "
+                f"got {type(text).__name__} {text!r:.60}"
+            )
+    return tuple(t for t in texts if t.strip())
+
+
+def check_options(encoder: object, offload: object, offload_above_ms: object, max_scores: object = 10) -> None:
+    """Refuse a bad ``encoder``, ``offload``, ``offload_above_ms`` or ``max_scores`` of the classifier.
 
     Raises:
         UsageError: For an encoder that is a name or has no ``encode`` method, an ``offload``
             other than ``True``/``False``/``"auto"``, an ``offload_above_ms`` that is not a number
-            >= 0, ``negatives`` given as one string, or a ``max_scores`` that is no integer >= 1.
+            >= 0, or a ``max_scores`` that is no integer >= 1.
     """
     if isinstance(encoder, str):
         raise UsageError(
@@ -36,8 +56,6 @@ def check_options(
     if offload not in (True, False, "auto"):
         raise UsageError(f"offload must be True, False or 'auto', got {offload!r}")
     check_number("offload_above_ms", offload_above_ms, low=0)
-    if isinstance(negatives, str):
-        raise UsageError("negatives must be a sequence of texts, not one string; wrap it in a list")
     check_count("max_scores (how many ranked routes ClassifyResult.scores lists; 1 for the best alone)", max_scores, 1)
 
 

@@ -23,7 +23,7 @@ from ..._text import valid_texts
 from ...errors import UsageError
 from ...ids import check_oos_label, validate_route_names
 from ..types import Classification, ClassifyRequest, ClassifyResult, RouteSpec
-from ._options import check_options, check_save_path
+from ._options import check_negatives, check_options, check_save_path
 from ._saved import from_saved, read_saved, saved_dict
 from ._threads import in_threads, sharing
 from .calibration import Calibrator
@@ -112,8 +112,8 @@ class EmbeddingClassifier:
     ) -> None:
         self.routes = route_specs(routes, owner="EmbeddingClassifier")
         names = validate_route_names([r.name for r in self.routes], owner="EmbeddingClassifier")
-        check_options(encoder, offload, offload_above_ms, negatives, max_scores)
-        self.negatives = tuple(t for t in negatives if t.strip())
+        check_options(encoder, offload, offload_above_ms, max_scores)
+        self.negatives = check_negatives(negatives)
         self.encoder: Encoder = encoder if encoder is not None else default_encoder()
         # One attribute, replaced whole: a decision never pairs one fit's calibration with another's threshold.
         self._calibration: tuple[Calibrator | None, float | None] = (None, None)
