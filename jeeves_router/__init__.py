@@ -2,13 +2,13 @@ r"""jeeves_router: compose specialist agents in code and put a router in front o
 
 The top-level namespace holds what an application writes every day: agents and their
 architectures, routes, tools and handoffs, results, recovery settings, the errors, and the
-test kit's entry points. Everything else is imported from its subpackage::
+test kit's entry points. Everything else is imported from its subpackage:
 
-    from jeeves_router import Agent, Router, RouterRoute, tool
-    from jeeves_router.events import TextDelta, RouterClassified      # typed events
-    from jeeves_router.journal import JournalRuntime, SQLiteJournal   # durability
-    from jeeves_router.models import OpenAIModel, ModelRequest        # model adapters
-    from jeeves_router.classify import LLMClassifier, parse_classification  # classifiers
+>>> from jeeves_router import Agent, Router, RouterRoute, tool
+>>> from jeeves_router.events import TextDelta, RouterClassified      # typed events
+>>> from jeeves_router.journal import JournalRuntime, SQLiteJournal   # durability
+>>> from jeeves_router.models import OpenAIModel, ModelRequest        # model adapters
+>>> from jeeves_router.classify import LLMClassifier, parse_classification  # classifiers
 
 Each name is imported on first use, so a program pays only for what it touches: ``Agent``
 loads the agent and the tool loop, ``Router`` adds the router, and capabilities, handoffs,

@@ -1,17 +1,11 @@
-"""The README's examples stay in step with the API, and do what the README says.
+"""The README's examples stay in step with the API.
 
 Each ``python`` block is parsed (top-level ``await`` allowed); every import in it must
 succeed, and every call of something it imported from ``jeeves_router`` must use keywords
 that callable accepts and no more positional arguments than it takes. A renamed class, a
 moved module or a renamed option makes this fail. A block holding placeholders (``<...>``)
-is prose, not code, and is only checked for its imports.
-
-Then the blocks are run, top to bottom in one namespace, as a reader pastes them into one
-notebook: a ``"provider:model"`` string gets a test model (no key, no network), the HTTP
-clients call the app the README's ``jeeves-router serve`` command builds, on 127.0.0.1, and
-the user's own files (``my_routes.json``, ...) are the shipped desk's. The ``bash`` blocks'
-commands are run too, and a ``#`` line under a command is output it must print. What is
-not run is listed here, each with its reason (``NOT_RUN``, ``COMMANDS_NOT_RUN``).
+is prose, not code, and is only checked for its imports. The examples are run by
+``tests/test_readme_runs.py``.
 """
 
 from __future__ import annotations
@@ -19,31 +13,15 @@ from __future__ import annotations
 import ast
 import importlib
 import inspect
-import json
-import os
 import re
-import shlex
-import subprocess
-import sys
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-README = Path(__file__).resolve().parents[1] / "README.md"
-_BLOCK = re.compile(r"```python\n(.*?)```", re.S)
+from tests.readme_text import README, code_spans, python_blocks
+
 _PLACEHOLDER = re.compile(r"<[^<>\n]*[a-z][^<>\n]*>")
-
-
-def python_blocks_at() -> list[tuple[int, str]]:
-    """The ``python`` blocks with the README line their code starts on."""
-    text = README.read_text(encoding="utf-8")
-    return [(text.count("\n", 0, m.start(1)) + 1, m.group(1)) for m in _BLOCK.finditer(text)]
-
-
-def python_blocks() -> list[str]:
-    return [block for _, block in python_blocks_at()]
 
 
 def parse(block: str) -> ast.Module:
@@ -193,190 +171,118 @@ def test_the_command_check_catches_a_renamed_option() -> None:
     ]
 
 
-# --- running the examples -------------------------------------------------------------------
+# --- the API the prose names ------------------------------------------------------------------
 
-#: The ``python`` blocks that are not run, by their first line (which says why, in the README
-#: too), and the reason; each is still checked above for its imports and calls.
-NOT_RUN = {
-    'HandoffRouter(routes, fallback_route="general")': "an equivalence with placeholders (<...>), not code",
-    "# needs a running OpenTelemetry collector (OTLP over HTTP; localhost:4318 unless configured)": (
-        "exports spans to a collector, and sets the process's tracer provider for good"
-    ),
-    "# needs PostgreSQL (PG_URL) and a desk of your own (Agent(...) below)": "needs PostgreSQL, and DBOS launched",
-}
-
-#: The ``bash`` commands that are not run, by how they start, and the reason.
-COMMANDS_NOT_RUN = {
-    "pip install": "installs packages: the tests run with the dev extra installed",
-    "bash .ci/run": "the whole check, this suite included",
-    "jeeves-router serve": "serves until stopped: the README's HTTP clients run against the app it builds",
-}
-
-#: Files the examples read as the reader's own, stood in for by the shipped desk's data, and
-#: programs a command reads from (``some_export | ...``), stood in for by the file they print.
-DATA = Path(__file__).resolve().parents[1] / "jeeves_router" / "data"
-USER_FILES = {
-    "my_routes.json": "desk_routes.json",
-    "my_val.jsonl": "desk_val.jsonl",
-    "my_test.jsonl": "desk_test.jsonl",
-}
-STAND_INS = {"some_export": "my_test.jsonl"}
-
-#: Where the README's HTTP clients find the served desk.
-SERVED_AT = "http://127.0.0.1:8000"
+PKG = README.parent / "jeeves_router"
+_SIGNATURE = re.compile(r"([A-Za-z_][\w.]*)\((.*?)\)(?:\s*->\s*(.*))?", re.S)
 
 
-def provider_model(name: str) -> Any:
-    """What a ``"provider:model"`` string resolves to while the examples run: a test model.
+def api_names() -> dict[str, Any]:
+    """The names a README reader has: the package's, the test kit's, and every public name of
+    the modules the README's blocks import from, by name."""
+    import jeeves_router
+    import jeeves_router.testing
 
-    It routes every request to ``billing`` (by a ``route:`` reply, or by calling the offered
-    ``classify_as_billing`` tool) and answers every agent turn with "Done.".
-    """
-    from jeeves_router.testing import Call, FunctionModel
-
-    def reply(request: Any) -> Any:
-        classify = [spec.name for spec in request.tools if spec.name == "classify_as_billing"]
-        if classify:
-            return Call(classify[0], {"reason": "a payment question", "confidence": 0.9})
-        return "route: billing\nconfidence: 0.9" if request.purpose == "classify" else "Done."
-
-    return FunctionModel(reply, name=name)
-
-
-def write_user_files(folder: Path) -> None:
-    for mine, shipped in USER_FILES.items():
-        (folder / mine).write_text((DATA / shipped).read_text(encoding="utf-8"), encoding="utf-8")
-    texts = [json.loads(line)["text"] for line in (DATA / "desk_test.jsonl").read_text(encoding="utf-8").splitlines()]
-    (folder / "requests.txt").write_text("".join(f"{t}\n" for t in texts[:5]), encoding="utf-8")
-    (folder / "requests.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in texts[:5]), encoding="utf-8")
+    names: dict[str, Any] = {}
+    for block in python_blocks():
+        imports = "\n".join(line for line in block.splitlines() if line.startswith(("from ", "import ")))
+        for node in ast.walk(parse(block if checkable(block) else imports)):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                module = importlib.import_module(node.module)
+                names.update({k: v for k, v in vars(module).items() if not k.startswith("_")})
+    for module in (jeeves_router, jeeves_router.testing):
+        names.update({k: getattr(module, k) for k in dir(module) if not k.startswith("_")})
+    return {k: v for k, v in names.items() if (getattr(v, "__module__", "") or "").startswith("jeeves_router")}
 
 
-def first_line(block: str) -> str:
-    return block.splitlines()[0]
-
-
-def test_the_blocks_not_run_are_in_the_readme() -> None:
-    first_lines = [first_line(block) for block in python_blocks()]
-    assert sorted(line for line in first_lines if line in NOT_RUN) == sorted(NOT_RUN)
-
-
-async def run_block(block: str, line: int, namespace: dict[str, Any]) -> int:
-    """Run one block in ``namespace``, then the ``test_*`` functions it defines, as the reader's
-    pytest would (the parser's property tests): how many tests it defined."""
-    before = dict(namespace)
-    code = compile(block, f"README.md line {line}", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
-    outcome = eval(code, namespace)  # the README's own example
-    if inspect.iscoroutine(outcome):
-        await outcome
-    tests = [f for name, f in namespace.items() if name.startswith("test_") and before.get(name) is not f]
-    for test in tests:
-        test()
-    return len(tests)
-
-
-@pytest.mark.anyio
-async def test_every_readme_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from jeeves_router.models import registry
-    from tests.serve_apps import running, served_by_cli
-
-    monkeypatch.chdir(tmp_path)
-    write_user_files(tmp_path)
-    monkeypatch.setenv("CRM_TOKEN", "a-token")  # the MCP example reads its server's token
-    monkeypatch.setattr(
-        registry, "_CUSTOM", {**registry._CUSTOM, "openai": provider_model, "anthropic": provider_model}
-    )
-    served = [words[2:] for _, words, _ in bash_commands() if words[:2] == ["jeeves-router", "serve"]]
-    assert len(served) == 1
-    namespace: dict[str, Any] = {}
-    ran = tests = 0
-    # on a free port (8000 may be taken): the clients' address is replaced by the server's
-    with running(served_by_cli(pytest.MonkeyPatch(), [*served[0], "--port", "0"])) as server:
-        for line, block in python_blocks_at():
-            if first_line(block) in NOT_RUN:
+def resolve(dotted: str, names: dict[str, Any]) -> Any:
+    """``Name.attr`` of a known name, or ``jeeves_router.module.attr``; AttributeError or ImportError if none."""
+    parts = dotted.split(".")
+    if parts[0] == "jeeves_router":
+        for cut in range(len(parts), 0, -1):
+            try:
+                obj = importlib.import_module(".".join(parts[:cut]))
+            except ImportError:
                 continue
-            tests += await run_block(block.replace(SERVED_AT, server.url), line, namespace)
-            ran += 1
-    assert ran == len(python_blocks()) - len(NOT_RUN)
-    assert tests >= 2  # the parser's property tests, run with Hypothesis
-    # what the served desk's client block says it gets
-    assert namespace["reply"].choices[0].message.content
-    decision = namespace["reply"].model_extra["jeeves"]
-    assert (decision["route"], decision["confidence"]) == ("billing", 0.92)
+            for part in parts[cut:]:
+                obj = getattr(obj, part)
+            return obj
+    obj = names[parts[0]]
+    for part in parts[1:]:
+        obj = getattr(obj, part)
+    return obj
 
 
-def bash_commands() -> list[tuple[int, list[str], list[str]]]:
-    """Each command of the ``bash`` blocks: (README line, its words, the output lines the README shows under it)."""
-    text = README.read_text(encoding="utf-8")
-    commands: list[tuple[int, list[str], list[str]]] = []
-    for m in re.finditer(r"```bash\n(.*?)```", text, re.S):
-        start = text.count("\n", 0, m.start(1)) + 1
-        for offset, line in enumerate(m.group(1).splitlines()):
-            if line.startswith("# ") and commands and commands[-1][0] >= start:
-                commands[-1][2].append(line[2:])
-            elif line.strip():
-                words = shlex.split(line, comments=True)
-                while "&&" in words:  # `a && b`: two commands
-                    cut = words.index("&&")
-                    commands.append((start + offset, words[:cut], []))
-                    words = words[cut + 1 :]
-                commands.append((start + offset, words, []))
-    return commands
-
-
-def not_run(words: list[str]) -> str | None:
-    return next((why for start, why in COMMANDS_NOT_RUN.items() if words[: len(start.split())] == start.split()), None)
-
-
-def run_command(words: list[str], folder: Path) -> tuple[int, str]:
-    """Run one README command in ``folder``: (exit code, what it printed)."""
-    from typer.testing import CliRunner
-
-    from jeeves_router.cli import app
-
-    stdin: str | None = None
-    if "|" in words:  # `program | jeeves-router ...`: the program's output on stdin
-        cut = words.index("|")
-        stdin = (folder / STAND_INS[" ".join(words[:cut])]).read_text(encoding="utf-8")
-        words = words[cut + 1 :]
-    if "<" in words:
-        cut = words.index("<")
-        stdin = (folder / words[cut + 1]).read_text(encoding="utf-8")
-        words = words[:cut]
-    if words[0] == "jeeves-router":
-        result = CliRunner().invoke(app, words[1:], input=stdin)
-        return result.exit_code, result.output
-    assert words[0] == "python" and words[1].startswith("examples/"), f"no way to run {words}"
-    env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")}
-    env["PYTHONPATH"] = str(README.parent)
-    proc = subprocess.run(
-        [sys.executable, str(README.parent / words[1]), *words[2:]],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=folder,
-        timeout=240,
-        check=False,
-    )
-    return proc.returncode, proc.stdout + proc.stderr
-
-
-def test_every_readme_command_runs_and_prints_what_the_readme_shows(tmp_path: Path) -> None:
-    write_user_files(tmp_path)
-    commands = bash_commands()
-    skipped = {start for start in COMMANDS_NOT_RUN for _, words, _ in commands if not_run(words) is not None}
-    assert skipped == set(COMMANDS_NOT_RUN)  # every reason listed is used
-    ran = 0
-    for line, words, shown in commands:
-        if not_run(words) is not None:
+def span_problems(span: str, names: dict[str, Any], source: str) -> list[str]:
+    """What a code span of the prose says about the API that is not so."""
+    problems: list[str] = []
+    for dotted in re.findall(r"\bjeeves_router(?:\.\w+)+", span):
+        try:
+            resolve(dotted, names)
+        except (AttributeError, ImportError):
+            if f'"{dotted}"' not in source:  # nor a span or event name the package writes
+                problems.append(f"no {dotted}")
+    try:
+        tree: ast.AST = ast.parse(span, mode="eval")
+    except SyntaxError:  # a signature: `Router(routes, *, fallback_route=None, ...) -> RunResult(...)`
+        m = _SIGNATURE.fullmatch(span.strip())
+        if m is None or m.group(1).split(".")[0] not in names:
+            return problems
+        try:
+            params = ast.parse(f"def f({m.group(2)}): pass").body[0].args  # type: ignore[attr-defined]
+        except SyntaxError:
+            return problems
+        takes = inspect.signature(resolve(m.group(1), names)).parameters
+        given = [a.arg for a in (*params.posonlyargs, *params.args, *params.kwonlyargs)]
+        problems += [f"{m.group(1)}() has no parameter {p!r}" for p in given if p not in takes]
+        tree = ast.parse(m.group(3) or "None", mode="eval")
+        if isinstance(tree.body, ast.Call) and isinstance(tree.body.func, ast.Name) and tree.body.func.id in names:
+            cls = names[tree.body.func.id]
+            fields = [a.id for a in tree.body.args if isinstance(a, ast.Name)]
+            problems += [f"{cls.__name__} has no {f!r}" for f in fields if not hasattr(cls, f)]
+        return problems
+    for node in ast.walk(tree):
+        root = ast.unparse(node).split(".")[0] if isinstance(node, (ast.Name, ast.Attribute)) else ""
+        # `tool.called` is an event's kind: attributes are looked up on classes and modules only
+        if not inspect.isclass(names.get(root)) and not inspect.ismodule(names.get(root)):
             continue
-        with pytest.MonkeyPatch.context() as mp:
-            mp.chdir(tmp_path)
-            code, out = run_command(words, tmp_path)
-        assert code == 0, f"README line {line}: {shlex.join(words)} exited {code}:\n{out[-2000:]}"
-        printed = " ".join(out.split())
-        for expected in shown:
-            assert " ".join(expected.split()) in printed, (
-                f"README line {line}: {shlex.join(words)} did not print {expected!r}"
-            )
-        ran += 1
-    assert ran >= 10
+        try:
+            target = resolve(ast.unparse(node), names)
+        except (AttributeError, ImportError):
+            problems.append(f"no {ast.unparse(node)}")
+            continue
+        call = next((c for c in ast.walk(tree) if isinstance(c, ast.Call) and c.func is node), None)
+        if call is None or not callable(target):
+            continue
+        if call.args and not call.keywords and all(isinstance(a, ast.Name) and a.id not in names for a in call.args):
+            # `RunResult(output, status, ...)` lists fields, `SQLiteJournal(path)` parameters
+            takes = inspect.signature(target).parameters
+            if any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in takes.values()):
+                continue  # a wrapped __init__ (conftest's journal registry): nothing to compare with
+            listed = [a.id for a in call.args if isinstance(a, ast.Name)]
+            problems += [
+                f"{ast.unparse(node)} has no {n!r}" for n in listed if n not in takes and not hasattr(target, n)
+            ]
+        elif (problem := call_problem(call, target)) is not None:
+            problems.append(problem)
+    return problems
+
+
+def test_the_api_the_prose_names_exists_with_those_parameters() -> None:
+    names = api_names()
+    source = "\n".join(p.read_text(encoding="utf-8") for p in PKG.rglob("*.py"))
+    problems = [f"README line {line}: {p}" for line, span in code_spans() for p in span_problems(span, names, source)]
+    assert problems == []
+    assert {"Router", "RunResult", "EmbeddingClassifier", "JournalRuntime"} <= set(names)
+
+
+def test_the_prose_check_catches_a_wrong_name_or_parameter() -> None:
+    names = api_names()
+    assert span_problems("Router(routes, *, fallback_rout=None)", names, "") == [
+        "Router() has no parameter 'fallback_rout'"
+    ]
+    assert span_problems("Recovery(time_limt_s=60)", names, "") == ["Recovery() has no parameter ['time_limt_s']"]
+    assert span_problems("RunResult.user_mesage", names, "") == ["no RunResult.user_mesage"]
+    assert span_problems("jeeves_router.journal.keyd", names, "") == ["no jeeves_router.journal.keyd"]
+    assert span_problems("RunResult(output, outptu)", names, "") == ["RunResult has no 'outptu'"]
+    assert span_problems("tool.called", names, "") == []  # an event's kind, not the decorator's attribute
