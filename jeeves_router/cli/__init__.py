@@ -18,6 +18,43 @@ on) and :func:`main` (the console command). What lives where:
 
 from __future__ import annotations
 
-from ._app import app, main
+import sys
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ._app import app
 
 __all__ = ["app", "main"]
+
+#: The command line's own dependencies, which the ``cli`` extra installs (and the ``embed``,
+#: ``serve`` and ``mcp`` extras, whose commands they run).
+_CLI_EXTRA = ("typer", "click", "rich")
+
+
+def main() -> None:
+    """The ``jeeves-router`` console command (:func:`._app.main`).
+
+    Installed without the ``cli`` extra (``pip install jeeves-router`` alone), it says which
+    extra to install, in one line, and exits with status 2 instead of a traceback.
+    """
+    try:
+        from ._app import main as run
+    except ModuleNotFoundError as exc:
+        missing = (exc.name or "").split(".")[0]
+        if missing not in _CLI_EXTRA:
+            raise
+        print(
+            f"error: the jeeves-router command needs the cli extra ({missing} is not installed): "
+            "pip install 'jeeves-router[cli]'",
+            file=sys.stderr,
+        )
+        raise SystemExit(2) from None
+    run()
+
+
+def __getattr__(name: str) -> Any:
+    if name == "app":  # imported on first use, so main() can name a missing extra
+        from ._app import app
+
+        return app
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,5 +1,5 @@
 """``python -m jeeves_router.cli``: the ``jeeves-router`` command."""
 
-from ._app import main
+from . import main
 
 main()
