@@ -194,6 +194,7 @@ def run_command(words: list[str], folder: Path) -> tuple[int, str]:
     return proc.returncode, proc.stdout + proc.stderr
 
 
+@pytest.mark.slow  # the SmolLM2 example generates its answer: about 6 s
 def test_every_readme_command_runs_and_prints_what_the_readme_shows(tmp_path: Path) -> None:
     write_user_files(tmp_path)
     commands = bash_commands()
