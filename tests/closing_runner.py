@@ -6,8 +6,8 @@ Run as a script, by ``tests/test_examples_close_journals.py``::
     python -W error::ResourceWarning tests/closing_runner.py script examples/serve_desk.py ARGS...
 
 ``readme`` runs README blocks (a JSON list of sources, top-level ``await`` allowed) one after
-the other in one namespace, on one event loop, with offline stand-ins for what they leave to
-the reader: ``OFFLINE`` (a model) and ``ROUTES`` (a router's routes). ``script`` runs a file as
+the other in one namespace, on one event loop, with ``"provider:model"`` strings resolving to
+test models (``tests/readme_text.py``, as ``tests/test_readme_runs.py`` runs them). ``script`` runs a file as
 ``__main__`` (a ``KeyboardInterrupt``, the way a served example is stopped, ends it normally).
 
 Every ``sqlite3`` connection opened is tracked; at the end the code's namespace is dropped and
@@ -61,20 +61,11 @@ def _tracked_connect(*args: Any, **kwargs: Any) -> sqlite3.Connection:
 
 
 def _readme(blocks_file: str) -> None:
-    from jeeves_router import Agent, RouterRoute
-    from jeeves_router.models.base import ModelRequest
-    from jeeves_router.testing import FunctionModel
+    from jeeves_router.models import registry
+    from tests.readme_text import provider_stand_ins
 
-    def answer(request: ModelRequest) -> str:
-        if request.purpose == "classify":
-            return "route: general\nconfidence: 0.9"
-        return "noted"
-
-    offline = FunctionModel(answer, name="offline")
-    namespace: dict[str, Any] = {
-        "OFFLINE": offline,
-        "ROUTES": [RouterRoute("general", Agent("You answer.", name="general", model=offline), "anything")],
-    }
+    registry._CUSTOM = provider_stand_ins()
+    namespace: dict[str, Any] = {}
     sources = json.loads(Path(blocks_file).read_text(encoding="utf-8"))
     codes = [compile(s, "README.md", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT) for s in sources]
 

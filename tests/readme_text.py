@@ -1,10 +1,15 @@
-"""The README's code, as the README tests read it (not a test module): its blocks and commands."""
+"""The README's code, as the README tests read and run it (not a test module).
+
+Its blocks, commands and code spans, and :func:`provider_stand_ins`: what a ``"provider:model"``
+string resolves to while the blocks run (no key, no network).
+"""
 
 from __future__ import annotations
 
 import re
 import shlex
 from pathlib import Path
+from typing import Any
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 _PYTHON = re.compile(r"```python\n(.*?)```", re.S)
@@ -73,3 +78,26 @@ def inline_commands() -> list[tuple[int, list[str]]]:
             if len(words) > 2 and not PLACEHOLDERS & set(words):
                 commands.append((line, words))
     return commands
+
+
+def provider_model(name: str) -> Any:
+    """What a ``"provider:model"`` string resolves to while the examples run: a test model.
+
+    It routes every request to ``billing`` (by a ``route:`` reply, or by calling the offered
+    ``classify_as_billing`` tool) and answers every agent turn with "Done.".
+    """
+    from jeeves_router.testing import Call, FunctionModel
+
+    def reply(request: Any) -> Any:
+        if any(spec.name == "classify_as_billing" for spec in request.tools):
+            return Call("classify_as_billing", {"reason": "a payment question", "confidence": 0.9})
+        return "route: billing\nconfidence: 0.9" if request.purpose == "classify" else "Done."
+
+    return FunctionModel(reply, name=name)
+
+
+def provider_stand_ins() -> dict[str, Any]:
+    """The model registry's custom providers with ``openai`` and ``anthropic`` resolving to :func:`provider_model`."""
+    from jeeves_router.models import registry
+
+    return {**registry._CUSTOM, "openai": provider_model, "anthropic": provider_model}

@@ -21,11 +21,10 @@ from pathlib import Path
 import pytest
 
 from tests.mcp_helpers import listening_ports
-from tests.test_readme import python_blocks
+from tests.readme_text import python_blocks
 
 ROOT = Path(__file__).resolve().parents[1]
 RUNNER = Path(__file__).with_name("closing_runner.py")
-_LEFT_TO_THE_READER = {'model="openai:gpt-4.1-nano"': "model=OFFLINE", "routes=[...]": "routes=ROUTES"}
 
 
 def _child_env() -> dict[str, str]:
@@ -41,14 +40,9 @@ def _check(stderr: str) -> None:
 
 
 def journal_blocks() -> list[str]:
-    """The README's Python blocks that open a journal, with offline stand-ins for the reader's parts."""
-    blocks = [b for b in python_blocks() if re.search(r"\b\w+Journal\(", b)]
-    runnable = []
-    for block in blocks:
-        for theirs, ours in _LEFT_TO_THE_READER.items():
-            block = block.replace(theirs, ours)
-        runnable.append(block)
-    return runnable
+    """The README's Python blocks that open a journal, after the quick start (its agents are theirs)."""
+    blocks = python_blocks()
+    return [blocks[0], *(b for b in blocks if re.search(r"\b\w+Journal\(", b))]
 
 
 def _run_blocks(blocks: list[str], folder: Path) -> subprocess.CompletedProcess[str]:
@@ -60,7 +54,7 @@ def _run_blocks(blocks: list[str], folder: Path) -> subprocess.CompletedProcess[
 
 def test_the_readme_journal_examples_close_their_journal(tmp_path: Path) -> None:
     blocks = journal_blocks()
-    assert len(blocks) >= 2  # the SQLite journal and the sessions examples
+    assert len(blocks) >= 3  # the quick start, then the SQLite journal and the sessions examples
     done = _run_blocks(blocks, tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     _check(done.stderr)

@@ -26,7 +26,14 @@ from typing import Any
 import anyio
 import pytest
 
-from tests.readme_text import README, bash_commands, inline_commands, python_blocks, python_blocks_at
+from tests.readme_text import (
+    README,
+    bash_commands,
+    inline_commands,
+    provider_stand_ins,
+    python_blocks,
+    python_blocks_at,
+)
 
 #: The ``python`` blocks that are not run, by their first line (which says why, in the README
 #: too), and the reason; each is still checked above for its imports and calls.
@@ -58,23 +65,6 @@ STAND_INS = {"some_export": "my_test.jsonl"}
 
 #: Where the README's HTTP clients find the served desk.
 SERVED_AT = "http://127.0.0.1:8000"
-
-
-def provider_model(name: str) -> Any:
-    """What a ``"provider:model"`` string resolves to while the examples run: a test model.
-
-    It routes every request to ``billing`` (by a ``route:`` reply, or by calling the offered
-    ``classify_as_billing`` tool) and answers every agent turn with "Done.".
-    """
-    from jeeves_router.testing import Call, FunctionModel
-
-    def reply(request: Any) -> Any:
-        classify = [spec.name for spec in request.tools if spec.name == "classify_as_billing"]
-        if classify:
-            return Call(classify[0], {"reason": "a payment question", "confidence": 0.9})
-        return "route: billing\nconfidence: 0.9" if request.purpose == "classify" else "Done."
-
-    return FunctionModel(reply, name=name)
 
 
 def write_user_files(folder: Path) -> None:
@@ -126,9 +116,7 @@ def test_every_readme_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     write_user_files(tmp_path)
     monkeypatch.setenv("CRM_TOKEN", "a-token")  # the MCP example reads its server's token
     monkeypatch.setattr(prices, "_DEFAULT_PRICES", dict(prices._DEFAULT_PRICES))  # the Cost block's set_price
-    monkeypatch.setattr(
-        registry, "_CUSTOM", {**registry._CUSTOM, "openai": provider_model, "anthropic": provider_model}
-    )
+    monkeypatch.setattr(registry, "_CUSTOM", provider_stand_ins())
     served = [words[2:] for _, words, _ in bash_commands() if words[:2] == ["jeeves-router", "serve"]]
     assert len(served) == 1
     namespace: dict[str, Any] = {}
