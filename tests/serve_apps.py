@@ -196,7 +196,11 @@ def subprocess_env() -> dict[str, str]:
 
 
 def served_by_cli(monkeypatch: Any, args: Sequence[str]) -> Any:
-    """The ASGI app ``jeeves-router serve ARGS`` builds, taken from it before uvicorn would listen."""
+    """The ASGI app ``jeeves-router serve ARGS`` builds, taken from it before uvicorn would listen.
+
+    Without ``--port`` in ARGS it is given ``--port 0``: the command checks that it can listen
+    before it builds the app, and 8000, its default, may be taken on the machine.
+    """
     from typer.testing import CliRunner
 
     from jeeves_router.cli import app as cli
@@ -212,7 +216,7 @@ def served_by_cli(monkeypatch: Any, args: Sequence[str]) -> Any:
 
     monkeypatch.setattr(uvicorn, "Config", config)
     try:
-        CliRunner().invoke(cli, ["serve", *args])
+        CliRunner().invoke(cli, ["serve", *args, *([] if "--port" in args else ["--port", "0"])])
     except Stop:
         pass
     finally:

@@ -121,7 +121,7 @@ def test_every_readme_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     assert len(served) == 1
     namespace: dict[str, Any] = {}
     # on a free port (8000 may be taken): the clients' address is replaced by the server's
-    with running(served_by_cli(pytest.MonkeyPatch(), [*served[0], "--port", "0"])) as server:
+    with running(served_by_cli(pytest.MonkeyPatch(), served[0])) as server:
         ran, tests = anyio.run(run_blocks, server.url, namespace)
     assert ran == len(python_blocks()) - len(NOT_RUN)
     assert tests >= 2  # the parser's property tests, run with Hypothesis

@@ -7,6 +7,7 @@ Each test talks raw HTTP/1.1 over a socket to a server on 127.0.0.1, sending par
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 from typing import Any
@@ -85,6 +86,16 @@ def test_the_body_timeout_flag_is_checked_naming_the_flag(command: list[str]) ->
     assert result.output == "error: --body-timeout must be a number of seconds > 0 (the default is 30), got 0.0\n"
     stdio = CliRunner().invoke(cli, ["mcp", "tests.mcp_servers.desk:desk", "--body-timeout", "5"])
     assert stdio.exit_code == 2 and stdio.output.startswith("error: --body-timeout: only --transport http listens")
+
+
+def test_the_served_app_is_built_while_port_8000_is_taken(monkeypatch: pytest.MonkeyPatch) -> None:
+    # `jeeves-router serve` checks its address before it builds the app; on a shared machine
+    # 8000 may be held by anything, and served_by_cli failed ("built no app")
+    with socket.socket() as held:
+        with contextlib.suppress(OSError):  # taken already: the same case
+            held.bind(("127.0.0.1", 8000))
+            held.listen()
+        assert callable(served_by_cli(monkeypatch, ["tests.serve_apps:slow_desk"]))
 
 
 def test_serve_command_body_timeout_is_the_apps(monkeypatch: pytest.MonkeyPatch) -> None:
