@@ -115,6 +115,12 @@ def emit(item: Any) -> Generator[Any, None, None]:
 
 
 _END: Any = object()  # EventPump._thrown: the coroutine ended
+# Asked of an EventPump while another task waits inside it for its next item (state 3).
+_BUSY = (
+    "{} this stream was asked for while another task is reading it (it waits inside the run); "
+    "one task reads a stream at a time: to stop the run, cancel the reading task or let it leave "
+    "its loop, then close the stream"
+)
 
 
 class EventPump(Generic[T]):
@@ -136,8 +142,9 @@ class EventPump(Generic[T]):
 
     __slots__ = ("__weakref__", "_coro", "_kind", "_state", "error")  # weakref: the event loop's finaliser set
 
-    # _state: 0 never iterated, 1 running (suspended at an await), 2 done. Literal ints in the
-    # hot path: a class-attribute lookup per step costs more than the step's own work.
+    # _state: 0 never iterated, 1 running (suspended at an await), 2 done, 3 a task is waiting
+    # inside a step (its wait passed to the event loop): no other task may step or close it.
+    # Literal ints in the hot path: a class-attribute lookup per step costs more than the step's own work.
 
     def __init__(self, coro: Coroutine[Any, Any, None], kind: type[T]) -> None:
         self._coro = coro
@@ -167,9 +174,11 @@ class EventPump(Generic[T]):
             A generator-based awaitable, itself the awaitable ``async for`` waits on (no
             wrapper call per item): a step costs no Python call and raises no exception.
             """
-            if self._state != 1:  # the first item, or none left
+            if self._state != 1:  # the first item, none left, or another task is stepping it
                 if self._state == 2:
                     raise StopAsyncIteration
+                if self._state == 3:
+                    raise RuntimeError(_BUSY.format("an event of"))
                 self._state = 1
             try:
                 out = self._coro.send(None)
@@ -180,13 +189,16 @@ class EventPump(Generic[T]):
                 self._failed(failure)
                 raise
             while not isinstance(out, self._kind):
+                self._state = 3
                 try:  # a wait for the event loop, passed through; its answer goes back in
                     value = yield out
                 except BaseException as thrown:  # e.g. cancellation: raised at the run's await point
+                    self._state = 1
                     out = yield from self._thrown(thrown)
                     if out is _END:
                         raise StopAsyncIteration from None
                     return out
+                self._state = 1
                 try:
                     out = self._coro.send(value)
                 except StopIteration:
@@ -205,6 +217,8 @@ class EventPump(Generic[T]):
             """
             if self._state == 2:
                 return None
+            if self._state == 3:
+                raise RuntimeError(_BUSY.format("the rest of"))
             self._state = 1
             coro, kind = self._coro, self._kind
             value = None
@@ -220,12 +234,16 @@ class EventPump(Generic[T]):
                 if isinstance(out, kind):  # an item nobody reads: resume at once
                     value = None
                     continue
+                self._state = 3
                 try:
                     value = yield out
                 except BaseException as thrown:
+                    self._state = 1
                     if (yield from self._thrown(thrown)) is _END:
                         return None
                     value = None
+                else:
+                    self._state = 1
 
     def _failed(self, failure: BaseException) -> None:
         self._state = 2
@@ -255,11 +273,14 @@ class EventPump(Generic[T]):
             # run's coroutines with GeneratorExit instead of letting :meth:`__del__` close it.
             exc.__traceback__ = None
             while not isinstance(out, kind):
+                self._state = 3
                 try:
                     value = yield out
                 except BaseException as again:
+                    self._state = 1
                     exc = again
                     break
+                self._state = 1
                 try:
                     out = coro.send(value)
                 except StopIteration:
@@ -272,7 +293,15 @@ class EventPump(Generic[T]):
                 return out
 
     async def aclose(self) -> None:
-        """Stop the coroutine at its current await point; its ``finally`` blocks run (and may await)."""
+        """Stop the coroutine at its current await point; its ``finally`` blocks run (and may await).
+
+        Raises:
+            RuntimeError: another task is waiting inside the coroutine for its next item (as
+                an async generator's ``aclose()`` refuses while it runs): cancel that task, or
+                let it leave its loop, and close the iterator then.
+        """
+        if self._state == 3:
+            raise RuntimeError(_BUSY.format("a close of"))
         state, self._state = self._state, 2
         if state == 0:
             self._coro.close()
@@ -282,7 +311,7 @@ class EventPump(Generic[T]):
     def __del__(self) -> None:
         if self._state == 0:  # never iterated: nothing ran, nothing to warn about
             self._coro.close()
-        elif self._state == 1:
+        elif self._state != 2:
             # Dropped without aclose() while the run was suspended (e.g. `break` with no aclose):
             # let the event loop close it, as it finalises an abandoned async generator.
             finalizer = sys.get_asyncgen_hooks().finalizer
