@@ -28,7 +28,6 @@ from jeeves_router.classify.embedding import EmbeddingClassifier, HashingEncoder
 from jeeves_router.classify.types import RouteSpec
 from jeeves_router.models.base import ModelRequest
 from jeeves_router.testing import Call, Chunks, FunctionModel, Reply, ScriptedModel, StaticClassifier
-from tests.task_helpers import collect_earlier_garbage
 
 SPECS = (
     RouteSpec("billing", "payments, invoices, refunds", ("I was charged twice", "refund my payment", "wrong invoice")),
@@ -72,10 +71,16 @@ class Team:
 
         self.billing_model = FunctionModel(billing_answer, name="billing")
         self.general_model = FunctionModel(lambda r: Reply(text=Chunks("Refund ", "done.")), name="general")
+        # every model of the desk (build adds the router's or orchestrator's): what sent() counts
+        self.models: list[FunctionModel | ScriptedModel] = [self.billing_model, self.general_model]
         self.general = Agent("General.", name="general", model=self.general_model)
         self.billing = Agent(
             "Billing.", name="billing", model=self.billing_model, tools=[lookup], handoffs=[self.general]
         )
+
+    def sent(self) -> int:
+        """The model requests sent so far by every model of the desk."""
+        return sum(len(m.requests) for m in self.models)
 
     def routes(self) -> list[RouterRoute]:
         return [RouterRoute("billing", self.billing, "payments"), RouterRoute("general", self.general, "else")]
@@ -84,13 +89,9 @@ class Team:
 def build(arch: str, team: Team, **agent_kw: Any) -> Agent:
     """The desk of architecture ``arch`` (one of :data:`ARCHS`) in front of ``team``."""
     if arch == "router-llm":
-        return Agent(
-            "Desk",
-            name="desk",
-            model=ScriptedModel(["route: billing\nconfidence: 0.9"] * 4),
-            architecture=Router(team.routes()),
-            **agent_kw,
-        )
+        classifier = ScriptedModel(["route: billing\nconfidence: 0.9"] * 4)
+        team.models.append(classifier)
+        return Agent("Desk", name="desk", model=classifier, architecture=Router(team.routes()), **agent_kw)
     if arch == "router-embedding":
         clf = EmbeddingClassifier(SPECS, encoder=HashingEncoder())
         return Agent(
@@ -104,6 +105,7 @@ def build(arch: str, team: Team, **agent_kw: Any) -> Agent:
         return Agent("Desk", name="desk", architecture=Router(team.routes(), classifier=clf), **agent_kw)
     if arch == "handoff-router":
         router_model = ScriptedModel([Call("classify_as_billing", {"reason": "money", "confidence": 0.9})] * 4)
+        team.models.append(router_model)
         return Agent("Desk", name="desk", model=router_model, architecture=HandoffRouter(team.routes()), **agent_kw)
     if arch == "capabilities":
 
@@ -116,13 +118,9 @@ def build(arch: str, team: Team, **agent_kw: Any) -> Agent:
             return "refund INV-7"
 
         caps = [Capability("billing", team.billing, "payments")]
-        return Agent(
-            "Orchestrator",
-            name="desk",
-            model=FunctionModel(brain, name="brain"),
-            architecture=Capabilities(caps),
-            **agent_kw,
-        )
+        orchestrator = FunctionModel(brain, name="brain")
+        team.models.append(orchestrator)
+        return Agent("Orchestrator", name="desk", model=orchestrator, architecture=Capabilities(caps), **agent_kw)
     raise AssertionError(arch)
 
 
@@ -131,8 +129,13 @@ ARCHS = ["router-llm", "router-embedding", "cascade", "handoff-router", "capabil
 
 @contextlib.contextmanager
 def nothing_left_behind() -> Iterator[list[str]]:
-    """Warnings raised, unraisable exceptions and asyncio 'Task was destroyed' logs recorded; asserted empty."""
-    collect_earlier_garbage()
+    """A window whose warnings, unraisable exceptions and asyncio error logs ("Task was destroyed") are recorded.
+
+    Yields the list they are added to as the window closes, after one ``gc.collect()`` that
+    finalises what the window's code left (a dropped stream, an unclosed coroutine); assert it
+    is empty. Take the reading of earlier tasks first (:func:`~tests.task_helpers.settled_tasks`,
+    which collects earlier tests' garbage), so that only this window's garbage is judged.
+    """
     problems: list[str] = []
     old_hook = sys.unraisablehook
 
@@ -151,7 +154,6 @@ def nothing_left_behind() -> Iterator[list[str]]:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             yield problems
-            gc.collect()
             gc.collect()
         problems.extend(f"warning: {w.category.__name__}: {w.message}" for w in caught)
     finally:

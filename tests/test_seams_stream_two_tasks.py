@@ -67,6 +67,7 @@ async def test_the_stream_can_be_closed_once_the_other_task_is_done_with_it() ->
     team = Team(gate=anyio.Event())
     stream = build("router-llm", team).stream("refund INV-7", session_id="s")
     kinds: list[str] = []
+    await settled_tasks()
     with nothing_left_behind() as problems:
         with anyio.fail_after(30):
             async with anyio.create_task_group() as tg:
