@@ -5,6 +5,7 @@ Re-exported by :mod:`jeeves_router.tools`, whose names these are.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Coroutine
 from contextvars import ContextVar
 from typing import Any
@@ -12,7 +13,9 @@ from typing import Any
 import anyio
 import anyio.abc
 
-__all__ = ["ToolsetHost", "current_toolset_host", "toolset_host", "toolsets_in_use"]
+from ._loops import running_loop
+
+__all__ = ["TaskHost", "ToolsetHost", "current_toolset_host", "toolset_host", "toolsets_in_use"]
 
 _HOST: ContextVar[ToolsetHost | None] = ContextVar("jeeves_toolset_host", default=None)
 _toolsets_in_use = False  # set once an agent gets a toolset: until then a host costs nothing
@@ -75,3 +78,59 @@ class ToolsetHost:
             tg.cancel_scope.cancel()
         # the body's own exception is not passed in: the task group would wrap it in a group
         await tg.__aexit__(None, None, None)
+
+
+class TaskHost(ToolsetHost):
+    """A :class:`ToolsetHost` whose task group runs in a task of its own, not in the caller's.
+
+    For a connection a run opens with no host around it (a stream read without ``async
+    with``): a task group entered inside the run would stay entered in the reading task
+    between events, so the run could only be read on, and end, in that task; read on by
+    another task (a server's response task, after the handler read the first events), it
+    failed as it closed the connection. This host can be entered in one task and left in
+    another. Leaving it cancels what is left and waits for its task. Under an event loop
+    other than asyncio it is a plain :class:`ToolsetHost` (its task group in the caller's task).
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._task: asyncio.Task[None] | None = None
+        self._stop = anyio.Event()
+
+    async def __aenter__(self) -> TaskHost:
+        loop = running_loop()
+        if loop is None:
+            self._tg = anyio.create_task_group()
+            await self._tg.__aenter__()
+            return self
+        started = anyio.Event()
+
+        async def serve() -> None:
+            async with anyio.create_task_group() as tg:
+                self._tg = tg
+                started.set()
+                await self._stop.wait()
+                tg.cancel_scope.cancel()
+
+        self._task = loop.create_task(serve())
+        try:
+            await started.wait()
+        except BaseException:
+            self._task.cancel()
+            raise
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        task, self._task = self._task, None
+        if task is None:
+            tg, self._tg = self._tg, None
+            if tg is not None:
+                tg.cancel_scope.cancel()
+                await tg.__aexit__(None, None, None)
+            return
+        self._stop.set()
+        with anyio.CancelScope(shield=True):
+            await asyncio.wait([task])  # waits without raising its outcome
+        self._tg = None
+        if not task.cancelled():
+            task.exception()  # retrieved (its task group raises none: a host's tasks never raise)

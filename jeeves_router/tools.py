@@ -38,7 +38,7 @@ import anyio.to_thread
 from ._args import check_handoff, listed, opened_toolset, returned_awaitable
 from ._frozen import frozen
 from ._shown import shown_error
-from ._toolset_host import ToolsetHost, current_toolset_host, toolset_host, toolsets_in_use
+from ._toolset_host import TaskHost, ToolsetHost, current_toolset_host, toolset_host, toolsets_in_use
 from .errors import ToolError, ToolOutcomeUnknown, UsageError
 from .models.base import ToolSpec
 from .results import RunResult
@@ -58,6 +58,7 @@ __all__ = [
     "Handoff",
     "ContextUpdate",
     "Toolset",
+    "TaskHost",
     "ToolsetHost",
     "toolset_host",
     "open_toolsets",

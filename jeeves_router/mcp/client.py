@@ -8,10 +8,11 @@ runs instead; runs inside it, concurrent ones too, share it. A connection belong
 loop that opened it: used by threads each running their own loop, a server has one in each.
 
 The ``mcp`` SDK's client runs in a task of its own: in the task group of the stream's
-:class:`~jeeves_router.tools.ToolsetHost` under ``async with agent.stream(...)``, else in a
-task group the run enters. In that last case (``agent.stream()`` iterated without
-``async with``), do not wrap part of the iteration in a cancel scope of your own unless the
-server is already open (``async with server:``): the scopes would exit out of order.
+:class:`~jeeves_router.tools.ToolsetHost` under ``async with agent.stream(...)``, else in
+a :class:`~jeeves_router.tools.TaskHost`'s, whose task group runs in a task of its own. No
+task group or cancel scope of the connection stays entered in the task reading the stream:
+the reader may wrap part of the iteration in a cancel scope of its own, and another task
+may read the rest of the stream.
 
 Every call goes through the run's runtime like a function tool's call, so ``tool.called`` /
 ``tool.result`` events, usage and the journal are the same (a journaled call is not repeated
@@ -45,7 +46,7 @@ import anyio.abc
 from .._log import get_logger
 from .._loops import PerLoop
 from ..errors import ToolError, UsageError
-from ..tools import Tool, ToolOutcome, ToolsetHost, current_toolset_host
+from ..tools import TaskHost, Tool, ToolOutcome, ToolsetHost, current_toolset_host
 from ._content import content_text, describe, failure, unknown, unreached
 from ._link import IDEMPOTENCY_META_KEY, Connection, Here, call_meta, sending, watched
 from ._tool import BAD_NAME, MCPTool, listed_tools
@@ -201,25 +202,13 @@ class MCPServer:
 
     @asynccontextmanager
     async def _own(self, conn: Connection) -> AsyncIterator[Sequence[Tool]]:
-        """Host the connection in a task of this task group, for as long as anyone uses it."""
-        # Nothing may raise through the task group (it would wrap the error in an
-        # exception group): failures are kept and raised again once it has exited.
-        failure: BaseException | None = None
-        async with anyio.create_task_group() as tg:
-            try:
-                await self._connect(tg, conn)
-                yield conn.tools
-            except BaseException as exc:  # GeneratorExit of a closed stream too
-                failure = exc
-            finally:
-                try:
-                    await self._last_user_left()
-                finally:
-                    self._here.conn = None
-                    conn.stop.set()
-                    conn.ready.set()  # joiners waiting for a start that failed or was cancelled
-        if failure is not None:
-            raise failure
+        """Host the connection in a task of its own (a :class:`TaskHost`), for as long as anyone uses it.
+
+        No task group of ours stays entered in the caller's task: a run read on by another
+        task than the one that opened its server closes it there.
+        """
+        async with TaskHost() as host, self._own_hosted(host, conn) as tools:
+            yield tools
 
     @asynccontextmanager
     async def _own_hosted(self, host: ToolsetHost, conn: Connection) -> AsyncIterator[Sequence[Tool]]:
