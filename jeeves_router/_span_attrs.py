@@ -151,6 +151,8 @@ _EVENT_ATTRIBUTES: dict[type, Callable[[Any], dict[str, Any]]] = {
         "jeeves_router.duration_s": e.duration_s,
         # set only for a step answered by an earlier step's result (after a replan), not run again
         "jeeves_router.capability.answered_from": e.answered_from or None,
+        # set only for a retry's function call answered from the attempt ledger, not run again
+        "jeeves_router.capability.from_ledger": e.from_ledger or None,
     },
 }
 

@@ -323,6 +323,11 @@ class CapabilityCompleted(EventBase):
     ``answered_from`` is the number of an earlier step of the run whose result answered
     this one without running it (a plan made after a replan or reclassification repeated
     a completed step: same capability, same task); ``0`` when the step ran.
+
+    ``from_ledger``: a function capability's call did not run again; a framework retry's
+    call was answered with the output of the same call (same capability, same task) that an
+    earlier attempt of the run completed, from the run's attempt ledger, as a tool call's
+    ``tool.result`` says with its own ``from_ledger`` (a card is not charged twice).
     """
 
     capability: str
@@ -330,6 +335,7 @@ class CapabilityCompleted(EventBase):
     ok: bool = True
     step: int = 0
     answered_from: int = 0
+    from_ledger: bool = False
     kind: Literal["capability.completed"] = "capability.completed"
 
 

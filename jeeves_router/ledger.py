@@ -84,14 +84,29 @@ class Ledger:
             failed attempt have side effects?), a ``repeatable`` tool's not counted.
         reads: How many calls of ``repeatable`` tools have completed so far (did a step read
             data that may have changed since?).
+        answered: How many calls the ledger has answered so far (:meth:`completed_call`):
+            compare two readings to tell whether a call was answered, not run (a function
+            capability's output says nothing of it; a tool's is a :class:`LedgerAnswer`).
     """
 
-    __slots__ = ("_first_path", "_first_usage", "_last", "_more", "_pooled", "_tools", "calls", "reads", "texts")
+    __slots__ = (
+        "_first_path",
+        "_first_usage",
+        "_last",
+        "_more",
+        "_pooled",
+        "_tools",
+        "answered",
+        "calls",
+        "reads",
+        "texts",
+    )
 
     def __init__(self) -> None:
         self.texts = 0
         self.calls = 0
         self.reads = 0
+        self.answered = 0
         # The first entry in two slots, the later ones in a list (path, usage, path, usage...):
         # a run that made one model call so far holds no GC-tracked list for it.
         self._first_path: tuple[str, ...] | None = None
@@ -171,6 +186,7 @@ class Ledger:
             if done[0] == name and done[1] == arguments:
                 del pool[n]
                 self._remember(session_id, index, done)  # this attempt's call at this step (a further retry finds it)
+                self.answered += 1
                 return done[2]
         return None
 

@@ -268,6 +268,8 @@ def _build_run(
             cap.end, cap.status = ev.ts, "ok" if ev.ok else "error"
             if ev.answered_from:
                 cap.data["answered_from"] = ev.answered_from
+            if ev.from_ledger:
+                cap.data["from_ledger"] = True
         else:
             if isinstance(ev, RouterFallback) and decisions:
                 decisions[-1]["fallback"] = {"route": ev.fallback_route, "reason": ev.reason}

@@ -110,6 +110,8 @@ def _label(node: TraceNode) -> str:
     if node.kind == "capability" and node.data.get("answered_from"):
         earlier = node.data["answered_from"]
         return f"{node.label} · step {node.data.get('step')} · answered from step {earlier} (not run again)"
+    if node.kind == "capability" and node.data.get("from_ledger"):
+        return f"{node.label} · step {node.data.get('step')} · answered from an earlier attempt (not run again)"
     return node.label
 
 

@@ -300,7 +300,7 @@ class Capabilities:
             await rec.begin(operation)
             await ctx.emit(CapabilityStarted(session_id=ctx.session_id, path=ctx.path, capability=name, step=index))
             started = time.monotonic()
-            texts, calls, mark = ctx.ledger.texts, ctx.ledger.calls, ctx.ledger.mark()
+            texts, calls, answered, mark = ctx.ledger.texts, ctx.ledger.calls, ctx.ledger.answered, ctx.ledger.mark()
             try:
                 if cap.is_agent:  # its run, events and all
                     child = self._child(ctx, st, cap, task, index)
@@ -329,7 +329,9 @@ class Capabilities:
                 await ctx.emit(rec.retry_event(f))
                 await rec.backoff(f)
                 continue
-            await ctx.emit(completed(ctx, name, started, index, ok=True))
+            # a function's call the ledger answered (a retry's) did not run: the event says so, as a tool's result does
+            from_ledger = not cap.is_agent and ctx.ledger.answered != answered
+            await ctx.emit(completed(ctx, name, started, index, ok=True, from_ledger=from_ledger))
             rec.succeeded(operation)
             # an agent's model calls are in the ledger (its run entered them), a function's reported usage is not
             st.add(name, result.usage, rec, entered=cap.is_agent)

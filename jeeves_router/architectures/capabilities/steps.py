@@ -40,8 +40,13 @@ def step_prompt(task: str, objective: str, done: Sequence[tuple[str, str]]) -> s
     return "\n\n".join(parts)
 
 
-def completed(ctx: RunContext, name: str, started: float, index: int, *, ok: bool) -> CapabilityCompleted:
-    """The event that closes one attempt of capability ``name`` (step ``index``), begun at ``started``."""
+def completed(
+    ctx: RunContext, name: str, started: float, index: int, *, ok: bool, from_ledger: bool = False
+) -> CapabilityCompleted:
+    """The event that closes one attempt of capability ``name`` (step ``index``), begun at ``started``.
+
+    ``from_ledger``: the ledger answered the step's call (a retry's, of a function capability): it did not run.
+    """
     return CapabilityCompleted(
         session_id=ctx.session_id,
         path=ctx.path,
@@ -49,4 +54,5 @@ def completed(ctx: RunContext, name: str, started: float, index: int, *, ok: boo
         duration_s=time.monotonic() - started,
         ok=ok,
         step=index,
+        from_ledger=from_ledger,
     )
