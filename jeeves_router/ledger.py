@@ -49,7 +49,19 @@ class LedgerAnswer(ToolOutcome):
     """The outcome of a completed tool call, answering a retry's same call: the tool does not run again."""
 
 
-__all__ = ["Callee", "Ledger", "LedgerAnswer"]
+@frozen
+class SkippedCall(ToolOutcome):
+    """A call whose outcome is unknown, not made again: a recording runtime's answer under ``on_unknown_tool_outcome="skip"``.
+
+    The call started before a crash (or in another process) and may have had its effect. Its
+    outcome is an error result for the model (``is_error``), yet, unlike a call that failed,
+    the ledger keeps it as a completed call (:meth:`Ledger.complete_call`): it counts in
+    :attr:`Ledger.calls`, so the step that made it has effects (a replan stops, a repeat is
+    answered), and it answers a retry's same call with this outcome instead of making it.
+    """
+
+
+__all__ = ["Callee", "Ledger", "LedgerAnswer", "SkippedCall"]
 
 
 class Callee(Protocol):
@@ -195,12 +207,16 @@ class Ledger:
     ) -> None:
         """Remember a tool call that completed at this step (a ``repeatable`` tool's is not: no effect to keep).
 
+        An outcome with ``is_error`` set (a failed call) is not kept: a retry makes the call
+        again. A :class:`SkippedCall` is (its outcome unknown, it may have had its effect).
         The outcome is kept as a :class:`LedgerAnswer` (so the retry's ``tool.result`` says the
         tool did not run again), without its :attr:`~ToolOutcome.usage` (an agent the tool ran):
         the call ran once, and its usage was counted then (an enclosing retry counts the
         abandoned attempt's from :meth:`since`), so answering a retry with it adds nothing.
         A function capability's output (:class:`Callee`) is kept as it is, without its usage.
         """
+        if getattr(outcome, "is_error", False) and type(outcome) is not SkippedCall:
+            return
         if tool.repeatable:
             self.reads += 1
             return

@@ -218,7 +218,8 @@ class RunContext:
         :data:`~jeeves_router.runtime.CALL_STEPS`): a recording runtime marks it started,
         applies its unknown-outcome policy after a crash during it and sets
         :func:`~jeeves_router.runtime.current_idempotency_key` around it. An outcome with
-        ``is_error`` set (a failed tool call, a skipped one) is not kept in the ledger.
+        ``is_error`` set (a failed tool call) is not kept in the ledger; a call the runtime
+        skipped (its outcome unknown: :class:`~jeeves_router.ledger.SkippedCall`) is.
 
         Args:
             name: The step name, e.g. ``"tool:refund"`` or ``"capability:charge"``.
@@ -232,8 +233,7 @@ class RunContext:
         if done is not None:
             return cast(T, done)
         outcome = await self.runtime.step(key, input, perform, repeatable=callee.repeatable)
-        if not getattr(outcome, "is_error", False):
-            self.ledger.complete_call(key.session_id, key.index, callee, arguments, outcome)
+        self.ledger.complete_call(key.session_id, key.index, callee, arguments, outcome)
         return outcome
 
     def record(self, name: str, input: Any, fn: Callable[[], Awaitable[T]]) -> Awaitable[T]:

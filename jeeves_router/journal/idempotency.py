@@ -17,7 +17,10 @@ hook may ask for: the error is ``critical``, so the ladder alone never retries i
 
 - ``"fail"`` (default): raise :class:`ToolOutcomeUnknown`; nothing is repeated.
 - ``"retry"``: call the tool again with the same idempotency key.
-- ``"skip"``: do not call it; the model is told the outcome is unknown (an error result).
+- ``"skip"``: do not call it; the model is told the outcome is unknown (an error result, a
+  :class:`~jeeves_router.ledger.SkippedCall`). The run's attempt ledger keeps it as a call
+  made (it may have been): the step has effects (a replan stops, ``effects_done``; a repeat of
+  the step is answered) and a retry's same call is answered with it, never made.
 
 The same policy applies when two processes execute one run at once (a resume of a run
 still in flight elsewhere): the first ``tool.started`` in the journal wins the call
@@ -29,8 +32,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Literal
 
 from .._log import get_logger
+from ..ledger import SkippedCall
 from ..runtime import current_idempotency_key, idempotency_scope
-from ..tools import ToolOutcome
 from .records import ToolOutcomeUnknown, ToolStartedRecord
 
 if TYPE_CHECKING:
@@ -46,7 +49,7 @@ UnknownToolPolicy = Literal["fail", "retry", "skip"]
 
 def unknown_outcome(
     policy: UnknownToolPolicy, key: StepKey, idem: str, *, elsewhere: bool = False, repeatable: bool = False
-) -> ToolOutcome | None:
+) -> SkippedCall | None:
     """Apply ``policy`` to a tool call whose outcome this process does not know.
 
     The call started before a crash (or in another process still making it) and never
@@ -54,7 +57,7 @@ def unknown_outcome(
     same run first (see :func:`won_claim`). A call of a ``repeatable`` tool (harmless to
     call twice, a read) that started before a crash is called again whatever the policy,
     as a framework retry calls it again: its outcome being unknown costs nothing.
-    Returns the outcome to give the model (``"skip"``), or ``None`` to call the tool
+    Returns the outcome to give the model (``"skip"``: a :class:`SkippedCall`), or ``None`` to call the tool
     (again) with the same idempotency key (``"retry"``, or ``repeatable``).
 
     Raises:
@@ -84,8 +87,8 @@ def unknown_outcome(
             "it again or 'skip' to tell the model it is unknown",
             metadata={"tool": key.name, "step": key.index, "idempotency_key": idem},
         )
-    if policy == "skip":
-        return ToolOutcome(
+    if policy == "skip":  # an error result for the model; the run's ledger keeps it as a call made (it may have been)
+        return SkippedCall(
             f"the outcome of this {key.name.split(':', 1)[-1]} call is unknown (interrupted); it was not repeated",
             is_error=True,
         )
