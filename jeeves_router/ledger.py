@@ -51,7 +51,7 @@ class LedgerAnswer(ToolOutcome):
 
 @frozen
 class SkippedCall(ToolOutcome):
-    """A call whose outcome is unknown, not made again: a recording runtime's answer under ``on_unknown_tool_outcome="skip"``.
+    """A call whose outcome is unknown, not made again: the answer under ``on_unknown_tool_outcome="skip"``.
 
     The call started before a crash (or in another process) and may have had its effect. Its
     outcome is an error result for the model (``is_error``), yet, unlike a call that failed,

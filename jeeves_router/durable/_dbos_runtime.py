@@ -29,6 +29,7 @@ from ..runtime import LimitWhen, RecordedLimit, Runtime, StepKey, idempotency_sc
 from ..usage import Usage
 from ._dbos_judged import Judgements
 from ._dbos_limits import RecordedLimits
+from ._dbos_turns import root_workflow, superseded
 
 if TYPE_CHECKING:
     from ..actor import Actor
@@ -162,12 +163,18 @@ class DBOSRuntime(Runtime):
     async def observe_run(
         self, ctx: RunContext, run: Callable[[Actor, RunContext], AsyncIterator[Event]]
     ) -> AsyncIterator[Event]:
-        """Run a root run; in a DBOS workflow, then checkpoint what waits (a judgement, a limit stop)."""
+        """Run a root run; in a DBOS workflow, then checkpoint what waits (a judgement, a limit stop).
+
+        In a workflow the run is marked superseded when it is an older turn of its session run
+        again after a newer one (a fork, a recovery: :mod:`._dbos_turns`), as a journal marks it.
+        """
         if DBOS.workflow_id is None:
             async with aclosing(run(ctx.agent, ctx)) as events:  # type: ignore[type-var]
                 async for ev in events:
                     yield ev
             return
+        # an older turn run again (a fork, a recovery) leaves the session's state to the newer turns
+        ctx.superseded = await superseded(ctx.session_id)
         try:
             try:
                 async with aclosing(run(ctx.agent, ctx)) as events:  # type: ignore[type-var]
@@ -239,32 +246,6 @@ class DBOSRuntime(Runtime):
             )
 
 
-_ROOTS: dict[str, str] = {}  # workflow id -> the workflow it was forked from, first of the chain
-_ROOTS_KEPT = 4096
-
-
-async def _root_workflow(workflow_id: str) -> str:
-    """The workflow ``workflow_id`` was forked from, following forks of forks (itself when it is no fork).
-
-    Asked from inside a step (DBOS does not checkpoint a status read there), once per workflow and process.
-    """
-    root = _ROOTS.get(workflow_id)
-    if root is not None:
-        return root
-    root, seen = workflow_id, {workflow_id}
-    while True:
-        status = await DBOS.get_workflow_status_async(root)
-        parent = status.forked_from if status is not None else None
-        if not parent or parent in seen:
-            break
-        root = parent
-        seen.add(root)
-    if len(_ROOTS) >= _ROOTS_KEPT:
-        _ROOTS.clear()
-    _ROOTS[workflow_id] = root
-    return root
-
-
 async def _idempotency_key(workflow_id: str, key: StepKey, d: str) -> str:
     """The idempotency key of step ``key`` (input digest ``d``) of a workflow: the same in every fork of it.
 
@@ -273,7 +254,7 @@ async def _idempotency_key(workflow_id: str, key: StepKey, d: str) -> str:
     workflow the forks come from, the step's position and its input, as a journal keys a call
     by its run, position and input.
     """
-    root = await _root_workflow(workflow_id)
+    root = await root_workflow(workflow_id)
     return f"dbos:{root}:{key.session_id}:{key.index}:{d[:16]}"
 
 
