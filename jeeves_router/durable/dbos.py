@@ -46,6 +46,9 @@ Notes:
       start (a dead worker's downtime is not spent from it), as a journal's resume of an
       unfinished run does. DBOS's workflow timeout (``workflow_timeout`` when enqueuing,
       ``SetWorkflowTimeout``) is the deadline DBOS keeps across executions.
+    - A fork or a recovery of a turn's workflow after a later turn of its session was enqueued is an
+      older turn run again: as a journal's resume of an earlier run, it leaves the session's state
+      (a sticky Router's agent) to the newer turn (:mod:`jeeves_router.durable._dbos_turns`).
     - Workflow code must be deterministic: a recovered run that asks for a step whose
       input digest differs from the checkpointed one raises ``ReplayDivergence``.
 """
