@@ -13,7 +13,9 @@ record, told apart by its ``type``:
   ``tool.started`` without a matching ``step`` means the tool's outcome is unknown.
 - ``step.failed`` — an attempt of a step or model call that raised: the error and, for a
   model call, the text it streamed first (replayed only when a completed run is resumed);
-  also where the run's time limit ended an attempt (``limit``).
+  also where the run's time limit ended an attempt (``limit``), and the request a run's cut
+  left waiting at a step (``cut``, with what it spent: counted by the resume that makes the
+  step again, see :mod:`.cuts`).
 - ``event`` — one event of the run's stream, as the consumer saw it.
 - ``run.end`` — how an attempt of the run ended (``completed``, ``failed``, or ``cut``: cut
   off by the process running it, which wrote this as it stopped, with what the attempt had
@@ -199,6 +201,7 @@ class StepFailedRecord(_Rec):
     spent_usage: dict[str, Any] | None = None  # what the failure (or a time-box cut) spent (Usage fields)
     judgements: list[dict[str, Any]] = Field(default_factory=list)  # the ladders' classifications, in order
     claim: str | None = None  # a tool call's: the claim of its tool.started entry (its outcome is known: failed)
+    cut: bool = False  # not a failure: what the run's cut left waiting at this step (see journal.cuts)
 
 
 class EventRecord(_Rec):

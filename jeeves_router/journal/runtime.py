@@ -274,7 +274,8 @@ class JournalRuntime(StepRecorder):
         (the run ends as it was ending).
         """
         end = RunEndRecord(attempt=state.attempt, status="cut", usage=asdict(spent))
-        entries = self._flush(state, self._entry(state.session_id, state.run_id, end))
+        # with the requests the cut left waiting at their steps: the resume that makes them again counts them (.cuts)
+        entries = self._flush(state, *state.cuts, self._entry(state.session_id, state.run_id, end))
         error = "timed out"
         with anyio.move_on_after(self.flush_timeout_s, shield=True):
             try:

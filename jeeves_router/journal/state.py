@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..usage import Usage
 from .failures import PendingFailure, RecordedFailures
 from .records import Entry, ModelRecord, Record, StepFailedRecord, StepRecord, ToolStartedRecord
 
@@ -20,6 +21,7 @@ class StepIndex:
     failed_claims: set[str] = field(default_factory=set)  # tool calls whose outcome is known: they raised
     failed: RecordedFailures = field(default_factory=RecordedFailures)
     paid: set[tuple[int, str]] = field(default_factory=set)  # model and tool calls this execution already counted
+    cut: dict[tuple[int, str], Usage] = field(default_factory=dict)  # what earlier attempts' cuts left waiting (.cuts)
 
     def add(self, rec: Record) -> None:
         """Index one record read from the journal or just written."""
@@ -28,6 +30,10 @@ class StepIndex:
             self.by_pos.setdefault(rec.index, []).append(rec.digest)
         elif isinstance(rec, ToolStartedRecord):
             self.started[(rec.index, rec.digest)] = rec
+        elif isinstance(rec, StepFailedRecord) and rec.cut:  # not a failure: a request a cut left waiting
+            if rec.spent_usage is not None:
+                k = (rec.index, rec.digest)
+                self.cut[k] = self.cut.get(k, Usage()) + Usage(**rec.spent_usage)
         elif isinstance(rec, StepFailedRecord):
             self.failed.add(rec)
             if rec.claim is not None:
@@ -43,5 +49,6 @@ class RunState:
     attempt: int
     fresh: bool
     pending: list[Entry | PendingFailure] = field(default_factory=list)  # written with the next entry
+    cuts: list[Entry] = field(default_factory=list)  # the requests cut steps left waiting: written if the run is cut
     completed_attempt: int | None = None  # resuming a completed run: the attempt whose failures replay
     strict: bool = False  # a step that differs from its record raises (a keyed retry of a completed run)

@@ -20,8 +20,9 @@ from .._log import get_logger
 from ..errors import ReplayDivergence, ToolOutcomeUnknown
 from ..models.base import Model, ModelRequest, ModelResponse, ModelStreamItem, ModelTextDelta
 from ..runtime import LimitWhen, RecordedLimit, Runtime, StepKey, is_call
-from ..usage import NO_USAGE, Usage
+from ..usage import NO_USAGE, Usage, cut_requests_from_now, cut_requests_into, spent_when_cut
 from .base import Journal
+from .cuts import cut_record, with_carried
 from .failures import PendingFailure, limit_digest, limit_record, replayed_error
 from .idempotency import UnknownToolPolicy, idempotency_scope, unknown_outcome, won_claim
 from .records import Entry, ModelRecord, Record, StepFailedRecord, StepRecord, ToolStartedRecord, digest
@@ -164,6 +165,12 @@ class StepRecorder(Runtime):
             state.pending.append(self._entry(key.session_id, key.run_id, copy))
         return rec
 
+    def _cut(self, key: StepKey, d: str, spent: Usage) -> None:
+        """Note what a cut left waiting at this step, for the run's ``cut`` end to write (:mod:`.cuts`)."""
+        state = self._runs.get(key.run_id)
+        if state is not None and spent != NO_USAGE:
+            state.cuts.append(self._entry(key.session_id, key.run_id, cut_record(key, d, state.attempt, spent)))
+
     def record_limit(self, key: StepKey, attempt: int, when: LimitWhen, spent: Usage | None = None) -> None:
         """Record that the run's time limit ended the ladder's attempt ``attempt`` (written with the next entry)."""
         state = self._runs.get(key.run_id)
@@ -192,10 +199,20 @@ class StepRecorder(Runtime):
             result = await self._tool(key, index, d, fn, repeatable)
             index.paid.add((key.index, d))  # its outcome's usage (an agent it ran) is counted by this execution
         else:
+            carried = index.cut.pop((key.index, d), None)  # what an earlier attempt's cut left waiting here
+            cut: list[Usage] = []
             try:
-                result = await fn()
+                try:
+                    with cut_requests_into(cut):  # this step's own (concurrent selections each have theirs)
+                        result = with_carried(await fn(), carried)
+                finally:
+                    for used in cut:  # and the enclosing scope's owner counts them, as without this one
+                        spent_when_cut(used)
             except Exception as exc:
-                await self._failed(key, index, d, exc)
+                await self._failed(key, index, d, with_carried(exc, carried))
+                raise
+            except BaseException:  # cut off: cancelled
+                self._cut(key, d, sum(cut, NO_USAGE))
                 raise
         tag, data = encode_result(result)
         await self._record(
@@ -251,21 +268,29 @@ class StepRecorder(Runtime):
             yield served
             return
         self._diverged(key, index, d)
+        carried = index.cut.pop((key.index, d), None)  # what an earlier attempt's cut left waiting here
+        cut_off = cut_requests_from_now()  # sequential: no other request reports to the scope meanwhile
         chunks: list[str] = []
         response: ModelResponse | None = None
-        async with aclosing(model.stream(request)) as stream:  # type: ignore[type-var]
-            try:
-                async for item in stream:
-                    if isinstance(item, ModelTextDelta):
-                        chunks.append(item.text)
-                        yield item
-                    else:
-                        response = item
-            except Exception as exc:
-                await self._failed(key, index, d, exc, chunks)
-                raise
+        try:
+            async with aclosing(model.stream(request)) as stream:  # type: ignore[type-var]
+                try:
+                    async for item in stream:
+                        if isinstance(item, ModelTextDelta):
+                            chunks.append(item.text)
+                            yield item
+                        else:
+                            response = item
+                except Exception as exc:
+                    await self._failed(key, index, d, with_carried(exc, carried), chunks)
+                    raise
+        except BaseException as exc:
+            if not isinstance(exc, Exception):  # cut off: cancelled, or closed by its consumer
+                self._cut(key, d, cut_off())
+            raise
         if response is None:
             return  # the caller reports a stream without a response
+        response = with_carried(response, carried)
         data = _RESPONSE.dump_python(response, mode="json")
         index.paid.add((key.index, d))
         await self._record(
