@@ -65,9 +65,11 @@ import anyio.to_thread
 from pydantic import TypeAdapter
 
 from .. import errors
-from ..errors import UsageError
+from .._shown import shown_message
+from ..errors import ToolError, UsageError
 from ..journal.records import jsonable_mapping, to_json
 from ..messages import Message
+from ..recovery.classify import is_exposed
 from ..results import RunResult
 
 try:
@@ -233,13 +235,16 @@ class DurableAgents:
             found = self.agents.get(agent)
             if found is None:
                 raise UsageError(f"no agent named {agent!r} in this worker; known: {', '.join(self.agents)}")
-            result = await found.run(
-                prompt,
-                session_id=session_id,
-                history=_HISTORY.validate_python(history),
-                context=context,
-                force_route=force_route,
-            )
+            try:
+                result = await found.run(
+                    prompt,
+                    session_id=session_id,
+                    history=_HISTORY.validate_python(history),
+                    context=context,
+                    force_route=force_route,
+                )
+            except Exception as exc:  # DBOS keeps what the workflow raises: its type, its message as shown
+                raise _kept_error(exc) from None
             data: dict[str, Any] = _RESULT.dump_python(result, mode="json")
             return data
 
@@ -344,12 +349,40 @@ async def run_result(client: DBOSClient, workflow_id: str) -> RunResult:
         JeevesError: A run that failed raises its error again, of its own type when it is
             one of :mod:`jeeves_router.errors` (e.g. ``ToolOutcomeUnknown``), with its
             message; DBOS keeps only the name and message, which other types come back with
-            in DBOS's ``PortableWorkflowError``.
+            in DBOS's ``PortableWorkflowError``. The message is kept (in DBOS's database, so
+            here) only under ``Recovery(expose_details=True)`` or for a ``ToolError``; else it
+            is empty: the type is named, not a secret the message may quote.
     """
     handle: Any = await anyio.to_thread.run_sync(client.retrieve_workflow, workflow_id)
     with _run_errors():
         data = await anyio.to_thread.run_sync(handle.get_result)
     return _RESULT.validate_python(data)
+
+
+class _KeptError(Exception):
+    """A failed run's error as its workflow raises it to DBOS: named after its type, with the message shown."""
+
+
+_KEPT: dict[str, type[_KeptError]] = {}
+
+
+def _kept_error(exc: Exception) -> _KeptError:
+    """``exc`` as DBOS may keep it in its system database: its type's name, its message only where it was shown.
+
+    DBOS stores a failed workflow's error by its type's name and ``str()`` (and a ``metadata``
+    -like attribute) in its own database, where a message quoting a secret would stay. So the
+    workflow raises a stand-in of the same name whose message is what a journal's ``run.end``
+    record keeps (:mod:`jeeves_router._shown`): the message only when a ladder under
+    ``Recovery(expose_details=True)`` judged the error, or when it is a
+    :class:`~jeeves_router.errors.ToolError` (a message written to be shown, e.g.
+    ``ToolOutcomeUnknown``'s); else empty.
+    """
+    name = type(exc).__name__
+    kept = _KEPT.get(name)
+    if kept is None:  # one class per error type's name (DBOS names the error by its class)
+        kept = _KEPT[name] = type(name, (_KeptError,), {"__module__": __name__})
+    shown = is_exposed(exc) or isinstance(exc, ToolError)
+    return kept(shown_message(exc, expose_details=shown, limit=100_000))
 
 
 @contextmanager
