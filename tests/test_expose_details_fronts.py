@@ -8,6 +8,8 @@ the message; a failed run's error reply and a failed MCP ``ask`` still name its 
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import httpx2 as httpx
@@ -61,6 +63,25 @@ def test_under_expose_details_the_run_events_show_the_message_and_a_failed_runs_
     assert '"error_type":"RuntimeError"' in failing["runs"].replace(" ", "")
     assert "RuntimeError" in failing["whole"] and "RuntimeError" in failing["streamed"]
     assert not any(shows_secret(body) for body in failing.values())
+
+
+def tool_results(body: str) -> list[str]:
+    """The ``tool.result`` contents of a ``/v1/runs`` event stream."""
+    events = [json.loads(line[6:]) for line in body.splitlines() if line.startswith("data: {")]
+    return [ev["content"] for ev in events if ev.get("kind") == "tool.result"]
+
+
+@pytest.mark.parametrize("expose", [False, True])
+def test_a_keyed_retry_replays_what_the_first_run_showed_no_more_no_less(tmp_path: Path, expose: bool) -> None:
+    """The retry of a completed keyed run is answered from the journal: the tool result as the first run showed it."""
+    runs = {"model": "desk", "input": "I was charged twice"}
+    with running(create_app(desk(expose=expose), journal=tmp_path / "journal.sqlite")) as server:
+        first, retry = (
+            httpx.post(server.url + "/v1/runs", json=runs, headers={"Idempotency-Key": "refund-INV-7"}) for _ in "12"
+        )
+    assert retry.headers.get("Idempotent-Replayed") == "true"
+    shown = f"lookup failed: RuntimeError: {SECRET}" if expose else "lookup failed: RuntimeError"
+    assert tool_results(first.text) == tool_results(retry.text) == [shown]
 
 
 async def ask(agent: Agent) -> tuple[bool, str]:
