@@ -141,3 +141,39 @@ def test_send_timeout_is_checked_naming_the_argument_and_the_flag() -> None:
     result = CliRunner().invoke(cli, ["serve", "tests.mcp_servers.desk:desk", "--send-timeout", "0"])
     assert result.exit_code == 2, result.output
     assert result.output == "error: --send-timeout must be a number of seconds > 0 (the default is 60), got 0.0\n"
+
+
+def test_a_retry_while_the_stalled_readers_keyed_run_goes_on_is_told_it_is_in_flight_then_gets_its_answer() -> None:
+    """A free slot, so the retry reaches the key: 409 in flight (the dropped reader's run not cut), then the answer."""
+    flood, journal, stalls = Flood(), MemoryJournal(), Stalls()
+    log = logging.getLogger("jeeves_router.serve")
+    log.addHandler(stalls)
+    level, log.level = log.level, logging.INFO
+    app = create_app(desk_with(flood), journal=journal, max_concurrency=4, send_timeout_s=0.5)
+    body = {"model": "desk", "messages": [{"role": "user", "content": "refund please"}]}
+    key = {"idempotency-key": "stalled-2"}
+    try:
+        with running(app) as server, socket.socket() as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            sock.connect(("127.0.0.1", server.port))
+            sock.settimeout(GUARD_S)
+            sock.sendall(_request({**body, "stream": True}, b"idempotency-key: stalled-2\r\n"))
+            assert sock.recv(4096).startswith(b"HTTP/1.1 200 OK")  # then this client stops reading
+            assert stalls.seen.wait(GUARD_S), "the stalled reader was never dropped"
+            for stream in (False, True):
+                during = httpx.post(
+                    server.url + "/v1/chat/completions", json={**body, "stream": stream}, headers=key, timeout=GUARD_S
+                )
+                assert during.status_code == 409 and during.json()["error"]["code"] == "idempotency_key_in_flight"
+                assert during.headers["retry-after"]
+            assert not flood.cut.is_set()  # the retries took nothing from the run
+            flood.stop.set()
+            assert flood.finished.wait(GUARD_S)
+            while sock.recv(65536):  # the server closes the connection once the run has ended
+                pass
+            retry = _answered(server.url, body, key)
+    finally:
+        log.removeHandler(stalls)
+        log.level = level
+    assert retry.status_code == 200 and retry.headers["idempotent-replayed"] == "true"
+    assert retry.json()["jeeves"]["status"] == "ok" and set(retry.json()["choices"][0]["message"]["content"]) == {"x"}
