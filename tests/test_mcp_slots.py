@@ -151,6 +151,36 @@ async def test_a_keyed_run_whose_call_was_cancelled_keeps_its_slot_until_it_ends
 
 
 @pytest.mark.anyio
+async def test_the_same_key_asked_again_while_its_cancelled_call_runs_is_in_flight_then_answered_from_it() -> None:
+    """A slot is free for the retry, so it reaches the key: told the run is in flight, then given its answer."""
+    from mcp import Client
+
+    from jeeves_router.mcp.server import router_server
+
+    held, key = Held(), {"idempotency_key": "k-3"}
+    async with Client(router_server(_desk(held, journaled=True), max_concurrency=2)) as client:
+        with anyio.move_on_after(60) as waited, anyio.CancelScope() as call:  # a hang guard
+
+            async def cancel_once_running() -> None:
+                while not held.entered:  # noqa: ASYNC110 - set by the run, in this loop
+                    await anyio.sleep(0.01)
+                call.cancel()
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(cancel_once_running)
+                await client.call_tool("ask", {"request": "hi"}, meta=key)
+        assert not waited.cancelled_caught and held.in_flight == 1
+        during = await client.call_tool("ask", {"request": "hi"}, meta=key)
+        assert during.is_error and "still in flight; call again later for its answer" in during.content[0].text
+        held.gate.set()
+        with anyio.fail_after(60):  # a hang guard
+            while (after := await client.call_tool("ask", {"request": "hi"}, meta=key)).is_error:
+                assert "still in flight" in after.content[0].text  # until the run's end is written
+                await anyio.sleep(0.01)
+    assert after.content[0].text == "answered" and held.entered == 1  # the first run's answer, no second run
+
+
+@pytest.mark.anyio
 async def test_the_http_transport_refuses_a_run_over_max_concurrency_across_clients() -> None:
     import httpx2
     from mcp import Client
