@@ -73,7 +73,7 @@ async def test_a_failed_workflows_error_is_kept_by_its_type_unless_details_are_e
     """A run that raises (no Recovery, or reraise): DBOS keeps the error's type, not the secret its message quotes."""
     error = await failed_run(dbos_app, f"jeeves_test.shown_{recovery is None}", recovery)
     assert getattr(error, "name", None) == "ValueError"  # DBOS's PortableWorkflowError, named after the run's error
-    assert SECRET not in str(error)
+    assert SECRET not in str(error) and "Recovery(expose_details=True) keeps it" in str(error)
     assert SECRET not in database_text(dbos_app)
 
 

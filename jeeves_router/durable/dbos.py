@@ -350,8 +350,8 @@ async def run_result(client: DBOSClient, workflow_id: str) -> RunResult:
             one of :mod:`jeeves_router.errors` (e.g. ``ToolOutcomeUnknown``), with its
             message; DBOS keeps only the name and message, which other types come back with
             in DBOS's ``PortableWorkflowError``. The message is kept (in DBOS's database, so
-            here) only under ``Recovery(expose_details=True)`` or for a ``ToolError``; else it
-            is empty: the type is named, not a secret the message may quote.
+            here) only under ``Recovery(expose_details=True)`` or for a ``ToolError``; else the
+            message names the type and that setting, not a secret the message may quote.
     """
     handle: Any = await anyio.to_thread.run_sync(client.retrieve_workflow, workflow_id)
     with _run_errors():
@@ -375,14 +375,17 @@ def _kept_error(exc: Exception) -> _KeptError:
     record keeps (:mod:`jeeves_router._shown`): the message only when a ladder under
     ``Recovery(expose_details=True)`` judged the error, or when it is a
     :class:`~jeeves_router.errors.ToolError` (a message written to be shown, e.g.
-    ``ToolOutcomeUnknown``'s); else empty.
+    ``ToolOutcomeUnknown``'s); else a sentence naming the type and the setting that keeps it.
     """
     name = type(exc).__name__
     kept = _KEPT.get(name)
     if kept is None:  # one class per error type's name (DBOS names the error by its class)
         kept = _KEPT[name] = type(name, (_KeptError,), {"__module__": __name__})
     shown = is_exposed(exc) or isinstance(exc, ToolError)
-    return kept(shown_message(exc, expose_details=shown, limit=100_000))
+    message = shown_message(exc, expose_details=shown, limit=100_000)
+    return kept(
+        message or f"{name}; its message is not kept (it may quote a secret): Recovery(expose_details=True) keeps it"
+    )
 
 
 @contextmanager
