@@ -103,3 +103,30 @@ async def test_the_mcp_result_never_quotes_the_exception(expose: bool) -> None:
     assert not shows_secret(answered)
     failed, said = await ask(desk(expose=expose, billing=fails, classify_error=fatal))
     assert failed and "RuntimeError" in said and not shows_secret(said)
+
+
+@pytest.mark.anyio
+async def test_the_mcp_clients_own_tool_errors_quote_no_command_line_environment_or_url_credentials() -> None:
+    """A ToolError's message is kept and shown whatever expose_details says: what the library writes there is safe."""
+    pytest.importorskip("mcp")
+    import socket
+    import sys
+
+    from jeeves_router import ToolError
+    from jeeves_router.mcp import MCPServerHTTP, MCPServerStdio
+    from jeeves_router.testing import ScriptedModel
+
+    arg, env, cred = "arg-secret-1", "env-secret-2", "url-secret-3"
+    with socket.socket() as closed:  # bound, not listening: a refused connection on 127.0.0.1
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+        servers = [
+            MCPServerStdio("/nonexistent/mcp-server", ["--token", arg], env={"API_KEY": env}),
+            MCPServerStdio(sys.executable, ["-c", "import sys; sys.exit(3)", "--token", arg], env={"API_KEY": env}),
+            MCPServerHTTP(f"http://user:{cred}@127.0.0.1:{port}/mcp?key={cred}", connect_timeout=30),
+        ]
+        for server in servers:
+            with pytest.raises(ToolError, match="could not be started") as failed:
+                await Agent("x", model=ScriptedModel(["unused"]), tools=[server]).run("go")
+            said = str(failed.value)
+            assert not any(secret in said for secret in (arg, env, cred)), said
