@@ -57,27 +57,24 @@ from __future__ import annotations
 
 import functools
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import anyio.to_thread
 from pydantic import TypeAdapter
 
-from .. import errors
-from .._shown import shown_message
-from ..errors import ToolError, UsageError
+from ..errors import UsageError
 from ..journal.records import jsonable_mapping, to_json
 from ..messages import Message
-from ..recovery.classify import is_exposed
 from ..results import RunResult
 
 try:
     from dbos import DBOS, DBOSClient, SetWorkflowID
-    from dbos._serialization import DBOSPortableJSONSerializer, PortableWorkflowError
+    from dbos._serialization import DBOSPortableJSONSerializer
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ImportError("jeeves_router.durable.dbos needs DBOS: pip install 'jeeves-router[dbos]'") from exc
 
+from ._dbos_errors import kept_error, run_errors
 from ._dbos_runtime import DBOSRuntime
 
 if TYPE_CHECKING:
@@ -244,7 +241,7 @@ class DurableAgents:
                     force_route=force_route,
                 )
             except Exception as exc:  # DBOS keeps what the workflow raises: its type, its message as shown
-                raise _kept_error(exc) from None
+                raise kept_error(exc) from None
             data: dict[str, Any] = _RESULT.dump_python(result, mode="json")
             return data
 
@@ -287,7 +284,7 @@ class DurableAgents:
     async def result(self, workflow_id: str) -> RunResult:
         """Wait for the run ``workflow_id`` and return its result (a failed run raises as in :func:`run_result`)."""
         handle: Any = await DBOS.retrieve_workflow_async(workflow_id)
-        with _run_errors():
+        with run_errors():
             data = await handle.get_result()
         return _RESULT.validate_python(data)
 
@@ -354,51 +351,6 @@ async def run_result(client: DBOSClient, workflow_id: str) -> RunResult:
             message names the type and that setting, not a secret the message may quote.
     """
     handle: Any = await anyio.to_thread.run_sync(client.retrieve_workflow, workflow_id)
-    with _run_errors():
+    with run_errors():
         data = await anyio.to_thread.run_sync(handle.get_result)
     return _RESULT.validate_python(data)
-
-
-class _KeptError(Exception):
-    """A failed run's error as its workflow raises it to DBOS: named after its type, with the message shown."""
-
-
-_KEPT: dict[str, type[_KeptError]] = {}
-
-
-def _kept_error(exc: Exception) -> _KeptError:
-    """``exc`` as DBOS may keep it in its system database: its type's name, its message only where it was shown.
-
-    DBOS stores a failed workflow's error by its type's name and ``str()`` (and a ``metadata``
-    -like attribute) in its own database, where a message quoting a secret would stay. So the
-    workflow raises a stand-in of the same name whose message is what a journal's ``run.end``
-    record keeps (:mod:`jeeves_router._shown`): the message only when a ladder under
-    ``Recovery(expose_details=True)`` judged the error, or when it is a
-    :class:`~jeeves_router.errors.ToolError` (a message written to be shown, e.g.
-    ``ToolOutcomeUnknown``'s); else a sentence naming the type and the setting that keeps it.
-    """
-    name = type(exc).__name__
-    kept = _KEPT.get(name)
-    if kept is None:  # one class per error type's name (DBOS names the error by its class)
-        kept = _KEPT[name] = type(name, (_KeptError,), {"__module__": __name__})
-    shown = is_exposed(exc) or isinstance(exc, ToolError)
-    message = shown_message(exc, expose_details=shown, limit=100_000)
-    return kept(
-        message or f"{name}; its message is not kept (it may quote a secret): Recovery(expose_details=True) keeps it"
-    )
-
-
-@contextmanager
-def _run_errors() -> Iterator[None]:
-    """Raise a failed run's error as its jeeves_router type (DBOS returns a ``PortableWorkflowError`` naming it)."""
-    try:
-        yield
-    except PortableWorkflowError as exc:
-        cls = getattr(errors, exc.name, None) if exc.name in errors.__all__ else None
-        if not (isinstance(cls, type) and issubclass(cls, errors.JeevesError)):
-            raise
-        try:
-            rebuilt = cls(exc.message)
-        except Exception:  # an error type whose constructor wants more than a message
-            raise exc from None
-        raise rebuilt from exc
