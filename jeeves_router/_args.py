@@ -7,6 +7,7 @@ import inspect
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
+from ._articles import a_type
 from ._text import valid_text
 from .errors import UsageError
 from .messages import Message, Part, TextPart
@@ -212,7 +213,7 @@ def returned_awaitable(name: str, value: object) -> UsageError:
     if inspect.iscoroutine(value) and callable(close):
         close()  # no "coroutine was never awaited" warning: the error says it instead
     return UsageError(
-        f"tool {name!r} is a plain def but returned a {type(value).__name__}, which nothing awaits: "
+        f"tool {name!r} is a plain def but returned {a_type(value)}, which nothing awaits: "
         "declare the function `async def` and await inside it"
     )
 
@@ -232,10 +233,10 @@ def opened_toolset(owner: str, toolset: object) -> Any:
     where = f"agent {owner!r}: {type(toolset).__name__} in tools is taken as a toolset (it has an open attribute)"
     open_ = getattr(toolset, "open", None)
     if not callable(open_):
-        raise UsageError(f"{where}, but its open is a {type(open_).__name__}, not a method; {how}")
+        raise UsageError(f"{where}, but its open is {a_type(open_)}, not a method; {how}")
     opened = open_()
     if callable(getattr(opened, "__aenter__", None)) and callable(getattr(opened, "__aexit__", None)):
         return opened
     if inspect.iscoroutine(opened):
         opened.close()  # no "coroutine was never awaited" warning: the error says it instead
-    raise UsageError(f"{where}, but its open() returned a {type(opened).__name__}, not an async context manager; {how}")
+    raise UsageError(f"{where}, but its open() returned {a_type(opened)}, not an async context manager; {how}")

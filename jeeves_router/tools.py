@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any, Protocol, get_type_hints, overload, runti
 import anyio.to_thread
 
 from ._args import check_handoff, listed, opened_toolset, returned_awaitable
+from ._articles import a_type
 from ._frozen import frozen
 from ._shown import shown_error
 from ._toolset_host import TaskHost, ToolsetHost, current_toolset_host, toolset_host, toolsets_in_use
@@ -214,7 +215,7 @@ class Tool:
         if not (inspect.isfunction(fn) or inspect.ismethod(fn)):  # a partial, a callable object, a builtin
             raise UsageError(
                 f"tool {name or own_name or type(fn).__name__!r}: wraps a function or a bound method (def or "
-                f"async def, with type hints), not a {type(fn).__name__}; write a def that calls it"
+                f"async def, with type hints), not {a_type(fn)}; write a def that calls it"
             )
         if description is not None and not isinstance(description, str):
             raise UsageError(f"tool {name or own_name!r}: description must be a string, got {description!r}")

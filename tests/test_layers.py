@@ -26,6 +26,7 @@ LAYERS: list[tuple[str, int]] = [
     ("_frozen", 1),
     ("_files", 1),
     ("_text", 1),
+    ("_articles", 1),  # "a" or "an" before a type name in a message
     ("_args", 1),
     ("reply", 1),  # what a run says to its user: the one rule of every front door
     ("_limits", 1),  # the request size limit of every front door

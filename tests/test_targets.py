@@ -32,6 +32,11 @@ def make_desk():
 
 def make_for(name):
     return _agent(name)
+
+class EmbeddingClassifier:  # a classifier named where an agent was meant
+    pass
+
+classifier = EmbeddingClassifier()
 """
 
 LOADERS = [
@@ -66,6 +71,14 @@ def test_every_command_reads_its_target_the_same_way(load, here: Path) -> None: 
         load("user_desk_mod:nothing")
     with pytest.raises(UsageError, match=r"'user_desk_mod:make_for' needs arguments: name an agent or a function"):
         load("user_desk_mod:make_for")
+
+
+@pytest.mark.parametrize("load", LOADERS)
+def test_a_target_that_is_not_an_agent_is_named_with_the_right_article(load, here: Path) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(UsageError, match=r"'user_desk_mod:classifier' is an EmbeddingClassifier, not an Agent"):
+        load("user_desk_mod:classifier")
+    with pytest.raises(UsageError, match=r"'sys:maxsize' is an int, not an Agent"):
+        load("sys:maxsize")
 
 
 def test_the_console_commands_import_a_module_of_the_current_directory(tmp_path: Path) -> None:

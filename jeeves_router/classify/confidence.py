@@ -15,6 +15,8 @@ from __future__ import annotations
 import math
 import re
 
+from .._articles import a_type
+
 __all__ = ["read_confidence", "VALUE_WRAP", "VALUE_TRAIL", "clean_value", "show"]
 
 #: Characters that may wrap a value: ASCII spaces and tabs, markdown emphasis, quotes, brackets.
@@ -97,7 +99,7 @@ def read_confidence(value: object) -> tuple[float | None, str]:
             return None, "confidence is a number outside [0, 1]"
         return _check(x, show(str(value)))
     if not isinstance(value, str):
-        return None, f"confidence is a {type(value).__name__}, not a number"
+        return None, f"confidence is {a_type(value)}, not a number"
     v = clean_value(value)
     if not v:
         return None, "confidence is empty"

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 import anyio
 import typer
 
+from .._articles import a_type
 from .._files import check_output
 from ..errors import UsageError
 from ._errors import bad_input, flag
@@ -32,7 +33,7 @@ def import_agent(spec: str, *, option: str) -> Agent:
 
     obj = import_target(spec, option=option, example="examples.support_desk:desk")
     if not isinstance(obj, Agent):
-        raise UsageError(f"{option} {spec!r} is a {type(obj).__name__}, not an Agent (or a function returning one)")
+        raise UsageError(f"{option} {spec!r} is {a_type(obj)}, not an Agent (or a function returning one)")
     return obj
 
 

@@ -63,6 +63,7 @@ import anyio
 import anyio.abc
 from pydantic import BaseModel, Field
 
+from .._articles import a_type
 from .._limits import DEFAULT_BODY_TIMEOUT_S, DEFAULT_MAX_REQUEST_BYTES, check_body_timeout, check_limit
 from .._models_held import aclose_models
 from .._slots import DEFAULT_MAX_CONCURRENCY, Slots, check_max_concurrency
@@ -355,7 +356,7 @@ def load_agent(spec: str, *, option: str = "AGENT") -> Agent:
     """
     obj = import_target(spec, option=option, example="examples.serve_desk:desk")
     if not isinstance(obj, Agent):
-        raise UsageError(f"{option} {spec!r} is a {type(obj).__name__}, not an Agent (or a function returning one)")
+        raise UsageError(f"{option} {spec!r} is {a_type(obj)}, not an Agent (or a function returning one)")
     return obj
 
 

@@ -53,6 +53,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp
 
+from .._articles import a_type
 from .._limits import (
     DEFAULT_BODY_TIMEOUT_S,
     DEFAULT_MAX_REQUEST_BYTES,
@@ -85,7 +86,7 @@ def served_agents(agents: Agent | Sequence[Agent] | Mapping[str, Agent]) -> dict
     if isinstance(agents, Agent):
         agents = [agents]
     if isinstance(agents, (str, bytes)) or not isinstance(agents, (Sequence, Mapping)):
-        raise UsageError(f"serve an Agent, a list or a mapping of agents, not a {type(agents).__name__}")
+        raise UsageError(f"serve an Agent, a list or a mapping of agents, not {a_type(agents)}")
     pairs = (
         list(agents.items())
         if isinstance(agents, Mapping)
@@ -93,7 +94,7 @@ def served_agents(agents: Agent | Sequence[Agent] | Mapping[str, Agent]) -> dict
     )
     for name, agent in pairs:
         if not isinstance(agent, Agent):
-            raise UsageError(f"served model {name!r} must be an Agent, not a {type(agent).__name__}")
+            raise UsageError(f"served model {name!r} must be an Agent, not {a_type(agent)}")
     table = dict(pairs)
     if not table:
         raise UsageError("serve at least one agent")

@@ -13,6 +13,7 @@ from typing import Any
 
 import anyio
 
+from .._articles import a_type
 from .._targets import import_target
 from ..agent import Agent
 from ..errors import UsageError
@@ -34,7 +35,7 @@ def load_agents(spec: str, *, option: str = "TARGET") -> Agent | Sequence[Agent]
     """
     obj = import_target(spec, option=option, example="examples.serve_desk:desk")
     if not isinstance(obj, (Agent, Sequence, Mapping)):
-        raise UsageError(f"{option} {spec!r} is a {type(obj).__name__}, not an Agent, a list or a mapping of agents")
+        raise UsageError(f"{option} {spec!r} is {a_type(obj)}, not an Agent, a list or a mapping of agents")
     return obj
 
 
