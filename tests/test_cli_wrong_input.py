@@ -56,3 +56,12 @@ def test_every_command_has_help(command: str) -> None:
     result = CliRunner().invoke(app, [command, "--help"])
     assert result.exit_code == 0, result.output
     assert f"jeeves-router {command} [OPTIONS]" in result.output
+
+
+def test_fit_help_says_out_is_optional_with_classifier() -> None:
+    """``fit --classifier`` runs without ``--out`` (the threshold is printed), so its help must not call it required."""
+    import typer.main
+
+    fit = typer.main.get_command(app).commands["fit"]  # type: ignore[attr-defined]
+    (out,) = [p for p in fit.params if "--out" in p.opts]
+    assert "required, except with --classifier" in " ".join(out.help.split()), out.help

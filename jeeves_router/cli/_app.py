@@ -146,7 +146,13 @@ def fit(
     ctx: typer.Context,
     data: Annotated[Path, typer.Option("--data", "-d", help="Labelled validation JSONL {text, route} ('-': stdin).")],
     save_to: Annotated[
-        Path | None, typer.Option("--out", "-o", help="Where to write the fitted classifier (JSON); required.")
+        Path | None,
+        typer.Option(
+            "--out",
+            "-o",
+            help="Where to write the fitted classifier (JSON); required, except with --classifier, "
+            "where it is optional and receives the certified threshold (JSON).",
+        ),
     ] = None,
     routes: RoutesOpt = None,
     scorer: ScorerOpt = None,
