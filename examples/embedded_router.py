@@ -14,8 +14,8 @@ With ``--mpnet`` first, the classifier is built on the larger all-mpnet-base-v2 
 
 from __future__ import annotations
 
+import argparse
 import logging
-import sys
 from importlib import resources
 
 import anyio
@@ -69,9 +69,7 @@ def risk_controlled(classifier: EmbeddingClassifier) -> None:
           f"(coverage {r.coverage:.2f} of the testing rows, upper bound {r.upper_bound:.3f})")  # fmt: skip
 
 
-def main(queries: list[str]) -> None:
-    mpnet = queries[:1] == ["--mpnet"]
-    queries = queries[1:] if mpnet else queries
+def main(queries: list[str], mpnet: bool = False) -> None:
     # Building and fitting encode texts on the CPU: done here, before any event loop runs, not
     # inside an async function, where it would block the loop (see EmbeddingClassifier).
     classifier = build(mpnet)
@@ -93,7 +91,13 @@ def main(queries: list[str]) -> None:
 
 if __name__ == "__main__":
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")  # stderr
-    args = sys.argv[1:]
-    if not [a for a in args if a != "--mpnet"]:
-        args += ["I was charged twice", "what's the capital of Peru"]
-    main(args)
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "queries",
+        nargs="*",
+        metavar="REQUEST",
+        help="requests to route (default: two samples; put -- before one starting with '-')",
+    )
+    parser.add_argument("--mpnet", action="store_true", help="build on all-mpnet-base-v2 (the mpnet extra)")
+    args = parser.parse_args()
+    main(args.queries or ["I was charged twice", "what's the capital of Peru"], mpnet=args.mpnet)

@@ -53,6 +53,12 @@ def test_embedded_router_fits_measures_and_routes() -> None:
     assert "debug" not in out
 
 
+def test_embedded_router_help_prints_its_usage_and_routes_nothing() -> None:
+    out = run_example("embedded_router.py", "--help")
+    assert out.startswith("usage: embedded_router.py [-h] [--mpnet] [REQUEST ...]"), out
+    assert "encoder:" not in out and "->" not in out
+
+
 def test_embedded_router_on_the_larger_encoder() -> None:
     pytest.importorskip("safetensors")
     out = run_example("embedded_router.py", "--mpnet", "my parcel never arrived", "what's the capital of Peru")
