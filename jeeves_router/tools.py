@@ -28,18 +28,18 @@ from __future__ import annotations
 import inspect
 import json
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
-from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager, nullcontext
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, get_type_hints, overload, runtime_checkable
+from typing import TYPE_CHECKING, Any, get_type_hints, overload
 
 import anyio.to_thread
 
-from ._args import check_handoff, listed, opened_toolset, returned_awaitable
+from ._args import check_handoff, returned_awaitable
 from ._articles import a_type
 from ._frozen import frozen
 from ._shown import shown_error
-from ._toolset_host import TaskHost, ToolsetHost, current_toolset_host, toolset_host, toolsets_in_use
+from ._toolset_host import TaskHost, ToolsetHost, current_toolset_host, toolset_host
+from ._toolsets import Toolset, open_toolsets, split_toolsets
 from .errors import ToolError, ToolOutcomeUnknown, UsageError
 from .models.base import ToolSpec
 from .results import RunResult
@@ -350,66 +350,3 @@ def tool(
 def as_tool(obj: Tool | Callable[..., Any] | Callable[..., Awaitable[Any]]) -> Tool:
     """Accept a Tool or a plain function (wrapped with :func:`tool`)."""
     return obj if isinstance(obj, Tool) else Tool(obj)
-
-
-@runtime_checkable
-class Toolset(Protocol):
-    """A source of tools that must be opened before its tools can be called (an MCP server).
-
-    ``open()`` returns an async context manager that connects (or joins a connection
-    already open) and yields the tools; leaving it releases the connection.
-    """
-
-    def open(self) -> AbstractAsyncContextManager[Sequence[Tool]]:
-        """Open the toolset for one user (a run, or an explicit ``async with``)."""
-        ...
-
-
-class _ToolOwner(Protocol):
-    name: str
-    tools: tuple[Tool, ...]
-    tool_map: dict[str, Tool]
-    toolsets: tuple[Toolset, ...]
-
-
-def open_toolsets(owner: _ToolOwner) -> AbstractAsyncContextManager[None]:
-    """Open ``owner``'s toolsets for one run and put their tools next to its own tools.
-
-    The toolsets' tools stay in ``owner.tools`` and ``owner.tool_map`` after the run
-    (a call outside a run reports that the toolset is closed); the next run lists them
-    again.
-
-    Raises:
-        UsageError: if a toolset's tool has the name of another tool of ``owner``, or a
-            toolset's ``open`` is no method returning an async context manager.
-        ToolError: if a toolset cannot be opened (it says which and why).
-    """
-    return _open_toolsets(owner) if owner.toolsets else nullcontext()
-
-
-@asynccontextmanager
-async def _open_toolsets(owner: _ToolOwner) -> AsyncIterator[None]:
-    async with AsyncExitStack() as stack:
-        listed = [await stack.enter_async_context(opened_toolset(owner.name, ts)) for ts in owner.toolsets]
-        own = [t for t in owner.tools if getattr(t, "toolset", None) is None]
-        merged: dict[str, Tool] = {t.name: t for t in own}
-        for ts, tools in zip(owner.toolsets, listed, strict=True):
-            for t in tools:
-                if t.name in merged:
-                    raise UsageError(
-                        f"agent {owner.name!r}: {ts!r} has a tool named {t.name!r}, like another tool of the agent; "
-                        "give the toolset a tool_prefix"
-                    )
-                merged[t.name] = t
-        owner.tool_map = merged
-        owner.tools = tuple(merged.values())
-        yield
-
-
-def split_toolsets(items: Iterable[Any]) -> tuple[list[Any], tuple[Toolset, ...]]:
-    """Split an agent's ``tools`` argument into plain tools (or functions) and toolsets."""
-    given = listed(items, what="tools", example="tools=[lookup_invoice]")
-    toolsets = tuple(t for t in given if isinstance(t, Toolset))
-    if toolsets:
-        toolsets_in_use()
-    return [t for t in given if not isinstance(t, Toolset)], toolsets

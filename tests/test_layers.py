@@ -33,6 +33,7 @@ LAYERS: list[tuple[str, int]] = [
     ("_slots", 1),  # the concurrency limit of every front door
     ("_shown", 1),  # what an exception's text may show outside a run (Recovery.expose_details)
     ("_toolset_host", 2),  # where toolset connections live (tools.py re-exports it)
+    ("_toolsets", 2),  # toolsets and opening them around a run (tools.py re-exports them)
     ("tracing", 2),
     ("_span_attrs", 2),  # what the tracing spans show
     ("models", 2),
