@@ -5,17 +5,35 @@ use two cores with none of the spinning of one session on two intra-op threads. 
 shares a batch's texts (encoding and scoring), or, when called without one, the encoder shares
 its chunks; whichever splits first marks its threads, and code running on them does not split
 again (two levels would start four threads on two cores).
+
+An event loop's classifiers move their encoding to worker threads (``offload``) through one
+:func:`encode_limiter` per loop: CPU-bound encodes beyond the core count only contend.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
+import anyio
+from anyio.lowlevel import RunVar
+
 T = TypeVar("T")
 
 _local = threading.local()
+_LIMITER: RunVar[anyio.CapacityLimiter] = RunVar("jeeves_router_encode_limiter")
+
+
+def encode_limiter() -> anyio.CapacityLimiter:
+    """One limiter per event loop: CPU-bound encodes beyond the core count only contend."""
+    try:
+        return _LIMITER.get()
+    except LookupError:
+        limiter = anyio.CapacityLimiter(os.cpu_count() or 1)
+        _LIMITER.set(limiter)
+        return limiter
 
 
 def sharing() -> bool:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Sequence
 from contextlib import nullcontext
@@ -13,7 +12,6 @@ from typing import Any, Literal, cast
 import anyio
 import anyio.to_thread
 import numpy as np
-from anyio.lowlevel import RunVar
 from numpy.typing import NDArray
 
 from ..._args import check_texts_to_classify, route_specs
@@ -23,9 +21,10 @@ from ..._text import valid_texts
 from ...errors import UsageError
 from ...ids import check_oos_label, validate_route_names
 from ..types import Classification, ClassifyRequest, ClassifyResult, RouteSpec
+from ._decide import ranked_results
 from ._options import check_negatives, check_options, check_save_path
 from ._saved import from_saved, read_saved, saved_dict
-from ._threads import in_threads, sharing
+from ._threads import encode_limiter, in_threads, sharing
 from .calibration import Calibrator
 from .encoders import Encoder, TokenEncoder, blas_single_thread, default_encoder
 from .fitting import FitReport, check_held_out, fit_threshold
@@ -40,17 +39,6 @@ DEFAULT_SCORER = "late"
 
 #: Fewest texts per thread worth splitting a batch for (below it, the encoder alone shares its chunks).
 _MIN_SHARE = 8
-_LIMITER: RunVar[anyio.CapacityLimiter] = RunVar("jeeves_router_encode_limiter")
-
-
-def _encode_limiter() -> anyio.CapacityLimiter:
-    """One limiter per event loop: CPU-bound encodes beyond the core count only contend."""
-    try:
-        return _LIMITER.get()
-    except LookupError:
-        limiter = anyio.CapacityLimiter(os.cpu_count() or 1)
-        _LIMITER.set(limiter)
-        return limiter
 
 
 class EmbeddingClassifier:
@@ -235,21 +223,7 @@ class EmbeddingClassifier:
         cols = None if allowed is None else np.asarray([self._index[n] for n in names], dtype=np.int64)
         calibrator, threshold = self._calibration  # read once: a fit meanwhile replaces both together
         features, probs = self._probabilities(vectors, cols, tokens, texts, calibrator)
-        order = np.lexsort((-features, -probs))[:, : self.max_scores]  # each row on its own
-        out = []
-        for row, ps in zip(order.tolist(), probs[np.arange(len(order))[:, None], order].tolist(), strict=True):
-            ranked = tuple((names[j], round(p, 6)) for j, p in zip(row, ps, strict=True))
-            out.append(ClassifyResult(self._classification(ranked, threshold), stage="embedding", scores=ranked))
-        return out
-
-    def _classification(self, ranked: tuple[tuple[str, float], ...], threshold: float | None) -> Classification:
-        top, conf = ranked[0]
-        second = ranked[1] if len(ranked) > 1 else (None, None)
-        raw = "embedding: " + ", ".join(f"{n} {p:.3f}" for n, p in ranked[:3])
-        if threshold is not None and conf < threshold:
-            reason = f"best route {top!r} has confidence {conf:.3f}, below the threshold {threshold:.3f}"
-            return Classification(None, 0.0, "missing_route", raw, reason=reason)
-        return Classification(top, conf, "ok", raw, runner_up=second[0], runner_up_confidence=second[1])
+        return ranked_results(names, features, probs, threshold, self.max_scores)
 
     def _classify_sync(self, text: str, allowed: Sequence[str] | None) -> ClassifyResult:
         if not text.strip():
@@ -309,7 +283,7 @@ class EmbeddingClassifier:
         """
         allowed = [r.name for r in request.routes] if request.routes else None
         if self._should_offload():
-            return await anyio.to_thread.run_sync(self._classify_sync, request.text, allowed, limiter=_encode_limiter())
+            return await anyio.to_thread.run_sync(self._classify_sync, request.text, allowed, limiter=encode_limiter())
         return self._classify_sync(request.text, allowed)
 
     def fit(
