@@ -3,8 +3,8 @@
 The decisions come from :mod:`jeeves_router.recovery` (classification and the pure
 ladder); this module keeps one run's counters and step records, turns a failure into a
 :class:`Failure` (or raises at once for ``abort`` and ``escalate``), waits the backoff, and
-writes the stop report (the failure and the exceptions that carry a decision are in
-:mod:`.failure`, re-exported here). An architecture drives it like this::
+ends a stopped run with its report (:mod:`._stopped`; the failure and the exceptions that
+carry a decision are in :mod:`.failure`, re-exported here). An architecture drives it like this::
 
     await rec.begin("model")              # counts the attempt; may raise RecoveryStop
     try:
@@ -23,16 +23,15 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
-from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._aio import each_within
 from .._log import get_logger
 from ..events import RecoveryReclassify, RecoveryReplan, RecoveryReport, RecoveryRetry
 from ..policies import RetryPolicy
-from ..results import RunResult
 from ..runtime import StepKey
-from ..usage import NO_USAGE, Usage
+from ..usage import Usage
+from ._stopped import end_stopped
 from .classify import (
     ErrorContext,
     ErrorHook,
@@ -46,7 +45,7 @@ from .clock import LimitClock, take_cut
 from .config import Recovery
 from .failure import Failure, RecoveryRedirect, RecoveryStop, _BudgetSpent
 from .ladder import Action, Counters, Decision, budget_exceeded, next_action
-from .report import EXPLANATION_USAGE_KEY, StepRecord, build_report, explain_report_usage
+from .report import StepRecord
 from .severity import ErrorClassification, ErrorSeverity
 
 if TYPE_CHECKING:
@@ -360,41 +359,4 @@ class RecoveryRun:
         ``result`` holds extra :class:`RunResult` fields (route, metadata...). The ``explain_model``
         call is a step of the run (journaled) and counts in its usage.
         """
-        f = stop.failure
-        if self.config.reraise and not isinstance(f.error, _BudgetSpent):
-            raise f.error
-        self.ctx.failure = None if isinstance(f.error, _BudgetSpent) else f.error  # an enclosing report's cause
-        report = build_report(
-            error=None if isinstance(f.error, _BudgetSpent) else f.error,
-            classification=f.classification,
-            reason=f.decision.reason,
-            operation=f.operation,
-            steps=self.records,
-            elapsed_s=self.elapsed(),
-            route=f.route,
-            capability=f.capability,
-            path=self.ctx.path,
-            counters={"steps": self.steps, "reclassifications": self.reclassifications, "replans": self.replans},
-            expose_details=self.expose_details,
-        )
-        ctx, model = self.ctx, self.config.explain_model
-        fields: dict[str, Any] = {"usage": self.usage, **result}
-        if model is not None:  # a model call of the run: journaled (a resume replays it) and counted
-            explain = partial(explain_report_usage, report, model, timeout_s=self.config.explain_timeout_s)
-            explanation, used = await ctx.record("explain", {"reason": report["reason"]}, explain)
-            report.update({"explanation": explanation} if explanation else {})
-            if used != NO_USAGE:
-                ctx.ledger.spent(ctx.path, used)
-                fields["usage"] += used
-                if "usage_by_route" in fields:
-                    fields["usage_by_route"] = {**fields["usage_by_route"], EXPLANATION_USAGE_KEY: used}
-        ctx.result = RunResult(
-            output=None, status="critical", session_id=ctx.session_id, path=ctx.path, report=report, **fields
-        )
-        return RecoveryReport(
-            session_id=ctx.session_id,
-            path=ctx.path,
-            severity=report["severity"],
-            user_message=report["user_message"],
-            report=report,
-        )
+        return await end_stopped(self, stop, result)
