@@ -39,11 +39,13 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ...errors import UsageError
+from ._late_saved import late_from_dict, late_to_dict
 from ._prior import PRIOR_TOKENS, shrink_weights, unrelated_similarities
-from .arrays import Array, decode_array, encode_array, ragged_arange
+from ._softmax import softmax_rows, train_softmax
+from .arrays import Array, ragged_arange
 from .encoders import l2_normalise
 from .lexical import LexicalIndex, split_words
-from .scorers import Scorer, softmax_rows, train_softmax
+from .scorers import Scorer
 from .token_bank import TokenBank, by_token_count, project
 
 __all__ = ["LateInteractionScorer", "LEXICAL_WEIGHT", "PRIOR_TOKENS", "shrink_weights"]
@@ -339,62 +341,9 @@ class LateInteractionScorer(Scorer):
 
     def to_dict(self) -> dict[str, Any]:
         """See :meth:`Scorer.to_dict` (token vectors are stored as float16)."""
-        return {
-            "kind": self.kind,
-            "c": self.c,
-            "token_weight": self.token_weight,
-            "negative_weight": self.negative_weight,
-            "top_k": self.top_k,
-            "negative_candidates": self.negative_candidates,
-            "token_dims": self.token_dims,
-            "projection": None if self.projection is None else encode_array(self.projection, "float16"),
-            "iterations": self.iterations,
-            "learning_rate": self.learning_rate,
-            "n_routes": self.n_routes,
-            "weights": encode_array(self.weights),
-            "bias": encode_array(self.bias),
-            "example_routes": [int(r) for r in self.example_routes],
-            "example_lengths": [int(n) for n in self.examples.lengths],
-            "example_tokens": encode_array(self.examples.matrix, "float16"),
-            "negative_lengths": [int(n) for n in self.negatives.lengths],
-            "negative_tokens": encode_array(self.negatives.matrix, "float16"),
-            "negative_vectors": encode_array(self.negative_vectors),
-            "lexical_weight": self.lexical_weight,
-            "pooled": self.pooled,
-            "lexical": None if self.lexical is None else self.lexical.to_dict(),
-            "prior_tokens": self.prior_tokens,
-            "unrelated": self.unrelated,
-            "unrelated_lexical": self.unrelated_lexical,
-        }
+        return late_to_dict(self)
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> LateInteractionScorer:
         """Rebuild a fitted scorer from :meth:`to_dict` output."""
-        keys = ("c", "token_weight", "negative_weight", "top_k", "negative_candidates", "token_dims", "iterations",
-                "learning_rate")  # fmt: skip
-        # Files written before the lexical term have neither key: they score without it; files
-        # written before the short-query prior score without it (prior_tokens 0).
-        scorer = cls(**{k: d[k] for k in keys}, lexical_weight=float(d.get("lexical_weight", 0.0)),
-                     pooled=bool(d.get("pooled", False)), prior_tokens=float(d.get("prior_tokens", 0.0)))  # fmt: skip
-        scorer.unrelated = float(d.get("unrelated", 0.0))
-        scorer.unrelated_lexical = float(d.get("unrelated_lexical", 0.0))
-        scorer.lexical = None if d.get("lexical") is None else LexicalIndex.from_dict(d["lexical"])
-        scorer.projection = None if d.get("projection") is None else decode_array(d["projection"])
-        scorer.n_routes = int(d["n_routes"])
-        scorer.weights, scorer.bias = decode_array(d["weights"]), decode_array(d["bias"])
-        scorer.example_routes = np.asarray(d["example_routes"], dtype=np.int64)
-        scorer.examples = _split(decode_array(d["example_tokens"]), d["example_lengths"])
-        scorer.negatives = _split(decode_array(d["negative_tokens"]), d["negative_lengths"])
-        scorer.negative_vectors = decode_array(d["negative_vectors"])
-        if len(scorer.examples.lengths) != len(scorer.example_routes):
-            raise UsageError("malformed 'late' scorer: token tables do not match the examples")
-        scorer._index_routes()
-        return scorer
-
-
-def _split(matrix: Array, lengths: Sequence[int]) -> TokenBank:
-    if not lengths:
-        return TokenBank([])
-    if int(sum(lengths)) != len(matrix):
-        raise UsageError("malformed 'late' scorer: token lengths do not add up")
-    return TokenBank(np.split(matrix, np.cumsum(lengths)[:-1]))
+        return late_from_dict(cls, d)
