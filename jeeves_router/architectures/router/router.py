@@ -34,18 +34,15 @@ sticky sessions and hand-back.
 from __future__ import annotations
 
 from collections.abc import Coroutine, Mapping, Sequence
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 from weakref import WeakKeyDictionary
 
-from ..._frozen import constructor
 from ...classify.parser import normalize_route_name
 from ...classify.prompt import validate_prompt_template
 from ...classify.resolve import RouteDecision, resolve_route
-from ...classify.types import Classification, Classifier, ClassifyRequest, ClassifyResult, RouteSpec, classify_result
+from ...classify.types import Classification, Classifier, ClassifyRequest, ClassifyResult, RouteSpec
 from ...errors import UsageError
 from ...events import RouterClassified
-from ...messages import Message, TextPart
 from ...models.base import Model
 from ...policies import check_count
 from ...recovery.config import Recovery
@@ -64,8 +61,9 @@ from ..routes import (
     check_route_table,
     check_unit_interval,
 )
+from ._asking import checked, classified_event, classify_request, last_turns, visible_context
 from .checks import check_chain_options, check_router_agent, forced_route
-from .contract import CLASSIFIER_USAGE_KEY, within_contract
+from .contract import CLASSIFIER_USAGE_KEY
 from .run import RouterRun
 
 if TYPE_CHECKING:
@@ -75,20 +73,6 @@ if TYPE_CHECKING:
     from ...classify.llm import LLMClassifier
 
 __all__ = ["Router", "RouterRoute", "CLASSIFIER_USAGE_KEY", "last_turns"]
-
-# one of each per routed run, built without type.__call__ (see constructor)
-_classified = constructor(RouterClassified)
-_request = constructor(ClassifyRequest)
-
-
-def last_turns(history: Sequence[Message], n: int) -> tuple[Message, ...]:
-    """The last ``n`` turns of ``history`` (a turn starts at a user message with text)."""
-    if n <= 0:
-        return ()
-    starts = [i for i, m in enumerate(history) if m.role == "user" and any(isinstance(p, TextPart) for p in m.parts)]
-    if len(starts) <= n:
-        return tuple(history)
-    return tuple(history[starts[-n] :])
 
 
 class Router:
@@ -310,13 +294,7 @@ class Router:
 
     def visible_context(self, context: Mapping[str, Any]) -> Mapping[str, Any]:
         """The context as the classifier sees it (validated by ``context_schema``, as JSON values)."""
-        if self.context_schema is None or not context:
-            return context
-        try:
-            dumped: dict[str, Any] = self.context_schema.model_validate(dict(context)).model_dump(mode="json")
-        except Exception:  # pydantic's ValidationError: a tool changed it mid-run; show it as it is
-            return context
-        return dumped
+        return visible_context(self.context_schema, context)
 
     async def classify(
         self,
@@ -340,19 +318,11 @@ class Router:
         context: Mapping[str, Any] | None = None,
     ) -> ClassifyRequest:
         """What the classifier is asked for ``ctx.prompt`` (the first half of :meth:`classify`)."""
-        specs = self.specs if not exclude else tuple(s for s in self.specs if s.name not in exclude)
-        history = last_turns(ctx.history, self.history_turns) if self.history_turns else ()
-        seen = ctx.context if context is None else context
-        if self.context_schema is not None:
-            seen = self.visible_context(seen)
-        return _request(ctx.prompt, specs, history=history, context=seen, feedback=feedback)
+        return classify_request(self, ctx, exclude=exclude, feedback=feedback, context=context)
 
     def checked(self, result: ClassifyResult, request: ClassifyRequest, exclude: Sequence[str] = ()) -> ClassifyResult:
         """``result`` held to the route contract of ``request`` (the second half of :meth:`classify`)."""
-        result = classify_result(result, self._classifier)
-        allowed = self._names if not exclude else {s.name for s in request.routes}
-        checked = within_contract(result.classification, allowed)
-        return result if checked is result.classification else replace(result, classification=checked)
+        return checked(self, result, request, exclude)
 
     def decide(self, c: Classification, *, exclude: Sequence[str] = ()) -> RouteDecision:
         """Threshold and fallback applied to ``c``."""
@@ -362,24 +332,7 @@ class Router:
 
     def classified_event(self, ctx: RunContext, result: ClassifyResult) -> RouterClassified:
         """The ``router.classified`` event for ``result``."""
-        c = result.classification
-        return _classified(
-            session_id=ctx.session_id,
-            path=ctx.path,
-            route=c.route,
-            confidence=c.confidence,
-            status=c.status,
-            threshold=self.threshold,
-            raw=c.raw,
-            reason=c.reason,
-            requested=c.requested,
-            runner_up=c.runner_up,
-            runner_up_confidence=c.runner_up_confidence,
-            margin=c.margin,
-            stage=result.stage,
-            attempts=result.attempts,
-            model_calls_saved=result.model_calls_saved,
-        )
+        return classified_event(self, ctx, result)
 
     def run(self, agent: Actor, ctx: RunContext) -> Coroutine[Any, Any, None]:
         """Classify, decide, dispatch, follow handoffs; emits router events (every agent emits its own)."""
