@@ -40,6 +40,7 @@ import sys
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from ._routing import routing_update
 from ._span_attrs import (
     CAPTURE_CONTENT_ENV,
     cancelled,
@@ -52,7 +53,7 @@ from ._span_attrs import (
     on_event,
     routing,
 )
-from .events import Event, routing_update
+from .events import Event
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Span, Tracer

@@ -19,6 +19,7 @@ LAYERS: list[tuple[str, int]] = [
     ("policies", 1),
     ("results", 1),
     ("events", 1),
+    ("_routing", 1),  # what a root routing event says of its turn's route (events.py exports it)
     ("_aio", 1),
     ("_loops", 1),  # what is kept per event loop, and closed with it
     ("_log", 1),

@@ -20,8 +20,9 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
 from typing import Any, cast
 
+from .._routing import ROUTING_KINDS, routing_update
 from ..errors import UsageError
-from ..events import ROUTING_KINDS, event_adapter, routing_update
+from ..events import event_adapter
 from ..messages import Message, assistant, user
 from ..reply import ReplyText
 from ..results import RunResult, RunStatus

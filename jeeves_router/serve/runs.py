@@ -20,10 +20,11 @@ from typing import Any
 from starlette.types import Send
 
 from .._limits import DEFAULT_SEND_TIMEOUT_S
+from .._routing import routing_update
 from ..agent import Agent, RunStream
 from ..errors import UsageError
 from ..events import Event as RunEvent
-from ..events import RunFailed, routing_update
+from ..events import RunFailed
 from ..reply import ReplyText
 from ..usage import spent_usage
 from ._run_reply import RunReply, body_message, headers_of, send_json, start_message
