@@ -34,12 +34,10 @@ from ...messages import assistant, user
 from ...models.base import Model, ModelRequest, ModelResponse
 from ...models.registry import check_model, resolve_model
 from ...policies import check_count
-from ...recovery.clock import take_cut
 from ...recovery.config import Recovery
 from ...recovery.run import IMPLIED_RECOVERY, RecoveryRedirect, RecoveryRun, RecoveryStop
 from ...recovery.severity import ErrorSeverity, ExecutionError
 from ...results import RunResult
-from ...tools import ToolOutcome
 from ...usage import NO_USAGE
 from ..base import RunContext
 from ..base import execute as execute_agent
@@ -56,10 +54,9 @@ from .capability import (
     RunState,
     StepDid,
 )
-from .failure import ended
 from .orchestrate import orchestrate
 from .selection import Selection, select_capabilities
-from .steps import completed, step_prompt, step_session_id
+from .steps import agent_output, call_function, child_context, completed
 
 if TYPE_CHECKING:
     from ...actor import Actor
@@ -303,11 +300,11 @@ class Capabilities:
             texts, calls, answered, mark = ctx.ledger.texts, ctx.ledger.calls, ctx.ledger.answered, ctx.ledger.mark()
             try:
                 if cap.is_agent:  # its run, events and all
-                    child = self._child(ctx, st, cap, task, index)
+                    child = child_context(ctx, st, cap, task, index)
                     await execute_agent(cap.handler, child)  # its events go straight to the consumer
-                    result = self._agent_output(ctx, cap, child)
+                    result = agent_output(ctx, cap, child)
                 else:
-                    result = await self._call(ctx, rec, st, cap, task, index, attempt)
+                    result = await call_function(ctx, rec, st, cap, task, index, attempt)
             except Exception as exc:
                 await ctx.emit(completed(ctx, name, started, index, ok=False))
                 lost = ctx.ledger.since(mark, (*ctx.path, name))  # what the failed attempt's model calls cost
@@ -342,53 +339,3 @@ class Capabilities:
             did: StepDid = "effects" if ctx.ledger.calls != effects_before else "reads" if read else ""
             st.complete(name, task, generation, index, result.text, did=did)
             return result.text
-
-    @staticmethod
-    def _child(ctx: RunContext, st: RunState, cap: Capability, task: str, index: int) -> RunContext:
-        prompt = step_prompt(task, st.task, st.done)
-        return ctx.child(
-            cap.handler,
-            session_id=step_session_id(ctx, cap, index),
-            path=(*ctx.path, cap.name),
-            prompt=prompt,
-            history=(),
-            escalate=True,
-        )
-
-    @staticmethod
-    def _agent_output(ctx: RunContext, cap: Capability, child: RunContext) -> CapabilityOutput:
-        res = child.result
-        assert res is not None
-        if res.status not in ("ok", "fallback"):
-            raise ended(cap, res) from child.failure  # a critical stop's own exception, if it had one
-        ctx.context = child.context
-        return CapabilityOutput(res.output or "", usage=res.usage)
-
-    @staticmethod
-    async def _call(
-        ctx: RunContext, rec: RecoveryRun, st: RunState, cap: Capability, task: str, index: int, attempt: int
-    ) -> CapabilityOutput:
-        child_sid = step_session_id(ctx, cap, index)
-        call = CapabilityCall(
-            task, st.task, dict(ctx.context), tuple(st.done), child_sid, (*ctx.path, cap.name), attempt
-        )
-
-        async def perform() -> CapabilityOutput:
-            value = await cap.handler(call)
-            if isinstance(value, CapabilityOutput):
-                return value
-            return CapabilityOutput(value if isinstance(value, str) else str(value))
-
-        # a call as a tool's is: the ledger answers a retry's, a journal marks it started (see Capability.repeatable)
-        step = {"capability": cap.name, "task": task}
-        try:
-            with rec.time_box():
-                got: CapabilityOutput | ToolOutcome = await ctx.call(f"capability:{cap.name}", cap, step, step, perform)
-        except TimeoutError as exc:
-            cut = take_cut(exc)  # the model calls of the function the time box cut off (they were sent)
-            if cut is not None:
-                st.add(cap.name, cut, rec)
-            raise
-        if isinstance(got, ToolOutcome):  # skipped: a resume's on_unknown_tool_outcome="skip" did not call it again
-            return CapabilityOutput(got.content)
-        return got
