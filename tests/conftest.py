@@ -70,6 +70,19 @@ def _close_the_tests_sqlite_journals(monkeypatch: pytest.MonkeyPatch) -> Iterato
         journal.close()
 
 
+@pytest.fixture
+def dbos_app(tmp_path: Path) -> Iterator[str]:
+    """A DBOS system database in the test's own SQLite file (skipped where this Python's SQLite cannot hold one)."""
+    from dbos import DBOS
+
+    from jeeves_router.durable.dbos import _sqlite_timestamps_work
+
+    if not _sqlite_timestamps_work():
+        pytest.skip("DBOS cannot write a SQLite system database with this Python's SQLite")
+    yield f"sqlite:///{tmp_path / 'dbos.sqlite'}"
+    DBOS.destroy(destroy_registry=True)
+
+
 @pytest.fixture(scope="module")
 def pg_url() -> str:
     """The PostgreSQL server of the postgres-marked tests: skipped without one, failed in CI."""

@@ -10,8 +10,6 @@ SQLite system database, one process: no server needed.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,23 +20,6 @@ from jeeves_router.recovery import ErrorClassification, ErrorSeverity, Recovery
 from jeeves_router.recovery.classify import ErrorContext
 from jeeves_router.testing import Call, FunctionModel, RecordedSleeps, Reply, ScriptedModel
 from tests.recovery_clock import Clock
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
-def dbos_app(tmp_path: Path) -> Iterator[str]:
-    from dbos import DBOS
-
-    from jeeves_router.durable.dbos import _sqlite_timestamps_work
-
-    if not _sqlite_timestamps_work():
-        pytest.skip("DBOS cannot write a SQLite system database with this Python's SQLite")
-    yield f"sqlite:///{tmp_path / 'dbos.sqlite'}"
-    DBOS.destroy(destroy_registry=True)
 
 
 class RefundDeclined(Exception):

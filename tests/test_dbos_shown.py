@@ -8,7 +8,6 @@ process: no server needed.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,23 +18,6 @@ from jeeves_router.recovery import Recovery
 from jeeves_router.testing import RecordedSleeps, ScriptedModel
 
 SECRET = "sk-live-4242424242424242"
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
-def dbos_app(tmp_path: Path) -> Iterator[str]:
-    from dbos import DBOS
-
-    from jeeves_router.durable.dbos import _sqlite_timestamps_work
-
-    if not _sqlite_timestamps_work():
-        pytest.skip("DBOS cannot write a SQLite system database with this Python's SQLite")
-    yield f"sqlite:///{tmp_path / 'dbos.sqlite'}"
-    DBOS.destroy(destroy_registry=True)
 
 
 async def failed_run(url: str, name: str, recovery: Recovery | None) -> Exception:

@@ -13,32 +13,12 @@ another turn's workflow of its session. The newest turn, forked, still sets the 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 
 from jeeves_router import Agent, Router, RouterRoute
 from jeeves_router.architectures.handoffs.session import InMemorySessionStore
 from jeeves_router.testing import FunctionModel
 from tests.test_superseded_turns import ByWord
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
-def dbos_app(tmp_path: Path) -> Iterator[str]:
-    from dbos import DBOS
-
-    from jeeves_router.durable.dbos import _sqlite_timestamps_work
-
-    if not _sqlite_timestamps_work():
-        pytest.skip("DBOS cannot write a SQLite system database with this Python's SQLite")
-    yield f"sqlite:///{tmp_path / 'dbos.sqlite'}"
-    DBOS.destroy(destroy_registry=True)
 
 
 def desk(store: InMemorySessionStore) -> Agent:
