@@ -207,12 +207,15 @@ class BodyLimit:
 
         await self.app(scope, read_body, send)
 
+    def _too_big(self) -> ApiError:
+        """The refusal of a body over the limit (made only for a request refused)."""
+        return ApiError(413, too_large(self.limit), code="request_too_large")
+
     async def _read(self, scope: Scope, receive: Receive) -> bytes | ApiError | None:
         """The whole body; the refusal of one too large or too slow; ``None`` if the client left."""
-        too_big = ApiError(413, too_large(self.limit), code="request_too_large")
         for name, value in scope.get("headers", ()):
             if name == b"content-length" and value.isdigit() and int(value) > self.limit:
-                return too_big
+                return self._too_big()
         parts: list[bytes] = []
         size = 0
         with anyio.move_on_after(self.timeout_s):
@@ -223,7 +226,7 @@ class BodyLimit:
                 part = message.get("body", b"")
                 size += len(part)
                 if size > self.limit:
-                    return too_big
+                    return self._too_big()
                 parts.append(part)
                 if not message.get("more_body", False):
                     return b"".join(parts)
