@@ -25,9 +25,7 @@ from jeeves_router.results import RunResult
 from jeeves_router.testing import CUT_USAGE, FunctionModel, RecordedSleeps
 from tests.recovery_clock import Clock
 from tests.test_dbos_judged import (
-    anyio_backend,
     billing,
-    dbos_app,
     decided,
     invoice_run,
     launch,
@@ -35,8 +33,6 @@ from tests.test_dbos_judged import (
     step_names,
 )
 from tests.test_dbos_judged import replay as fork_past_the_end
-
-__all__ = ["anyio_backend", "dbos_app"]  # the fixtures, used by name
 
 LIMIT = 0.3  # real seconds a hung call waits before the run's limit cuts it
 

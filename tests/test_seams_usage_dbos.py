@@ -24,9 +24,7 @@ from jeeves_router.testing import CUT_USAGE, DEFAULT_USAGE, Call, FunctionModel,
 from jeeves_router.usage import Usage
 from tests.recovery_clock import Clock
 from tests.test_dbos_judged import launch
-from tests.test_dbos_limits import LIMIT, anyio_backend, dbos_app, replay, stopped_by_the_limit
-
-__all__ = ["anyio_backend", "dbos_app"]  # the fixtures, used by name
+from tests.test_dbos_limits import LIMIT, replay, stopped_by_the_limit
 
 INNER = Usage(input_tokens=100, output_tokens=40, requests=1, cost_usd=0.25)
 
