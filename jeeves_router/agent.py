@@ -22,7 +22,7 @@ from .messages import Message
 from .models.base import Model
 from .models.registry import check_model, resolve_model
 from .results import RunResult
-from .runtime import PASS_THROUGH, Runtime
+from .runtime import PASS_THROUGH, Runtime, journal_advice
 from .tools import Tool, Toolset, as_tool, split_toolsets
 
 __all__ = ["Agent", "RunStream"]
@@ -147,7 +147,7 @@ class Agent:
             check_idempotency_key(idempotency_key)
             if not getattr(self.runtime, "honours_idempotency_keys", False):
                 raise UsageError(
-                    f"agent {self.name!r} cannot honour an idempotency key: {_without_journal(self.runtime)}"
+                    f"agent {self.name!r} cannot honour an idempotency key: {journal_advice(self.runtime)}"
                 )
             session_id = session_id or keyed_session_id(idempotency_key)
         for name, given in (("context", context), ("options", options)):
@@ -292,13 +292,8 @@ class Agent:
         """
         point_of = getattr(self.runtime, "resume_point", None)
         if point_of is None:
-            raise UsageError(f"agent {self.name!r} cannot resume: {_without_journal(self.runtime)}")
+            raise UsageError(f"agent {self.name!r} cannot resume: {journal_advice(self.runtime)}")
         point = await point_of(self, session_id, run_id)
         ctx = self._context(point.prompt, session_id, point.history, point.context, point.force_route, point.options)
         ctx.resume_run = point.run_id
         return await self._drain(ctx)
-
-
-def _without_journal(runtime: object) -> str:
-    """Why ``runtime`` cannot give what only a journal gives, and what to do instead (``Runtime.without_journal``)."""
-    return str(getattr(runtime, "without_journal", Runtime.without_journal))

@@ -26,6 +26,8 @@ __all__ = [
     "RecordedLimit",
     "current_idempotency_key",
     "idempotency_scope",
+    "JOURNAL_IN_CODE",
+    "journal_advice",
 ]
 
 T = TypeVar("T")
@@ -74,6 +76,22 @@ class RecordedLimit(NamedTuple):
     spent: Usage | None = None
 
 
+#: How code gives an agent a journal (what :meth:`Runtime.without_journal` says by default).
+JOURNAL_IN_CODE = "construct it with runtime=JournalRuntime(SQLiteJournal(path))"
+
+
+def journal_advice(runtime: object, attach: str = "") -> str:
+    """:meth:`Runtime.without_journal` of ``runtime`` (a runtime that is no :class:`Runtime` gets the default).
+
+    Args:
+        runtime: The agent's runtime.
+        attach: How the caller's front door gives an agent a journal (see :meth:`Runtime.without_journal`).
+    """
+    own = getattr(runtime, "without_journal", None)
+    said = own(attach) if callable(own) else None
+    return said if isinstance(said, str) else Runtime.without_journal(PASS_THROUGH, attach)
+
+
 class Runtime:
     """Pass-through runtime: performs each step without recording it.
 
@@ -83,14 +101,23 @@ class Runtime:
         honours_idempotency_keys: Whether a root run may carry a client's idempotency key
             (``Agent.run(..., idempotency_key=...)``): only a runtime that records runs can
             find the run a key named before.
-        without_journal: Said when a run asks this runtime for what only a journal gives (an
-            idempotency key, ``Agent.resume``): why it cannot, and what to do instead.
     """
 
     honours_idempotency_keys: bool = False
-    without_journal: str = (
-        "its runtime does not journal runs; construct it with runtime=JournalRuntime(SQLiteJournal(path))"
-    )
+
+    def without_journal(self, attach: str = "") -> str:
+        """Why a run cannot have what only a journal gives (an idempotency key, ``Agent.resume``), and what to do.
+
+        Every front door that refuses such a request says this (``agent.run``, the served
+        ``Idempotency-Key`` header, the MCP ``ask`` key: :func:`journal_advice`), so a runtime
+        that has its own way (DBOS: workflow ids) overrides it, and is never told to add a
+        journal that a server would then refuse for it.
+
+        Args:
+            attach: How the caller's front door gives an agent a journal (a server: its
+                ``--journal`` option); empty: :data:`JOURNAL_IN_CODE`.
+        """
+        return f"its runtime does not journal runs; {attach or JOURNAL_IN_CODE}"
 
     def step(
         self, key: StepKey, input: Any, fn: Callable[[], Awaitable[T]], *, repeatable: bool = False

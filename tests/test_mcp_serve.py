@@ -216,7 +216,7 @@ async def test_without_a_journal_the_mcp_command_refuses_a_key_and_runs_nothing(
     )
     async with Client(params) as client:
         refused = await client.call_tool("ask", {"request": "refund INV-1"}, meta={"idempotency_key": "order-1"})
-    assert refused.is_error and "needs a journal" in refused.content[0].text  # type: ignore[union-attr]
+    assert refused.is_error and "does not journal runs; start the server with --journal" in refused.content[0].text  # type: ignore[union-attr]
     assert not refunds.exists()
 
 

@@ -555,7 +555,7 @@ async def test_the_mcp_ask_tool_refuses_a_key_it_cannot_honour() -> None:
     plain = Desk()
     (unjournaled,) = await _ask(plain.agent, ("refund me please", {"idempotency_key": "order-11"}))
     assert bad.is_error and "printable ASCII" in bad.content[0].text
-    assert unjournaled.is_error and "needs a journal" in unjournaled.content[0].text
+    assert unjournaled.is_error and "start the server with --journal" in unjournaled.content[0].text
     assert journaled.refunds == plain.refunds == []
 
 

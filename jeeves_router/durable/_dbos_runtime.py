@@ -57,12 +57,14 @@ class DBOSRuntime(Runtime):
             ``JournalRuntime``'s option of that name.
     """
 
-    without_journal = (
-        "DBOSRuntime keys a run by its DBOS workflow id, not by a client's key or a session: enqueue it with "
-        "enqueue_run(client, ..., workflow_id=key) or DurableAgents.enqueue(..., workflow_id=key) (one id is one "
-        "run), and DBOS recovers an unfinished workflow itself (start a worker with the executor_id of the one "
-        "that died, or call DBOS.resume_workflow)"
-    )
+    def without_journal(self, attach: str = "") -> str:
+        """What DBOS offers instead of a journal's keys and resume (a journal is no answer: ``attach`` unused)."""
+        return (
+            "DBOSRuntime keys a run by its DBOS workflow id, not by a client's key or a session: enqueue it with "
+            "enqueue_run(client, ..., workflow_id=key) or DurableAgents.enqueue(..., workflow_id=key) (one id is "
+            "one run), and DBOS recovers an unfinished workflow itself (start a worker with the executor_id of the "
+            "one that died, or call DBOS.resume_workflow)"
+        )
 
     def __init__(self, *, on_unknown_tool_outcome: UnknownToolPolicy = "fail") -> None:
         if on_unknown_tool_outcome not in ("fail", "retry", "skip"):

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from .._limits import EMPTY_REQUEST, blank, too_large
 from ..errors import UsageError
 from ..ids import check_idempotency_key
+from ..runtime import journal_advice
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver.tools import Tool
@@ -24,6 +25,11 @@ if TYPE_CHECKING:
     from ..agent import Agent
 
 __all__ = ["IDEMPOTENCY_META", "ask_tool", "client_key", "key_problem", "meta_of", "request_problem"]
+
+#: How an MCP server gives its agent a journal (what a plain agent's refusal of a key says).
+MCP_JOURNAL = (
+    "start the server with --journal (jeeves-router mcp AGENT --journal runs.db, or serve(agent, journal=...))"
+)
 
 #: The ``_meta`` key of an ``ask`` request that holds its idempotency key.
 IDEMPOTENCY_META = "idempotency_key"
@@ -103,8 +109,6 @@ def key_problem(key: object, agent: Agent) -> str | None:
     except UsageError:
         return f"_meta.{IDEMPOTENCY_META} must be 1-255 printable ASCII characters; {NOTHING_RUN}"
     if not getattr(agent.runtime, "honours_idempotency_keys", False):
-        return (
-            f"_meta.{IDEMPOTENCY_META} needs a journal to find the run a key names: serve an agent with "
-            f"runtime=JournalRuntime(...); {NOTHING_RUN}"
-        )
+        advice = journal_advice(agent.runtime, MCP_JOURNAL)
+        return f"_meta.{IDEMPOTENCY_META} cannot be honoured for agent {agent.name!r}: {advice}; {NOTHING_RUN}"
     return None

@@ -186,7 +186,7 @@ def create_app(
         """Parse the body, find the agent, take a run slot; the reply releases the slot when it ends."""
         req = parse(parse_json(await request.body()), session_header=_sid_header(request))  # within BodyLimit
         agent = agent_for(req.model)
-        key = idempotency_key(request, getattr(agent.runtime, "honours_idempotency_keys", False))
+        key = idempotency_key(request, agent)
         if key is not None:
             req = dataclasses.replace(req, idempotency_key=key)
         drain.check()

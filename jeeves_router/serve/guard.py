@@ -17,6 +17,7 @@ import ipaddress
 import json
 import logging
 import socket
+from typing import TYPE_CHECKING
 
 import anyio
 from starlette.requests import Request
@@ -27,7 +28,11 @@ from .._limits import DEFAULT_BODY_TIMEOUT_S, too_large
 from .._slots import Slots
 from ..errors import UsageError
 from ..ids import check_idempotency_key
+from ..runtime import journal_advice
 from .wire import ApiError
+
+if TYPE_CHECKING:
+    from ..agent import Agent
 
 __all__ = [
     "IDEMPOTENCY_HEADER",
@@ -244,16 +249,21 @@ class BodyLimit:
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 
 
-def idempotency_key(request: Request, journaled: bool) -> str | None:
+#: How a server gives its agents a journal (what a plain agent's refusal of a key tells the client).
+SERVER_JOURNAL = "start the server with --journal (create_app(journal=...))"
+
+
+def idempotency_key(request: Request, agent: Agent) -> str | None:
     """The request's ``Idempotency-Key``, checked (``None``: no header).
 
     Args:
         request: The request.
-        journaled: Whether the agent's runtime journals its runs (a key names a journaled run).
+        agent: The agent it is for (only a runtime that records runs can find the run a key names).
 
     Raises:
         ApiError: 400 for a key that is not 1-255 printable ASCII characters, or a key sent
-            to an agent whose runs are not journaled.
+            to an agent whose runtime cannot honour it (the message is the runtime's advice,
+            :meth:`~jeeves_router.runtime.Runtime.without_journal`).
     """
     value = request.headers.get(IDEMPOTENCY_HEADER)
     if value is None:
@@ -263,11 +273,11 @@ def idempotency_key(request: Request, journaled: bool) -> str | None:
     except UsageError:
         msg = f"the {IDEMPOTENCY_HEADER} header must be 1-255 printable ASCII characters"
         raise ApiError(400, msg, param=IDEMPOTENCY_HEADER, code="invalid_idempotency_key") from None
-    if not journaled:
+    if not getattr(agent.runtime, "honours_idempotency_keys", False):
         raise ApiError(
             400,
-            f"the {IDEMPOTENCY_HEADER} header needs a journal to find the run a key names: start the server with "
-            "--journal (create_app(journal=...))",
+            f"the {IDEMPOTENCY_HEADER} header cannot be honoured for agent {agent.name!r}: "
+            f"{journal_advice(agent.runtime, SERVER_JOURNAL)}",
             param=IDEMPOTENCY_HEADER,
             code="idempotency_key_needs_journal",
         )
