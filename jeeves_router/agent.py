@@ -52,7 +52,9 @@ class Agent:
             :class:`ToolLoop` (then each turn's loop, e.g. with recovery), the agent runs as a
             :class:`~jeeves_router.architectures.handoffs.chain.HandoffChain`.
         classify_error: Optional hook ``(exc, context) -> ErrorClassification | None``
-            used by the recovery layer.
+            used by the recovery layer (a RETRIABLE answer is not followed once text reached
+            the consumer, nor for a model call its adapter gave up on: the report's
+            ``not_retried`` says why; :mod:`jeeves_router.recovery.classify`).
 
     Example:
         >>> from jeeves_router import Agent

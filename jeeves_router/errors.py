@@ -136,7 +136,9 @@ class ModelError(RunError):
 class StreamInterrupted(ModelError):
     """A streamed call broke after some of its text had reached the consumer.
 
-    It is not retried automatically: a retry would repeat text the consumer already has.
+    It is not retried, by the adapter or by the recovery ladder, even when a ``classify_error``
+    hook judges it RETRIABLE: a retry would repeat text the consumer already has (the report's
+    ``reason`` is then ``output_started`` and its ``not_retried`` says so).
     """
 
     default_severity = "critical"

@@ -6,6 +6,14 @@ first (capability or route, then agent, then the :class:`Recovery` config). A ho
 raises makes the failure CRITICAL, keeping both exceptions (the hook's in
 ``hook_error``, the original as ``__context__`` of the hook's).
 
+A hook's RETRIABLE is a judgement, not an order: the ladder does not retry, whatever a hook
+answers, a failure whose text already reached the consumer (a
+:class:`~jeeves_router.errors.StreamInterrupted`, or any failure of a streamed attempt after its
+first text: a retry would send that text again) nor a model call whose adapter already spent its
+own retries (``retries_exhausted``: one retry layer per model call, the adapter's). The run
+then stops ``critical`` with the report's ``reason`` (``output_started``,
+``retries_exhausted``) and its ``not_retried``, which says why the RETRIABLE was not followed.
+
 A failure a journal replay raises again (:func:`mark_replayed`) is not given to the hooks
 again: it carries the judgements the run made of it, in order (one per ladder that judged
 it), and each ladder takes the next (:func:`remember_classification`). A hook matches the
@@ -53,7 +61,8 @@ __all__ = [
 
 log = get_logger(__name__)
 
-#: ``(exc, context) -> ErrorClassification | None``.
+#: ``(exc, context) -> ErrorClassification | None``. A RETRIABLE answer is not followed once the failed
+#: attempt's text reached the consumer, nor for a model call its adapter gave up on (module docstring).
 ErrorHook = Callable[[BaseException, "ErrorContext"], "ErrorClassification | None"]
 
 _TRANSPORT_NAMES = frozenset(

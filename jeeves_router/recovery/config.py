@@ -46,7 +46,10 @@ class Recovery:
         framework_retry: Policy of the framework's own steps: classification, planning,
             task extraction (2 attempts, 0.2 s, x1.0).
         classify_error: A last hook ``(exc, context) -> ErrorClassification | None``,
-            asked after the route's, capability's and agent's hooks.
+            asked after the route's, capability's and agent's hooks. Its RETRIABLE is not
+            followed once text of the failed attempt reached the consumer, nor for a model call
+            its adapter gave up on (the report's ``not_retried`` says which;
+            :mod:`~jeeves_router.recovery.classify`).
         reraise: Development mode: where a report would be written, raise the original
             exception instead.
         expose_details: Let an exception's message leave the run, not only its type

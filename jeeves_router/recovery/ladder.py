@@ -20,7 +20,8 @@ The rules, in order:
 2. The wall clock or ``max_steps`` is spent → ``stop``.
 3. RETRIABLE → ``retry`` after the policy's backoff while attempts remain, no output of the
    failed attempt reached the consumer (a retry would repeat it) and no inner owner (the
-   model adapter's retrier) has already spent its retries on the failure; else ``stop``.
+   model adapter's retrier) has already spent its retries on the failure; else ``stop``
+   (whatever a hook answered: the report's ``not_retried`` says why it was not retried).
 4. RECLASSIFICATION → ``reclassify`` while ``max_reclassifications`` allows it and the
    architecture can classify; an architecture that cannot (a tool loop inside a router)
    escalates to its parent; else ``stop``.

@@ -18,6 +18,7 @@ import anyio
 
 from .._log import get_logger
 from .._shown import shown_message
+from ..errors import StreamInterrupted
 from ..messages import user
 from ..models.base import Model, ModelRequest
 from ..usage import NO_USAGE, Usage, cut_requests, spent_usage, spent_when_cut
@@ -49,6 +50,12 @@ _USER_MESSAGES = {
 _SUGGESTIONS = {
     "retries_exhausted": "The step kept failing with a transient error: check the service or network, or raise "
     "the step's RetryPolicy.max_attempts.",
+    "adapter_retries_exhausted": "The model call kept failing with a transient error and its adapter gave up: "
+    "check the service or network, or give the model more attempts (e.g. OpenAIModel(..., "
+    "retry=RetryPolicy(max_attempts=...))); the step's RetryPolicy does not retry it again.",
+    "stream_interrupted": "The model's stream broke after text reached the consumer (StreamInterrupted); it is "
+    "not retried, by the adapter or the ladder, even if a classify_error hook answers RETRIABLE (a retry "
+    "would repeat that text): accept the partial answer, or check the service or network.",
     "output_started": "The failure came after text reached the consumer, so it was not retried (a retry would "
     "repeat text); make the step fail before streaming, or accept the partial answer.",
     "effects_done": "The step failed after tool calls completed in it, so it was not replanned (a new plan "
@@ -67,6 +74,44 @@ _SUGGESTIONS = {
     "critical": "Inspect the error type below; if the failure is transient, return RETRIABLE from a "
     "classify_error hook.",
 }
+
+
+def _adapter_gave_up(error: BaseException | None) -> bool:
+    """Whether ``error`` is a model call its adapter's retrier retried and gave up on (``retries_exhausted``)."""
+    return bool(getattr(error, "retries_exhausted", False))
+
+
+def _suggestion(error: BaseException | None, reason: str) -> str:
+    """The first suggestion: by ``reason``, unless the failure itself makes that advice useless."""
+    if reason == "retries_exhausted" and _adapter_gave_up(error):
+        reason = "adapter_retries_exhausted"  # the step's RetryPolicy has no say over it
+    elif reason == "critical" and isinstance(error, StreamInterrupted):
+        reason = "stream_interrupted"  # a RETRIABLE hook answer would not be followed
+    return _SUGGESTIONS.get(reason, _SUGGESTIONS["critical"])
+
+
+def _not_retried(error: BaseException | None, severity: ErrorSeverity, reason: str) -> str | None:
+    """Why a failure judged RETRIABLE was not retried by the ladder (the report's ``not_retried``), or ``None``.
+
+    ``None`` too when it was retried up to its policy or a budget stopped it (``reason`` says so).
+    """
+    if severity is not ErrorSeverity.RETRIABLE:
+        return None
+    if reason == "output_started":
+        return (
+            "judged RETRIABLE, not retried: text of the failed attempt had already reached the consumer, and a "
+            "retry would send it again (no retry once text reached the consumer, whatever a classify_error hook "
+            "answers)"
+        )
+    if reason == "retries_exhausted" and _adapter_gave_up(error):
+        attempts = getattr(error, "attempt", None)
+        made = f" after {attempts} attempts" if isinstance(attempts, int) else ""
+        return (
+            f"judged RETRIABLE, not retried: the model adapter had already retried this call with its own retry "
+            f"policy and gave up{made}; a model call has one retry layer, the adapter's, so the ladder adds none "
+            "(whatever a classify_error hook answers)"
+        )
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,6 +189,9 @@ def build_report(
 ) -> dict[str, Any]:
     """The structured report of a stopped run. Never raises (falls back to a minimal one).
 
+    A failure judged RETRIABLE that the ladder did not retry (``reason`` ``output_started``, or
+    ``retries_exhausted`` for a model call its adapter gave up on) has ``not_retried``: why.
+
     ``path`` is the route path of the run whose recovery stopped it (``"/"``-joined in the
     report): a Router or handoff chain that passes a member's critical answer on passes its
     report, which so still names the member that failed.
@@ -153,7 +201,7 @@ def build_report(
         attempts: dict[str, int] = {}
         for s in steps:
             attempts[s.operation] = attempts.get(s.operation, 0) + s.attempts
-        suggestions = [_SUGGESTIONS.get(reason, _SUGGESTIONS["critical"])]
+        suggestions = [_suggestion(error, reason)]
         hook_error = classification.hook_error if classification is not None else None
         if hook_error is not None:
             suggestions.append("A classify_error hook raised while classifying the failure: fix the hook.")
@@ -170,7 +218,8 @@ def build_report(
             if expose_details and inner is not None:
                 err["cause"]["message"] = shown_message(inner, expose_details=True)
         meta = classification.metadata if classification is not None and classification.metadata else {}
-        return {
+        why_not = _not_retried(error, severity, reason)
+        report: dict[str, Any] = {
             "severity": severity.value,
             "reason": reason,
             "route": route,
@@ -186,6 +235,9 @@ def build_report(
             "user_message": user_message_for(classification, reason),
             "metadata": {str(k): _safe_str(v) for k, v in meta.items()},
         }
+        if why_not is not None:
+            report["not_retried"] = why_not
+        return report
     except Exception as exc:  # the report must never be the thing that fails
         log.error("building the error report failed", error_type=type(exc).__name__)
         return {
