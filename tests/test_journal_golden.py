@@ -201,6 +201,20 @@ def _with_report_path(value: object) -> object:
     return fixed
 
 
+def _with_not_retried(value: object, why: str) -> object:
+    """``value`` with ``why`` as ``not_retried`` in each report of a RETRIABLE failure not retried
+    because its text had reached the consumer (a field added since the corpus was written)."""
+    if isinstance(value, list):
+        return [_with_not_retried(v, why) for v in value]
+    if not isinstance(value, dict):
+        return value
+    fixed = {k: _with_not_retried(v, why) for k, v in value.items()}
+    report = fixed.get("report")
+    if isinstance(report, dict) and (report.get("severity"), report.get("reason")) == ("retriable", "output_started"):
+        fixed["report"] = {**report, "not_retried": report.get("not_retried", why)}
+    return fixed
+
+
 def _without_failed_message(events: object) -> object:
     """``events`` with each ``run.failed`` message empty, as a run without ``expose_details`` sends it."""
     assert isinstance(events, list)
@@ -217,6 +231,7 @@ def _check_v2(results: list[RunResult]) -> None:
     assert third.report["error"] == {"type": "ConnectionResetError"}
     assert (third.report["severity"], third.report["reason"]) == ("retriable", "output_started")
     assert third.report["attempts"] == {"classify": 1, "route:billing": 1}
+    assert "reached the consumer" in third.report["not_retried"]  # why the RETRIABLE was not followed
 
 
 @pytest.mark.anyio
@@ -227,11 +242,16 @@ async def test_the_v2_sqlite_corpus_replays_its_failure_without_calling_a_model(
     kinds = {e.record.type for sid in await journal.sessions() for e in await journal.read(sid)}
     assert {"step.failed", "tool.started", "model", "step"} <= kinds
     recorded = _untimed(strip_ts(await recorded_events(journal, "golden-1")))
-    _check_v2(await _replay(journal, _Silent(), version=2))
+    results = await _replay(journal, _Silent(), version=2)
+    _check_v2(results)
     # the same stream again, but for the report's timings (a replay measures its own) and the
-    # critical result's confidence and the report's path, which the corpus's version left out (added
-    # since), and the run.failed message it kept (since, shown only under Recovery(expose_details=True))
-    expected = _without_failed_message(_with_report_path(_with_critical_confidence(recorded, 0.87)))
+    # critical result's confidence, the report's path and its not_retried, which the corpus's version
+    # left out (added since), and the run.failed message it kept (since, shown only under
+    # Recovery(expose_details=True))
+    why = results[2].report["not_retried"]  # type: ignore[index]
+    expected = _without_failed_message(
+        _with_not_retried(_with_report_path(_with_critical_confidence(recorded, 0.87)), why)
+    )
     assert _untimed(strip_ts(await recorded_events(journal, "golden-1"))) == expected
     await journal.aclose()
 
