@@ -151,6 +151,7 @@ class StepRecord(_Rec):
     digest: str
     result_type: str
     result: Any
+    attempt: int | None = None  # the run attempt that made it (None: written before it was kept; see journal.cuts)
 
 
 class ModelRecord(_Rec):
@@ -163,6 +164,7 @@ class ModelRecord(_Rec):
     model: str
     chunks: list[str]
     response: dict[str, Any]
+    attempt: int | None = None  # the run attempt that made it (None: written before it was kept; see journal.cuts)
 
 
 class ToolStartedRecord(_Rec):

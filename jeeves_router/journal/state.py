@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..usage import Usage
+from ..usage import NO_USAGE, Usage
 from .failures import PendingFailure, RecordedFailures
 from .records import Entry, ModelRecord, Record, StepFailedRecord, StepRecord, ToolStartedRecord
 
@@ -22,6 +22,7 @@ class StepIndex:
     failed: RecordedFailures = field(default_factory=RecordedFailures)
     paid: set[tuple[int, str]] = field(default_factory=set)  # model and tool calls this execution already counted
     cut: dict[tuple[int, str], Usage] = field(default_factory=dict)  # what earlier attempts' cuts left waiting (.cuts)
+    failures_counted: set[tuple[int, str]] = field(default_factory=set)  # served results whose failures counted
 
     def add(self, rec: Record) -> None:
         """Index one record read from the journal or just written."""
@@ -38,6 +39,25 @@ class StepIndex:
             self.failed.add(rec)
             if rec.claim is not None:
                 self.failed_claims.add(rec.claim)
+
+    def failed_before(self, k: tuple[int, str], attempt: int | None) -> Usage | None:
+        """What the failed attempts before step ``k``'s recorded result spent, for serving it again (see :mod:`.cuts`).
+
+        The failures the attempt that recorded the result (``attempt``) went through at that
+        step: that attempt counted them as they failed, and the result holds only its own
+        request. Once per execution; nothing when this replay raises the step's failures
+        again (a completed run's: the ladder counts them), and nothing for a result recorded
+        by an earlier release (no ``attempt``) or a failure that spent nothing.
+        """
+        if attempt is None or k in self.failures_counted:
+            return None
+        self.failures_counted.add(k)
+        failures = self.failed.by_step.get(k, ())
+        replayed = self.failed.attempt
+        if replayed is not None and any(f.attempt == replayed for f in failures):
+            return None
+        spent = [Usage(**f.spent_usage) for f in failures if f.attempt == attempt and f.spent_usage is not None]
+        return sum(spent, NO_USAGE) if spent else None
 
 
 @dataclass(slots=True)

@@ -193,7 +193,9 @@ class StepRecorder(Runtime):
         tool = is_call(key)  # a tool's call or a function capability's: marked started, then performed
         if isinstance(rec, StepRecord):
             result: T = decode_result(rec.result_type, rec.result)
-            return _unpaid(index, key.index, d, result) if tool else result
+            if tool:
+                return _unpaid(index, key.index, d, result)
+            return with_carried(result, index.failed_before((key.index, d), rec.attempt))  # its failed attempts'
         self._diverged(key, index, d)
         if tool:
             result = await self._tool(key, index, d, fn, repeatable)
@@ -216,7 +218,11 @@ class StepRecorder(Runtime):
                 raise
         tag, data = encode_result(result)
         await self._record(
-            key, index, StepRecord(name=key.name, index=key.index, digest=d, result_type=tag, result=data)
+            key,
+            index,
+            StepRecord(
+                name=key.name, index=key.index, digest=d, result_type=tag, result=data, attempt=self._attempt(key)
+            ),
         )
         return result
 
@@ -264,6 +270,8 @@ class StepRecorder(Runtime):
             served: ModelResponse = _RESPONSE.validate_python(rec.response)
             if (key.index, d) in index.paid:  # a retry of this run asks again: its usage is counted already
                 served = replace(served, usage=NO_USAGE)
+            else:  # with what the attempts that failed before it spent (.cuts)
+                served = with_carried(served, index.failed_before((key.index, d), rec.attempt))
             index.paid.add((key.index, d))
             yield served
             return
@@ -296,6 +304,14 @@ class StepRecorder(Runtime):
         await self._record(
             key,
             index,
-            ModelRecord(name=key.name, index=key.index, digest=d, model=model.name, chunks=chunks, response=data),
+            ModelRecord(
+                name=key.name,
+                index=key.index,
+                digest=d,
+                model=model.name,
+                chunks=chunks,
+                response=data,
+                attempt=self._attempt(key),
+            ),
         )
         yield response
