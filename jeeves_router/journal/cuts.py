@@ -13,6 +13,18 @@ the same) adds it to the step's result, or to its failure's ``spent_usage``
 (:func:`with_carried`), once: the step's ``model`` record then holds it, so a replay of the
 completed run counts it too. A step cut again is noted again: the next resume counts both.
 A run whose process died wrote nothing: what its last request spent is not known.
+
+The failed attempts before a step's recorded result are counted the same way, from their
+``step.failed`` records (``spent_usage``): the attempt that failed and then got the result
+counted them as they failed, and the result holds only its own request, so a resume that
+replays the result adds the failures of the attempt that recorded it (step and model records
+keep their ``attempt``; :meth:`~jeeves_router.journal.state.StepIndex.failed_before`), once
+per execution: a resume resumed again reads the same records and counts them once again, not
+twice. A replay of a completed run that raises the step's failures again counts them there
+instead; a failure that sent nothing recorded no usage and adds none; a result recorded by an
+earlier release (no ``attempt``) adds nothing. Failures of an attempt that never got the
+step's result (it died or was cut before a retry succeeded) are not counted by the attempt
+that makes the step again.
 """
 
 from __future__ import annotations

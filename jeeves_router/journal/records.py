@@ -15,7 +15,8 @@ record, told apart by its ``type``:
   model call, the text it streamed first (replayed only when a completed run is resumed);
   also where the run's time limit ended an attempt (``limit``), and the request a run's cut
   left waiting at a step (``cut``, with what it spent: counted by the resume that makes the
-  step again, see :mod:`.cuts`).
+  step again, see :mod:`.cuts`). A replay of a step's ``step``/``model`` record counts the
+  failures of the attempt that recorded it (their ``attempt``; see :mod:`.cuts`).
 - ``event`` — one event of the run's stream, as the consumer saw it.
 - ``run.end`` — how an attempt of the run ended (``completed``, ``failed``, or ``cut``: cut
   off by the process running it, which wrote this as it stopped, with what the attempt had
