@@ -15,6 +15,8 @@ import logging
 import socket
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import anyio
@@ -27,7 +29,7 @@ from jeeves_router.errors import UsageError
 from jeeves_router.events import TextDelta
 from jeeves_router.journal import MemoryJournal, SQLiteJournal, recorded_events, session_turns
 from jeeves_router.serve import create_app
-from tests.serve_apps import FLOOD, Flood, build_desk, desk_with, running, served_by_cli
+from tests.serve_apps import FLOOD, Flood, ServerThread, build_desk, desk_with, running, served_by_cli
 
 GUARD_S = 60.0  # only so that a regression fails instead of hanging the suite
 
@@ -101,34 +103,46 @@ class Stalls(logging.Handler):
             self.seen.set()
 
 
-def test_a_keyed_run_whose_reader_stalls_goes_on_to_its_end_holding_its_slot_and_its_retry_gets_it() -> None:
-    flood, journal, stalls = Flood(), MemoryJournal(), Stalls()
-    log = logging.getLogger("jeeves_router.serve")
+@contextmanager
+def stalled_keyed_reader(flood: Flood, key: str, max_concurrency: int) -> Iterator[tuple[ServerThread, socket.socket]]:
+    """A served desk whose keyed stream (``key``) has a reader that stopped reading and was dropped.
+
+    Yields the server and the stalled client's socket once the server has logged the drop; the
+    keyed run (``flood``) goes on, and the server closes the socket when it ends.
+    """
+    stalls, log = Stalls(), logging.getLogger("jeeves_router.serve")
     log.addHandler(stalls)
     level, log.level = log.level, logging.INFO
-    app = create_app(desk_with(flood), journal=journal, max_concurrency=1, send_timeout_s=0.5)
-    body = {"model": "desk", "messages": [{"role": "user", "content": "refund please"}]}
-    key = {"idempotency-key": "stalled-1"}
+    app = create_app(desk_with(flood), journal=MemoryJournal(), max_concurrency=max_concurrency, send_timeout_s=0.5)
     try:
         with running(app) as server, socket.socket() as sock:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
             sock.connect(("127.0.0.1", server.port))
             sock.settimeout(GUARD_S)
-            sock.sendall(_request({**body, "stream": True}, b"idempotency-key: stalled-1\r\n"))
+            sock.sendall(_request({**REFUND, "stream": True}, b"idempotency-key: %s\r\n" % key.encode()))
             assert sock.recv(4096).startswith(b"HTTP/1.1 200 OK")  # then this client stops reading
             assert stalls.seen.wait(GUARD_S), "the stalled reader was never dropped"
-            hello = {"model": "desk", "messages": [{"role": "user", "content": "hello"}]}
-            busy = httpx.post(server.url + "/v1/chat/completions", json=hello, timeout=GUARD_S)
-            assert busy.status_code == 429 and not flood.cut.is_set()  # the keyed run goes on, in its slot
-            flood.stop.set()
-            assert flood.finished.wait(GUARD_S)
-            got = b""
-            while piece := sock.recv(65536):  # the server closes the connection once the run has ended
-                got += piece
-            retry = _answered(server.url, body, key)
+            yield server, sock
     finally:
         log.removeHandler(stalls)
         log.level = level
+
+
+REFUND = {"model": "desk", "messages": [{"role": "user", "content": "refund please"}]}
+
+
+def test_a_keyed_run_whose_reader_stalls_goes_on_to_its_end_holding_its_slot_and_its_retry_gets_it() -> None:
+    flood = Flood()
+    with stalled_keyed_reader(flood, "stalled-1", max_concurrency=1) as (server, sock):
+        hello = {"model": "desk", "messages": [{"role": "user", "content": "hello"}]}
+        busy = httpx.post(server.url + "/v1/chat/completions", json=hello, timeout=GUARD_S)
+        assert busy.status_code == 429 and not flood.cut.is_set()  # the keyed run goes on, in its slot
+        flood.stop.set()
+        assert flood.finished.wait(GUARD_S)
+        got = b""
+        while piece := sock.recv(65536):  # the server closes the connection once the run has ended
+            got += piece
+        retry = _answered(server.url, REFUND, {"idempotency-key": "stalled-1"})
     assert b"[DONE]" not in got
     assert retry.status_code == 200 and retry.headers["idempotent-replayed"] == "true"
     assert retry.json()["jeeves"]["status"] == "ok" and set(retry.json()["choices"][0]["message"]["content"]) == {"x"}
@@ -145,35 +159,19 @@ def test_send_timeout_is_checked_naming_the_argument_and_the_flag() -> None:
 
 def test_a_retry_while_the_stalled_readers_keyed_run_goes_on_is_told_it_is_in_flight_then_gets_its_answer() -> None:
     """A free slot, so the retry reaches the key: 409 in flight (the dropped reader's run not cut), then the answer."""
-    flood, journal, stalls = Flood(), MemoryJournal(), Stalls()
-    log = logging.getLogger("jeeves_router.serve")
-    log.addHandler(stalls)
-    level, log.level = log.level, logging.INFO
-    app = create_app(desk_with(flood), journal=journal, max_concurrency=4, send_timeout_s=0.5)
-    body = {"model": "desk", "messages": [{"role": "user", "content": "refund please"}]}
-    key = {"idempotency-key": "stalled-2"}
-    try:
-        with running(app) as server, socket.socket() as sock:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-            sock.connect(("127.0.0.1", server.port))
-            sock.settimeout(GUARD_S)
-            sock.sendall(_request({**body, "stream": True}, b"idempotency-key: stalled-2\r\n"))
-            assert sock.recv(4096).startswith(b"HTTP/1.1 200 OK")  # then this client stops reading
-            assert stalls.seen.wait(GUARD_S), "the stalled reader was never dropped"
-            for stream in (False, True):
-                during = httpx.post(
-                    server.url + "/v1/chat/completions", json={**body, "stream": stream}, headers=key, timeout=GUARD_S
-                )
-                assert during.status_code == 409 and during.json()["error"]["code"] == "idempotency_key_in_flight"
-                assert during.headers["retry-after"]
-            assert not flood.cut.is_set()  # the retries took nothing from the run
-            flood.stop.set()
-            assert flood.finished.wait(GUARD_S)
-            while sock.recv(65536):  # the server closes the connection once the run has ended
-                pass
-            retry = _answered(server.url, body, key)
-    finally:
-        log.removeHandler(stalls)
-        log.level = level
+    flood, key = Flood(), {"idempotency-key": "stalled-2"}
+    with stalled_keyed_reader(flood, "stalled-2", max_concurrency=4) as (server, sock):
+        for stream in (False, True):
+            during = httpx.post(
+                server.url + "/v1/chat/completions", json={**REFUND, "stream": stream}, headers=key, timeout=GUARD_S
+            )
+            assert during.status_code == 409 and during.json()["error"]["code"] == "idempotency_key_in_flight"
+            assert during.headers["retry-after"]
+        assert not flood.cut.is_set()  # the retries took nothing from the run
+        flood.stop.set()
+        assert flood.finished.wait(GUARD_S)
+        while sock.recv(65536):  # the server closes the connection once the run has ended
+            pass
+        retry = _answered(server.url, REFUND, key)
     assert retry.status_code == 200 and retry.headers["idempotent-replayed"] == "true"
     assert retry.json()["jeeves"]["status"] == "ok" and set(retry.json()["choices"][0]["message"]["content"]) == {"x"}
