@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import threading
 
+from ._log import get_logger
 from .errors import UsageError, argument_named
 
 __all__ = ["DEFAULT_MAX_CONCURRENCY", "Slots", "check_max_concurrency"]
+
+log = get_logger(__name__)
 
 #: Runs in flight at once by default: ``create_app``, ``router_server`` and ``mcp.server.serve``'s
 #: ``max_concurrency=``, the ``--max-concurrency`` of ``jeeves-router serve`` and ``jeeves-router mcp``.
@@ -51,11 +54,17 @@ class Slots:
         return f"the server is running its limit of {self.limit} concurrent runs"
 
     def acquire(self) -> bool:
-        """Take a slot: ``True``, or ``False`` when every slot is taken (the caller refuses the run)."""
+        """Take a slot: ``True``, or ``False`` when every slot is taken (the caller refuses the run).
+
+        A refusal is logged (``run.refused``, WARNING, with the limit): the server is at its
+        capacity, which its operator should hear of from either front door.
+        """
         with self._lock:  # the count is read and written at once: two threads cannot both take the last slot
             free = self.in_flight < self.limit
             if free:
                 self.in_flight += 1
+        if not free:
+            log.warning("run.refused", reason="busy", limit=self.limit)
         return free
 
     def release(self) -> None:

@@ -106,7 +106,7 @@ async def test_ask_holds_runs_to_the_http_servers_default_limit_and_refuses_one_
 
 
 @pytest.mark.anyio
-async def test_max_concurrency_sets_the_limit() -> None:
+async def test_max_concurrency_sets_the_limit(caplog: pytest.LogCaptureFixture) -> None:
     from mcp import Client
 
     from jeeves_router.mcp.server import router_server
@@ -116,6 +116,8 @@ async def test_max_concurrency_sets_the_limit() -> None:
         peak, answers = await _flood(client, 3, held)
     assert peak == 2 and held.entered == 2
     assert sorted(a.content[0].text for a in answers) == ["answered", "answered", busy_text(2)]
+    refusals = [r for r in caplog.records if r.name == "jeeves_router._slots"]
+    assert [(r.levelname, r.getMessage()) for r in refusals] == [("WARNING", "run.refused reason='busy' limit=2")]
 
 
 @pytest.mark.anyio

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import signal
 import subprocess
 import sys
@@ -48,7 +49,10 @@ def contents(lines: Iterator[str]) -> Iterator[str]:
                 yield choice["delta"]["content"]
 
 
-def test_saturated_server_answers_429_with_retry_after_and_frees_the_slot_after() -> None:
+def test_saturated_server_answers_429_with_retry_after_and_frees_the_slot_after(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.WARNING, logger="jeeves_router")
     model = GatedModel()
     with running(create_app(desk_with(model), max_concurrency=1, retry_after_s=3)) as server:
         with httpx.stream("POST", server.url + CHAT, json=body()) as first:
@@ -59,6 +63,9 @@ def test_saturated_server_answers_429_with_retry_after_and_frees_the_slot_after(
             assert refused.status_code == 429
             assert refused.headers["retry-after"] == "3"
             assert refused.json()["error"]["code"] == "rate_limit_exceeded"
+            # the operator is told the server is at its limit (nothing was logged of a refused run before)
+            refusals = [r.getMessage() for r in caplog.records if r.name == "jeeves_router._slots"]
+            assert refusals == ["run.refused reason='busy' limit=1"]
             model.gate.set()
             assert "".join(pieces) == "rest."
         again = httpx.post(server.url + CHAT, json=body(stream=False))
