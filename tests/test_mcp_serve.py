@@ -6,7 +6,7 @@ import os
 import subprocess
 import sys
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -25,18 +25,12 @@ from jeeves_router.messages import ToolResultPart
 from jeeves_router.models.base import ModelRequest
 from jeeves_router.testing import Call, FunctionModel, Reply, ScriptedModel, capture_events
 from tests.journal_helpers import Wrapped
-from tests.mcp_helpers import ENV, ROOT, child_pids, http_process
+from tests.mcp_helpers import ENV, ROOT, http_process
 
 pytest.importorskip("mcp")
+pytestmark = pytest.mark.usefixtures("no_process_left")  # conftest: no served desk outlives its test
 
 CLI = ["-m", "jeeves_router.cli", "mcp"]
-
-
-@pytest.fixture(autouse=True)
-def _no_process_left() -> Iterator[None]:
-    before = child_pids()
-    yield
-    assert child_pids() - before == set(), "a served desk outlived its test"
 
 
 @pytest.mark.anyio

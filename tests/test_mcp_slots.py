@@ -12,7 +12,6 @@ from __future__ import annotations
 import inspect
 import subprocess
 import sys
-from collections.abc import Iterator
 from typing import Any
 
 import anyio
@@ -23,9 +22,10 @@ from jeeves_router._slots import DEFAULT_MAX_CONCURRENCY
 from jeeves_router.journal import JournalRuntime, MemoryJournal
 from jeeves_router.models.base import ModelRequest
 from jeeves_router.testing import FunctionModel
-from tests.mcp_helpers import ENV, ROOT, child_pids, http_process
+from tests.mcp_helpers import ENV, ROOT, http_process
 
 pytest.importorskip("mcp")
+pytestmark = pytest.mark.usefixtures("no_process_left")  # conftest: no served desk outlives its test
 
 
 def busy_text(limit: int) -> str:
@@ -79,11 +79,19 @@ async def _flood(client: Any, calls: int, held: Held, meta: dict[str, str] | Non
     return peak, answers
 
 
-@pytest.fixture(autouse=True)
-def _no_process_left() -> Iterator[None]:
-    before = child_pids()
-    yield
-    assert child_pids() - before == set(), "a served desk outlived its test"
+async def cancelled_once_running(client: Any, held: Held, meta: dict[str, str]) -> None:
+    """Call ``ask`` with ``meta`` (its idempotency key) and cancel the call once its run is in the model."""
+    with anyio.move_on_after(60) as waited, anyio.CancelScope() as call:  # a hang guard
+
+        async def cancel_once_running() -> None:
+            while not held.entered:  # noqa: ASYNC110 - set by the run, in this loop
+                await anyio.sleep(0.01)
+            call.cancel()
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(cancel_once_running)
+            await client.call_tool("ask", {"request": "hi"}, meta=meta)
+    assert not waited.cancelled_caught, "the call's run never reached its model"
 
 
 @pytest.mark.anyio
@@ -128,17 +136,8 @@ async def test_a_keyed_run_whose_call_was_cancelled_keeps_its_slot_until_it_ends
 
     held = Held()
     async with Client(router_server(_desk(held, journaled=True), max_concurrency=1)) as client:
-        with anyio.move_on_after(60) as waited, anyio.CancelScope() as call:  # a hang guard
-
-            async def cancel_once_running() -> None:
-                while not held.entered:  # noqa: ASYNC110 - set by the run, in this loop
-                    await anyio.sleep(0.01)
-                call.cancel()
-
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(cancel_once_running)
-                await client.call_tool("ask", {"request": "hi"}, meta={"idempotency_key": "k-2"})
-        assert not waited.cancelled_caught and held.in_flight == 1  # the keyed run goes on, for its retry
+        await cancelled_once_running(client, held, {"idempotency_key": "k-2"})
+        assert held.in_flight == 1  # the keyed run goes on, for its retry
         with anyio.fail_after(60):  # a hang guard: a slot given back when the call ended lets this one run
             busy = await client.call_tool("ask", {"request": "another"})
         assert busy.is_error and busy.content[0].text == busy_text(1)
@@ -161,17 +160,8 @@ async def test_the_same_key_asked_again_while_its_cancelled_call_runs_is_in_flig
 
     held, key = Held(), {"idempotency_key": "k-3"}
     async with Client(router_server(_desk(held, journaled=True), max_concurrency=2)) as client:
-        with anyio.move_on_after(60) as waited, anyio.CancelScope() as call:  # a hang guard
-
-            async def cancel_once_running() -> None:
-                while not held.entered:  # noqa: ASYNC110 - set by the run, in this loop
-                    await anyio.sleep(0.01)
-                call.cancel()
-
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(cancel_once_running)
-                await client.call_tool("ask", {"request": "hi"}, meta=key)
-        assert not waited.cancelled_caught and held.in_flight == 1
+        await cancelled_once_running(client, held, key)
+        assert held.in_flight == 1
         during = await client.call_tool("ask", {"request": "hi"}, meta=key)
         assert during.is_error and "still in flight; call again later for its answer" in during.content[0].text
         held.gate.set()
